@@ -1,0 +1,229 @@
+"""Typed configuration: ``params.yaml`` parsed into pydantic models.
+
+``params.yaml`` is the one source of parameters. Its top level holds the method parameters; ``profiles`` holds
+per-profile overlays (models, engine, generation and judge backends, sizes) and ``profile`` picks one. The
+effective config is ``pydantic defaults <- profiles[profile] <- top-level keys``, so ``dvc exp run -S key=value``
+(which edits top-level keys) always wins over the profile.
+
+Every field has a description: the same models are the Prefect flows' parameters, so the Prefect UI renders a
+form with help text and dropdowns for the ``Literal``/``Enum`` fields. Unknown keys are errors (``extra=forbid``):
+a typo in params.yaml fails before any work, with the dotted key in the message.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+from enum import Enum
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+
+class ConfigError(ValueError):
+    """Invalid parameters; the message names the file and the dotted key."""
+
+
+class Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, use_enum_values=True)
+
+
+class Profile(str, Enum):
+    tiny = "tiny"
+    gpu = "gpu"
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Data
+
+
+class SplitSizes(Section):
+    train: int = Field(320, ge=0, description="Training samples per task.")
+    val: int = Field(48, ge=0, description="Validation samples per task (used for SFT early reporting).")
+    test: int = Field(64, ge=0, description="Held-out samples per task for evaluation.")
+    calib: int = Field(48, ge=0, description="Calibration samples per task (rubric coverage / pass rates).")
+
+
+class DataConfig(Section):
+    out_dir: str = Field("data/synthetic", description="Where the synthetic dataset (parquet + images) is written.")
+    tasks: list[Literal["counting", "barchart", "geometry"]] = Field(
+        default_factory=lambda: ["counting", "barchart", "geometry"],
+        description="Synthetic multimodal tasks to generate.",
+    )
+    splits: SplitSizes = Field(default_factory=SplitSizes, description="Samples per split and task.")
+    image_size: int = Field(
+        56, ge=28, le=1024, description="Square image side in pixels (56 px = 4 visual tokens for Qwen2.5-VL)."
+    )
+    seed: int = Field(1234, description="Generator seed; the dataset is a pure function of seed and sizes.")
+    min_split_size: int = Field(8, ge=1, description="Validation gate: smallest allowed non-empty split.")
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Models
+
+
+class ModelSpec(Section):
+    source: Literal["tiny", "pretrained"] = Field(
+        "tiny", description="'tiny': built offline from a production architecture config; 'pretrained': a real id/path."
+    )
+    arch: Literal["qwen2_5_vl", "qwen2"] = Field("qwen2_5_vl", description="Architecture family.")
+    path: str = Field(
+        "artifacts/models/base-vl",
+        description="Tiny: directory the built model is saved to. Pretrained: HF model id or local directory.",
+    )
+    hidden_size: int = Field(128, ge=16, description="Tiny only: text hidden size.")
+    num_layers: int = Field(2, ge=1, description="Tiny only: text decoder layers.")
+    num_heads: int = Field(4, ge=1, description="Tiny only: attention heads.")
+    vision_hidden_size: int = Field(64, ge=16, description="Tiny only: vision tower width.")
+    vision_depth: int = Field(2, ge=1, description="Tiny only: vision tower blocks.")
+    vocab_size: int = Field(640, ge=300, description="Tiny only: BPE vocabulary size of the offline tokenizer.")
+    dtype: Literal["float32", "bfloat16", "float16"] = Field("float32", description="Weights dtype at load time.")
+
+
+class ModelsConfig(Section):
+    policy: ModelSpec = Field(default_factory=ModelSpec, description="The (vision-)language policy trained by RL.")
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# SFT warm start
+
+
+class SFTConfig(Section):
+    out_dir: str = Field("artifacts/models/sft", description="Where the SFT checkpoint is saved.")
+    steps: int = Field(300, ge=0, description="Optimizer steps.")
+    batch_size: int = Field(32, ge=1, description="Sequences per step.")
+    lr: float = Field(3e-3, gt=0, description="AdamW learning rate (constant after warmup).")
+    warmup_steps: int = Field(20, ge=0, description="Linear warmup steps.")
+    weight_decay: float = Field(0.0, ge=0, description="AdamW weight decay.")
+    eval_samples: int = Field(96, ge=1, description="Held-out samples (test split) for before/after accuracy.")
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Generation
+
+
+class GenerationConfig(Section):
+    backend: Literal["transformers", "vllm"] = Field(
+        "transformers", description="Rollout engine: transformers generate (CPU) or vLLM (GPU profiles)."
+    )
+    max_new_tokens: int = Field(48, ge=1, description="Completion length cap.")
+    temperature: float = Field(1.0, ge=0, description="Sampling temperature for rollouts (0 = greedy).")
+    top_p: float = Field(1.0, gt=0, le=1, description="Nucleus sampling for rollouts.")
+    eval_batch_size: int = Field(64, ge=1, description="Prompts per generate() call in evaluation.")
+    vllm_gpu_memory_utilization: float = Field(0.45, gt=0, le=1, description="vLLM: GPU memory fraction.")
+    vllm_tensor_parallel_size: int = Field(1, ge=1, description="vLLM: tensor parallel degree.")
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Tracking
+
+
+class TrackingConfig(Section):
+    experiment: str = Field("rubricflow", description="MLflow experiment name.")
+    tracking_uri: str | None = Field(
+        None, description="MLflow tracking URI; default is the SQLite store under .rubricflow/mlflow."
+    )
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Top level
+
+
+class Config(Section):
+    profile: Profile = Field(Profile.tiny, description="Active profile (overlay from `profiles`).")
+    seed: int = Field(1234, description="Global seed for training and sampling.")
+    data: DataConfig = Field(default_factory=DataConfig, description="Synthetic data generation and gates.")
+    models: ModelsConfig = Field(default_factory=ModelsConfig, description="Model specs per role.")
+    sft: SFTConfig = Field(default_factory=SFTConfig, description="SFT warm start.")
+    generation: GenerationConfig = Field(default_factory=GenerationConfig, description="Rollout generation.")
+    tracking: TrackingConfig = Field(default_factory=TrackingConfig, description="MLflow tracking.")
+
+    @model_validator(mode="after")
+    def _check(self) -> "Config":
+        return self
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Loading
+
+
+def deep_merge(base: dict, over: dict) -> dict:
+    """Recursively merge ``over`` into a copy of ``base`` (dicts merge, everything else replaces)."""
+    out = copy.deepcopy(base)
+    for k, v in over.items():
+        if isinstance(v, dict) and isinstance(out.get(k), dict):
+            out[k] = deep_merge(out[k], v)
+        else:
+            out[k] = copy.deepcopy(v)
+    return out
+
+
+def _format_errors(err: ValidationError, source: str) -> str:
+    lines = [f"{source}: invalid parameters"]
+    for e in err.errors():
+        key = ".".join(str(p) for p in e["loc"]) or "<root>"
+        got = e.get("input")
+        got_s = "" if isinstance(got, dict) else f" (got {got!r})"
+        lines.append(f"  - key `{key}`: {e['msg']}{got_s}")
+    return "\n".join(lines)
+
+
+def resolve_raw(raw: dict, profile: str | None = None, source: str = "params.yaml") -> dict:
+    """Apply the profile overlay: ``profiles[profile] <- top-level``; returns the effective dict."""
+    raw = dict(raw or {})
+    profiles = raw.pop("profiles", {}) or {}
+    name = profile or raw.get("profile") or Profile.tiny.value
+    if profiles and name not in profiles:
+        raise ConfigError(f"{source}: key `profile`: unknown profile {name!r}; expected one of {sorted(profiles)}")
+    merged = deep_merge(profiles.get(name, {}) or {}, raw)
+    merged["profile"] = name
+    return merged
+
+
+def load_config(
+    path: str | os.PathLike | None = None, profile: str | None = None, overrides: dict[str, Any] | None = None
+) -> Config:
+    """Load and validate ``params.yaml`` (default: ``$RUBRICFLOW_PARAMS`` or ./params.yaml).
+
+    ``overrides`` maps dotted keys to values (``{"rucl.reward.mode": "outcome"}``), applied last.
+    Raises ConfigError naming the file and the dotted key on any problem.
+    """
+    path = Path(path or os.environ.get("RUBRICFLOW_PARAMS", "params.yaml"))
+    if not path.exists():
+        raise ConfigError(f"{path}: parameters file not found")
+    try:
+        raw = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as e:
+        raise ConfigError(f"{path}: not valid YAML: {e}") from e
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{path}: expected a mapping at the top level, got {type(raw).__name__}")
+    return config_from_dict(raw, profile=profile, overrides=overrides, source=str(path))
+
+
+def config_from_dict(
+    raw: dict, profile: str | None = None, overrides: dict[str, Any] | None = None, source: str = "params"
+) -> Config:
+    merged = resolve_raw(raw, profile, source)
+    for dotted, value in (overrides or {}).items():
+        node = merged
+        keys = dotted.split(".")
+        for k in keys[:-1]:
+            node = node.setdefault(k, {})
+            if not isinstance(node, dict):
+                raise ConfigError(f"{source}: key `{dotted}`: `{k}` is not a section")
+        node[keys[-1]] = value
+    try:
+        return Config.model_validate(merged)
+    except ValidationError as e:
+        raise ConfigError(_format_errors(e, source)) from None
+
+
+def config_hash(cfg: BaseModel) -> str:
+    """Stable short hash of a (sub)config, for cache keys and run tags."""
+    import hashlib
+    import json
+
+    blob = json.dumps(cfg.model_dump(mode="json"), sort_keys=True).encode()
+    return hashlib.sha256(blob).hexdigest()[:16]

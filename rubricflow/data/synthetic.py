@@ -1,0 +1,176 @@
+"""Synthetic multimodal tasks with recorded ground-truth reasoning facts.
+
+Three generators, deterministic by seed (each sample's RNG is seeded from (seed, task, split, index)):
+
+* ``counting``  coloured shapes on a 3x3 grid; "How many red shapes are there?"
+* ``barchart``  three bars A, B, C; "Which bar is the tallest?" or "tallest minus shortest?"
+* ``geometry``  two lattice points P (red) and Q (blue) on a 5x5 grid; area of the right triangle
+                P, Q, (xQ, yP): perception P, Q; intermediate dx, dy, area.
+
+Images are small (56 px by default = 4 visual tokens for Qwen2.5-VL): learning is visible on CPU only at that
+size. Every sample records ``facts`` (see rubricflow.data.traces) so reasoning can be checked, not just answers.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+from collections.abc import Callable
+from pathlib import Path
+
+from PIL import Image, ImageDraw
+
+from rubricflow.data.schema import SPLITS, Sample, write_dataset
+from rubricflow.data.traces import fmt
+
+COLORS = {"red": (220, 30, 30), "green": (30, 160, 40), "blue": (30, 60, 220)}
+SHAPES = ("circle", "square", "triangle")
+
+
+def _rng(seed: int, task: str, split: str, index: int) -> random.Random:
+    h = hashlib.sha256(f"{seed}:{task}:{split}:{index}".encode()).digest()
+    return random.Random(int.from_bytes(h[:8], "big"))
+
+
+def _canvas(size: int) -> tuple[Image.Image, ImageDraw.ImageDraw]:
+    im = Image.new("RGB", (size, size), (255, 255, 255))
+    return im, ImageDraw.Draw(im)
+
+
+# ------------------------------------------------------------------------------------------------------------
+def gen_counting(rng: random.Random, size: int) -> tuple[Image.Image, str, str, str, dict]:
+    im, d = _canvas(size)
+    cell = size / 3
+    n = rng.randint(1, 6)
+    cells = rng.sample(range(9), n)
+    counts = {c: 0 for c in COLORS}
+    for c in cells:
+        color = rng.choice(list(COLORS))
+        shape = rng.choice(SHAPES)
+        counts[color] += 1
+        cx, cy = (c % 3 + 0.5) * cell, (c // 3 + 0.5) * cell
+        r = cell * 0.36
+        box = [cx - r, cy - r, cx + r, cy + r]
+        if shape == "circle":
+            d.ellipse(box, fill=COLORS[color])
+        elif shape == "square":
+            d.rectangle(box, fill=COLORS[color])
+        else:
+            d.polygon([(cx, cy - r), (cx - r, cy + r), (cx + r, cy + r)], fill=COLORS[color])
+    target = rng.choice(list(COLORS))
+    q = f"How many {target} shapes are there?"
+    facts = {
+        "task": "counting",
+        "perception": [[c, counts[c]] for c in COLORS],
+        "intermediate": [],
+        "target": target,
+        "question_type": "count",
+    }
+    return im, q, str(counts[target]), "int", facts
+
+
+def gen_barchart(rng: random.Random, size: int) -> tuple[Image.Image, str, str, str, dict]:
+    im, d = _canvas(size)
+    values = rng.sample(range(1, 6), 3)
+    labels = ["A", "B", "C"]
+    base = size - 4
+    unit = (size - 8) / 5
+    width = size / 5
+    for i, v in enumerate(values):
+        x0 = size * (0.12 + 0.3 * i)
+        d.rectangle([x0, base - v * unit, x0 + width, base], fill=(40, 40, 40))
+    d.line([(0, base), (size, base)], fill=(120, 120, 120))
+    vals = dict(zip(labels, values))
+    hi, lo = max(values), min(values)
+    if rng.random() < 0.5:
+        q = "Bars A, B, C from left to right. Which bar is the tallest?"
+        ans, atype, qt = labels[values.index(hi)], "choice", "tallest"
+        inter = [["max", hi]]
+    else:
+        q = "Bars A, B, C from left to right. What is the tallest bar minus the shortest bar?"
+        ans, atype, qt = str(hi - lo), "int", "diff"
+        inter = [["max", hi], ["min", lo], ["diff", hi - lo]]
+    facts = {
+        "task": "barchart",
+        "perception": [[k, v] for k, v in vals.items()],
+        "intermediate": inter,
+        "target": None,
+        "question_type": qt,
+    }
+    return im, q, ans, atype, facts
+
+
+def gen_geometry(rng: random.Random, size: int) -> tuple[Image.Image, str, str, str, dict]:
+    im, d = _canvas(size)
+    margin = size * 0.1
+    step = (size - 2 * margin) / 4
+
+    def px(x: int, y: int) -> tuple[float, float]:
+        return margin + x * step, size - margin - y * step
+
+    for k in range(5):  # light lattice
+        d.line([px(k, 0), px(k, 4)], fill=(225, 225, 225))
+        d.line([px(0, k), px(4, k)], fill=(225, 225, 225))
+    d.line([px(0, 0), px(4, 0)], fill=(90, 90, 90))
+    d.line([px(0, 0), px(0, 4)], fill=(90, 90, 90))
+    while True:
+        p = (rng.randint(0, 4), rng.randint(0, 4))
+        q = (rng.randint(0, 4), rng.randint(0, 4))
+        if p[0] != q[0] and p[1] != q[1]:
+            break
+    r = size * 0.06
+    for (x, y), color in ((p, COLORS["red"]), (q, COLORS["blue"])):
+        cx, cy = px(x, y)
+        d.ellipse([cx - r, cy - r, cx + r, cy + r], fill=color)
+    dx, dy = abs(q[0] - p[0]), abs(q[1] - p[1])
+    area = dx * dy / 2
+    question = "Red point P and blue point Q are on the grid. What is the area of the right triangle P, Q, (xQ, yP)?"
+    facts = {
+        "task": "geometry",
+        "perception": [["P", list(p)], ["Q", list(q)]],
+        "intermediate": [["dx", dx], ["dy", dy], ["area", area]],
+        "target": None,
+        "question_type": "area",
+    }
+    return im, question, fmt(float(area)), "float" if not float(area).is_integer() else "int", facts
+
+
+GENERATORS: dict[str, Callable[[random.Random, int], tuple]] = {
+    "counting": gen_counting,
+    "barchart": gen_barchart,
+    "geometry": gen_geometry,
+}
+
+
+def generate_samples(
+    tasks: list[str], sizes: dict[str, int], seed: int, image_size: int, out_dir: str | Path, progress=None
+) -> list[Sample]:
+    """Render images into ``out_dir/images`` and return the samples (not yet written as parquet)."""
+    out = Path(out_dir)
+    (out / "images").mkdir(parents=True, exist_ok=True)
+    samples: list[Sample] = []
+    for task in tasks:
+        gen = GENERATORS[task]
+        for split in SPLITS:
+            for i in range(int(sizes.get(split, 0))):
+                rng = _rng(seed, task, split, i)
+                im, q, ans, atype, facts = gen(rng, image_size)
+                sid = f"{task}-{split}-{i:05d}"
+                rel = f"images/{sid}.png"
+                im.save(out / rel, optimize=False)
+                samples.append(Sample(sid, [rel], q, ans, atype, task, facts, split, f"synthetic/{task}"))
+                if progress is not None:
+                    progress()
+    return samples
+
+
+def build_synthetic_dataset(
+    out_dir: str | Path, tasks: list[str], sizes: dict[str, int], seed: int, image_size: int, progress=None
+) -> list[Sample]:
+    samples = generate_samples(tasks, sizes, seed, image_size, out_dir, progress)
+    write_dataset(
+        out_dir,
+        samples,
+        manifest={"generator": "rubricflow.data.synthetic", "seed": seed, "image_size": image_size, "tasks": tasks},
+    )
+    return samples
