@@ -2,7 +2,7 @@
 
 Three generators, deterministic by seed (each sample's RNG is seeded from (seed, task, split, index)):
 
-* ``counting``  coloured shapes on a 3x3 grid; "How many red shapes are there?"
+* ``counting``  coloured shapes in the cells of a 2x2 grid; "How many red shapes are there?"
 * ``barchart``  three bars A, B, C; "Which bar is the tallest?" or "tallest minus shortest?"
 * ``geometry``  two lattice points P (red) and Q (blue) on a 5x5 grid; area of the right triangle
                 P, Q, (xQ, yP): perception P, Q; intermediate dx, dy, area.
@@ -40,15 +40,17 @@ def _canvas(size: int) -> tuple[Image.Image, ImageDraw.ImageDraw]:
 # ------------------------------------------------------------------------------------------------------------
 def gen_counting(rng: random.Random, size: int) -> tuple[Image.Image, str, str, str, dict]:
     im, d = _canvas(size)
-    cell = size / 3
-    n = rng.randint(1, 6)
-    cells = rng.sample(range(9), n)
+    # A 2x2 grid: each cell is one merged Qwen2.5-VL visual token at 56 px (28 px), which keeps counting
+    # learnable for a tiny CPU model; colours and shapes vary per cell.
+    cell = size / 2
+    n = rng.randint(1, 4)
+    cells = rng.sample(range(4), n)
     counts = {c: 0 for c in COLORS}
     for c in cells:
         color = rng.choice(list(COLORS))
         shape = rng.choice(SHAPES)
         counts[color] += 1
-        cx, cy = (c % 3 + 0.5) * cell, (c // 3 + 0.5) * cell
+        cx, cy = (c % 2 + 0.5) * cell, (c // 2 + 0.5) * cell
         r = cell * 0.36
         box = [cx - r, cy - r, cx + r, cy + r]
         if shape == "circle":

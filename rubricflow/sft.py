@@ -1,0 +1,140 @@
+"""Supervised fine-tuning on (prompt, target) pairs: the warm start before RL.
+
+Used by every method: RuCL's policy learns the reasoning-trace format (facts, then ``\\boxed{answer}``) so that
+RL starts above chance; DeltaRubric's shared model learns templated plans and verdicts; RoRo's small and large
+step models learn the step-by-step arithmetic format.
+
+Sequences are built exactly as at rollout time: the chat prompt is encoded by the processor (image placeholders
+expanded), the target's token ids are appended, then ``<|im_end|>``. Loss is on target tokens only.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+
+@dataclass
+class SFTExample:
+    prompt: str  # chat-formatted generation prompt (ends with the assistant header)
+    target: str  # the assistant's reply, without the end-of-turn token
+    images: list[Any] = field(default_factory=list)
+
+
+def _tokenizer(processor):
+    return getattr(processor, "tokenizer", processor)
+
+
+def encode_pairs(processor, prompts: list[str], images: list[list] | None, targets: list[list[int]]):
+    """Right-padded batch of prompt+completion ids with a mask of completion positions.
+
+    Returns a dict with model inputs (input_ids, attention_mask, [mm_token_type_ids, pixel_values,
+    image_grid_thw]) plus ``completion_mask`` (1 on completion tokens) — shared by SFT and GRPO log-prob code.
+    """
+    tok = _tokenizer(processor)
+    is_vl = hasattr(processor, "image_processor")
+    if is_vl and images is not None and any(images):
+        enc = processor(prompts, images, padding_side="right")
+        prompt_ids = [row[m.bool()].tolist() for row, m in zip(enc["input_ids"], enc["attention_mask"])]
+        extra = {k: enc[k] for k in ("pixel_values", "image_grid_thw") if k in enc}
+    else:
+        prompt_ids = [tok(p, add_special_tokens=False)["input_ids"] for p in prompts]
+        extra = {}
+    seqs = [p + t for p, t in zip(prompt_ids, targets)]
+    width = max(len(s) for s in seqs)
+    pad = tok.pad_token_id
+    input_ids = torch.full((len(seqs), width), pad, dtype=torch.long)
+    attn = torch.zeros((len(seqs), width), dtype=torch.long)
+    comp = torch.zeros((len(seqs), width), dtype=torch.long)
+    for i, (p, s) in enumerate(zip(prompt_ids, seqs)):
+        input_ids[i, : len(s)] = torch.tensor(s)
+        attn[i, : len(s)] = 1
+        comp[i, len(p) : len(s)] = 1
+    out = {"input_ids": input_ids, "attention_mask": attn, "completion_mask": comp, **extra}
+    if is_vl:
+        image_id = processor.image_token_id
+        out["mm_token_type_ids"] = (input_ids == image_id).long()
+    return out
+
+
+def target_ids(processor, text: str) -> list[int]:
+    tok = _tokenizer(processor)
+    eos = tok.convert_tokens_to_ids("<|im_end|>")
+    return tok(text, add_special_tokens=False)["input_ids"] + [eos]
+
+
+def completion_logprobs(model, batch: dict) -> torch.Tensor:
+    """Per-position log-prob of the next token, aligned with ``batch['input_ids']`` (position 0 is 0)."""
+    inputs = {k: v for k, v in batch.items() if k != "completion_mask"}
+    logits = model(**inputs).logits[:, :-1].float()
+    ids = batch["input_ids"][:, 1:]
+    logp = torch.log_softmax(logits, dim=-1).gather(-1, ids.unsqueeze(-1)).squeeze(-1)
+    return torch.nn.functional.pad(logp, (1, 0))
+
+
+def sft_loss(model, batch: dict) -> torch.Tensor:
+    logp = completion_logprobs(model, batch)
+    mask = batch["completion_mask"].float()
+    return -(logp * mask).sum() / mask.sum().clamp(min=1)
+
+
+def train_sft(
+    model,
+    processor,
+    examples: list[SFTExample],
+    steps: int,
+    batch_size: int = 32,
+    lr: float = 3e-3,
+    warmup_steps: int = 20,
+    weight_decay: float = 0.0,
+    seed: int = 0,
+    log_fn: Callable[[int, dict], None] | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> list[float]:
+    """Train ``model`` in place on ``examples`` for ``steps`` AdamW steps; returns the loss curve."""
+    if not examples:
+        raise ValueError("train_sft: no training examples")
+    rng = random.Random(seed)
+    torch.manual_seed(seed)
+    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / max(1, warmup_steps)))
+    # Pre-tokenise targets once.
+    tids = [target_ids(processor, ex.target) for ex in examples]
+    order: list[int] = []
+    losses: list[float] = []
+    model.train()
+    for step in range(steps):
+        if len(order) < batch_size:
+            perm = list(range(len(examples)))
+            rng.shuffle(perm)
+            order.extend(perm)
+        idx, order = order[:batch_size], order[batch_size:]
+        t0 = time.perf_counter()
+        batch = encode_pairs(
+            processor,
+            [examples[i].prompt for i in idx],
+            [examples[i].images for i in idx],
+            [tids[i] for i in idx],
+        )
+        loss = sft_loss(model, batch)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        sched.step()
+        value = float(loss.detach())
+        if not math.isfinite(value):
+            raise FloatingPointError(f"SFT loss became {value} at step {step}")
+        losses.append(value)
+        if log_fn is not None:
+            log_fn(step, {"sft/loss": value, "sft/lr": sched.get_last_lr()[0], "sft/step_s": time.perf_counter() - t0})
+        if progress is not None:
+            progress(1)
+    model.eval()
+    return losses
