@@ -1,0 +1,89 @@
+"""The judge protocol: what every judge backend takes and returns.
+
+A judge sees a question, the image reference(s), a response and a list of rubrics, and returns per rubric
+whether it is *applicable* to this response and, only if so, whether it is *satisfied* (RuCL's
+applicability-aware judging). Every call ends in one of three statuses:
+
+* ``ok``        the output parsed under the strict schema,
+* ``repaired``  it parsed only after tolerant repair (code fences, prose, trailing commas, spelling variants),
+* ``failed``    nothing usable (with ``reason``): its rubrics are *missing*, never scored 0 or 0.5.
+
+A rubric absent from the judge's output is absent from ``verdicts`` (never defaulted to unsatisfied).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal, Protocol
+
+Status = Literal["ok", "repaired", "failed"]
+Tier = Literal["foundational", "advanced", "candidate"]
+
+
+@dataclass(frozen=True)
+class Rubric:
+    id: str
+    text: str
+    tier: Tier = "candidate"
+    category: str = ""  # visual_faithfulness | logical_coherence | constraint_satisfaction | mathematical_accuracy
+    check: str | None = None  # name of the programmatic checker, when one exists
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    applicable: bool
+    satisfied: bool | None  # None when not applicable
+    rationale: str = ""
+
+
+@dataclass
+class Judgment:
+    status: Status
+    verdicts: dict[str, Verdict] = field(default_factory=dict)
+    reason: str | None = None  # why it failed / what was repaired
+    raw: str | None = None  # the raw judge text, for audit
+
+    @property
+    def failed(self) -> bool:
+        return self.status == "failed"
+
+
+@dataclass
+class JudgeRequest:
+    sample_id: str
+    question: str
+    response: str
+    rubrics: list[Rubric]
+    images: list[str] = field(default_factory=list)  # absolute or dataset-relative image paths
+    facts: dict[str, Any] = field(default_factory=dict)  # ground truth (programmatic judge only)
+    answer: str | None = None  # reference answer (programmatic judge only)
+
+    def content_hash(self) -> str:
+        """Hash of everything a judge sees about this sample except the rubric list (for the cache key)."""
+        h = hashlib.sha256()
+        h.update(json.dumps([self.question, self.response, self.answer], ensure_ascii=False).encode())
+        h.update(json.dumps(self.facts, sort_keys=True, default=str).encode())
+        for p in self.images:
+            try:
+                with open(p, "rb") as f:
+                    h.update(hashlib.sha256(f.read()).digest())
+            except OSError:
+                h.update(str(p).encode())
+        return h.hexdigest()
+
+
+class JudgeBackend(Protocol):
+    """Every backend: ``name``, ``model_id``, ``prompt_version`` (cache key parts) and a batch call."""
+
+    name: str
+    model_id: str
+    prompt_version: str
+
+    def judge(self, requests: list[JudgeRequest]) -> list[Judgment]:
+        """One Judgment per request, in order. Never raises for a per-sample failure: returns status=failed."""
+        ...
