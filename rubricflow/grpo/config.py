@@ -1,0 +1,83 @@
+"""GRPO and engine parameters (pydantic sections; every field documented; no heavy imports).
+
+A method's config (e.g. ``rucl.grpo``) holds one ``GRPOConfig``; its ``engine`` field picks DeepSpeed or plain
+torch. Defaults follow TRL/verl/DAPO practice and are small enough for the tiny CPU profile.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from rubricflow.config import Section
+
+
+class EngineConfig(Section):
+    kind: Literal["deepspeed", "torch"] = Field(
+        "torch",
+        description="Training engine: 'deepspeed' (ZeRO, multi-process, CPU or GPU) or 'torch' (plain AdamW, one process).",
+    )
+    zero_stage: int = Field(0, ge=0, le=3, description="DeepSpeed ZeRO stage (0 = plain data parallel).")
+    bf16: bool = Field(False, description="DeepSpeed bf16 mixed precision (GPU profiles; fp32 on CPU is the default).")
+    offload_optimizer: bool = Field(
+        False,
+        description="DeepSpeed ZeRO optimizer-state offload to CPU (uses DeepSpeedCPUAdam; needs zero_stage >= 1; "
+        "the cpu_adam op is JIT-compiled once into TORCH_EXTENSIONS_DIR).",
+    )
+    gradient_accumulation_steps: int = Field(
+        1, ge=1, description="Micro-batches per optimizer step (the updater splits each minibatch into this many)."
+    )
+    dist_backend: Literal["gloo", "nccl"] = Field(
+        "gloo", description="torch.distributed backend: 'gloo' on CPU, 'nccl' on GPUs."
+    )
+    adam_betas: tuple[float, float] = Field((0.9, 0.999), description="AdamW betas.")
+    adam_eps: float = Field(1e-8, gt=0, description="AdamW epsilon.")
+
+    @model_validator(mode="after")
+    def _check(self) -> "EngineConfig":
+        if self.offload_optimizer and self.zero_stage == 0:
+            raise ValueError("offload_optimizer needs zero_stage >= 1 (DeepSpeed offloads ZeRO optimizer partitions)")
+        return self
+
+
+class GRPOConfig(Section):
+    group_size: int = Field(8, ge=1, description="Completions sampled per prompt (one advantage group).")
+    prompts_per_step: int = Field(8, ge=1, description="Prompts per training step (per process).")
+    steps: int = Field(50, ge=0, description="Training steps (one rollout batch + its GRPO update each).")
+    lr: float = Field(1e-3, gt=0, description="AdamW learning rate (constant after warmup, as in RuCL's verl runs).")
+    warmup_steps: int = Field(0, ge=0, description="Linear LR warmup, in optimizer steps.")
+    weight_decay: float = Field(0.0, ge=0, description="AdamW weight decay.")
+    clip_low: float = Field(0.2, ge=0, lt=1, description="Lower clip: ratio >= 1 - clip_low for negative advantages.")
+    clip_high: float = Field(
+        0.28, ge=0, description="Upper clip: ratio <= 1 + clip_high for positive advantages (DAPO clip-higher; 0.2 = PPO)."
+    )
+    beta: float = Field(
+        0.0, ge=0, description="k3 KL coefficient to the frozen reference (0 = no reference model is kept or run)."
+    )
+    loss_agg: Literal["grpo", "dr_grpo", "dapo"] = Field(
+        "dapo",
+        description="Token-loss aggregation: 'grpo' sequence mean then batch mean; 'dr_grpo' sum / "
+        "(max_new_tokens * n_seqs); 'dapo' token mean over the minibatch.",
+    )
+    scale_rewards: Literal["group", "batch", "none"] = Field(
+        "group",
+        description="Advantage scaling: divide by the group std, the (per-role) batch std, or not at all (Dr. GRPO).",
+    )
+    adv_eps: float = Field(1e-4, gt=0, description="Added to the std before dividing the centred rewards.")
+    inner_epochs: int = Field(1, ge=1, description="Passes over each rollout batch (PPO epochs, 'mu' in GRPO).")
+    minibatch_size: int = Field(
+        0, ge=0, description="Episodes per optimizer step (0 = the whole rollout batch in one step)."
+    )
+    micro_batch_size: int = Field(
+        0, ge=0, description="Episodes per forward/backward (memory bound; 0 = minibatch / engine grad accumulation)."
+    )
+    max_grad_norm: float = Field(1.0, ge=0, description="Gradient clipping norm (0 = off).")
+    max_new_tokens: int = Field(48, ge=1, description="Completion length cap (also the dr_grpo normaliser).")
+    temperature: float = Field(1.0, gt=0, description="Rollout sampling temperature (log-probs use the same).")
+    top_p: float = Field(1.0, gt=0, le=1, description="Rollout nucleus sampling.")
+    checkpoint_every: int = Field(10, ge=0, description="Save a checkpoint every N steps (0 = only at the end).")
+    keep_checkpoints: int = Field(2, ge=1, description="How many most recent checkpoints to keep.")
+    eval_every: int = Field(0, ge=0, description="Run the method's evaluation every N steps (0 = only at the end).")
+    seed: int = Field(1234, description="Seed of the prompt order, rollouts and minibatch shuffles.")
+    engine: EngineConfig = Field(default_factory=EngineConfig, description="Training engine (DeepSpeed or torch).")

@@ -1,0 +1,293 @@
+"""Training engines behind one small interface: DeepSpeed (ZeRO 0-3, one or many processes) and plain torch.
+
+The updater only calls ``backward(loss)`` per micro-batch and ``step()`` per optimizer step; the engine owns the
+optimizer (AdamW), the LR schedule (linear warmup then constant, as RuCL's verl runs), gradient clipping, and
+saving/loading its own state. ``module`` is the trainable ``nn.Module`` (never a wrapper), so adapters and the
+rollout generator use it directly.
+
+DeepSpeed on CPU (see ../shared/notes/cpu-stack.md):
+
+* a single process still needs ``RANK/LOCAL_RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT`` or DeepSpeed tries MPI:
+  ``ensure_dist_env`` sets them (a free port) when a launcher did not;
+* ``gloo`` is the CPU backend; gradient accumulation is *unmanaged* (``managed_gradient_accumulation=false``), so
+  ``step()`` is the one accumulation boundary whatever the number of micro-batches;
+* first use JIT-compiles ops (the shm all-reduce op on every ``deepspeed.comm`` start, cpu_adam when offloading)
+  into ``TORCH_EXTENSIONS_DIR``, which ``rubricflow.env`` points into ``.rubricflow/`` so the cost is paid once.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from pathlib import Path
+from typing import Protocol
+
+import torch
+
+from rubricflow.grpo.config import EngineConfig
+
+
+class Engine(Protocol):
+    module: torch.nn.Module
+    rank: int
+    world_size: int
+    kind: str
+
+    def backward(self, loss: torch.Tensor) -> None: ...
+
+    def step(self) -> dict[str, float]:
+        """Clip, apply the optimizer update and the LR schedule; return ``{"grad_norm", "lr"}``."""
+        ...
+
+    def save(self, path: str | Path) -> None:
+        """Collective on all ranks: write model + optimizer + LR schedule state under ``path``."""
+        ...
+
+    def load(self, path: str | Path) -> None: ...
+
+    def all_reduce_mean(self, values: dict[str, float]) -> dict[str, float]: ...
+
+    def barrier(self) -> None: ...
+
+
+def warmup_constant(warmup_steps: int):
+    """LR multiplier: linear warmup over ``warmup_steps`` optimizer steps, then 1."""
+
+    def f(step: int) -> float:
+        return 1.0 if warmup_steps <= 0 else min(1.0, (step + 1) / warmup_steps)
+
+    return f
+
+
+def _trainable(module: torch.nn.Module) -> list[torch.nn.Parameter]:
+    return [p for p in module.parameters() if p.requires_grad]
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Plain torch
+
+
+class TorchEngine:
+    """One process, ``torch.optim.AdamW``, grad-norm clipping, warmup-constant LR. The reference engine."""
+
+    kind = "torch"
+
+    def __init__(
+        self,
+        module: torch.nn.Module,
+        cfg: EngineConfig | None = None,
+        lr: float = 1e-3,
+        weight_decay: float = 0.0,
+        warmup_steps: int = 0,
+        max_grad_norm: float = 1.0,
+    ):
+        cfg = cfg or EngineConfig(kind="torch")
+        if int(os.environ.get("WORLD_SIZE", "1")) > 1:
+            raise RuntimeError(
+                f"engine.kind=torch runs one process but WORLD_SIZE={os.environ['WORLD_SIZE']}; "
+                "use engine.kind=deepspeed for several processes"
+            )
+        self.module = module
+        self.rank, self.world_size = 0, 1
+        self.max_grad_norm = max_grad_norm
+        self.optimizer = torch.optim.AdamW(
+            _trainable(module), lr=lr, weight_decay=weight_decay, betas=tuple(cfg.adam_betas), eps=cfg.adam_eps
+        )
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, warmup_constant(warmup_steps))
+        self.optimizer.zero_grad(set_to_none=True)
+
+    def backward(self, loss: torch.Tensor) -> None:
+        loss.backward()
+
+    def step(self) -> dict[str, float]:
+        params = _trainable(self.module)
+        if self.max_grad_norm > 0:
+            norm = float(torch.nn.utils.clip_grad_norm_(params, self.max_grad_norm))
+        else:
+            norm = float(torch.linalg.vector_norm(torch.stack([p.grad.norm() for p in params if p.grad is not None])))
+        lr = self.optimizer.param_groups[0]["lr"]
+        self.optimizer.step()
+        self.scheduler.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        return {"grad_norm": norm, "lr": lr}
+
+    def save(self, path: str | Path) -> None:
+        p = Path(path)
+        p.mkdir(parents=True, exist_ok=True)
+        torch.save(
+            {
+                "model": self.module.state_dict(),
+                "optimizer": self.optimizer.state_dict(),
+                "scheduler": self.scheduler.state_dict(),
+            },
+            p / "engine.pt",
+        )
+
+    def load(self, path: str | Path) -> None:
+        f = Path(path) / "engine.pt"
+        if not f.exists():
+            raise FileNotFoundError(f"{f}: no torch engine state here (was the checkpoint written by engine.kind=torch?)")
+        state = torch.load(f, map_location="cpu", weights_only=False)
+        self.module.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.scheduler.load_state_dict(state["scheduler"])
+
+    def all_reduce_mean(self, values: dict[str, float]) -> dict[str, float]:
+        return dict(values)
+
+    def barrier(self) -> None:
+        return None
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# DeepSpeed
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def ensure_dist_env() -> dict[str, str]:
+    """Set the torch.distributed rendezvous variables for a single process when no launcher set them.
+
+    Returns the variables that were set here (empty under torchrun / the deepspeed launcher).
+    """
+    set_here = {}
+    defaults = {"RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "1", "MASTER_ADDR": "127.0.0.1"}
+    for k, v in defaults.items():
+        if k not in os.environ:
+            os.environ[k] = set_here[k] = v
+    if "MASTER_PORT" not in os.environ:
+        os.environ["MASTER_PORT"] = set_here["MASTER_PORT"] = str(_free_port())
+    return set_here
+
+
+def deepspeed_config(cfg: EngineConfig, max_grad_norm: float, micro_batch_size: int = 1) -> dict:
+    """The DeepSpeed JSON config for ``cfg`` (optimizer and scheduler are passed as objects, not here)."""
+    zero: dict = {"stage": cfg.zero_stage}
+    if cfg.offload_optimizer:
+        zero["offload_optimizer"] = {"device": "cpu", "pin_memory": False}
+    if cfg.zero_stage >= 2:
+        zero["overlap_comm"] = False  # unmanaged accumulation + overlap is only supported on stage 2; keep it simple
+    return {
+        "train_micro_batch_size_per_gpu": max(1, micro_batch_size),
+        "gradient_accumulation_steps": 1,
+        "managed_gradient_accumulation": False,
+        "gradient_clipping": float(max_grad_norm),
+        "zero_optimization": zero,
+        "bf16": {"enabled": bool(cfg.bf16)},
+        "fp16": {"enabled": False},
+        "steps_per_print": 10**9,
+        "wall_clock_breakdown": False,
+        "zero_allow_untested_optimizer": True,
+    }
+
+
+class DeepSpeedEngine:
+    """``deepspeed.initialize`` around the module with AdamW (torch) or DeepSpeedCPUAdam (when offloading)."""
+
+    kind = "deepspeed"
+
+    def __init__(
+        self,
+        module: torch.nn.Module,
+        cfg: EngineConfig,
+        lr: float = 1e-3,
+        weight_decay: float = 0.0,
+        warmup_steps: int = 0,
+        max_grad_norm: float = 1.0,
+    ):
+        ensure_dist_env()
+        t0 = time.perf_counter()
+        import deepspeed
+
+        self.timings: dict[str, float] = {"import_s": time.perf_counter() - t0}
+        t0 = time.perf_counter()
+        deepspeed.init_distributed(dist_backend=cfg.dist_backend)
+        self.timings["init_distributed_s"] = time.perf_counter() - t0
+        params = _trainable(module)
+        betas = tuple(cfg.adam_betas)
+        t0 = time.perf_counter()
+        if cfg.offload_optimizer:
+            from deepspeed.ops.adam import DeepSpeedCPUAdam
+
+            optimizer = DeepSpeedCPUAdam(
+                params, lr=lr, betas=betas, eps=cfg.adam_eps, weight_decay=weight_decay, adamw_mode=True
+            )
+        else:
+            optimizer = torch.optim.AdamW(params, lr=lr, betas=betas, eps=cfg.adam_eps, weight_decay=weight_decay)
+        self.timings["optimizer_s"] = time.perf_counter() - t0
+        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, warmup_constant(warmup_steps))
+        t0 = time.perf_counter()
+        self.ds, self.optimizer, _, self.scheduler = deepspeed.initialize(
+            model=module,
+            optimizer=optimizer,
+            lr_scheduler=scheduler,
+            config=deepspeed_config(cfg, max_grad_norm),
+            dist_init_required=False,
+        )
+        self.timings["initialize_s"] = time.perf_counter() - t0
+        self.module = self.ds.module
+        self.cfg = cfg
+        import deepspeed.comm as dist
+
+        self._dist = dist
+        self.rank, self.world_size = dist.get_rank(), dist.get_world_size()
+
+    def backward(self, loss: torch.Tensor) -> None:
+        self.ds.backward(loss, scale_wrt_gas=False)
+
+    def step(self) -> dict[str, float]:
+        lr = float(self.ds.get_lr()[0])
+        self.ds.step()
+        norm = self.ds.get_global_grad_norm()
+        return {"grad_norm": float(norm) if norm is not None else float("nan"), "lr": lr}
+
+    def save(self, path: str | Path) -> None:
+        self.ds.save_checkpoint(str(path), tag="engine", save_latest=False)
+
+    def load(self, path: str | Path) -> None:
+        p = Path(path) / "engine"
+        if not p.exists():
+            raise FileNotFoundError(f"{p}: no DeepSpeed engine state here (was it written by engine.kind=deepspeed?)")
+        load_path, _ = self.ds.load_checkpoint(
+            str(path), tag="engine", load_optimizer_states=True, load_lr_scheduler_states=True
+        )
+        if load_path is None:
+            raise RuntimeError(f"{p}: DeepSpeed could not load the checkpoint")
+
+    def all_reduce_mean(self, values: dict[str, float]) -> dict[str, float]:
+        """Mean of each metric over the ranks that report it (ranks may hold different roles' keys)."""
+        if self.world_size == 1:
+            return dict(values)
+        import torch.distributed as tdist
+
+        gathered: list = [None] * self.world_size
+        tdist.all_gather_object(gathered, dict(values))
+        keys = sorted({k for g in gathered for k in g})
+        out = {}
+        for k in keys:
+            vals = [float(g[k]) for g in gathered if k in g]
+            out[k] = sum(vals) / len(vals)
+        return out
+
+    def barrier(self) -> None:
+        self._dist.barrier()
+
+
+def make_engine(
+    module: torch.nn.Module,
+    cfg: EngineConfig,
+    lr: float,
+    weight_decay: float = 0.0,
+    warmup_steps: int = 0,
+    max_grad_norm: float = 1.0,
+) -> Engine:
+    if cfg.kind == "torch":
+        return TorchEngine(module, cfg, lr, weight_decay, warmup_steps, max_grad_norm)
+    if cfg.kind == "deepspeed":
+        return DeepSpeedEngine(module, cfg, lr, weight_decay, warmup_steps, max_grad_norm)
+    raise ValueError(f"engine.kind: expected 'deepspeed' or 'torch', got {cfg.kind!r}")

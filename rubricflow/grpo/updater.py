@@ -1,0 +1,211 @@
+"""``GRPOUpdater``: one GRPO update from a rollout batch of episodes, for any policy adapter and engine.
+
+``update(episodes)``:
+
+1. advantages per ``(role, group)``, normalised per role (``core.grouped_advantages``); episodes whose reward is
+   missing (NaN) are counted and left out of the loss entirely (they carry no information, and counting their
+   tokens would dilute everyone else's);
+2. old log-probs once, without grad, when the batch is used for more than one optimizer step (several minibatches
+   or inner epochs); for the on-policy single step they equal the current log-probs, so ``old = logp.detach()``
+   saves a forward pass (the ratio is then exactly 1, as in TRL);
+3. reference log-probs only when ``beta > 0`` (with ``beta == 0`` the reference module is never called);
+4. ``inner_epochs`` passes over seeded shuffles of the batch, ``minibatch_size`` episodes per optimizer step,
+   each minibatch split into micro-batches whose losses use the *minibatch's* normalisers, so their gradients sum
+   exactly to the minibatch gradient whatever the micro-batch size.
+
+Under several processes each rank updates on its own episodes (groups never span ranks) and the engine averages
+gradients; metrics are averaged over ranks.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections import defaultdict
+
+import torch
+
+from rubricflow.grpo.config import GRPOConfig
+from rubricflow.grpo.core import grouped_advantages, grpo_loss
+from rubricflow.grpo.engine import Engine
+from rubricflow.grpo.types import Episode, PolicyAdapter
+
+
+def _pad(rows: list[torch.Tensor], T: int) -> torch.Tensor:
+    out = torch.zeros((len(rows), T), dtype=torch.float32)
+    for i, r in enumerate(rows):
+        n = min(T, r.numel())
+        out[i, :n] = r[:n]
+    return out
+
+
+def _rewards(episodes: list[Episode]) -> torch.Tensor:
+    return torch.tensor([float("nan") if e.reward is None else float(e.reward) for e in episodes], dtype=torch.float32)
+
+
+def reward_stats(episodes: list[Episode], adv: torch.Tensor) -> dict[str, float]:
+    """Per-role reward and advantage statistics (missing rewards excluded; counted in ``n_missing/<role>``)."""
+    r = _rewards(episodes)
+    out: dict[str, float] = {}
+    by_role: dict[str, list[int]] = defaultdict(list)
+    for i, e in enumerate(episodes):
+        by_role[e.role].append(i)
+    for role, idx in by_role.items():
+        ri = r[idx]
+        valid = ~torch.isnan(ri)
+        rv, av = ri[valid], adv[idx][valid]
+        out[f"n_episodes/{role}"] = float(len(idx))
+        out[f"n_missing/{role}"] = float((~valid).sum())
+        out[f"reward_mean/{role}"] = float(rv.mean()) if rv.numel() else float("nan")
+        out[f"reward_std/{role}"] = float(rv.std()) if rv.numel() > 1 else 0.0
+        out[f"adv_mean/{role}"] = float(av.mean()) if av.numel() else 0.0
+        out[f"adv_std/{role}"] = float(av.std()) if av.numel() > 1 else 0.0
+        out[f"adv_abs_mean/{role}"] = float(av.abs().mean()) if av.numel() else 0.0
+        groups: dict[str, list[float]] = defaultdict(list)
+        for i in idx:
+            if not math.isnan(float(r[i])):
+                groups[episodes[i].group].append(float(r[i]))
+        flat = [g for g in groups.values() if len(g) >= 2 and max(g) == min(g)]
+        out[f"frac_zero_std_groups/{role}"] = len(flat) / max(len(groups), 1)
+    return out
+
+
+class GRPOUpdater:
+    def __init__(
+        self,
+        adapter: PolicyAdapter,
+        engine: Engine,
+        cfg: GRPOConfig,
+        ref_module: torch.nn.Module | None = None,
+        log_entropy: bool = True,
+    ):
+        if cfg.beta > 0 and ref_module is None:
+            raise ValueError("grpo.beta > 0 needs a frozen reference module (ref_module=...)")
+        self.adapter = adapter
+        self.engine = engine
+        self.cfg = cfg
+        self.ref_module = ref_module if cfg.beta > 0 else None
+        if self.ref_module is not None:
+            self.ref_module.eval().requires_grad_(False)
+        self.log_entropy = log_entropy
+        self.shuffle = torch.Generator().manual_seed(cfg.seed + 7919 * getattr(engine, "rank", 0))
+        self.n_updates = 0
+
+    # -- resumable state ---------------------------------------------------------------------------------------
+    def state_dict(self) -> dict:
+        return {"shuffle_rng": self.shuffle.get_state(), "n_updates": self.n_updates}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.shuffle.set_state(state["shuffle_rng"])
+        self.n_updates = int(state["n_updates"])
+
+    # -- helpers -----------------------------------------------------------------------------------------------
+    def _micro_size(self, mb: int) -> int:
+        if self.cfg.micro_batch_size:
+            return self.cfg.micro_batch_size
+        gas = getattr(getattr(self.engine, "cfg", None), "gradient_accumulation_steps", 1) or 1
+        return max(1, math.ceil(mb / gas))
+
+    @torch.no_grad()
+    def _score(self, module: torch.nn.Module, episodes: list[Episode], micro: int) -> list[torch.Tensor]:
+        """Per-episode 1-D log-prob tensors (length = len(actions)), computed in micro-batches without grad."""
+        out: list[torch.Tensor] = []
+        for i in range(0, len(episodes), micro):
+            chunk = episodes[i : i + micro]
+            logp, mask = self.adapter.action_logprobs(module, chunk)[:2]
+            for j, e in enumerate(chunk):
+                out.append(logp[j, : len(e.actions)].detach().float().clone())
+        return out
+
+    # -- the update --------------------------------------------------------------------------------------------
+    def update(self, episodes: list[Episode]) -> dict[str, float]:
+        t_start = time.perf_counter()
+        cfg = self.cfg
+        rewards = _rewards(episodes)
+        adv_all = grouped_advantages(
+            rewards, [e.group for e in episodes], [e.role for e in episodes], cfg.scale_rewards, cfg.adv_eps
+        )
+        metrics = reward_stats(episodes, adv_all)
+        keep = [i for i, e in enumerate(episodes) if not math.isnan(float(rewards[i])) and len(e.actions) > 0]
+        metrics["n_episodes"] = float(len(episodes))
+        metrics["n_missing"] = float(torch.isnan(rewards).sum())
+        metrics["n_trained"] = float(len(keep))
+        metrics["completion_len_mean"] = (
+            sum(len(e.actions) for e in episodes) / len(episodes) if episodes else 0.0
+        )
+        if not keep:
+            metrics["skipped"] = 1.0
+            metrics["update_time_s"] = time.perf_counter() - t_start
+            return self.engine.all_reduce_mean(metrics)
+        eps = [episodes[i] for i in keep]
+        adv = adv_all[keep]
+        n = len(eps)
+        module = self.engine.module
+        module.train()
+        mb = min(cfg.minibatch_size or n, n)
+        n_mb = math.ceil(n / mb)
+        micro = self._micro_size(mb)
+        need_old = cfg.inner_epochs > 1 or n_mb > 1
+        old = self._score(module, eps, micro) if need_old else None
+        ref = self._score(self.ref_module, eps, micro) if self.ref_module is not None else None
+
+        sums: dict[str, float] = defaultdict(float)
+        ratio_min, ratio_max = math.inf, -math.inf
+        losses, norms, lrs = [], [], []
+        tok_total = 0.0
+        for _ in range(cfg.inner_epochs):
+            perm = torch.randperm(n, generator=self.shuffle).tolist()
+            for s in range(0, n, mb):
+                idx = perm[s : s + mb]
+                n_tokens = float(sum(len(eps[i].actions) for i in idx))
+                mb_loss = 0.0
+                for m in range(0, len(idx), micro):
+                    midx = idx[m : m + micro]
+                    chunk = [eps[i] for i in midx]
+                    res = self.adapter.action_logprobs(module, chunk, with_entropy=self.log_entropy)
+                    logp, mask = res[0], res[1]
+                    ent = res[2] if self.log_entropy and len(res) > 2 else None
+                    T = logp.shape[1]
+                    old_logp = _pad([old[i] for i in midx], T) if old is not None else logp.detach()
+                    ref_logp = _pad([ref[i] for i in midx], T) if ref is not None else None
+                    out = grpo_loss(
+                        logp,
+                        old_logp,
+                        adv[midx],
+                        mask,
+                        clip_low=cfg.clip_low,
+                        clip_high=cfg.clip_high,
+                        beta=cfg.beta,
+                        ref_logp=ref_logp,
+                        loss_agg=cfg.loss_agg,
+                        max_completion_length=cfg.max_new_tokens,
+                        n_seqs=len(idx),
+                        n_tokens=n_tokens,
+                        entropy=ent,
+                    )
+                    self.engine.backward(out.loss)
+                    mb_loss += float(out.loss.detach())
+                    st = out.stats
+                    w = st["n_tokens"]
+                    tok_total += w
+                    for k in ("clip_low_frac", "clip_high_frac", "ratio_mean", "kl", "entropy"):
+                        if k in st:
+                            sums[k] += st[k] * w
+                    ratio_min = min(ratio_min, st["ratio_min"])
+                    ratio_max = max(ratio_max, st["ratio_max"])
+                step = self.engine.step()
+                losses.append(mb_loss)
+                norms.append(step["grad_norm"])
+                lrs.append(step["lr"])
+        self.n_updates += 1
+        for k, v in sums.items():
+            metrics[k] = v / max(tok_total, 1.0)
+        metrics["clip_frac"] = metrics.get("clip_low_frac", 0.0) + metrics.get("clip_high_frac", 0.0)
+        metrics["ratio_min"] = ratio_min
+        metrics["ratio_max"] = ratio_max
+        metrics["loss"] = sum(losses) / len(losses)
+        metrics["grad_norm"] = sum(norms) / len(norms)
+        metrics["lr"] = lrs[-1]
+        metrics["n_optimizer_steps"] = float(len(losses))
+        metrics["update_time_s"] = time.perf_counter() - t_start
+        return self.engine.all_reduce_mean(metrics)
