@@ -1,0 +1,72 @@
+"""Prompt templates of DeltaRubric's roles and of the paper's two baselines (after the paper's appendix A.6).
+
+Four templates, kept short for the tiny CPU model but with the paper's structure:
+
+* ``NO_RUBRIC``  judge the two responses directly, end with the verdict (the "lazy" single-step baseline);
+* ``STATIC``     judge them on five fixed criteria (relevance, factual consistency, key visual information,
+                 reasoning, clarity/completeness), ignoring irrelevant / vague / contradicted criteria;
+* ``PLANNER``    the Disagreement Planner: 2-4 neutral, evidence-seeking checks on where the responses
+                 disagree, one concrete fact / relation / constraint each, never naming a response or a winner,
+                 no preamble;
+* ``VERIFIER``   the Checklist Verifier: execute each check against the image and question (checks are things to
+                 verify, not evidence; ignore irrelevant / vague / contradicted ones), state the evidence and the
+                 response it favours, then the verdict.
+
+All outputs end with ``verdict: A`` or ``verdict: B`` (the verdict parser also accepts ``[[A]]`` and a few
+spellings). The image placeholders are added by the processor's chat template (``chat_prompt``), not here.
+"""
+
+from __future__ import annotations
+
+STATIC_CRITERIA = (
+    ("relevance", "relevance to the question"),
+    ("consistency", "factual consistency with the image"),
+    ("visual", "key visual information"),
+    ("reasoning", "sound reasoning"),
+    ("clarity", "clarity and completeness of the answer"),
+)
+
+_CASE = "Question: {question}\nResponse A: {a}\nResponse B: {b}\n"
+
+NO_RUBRIC = (
+    "Compare the two responses to the question using the image.\n" + _CASE + "Give the verdict: verdict: A or verdict: B."
+)
+
+STATIC = (
+    "Judge the two responses on each criterion. Ignore a criterion that is irrelevant, vague or contradicted by "
+    "the image or question.\n"
+    + _CASE
+    + "Criteria:\n{criteria}\nFor each criterion name the response it favours, then the verdict."
+)
+
+PLANNER = (
+    "Plan checks for where the two responses disagree. Write 2-4 neutral checks, each one concrete fact, "
+    "relation or constraint to verify in the image. Never name a response or a winner. No preamble.\n" + _CASE + "Checks:"
+)
+
+VERIFIER = (
+    "Execute the checklist against the image and question. Checks are to be verified, not evidence; ignore "
+    "irrelevant, vague or contradicted checks.\n"
+    + _CASE
+    + "Checklist:\n{checklist}\nFor each check give the evidence and the response it favours, then the verdict."
+)
+
+
+def numbered(items: list[str]) -> str:
+    return "\n".join(f"{i}. {t}" for i, t in enumerate(items, 1))
+
+
+def no_rubric_prompt(question: str, a: str, b: str) -> str:
+    return NO_RUBRIC.format(question=question, a=a, b=b)
+
+
+def static_prompt(question: str, a: str, b: str) -> str:
+    return STATIC.format(question=question, a=a, b=b, criteria=numbered([c for _, c in STATIC_CRITERIA]))
+
+
+def planner_prompt(question: str, a: str, b: str) -> str:
+    return PLANNER.format(question=question, a=a, b=b)
+
+
+def verifier_prompt(question: str, a: str, b: str, checks: list[str]) -> str:
+    return VERIFIER.format(question=question, a=a, b=b, checklist=numbered(checks))

@@ -1,0 +1,58 @@
+"""SFT targets derived from facts: reference checklists, verifier evidence, static and no-rubric verdicts."""
+
+import random
+
+from rubricflow.deltarubric import parse_checklist, parse_verdict
+from rubricflow.deltarubric.data import PreferencePair
+from rubricflow.deltarubric.synthetic import build_pairs
+from rubricflow.deltarubric.targets import (
+    planner_target,
+    reference_checks,
+    static_target,
+    variant_checks,
+    verifier_target,
+)
+
+COUNT_FACTS = {"task": "counting", "perception": [["red", 2], ["green", 1], ["blue", 0]], "intermediate": [],
+               "target": "red", "question_type": "count"}
+
+
+def _pair(a, b, preferred="A"):
+    return PreferencePair("p", ["i.png"], "How many red shapes are there?", a, b, preferred, facts=COUNT_FACTS)
+
+
+def test_reference_checks_target_the_disagreement():
+    p = _pair("red = 2, green = 1, blue = 0. so red = 2. \\boxed{2}", "red = 3, green = 1, blue = 0. so red = 3. \\boxed{3}")
+    checks = reference_checks(p)
+    assert [c.key for c in checks] == ["red", "answer"]
+    text = planner_target(checks)
+    assert text == "1. count the red shapes.\n2. check the final answer."
+    assert parse_checklist(text) == ["count the red shapes.", "check the final answer."]
+    assert verifier_target(p, checks) == "1. red = 2 -> A\n2. answer = 2 -> A\nverdict: A"
+
+
+def test_colour_error_and_static_target():
+    # B attributes a green shape to blue: two counts disagree, the answer agrees
+    p = _pair("red = 2, green = 1, blue = 0. so red = 2. \\boxed{2}", "red = 2, green = 0, blue = 1. so red = 2. \\boxed{2}", "A")
+    checks = reference_checks(p)
+    assert [c.key for c in checks] == ["green", "blue"]
+    assert verifier_target(p, checks) == "1. green = 1 -> A\n2. blue = 0 -> A\nverdict: A"
+    assert static_target(p) == (
+        "1. relevance -> both\n2. consistency -> A\n3. visual -> A\n4. reasoning -> both\n5. clarity -> both\nverdict: A"
+    )
+
+
+def test_targets_parse_for_every_synthetic_pair(tmp_path):
+    pairs = build_pairs(tmp_path, ["counting", "barchart", "geometry"], {"train": 20}, seed=5, partial_frac=0.5)
+    rng = random.Random(0)
+    for p in pairs:
+        checks = reference_checks(p)
+        assert 2 <= len(checks) <= 4
+        assert parse_checklist(planner_target(checks)) == [c.text for c in checks]
+        for cs in (checks, variant_checks(p, rng)):
+            v = parse_verdict(verifier_target(p, cs))
+            assert v.verdict == p.preferred and len(v.checks) == len(cs)
+            # at least one check separates the responses (favours exactly one of them)
+            if cs is checks and p.meta["kind"] == "decisive":
+                assert p.preferred in [fav for _, fav in v.checks]
+        assert parse_verdict(static_target(p)).verdict == p.preferred
