@@ -134,6 +134,8 @@ class TrackingConfig(Section):
 class Config(Section):
     profile: Profile = Field(Profile.tiny, description="Active profile (overlay from `profiles`).")
     seed: int = Field(1234, description="Global seed for training and sampling.")
+    artifacts_dir: str = Field("artifacts", description="Root of model/rubric artifacts (DVC outputs).")
+    reports_dir: str = Field("reports", description="Root of metrics, plots and validation stamps (DVC metrics).")
     data: DataConfig = Field(default_factory=DataConfig, description="Synthetic data generation and gates.")
     models: ModelsConfig = Field(default_factory=ModelsConfig, description="Model specs per role.")
     sft: SFTConfig = Field(default_factory=SFTConfig, description="SFT warm start.")

@@ -94,7 +94,7 @@ def _gx_validate(df, min_split_size: int, required_splits: list[str]) -> tuple[i
     suite.add_expectation(E.ExpectColumnValuesToBeInSet(column="image_status", value_set=["ok"]))
     suite.add_expectation(E.ExpectColumnValuesToBeInSet(column="facts_status", value_set=["ok"]))
     # Answer types: the answer text must parse as its declared type.
-    for atype, regex in (("int", r"^-?\d+$"), ("float", r"^-?(\d+(\.\d*)?|\.\d+|\d+/\d+)$"), ("choice", r"^\(?[A-Za-z]\)?$")):
+    for atype, regex in (("int", r"^-?\d+$"), ("float", r"^-?(?:\d+(?:\.\d*)?|\.\d+|\d+/\d+)$"), ("choice", r"^\(?[A-Za-z]\)?$")):
         suite.add_expectation(
             E.ExpectColumnValuesToMatchRegex(
                 column="answer", regex=regex, row_condition=f'answer_type=="{atype}"', condition_parser="pandas"

@@ -1,0 +1,42 @@
+"""Greedy held-out evaluation of a policy on dataset samples (accuracy per task and overall)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rubricflow.config import GenerationConfig
+
+
+def policy_requests(processor, data_dir: str | Path, samples) -> list:
+    from models.generation import GenRequest
+    from rubricflow.data.schema import load_images
+
+    return [
+        GenRequest(processor.chat_prompt(s.question, n_images=len(s.images)), load_images(data_dir, s))
+        for s in samples
+    ]
+
+
+def greedy_responses(model, processor, data_dir: str | Path, samples, gen: GenerationConfig) -> list[str]:
+    from models.generation import TransformersGenerator
+
+    g = TransformersGenerator(model, processor, batch_size=gen.eval_batch_size)
+    outs = g.generate(policy_requests(processor, data_dir, samples), n=1, max_new_tokens=gen.max_new_tokens, temperature=0)
+    return [o[0].text for o in outs]
+
+
+def accuracy_by_task(samples, responses: list[str]) -> dict[str, float]:
+    from rubricflow.answers import is_correct
+
+    hits: dict[str, list[bool]] = {}
+    for s, r in zip(samples, responses):
+        hits.setdefault(s.task, []).append(is_correct(r, s.answer, s.answer_type))
+    out = {t: sum(v) / len(v) for t, v in sorted(hits.items())}
+    allv = [x for v in hits.values() for x in v]
+    out["overall"] = sum(allv) / len(allv) if allv else 0.0
+    return out
+
+
+def evaluate_policy(model, processor, data_dir: str | Path, samples, gen: GenerationConfig) -> dict[str, float]:
+    """Greedy accuracy per task and overall."""
+    return accuracy_by_task(samples, greedy_responses(model, processor, data_dir, samples, gen))

@@ -1,0 +1,84 @@
+import textwrap
+
+import pytest
+
+from rubricflow.config import ConfigError, config_from_dict, load_config
+
+
+def write(tmp_path, text):
+    p = tmp_path / "params.yaml"
+    p.write_text(textwrap.dedent(text))
+    return p
+
+
+def test_repo_params_load_for_every_profile():
+    tiny = load_config("params.yaml")
+    gpu = load_config("params.yaml", profile="gpu")
+    assert tiny.profile == "tiny" and tiny.models.policy.source == "tiny"
+    assert gpu.models.policy.source == "pretrained"
+    assert gpu.models.policy.path == "Qwen/Qwen2.5-VL-7B-Instruct"
+    assert gpu.generation.backend == "vllm" and tiny.generation.backend == "transformers"
+
+
+def test_top_level_keys_override_profile(tmp_path):
+    p = write(
+        tmp_path,
+        """
+        profile: tiny
+        generation: {max_new_tokens: 7}
+        profiles:
+          tiny: {generation: {max_new_tokens: 99, temperature: 0.5}}
+        """,
+    )
+    cfg = load_config(p)
+    assert cfg.generation.max_new_tokens == 7  # top level wins (what `dvc exp run -S` edits)
+    assert cfg.generation.temperature == 0.5  # profile fills the rest
+    cfg2 = load_config(p, overrides={"generation.max_new_tokens": 3})
+    assert cfg2.generation.max_new_tokens == 3
+
+
+def test_invalid_value_names_the_dotted_key(tmp_path):
+    p = write(tmp_path, "sft: {lr: -1.0}\n")
+    with pytest.raises(ConfigError) as e:
+        load_config(p)
+    assert "sft.lr" in str(e.value) and str(p) in str(e.value)
+
+
+def test_unknown_key_is_rejected_before_any_work(tmp_path):
+    p = write(tmp_path, "data: {splits: {trian: 3}}\n")
+    with pytest.raises(ConfigError, match=r"data\.splits\.trian"):
+        load_config(p)
+
+
+def test_unknown_profile_and_bad_enum(tmp_path):
+    with pytest.raises(ConfigError, match="unknown profile 'cluster'"):
+        config_from_dict({"profile": "cluster", "profiles": {"tiny": {}}})
+    with pytest.raises(ConfigError, match=r"generation\.backend"):
+        config_from_dict({"generation": {"backend": "tgi"}})
+
+
+def test_missing_file_and_bad_yaml(tmp_path):
+    with pytest.raises(ConfigError, match="not found"):
+        load_config(tmp_path / "nope.yaml")
+    bad = write(tmp_path, "data: [unclosed\n")
+    with pytest.raises(ConfigError, match="not valid YAML"):
+        load_config(bad)
+
+
+def test_every_field_has_a_description():
+    from pydantic import BaseModel
+
+    from rubricflow.config import Config
+
+    missing = []
+
+    def walk(model: type[BaseModel], prefix: str):
+        for name, f in model.model_fields.items():
+            if not f.description:
+                missing.append(prefix + name)
+            ann = f.annotation
+            if isinstance(ann, type) and issubclass(ann, BaseModel):
+                walk(ann, prefix + name + ".")
+
+    walk(Config, "")
+    assert missing == []
