@@ -20,6 +20,14 @@ from typing import Any, Literal, Protocol
 
 Status = Literal["ok", "repaired", "failed"]
 Tier = Literal["foundational", "advanced", "candidate"]
+STATUSES: tuple[str, ...] = ("ok", "repaired", "failed")
+TIERS: tuple[str, ...] = ("foundational", "advanced", "candidate")
+CATEGORIES: tuple[str, ...] = (
+    "visual_faithfulness",
+    "logical_coherence",
+    "constraint_satisfaction",
+    "mathematical_accuracy",
+)
 
 
 @dataclass(frozen=True)
@@ -29,9 +37,39 @@ class Rubric:
     tier: Tier = "candidate"
     category: str = ""  # visual_faithfulness | logical_coherence | constraint_satisfaction | mathematical_accuracy
     check: str | None = None  # name of the programmatic checker, when one exists
+    provenance: str = ""  # where it came from: "default pool v1", "teacher <model> prompt <version>", ...
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict, where: str = "rubric") -> "Rubric":
+        """Build from a JSON object; a bad field raises ValueError naming ``where`` and the field."""
+        if not isinstance(d, dict):
+            raise ValueError(f"{where}: expected an object with id/text, got {type(d).__name__}")
+        unknown = set(d) - {"id", "text", "tier", "category", "check", "provenance"}
+        if unknown:
+            raise ValueError(f"{where}: unknown field(s) {sorted(unknown)}")
+        for key in ("id", "text"):
+            if not isinstance(d.get(key), str) or not d[key].strip():
+                raise ValueError(f"{where}: field `{key}` must be a non-empty string, got {d.get(key)!r}")
+        tier = d.get("tier", "candidate")
+        if tier not in TIERS:
+            raise ValueError(f"{where} {d['id']}: field `tier` must be one of {TIERS}, got {tier!r}")
+        cat = d.get("category", "")
+        if cat and cat not in CATEGORIES:
+            raise ValueError(f"{where} {d['id']}: field `category` must be one of {CATEGORIES}, got {cat!r}")
+        check = d.get("check")
+        if check is not None and not isinstance(check, str):
+            raise ValueError(f"{where} {d['id']}: field `check` must be a string or null, got {check!r}")
+        return cls(
+            id=d["id"].strip(),
+            text=d["text"].strip(),
+            tier=tier,
+            category=cat,
+            check=check,
+            provenance=str(d.get("provenance", "")),
+        )
 
 
 @dataclass(frozen=True)
@@ -51,6 +89,26 @@ class Judgment:
     @property
     def failed(self) -> bool:
         return self.status == "failed"
+
+    def to_dict(self) -> dict:
+        return {
+            "status": self.status,
+            "reason": self.reason,
+            "verdicts": {k: asdict(v) for k, v in self.verdicts.items()},
+        }
+
+
+def failed(reason: str, raw: str | None = None) -> Judgment:
+    """A failed judgment: its rubrics are missing (never scored)."""
+    return Judgment(status="failed", verdicts={}, reason=reason, raw=raw)
+
+
+def status_counts(judgments: list[Judgment]) -> dict[str, int]:
+    """``{"ok": n, "repaired": n, "failed": n}`` (all three keys, for logging)."""
+    out = {s: 0 for s in STATUSES}
+    for j in judgments:
+        out[j.status] += 1
+    return out
 
 
 @dataclass
