@@ -1,0 +1,49 @@
+"""RuCL parameters (the ``rucl`` section of params.yaml): reward mode and weights, curriculum, GRPO, paths.
+
+Ablations are single keys: ``dvc exp run -S rucl.reward.mode=outcome`` (outcome-only GRPO),
+``-S rucl.reward.mode=uniform`` (all rubrics equally weighted), ``-S rucl.curriculum.shape=linear``,
+``-S rucl.reward.alpha=0.5``, ``-S rucl.curriculum.window=10``.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from rubricflow.config import Section
+from rubricflow.grpo.config import GRPOConfig
+
+
+class RewardConfig(Section):
+    mode: Literal["rucl", "uniform", "outcome"] = Field(
+        "rucl",
+        description="'rucl': outcome + tiered rubrics with the curriculum weight; 'uniform': all kept rubrics "
+        "weighted equally (no tiers); 'outcome': final-answer correctness only (alpha = 1, no judge calls).",
+    )
+    alpha: float = Field(0.7, ge=0, le=1, description="Weight of the outcome term (paper: 0.7 best).")
+
+
+class CurriculumConfig(Section):
+    threshold: float = Field(
+        0.9, ge=0, le=1, description="Batch foundational score that must be exceeded at every step of the window."
+    )
+    window: int = Field(20, ge=1, description="Sliding window of steps guarding the switch (paper: 20 best).")
+    ramp_steps: int = Field(50, ge=0, description="Steps over which lambda ramps from 0 to peak after the switch.")
+    peak: float = Field(0.5, ge=0, le=1, description="Final advanced-rubric weight lambda_max (held after the ramp).")
+    shape: Literal["sigmoid", "linear"] = Field("sigmoid", description="Ramp shape (paper: sigmoid beats linear).")
+    steepness: float = Field(10.0, gt=0, description="Sigmoid ramp steepness (rescaled to hit 0 and 1 exactly).")
+
+
+class RuCLConfig(Section):
+    init_from: str = Field("artifacts/models/sft", description="Policy checkpoint to start from (the SFT model).")
+    tiers_path: str = Field(
+        "artifacts/rubrics/tiers.json", description="Rubric tiers written by the stratify stage (foundational/advanced)."
+    )
+    out_dir: str = Field("artifacts/models/rucl", description="Where the trained policy and checkpoints are written.")
+    reports_dir: str = Field("reports/rucl", description="Per-step metrics, the curriculum event and plots.")
+    train_split: Literal["train", "val", "test", "calib"] = Field("train", description="Dataset split for rollouts.")
+    eval_samples: int = Field(64, ge=0, description="Test-split samples for the before/after evaluation (0 = skip).")
+    reward: RewardConfig = Field(default_factory=RewardConfig, description="Hybrid reward.")
+    curriculum: CurriculumConfig = Field(default_factory=CurriculumConfig, description="Advanced-rubric schedule.")
+    grpo: GRPOConfig = Field(default_factory=GRPOConfig, description="GRPO optimisation and engine.")
