@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Multi-node DeepSpeed launch of one rubricflow CLI command on every GPU of the hosts in the hostfile.
 #
-#   MASTER_ADDR=gpu-node-0 infra/deepspeed/launch.sh <rubricflow command> [args...]
+#   MASTER_ADDR=gpu-node-0 infra/deepspeed/launch.sh [rubricflow global options] <command> [args...]
+#   e.g. MASTER_ADDR=gpu-node-0 infra/deepspeed/launch.sh --profile gpu \
+#          --set judge.openai.base_url=http://head-node:8000/v1 <command>
 #
-# Runs `deepspeed --hostfile ... --master_addr ... --no_python --no_local_rank rubricflow <command> ...` from the
+# Runs `deepspeed --hostfile ... --master_addr ... --no_python --no_local_rank rubricflow <args> ...` from the
 # project root: DeepSpeed ssh-es (pdsh) into each host, cds into the same directory and starts one process per
 # slot with RANK/LOCAL_RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT set (no --local_rank argument is appended, so the
 # typer CLI sees only its own arguments). Each node needs the same checkout at the same path and the same
@@ -16,15 +18,15 @@
 #   DS_LAUNCHER  pdsh (default), openmpi, mvapich, slurm, ... (deepspeed --launcher)
 #   DRY_RUN=1    print the command (one shell-quoted line) and the forwarded variables' names, run nothing
 # Forwarded to every rank when set (besides MLFLOW_* and NCCL_*, which DeepSpeed forwards itself):
-#   PREFECT_API_URL, OPENAI_BASE_URL, OPENAI_API_KEY, RUBRICFLOW_PARAMS, RUBRICFLOW_THREADS, HF_HOME,
-#   HF_HUB_OFFLINE. Note: pdsh passes them on the remote command line (visible in `ps` on the nodes).
+#   PREFECT_API_URL, JUDGE_API_KEY, RUBRICFLOW_PARAMS, RUBRICFLOW_THREADS, HF_HOME, HF_HUB_OFFLINE.
+#   Note: pdsh passes them on the remote command line (visible in `ps` on the nodes).
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
 
 if [ $# -lt 1 ]; then
-  echo "usage: MASTER_ADDR=<first host> $0 <rubricflow command> [args...]" >&2
+  echo "usage: MASTER_ADDR=<first host> $0 [rubricflow global options] <command> [args...]" >&2
   exit 2
 fi
 : "${MASTER_ADDR:?set MASTER_ADDR to the first host of the hostfile (reachable from every node)}"
@@ -37,7 +39,7 @@ if [ ! -f "$HOSTFILE" ]; then
 fi
 
 # DeepSpeed reads extra exports from $DS_ENV_FILE (lines NAME=value) and passes them to every rank.
-forward=(PREFECT_API_URL OPENAI_BASE_URL OPENAI_API_KEY RUBRICFLOW_PARAMS RUBRICFLOW_THREADS HF_HOME HF_HUB_OFFLINE)
+forward=(PREFECT_API_URL JUDGE_API_KEY RUBRICFLOW_PARAMS RUBRICFLOW_THREADS HF_HOME HF_HUB_OFFLINE)
 env_file="$(mktemp "${TMPDIR:-/tmp}/rubricflow-deepspeed-env.XXXXXX")"
 trap 'rm -f "$env_file"' EXIT
 forwarded=()
