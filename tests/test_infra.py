@@ -58,6 +58,13 @@ def _has(problems: list[str], fragment: str) -> bool:
     return any(fragment in p for p in problems)
 
 
+def _broken(doc, mutate):
+    """A deep copy of ``doc`` changed by ``mutate`` (which edits in place)."""
+    broken = copy.deepcopy(doc)
+    mutate(broken)
+    return broken
+
+
 # ----------------------------------------------------------------------------------------------------------------
 # Helpers of the checkers, on hand-computed cases
 
@@ -261,17 +268,13 @@ COMPOSE_BREAKAGES = {
 @pytest.mark.parametrize("case", sorted(COMPOSE_BREAKAGES))
 def test_compose_checker_reports_breakage(compose, case):
     mutate, expected = COMPOSE_BREAKAGES[case]
-    broken = copy.deepcopy(compose)
-    mutate(broken)
-    problems = ic.check_compose(broken, "broken-compose.yml")
+    problems = ic.check_compose(_broken(compose, mutate), "broken-compose.yml")
     assert _has(problems, expected), problems
     assert all(p.startswith("broken-compose.yml") for p in problems)
 
 
 def test_compose_checker_reports_dependency_on_unhealthy_service(compose):
-    broken = copy.deepcopy(compose)
-    del broken["services"]["prefect-server"]["healthcheck"]
-    problems = ic.check_compose(broken)
+    problems = ic.check_compose(_broken(compose, _drop(["services", "prefect-server", "healthcheck"])))
     assert _has(problems, "services.worker.depends_on.prefect-server: waits for service_healthy but prefect-server has no healthcheck")
 
 
@@ -409,9 +412,7 @@ K8S_BREAKAGES = {
 @pytest.mark.parametrize("case", sorted(K8S_BREAKAGES))
 def test_k8s_checker_reports_breakage(k8s_docs, case):
     mutate, expected = K8S_BREAKAGES[case]
-    broken = copy.deepcopy(k8s_docs)
-    mutate(broken)
-    problems = ic.check_k8s(broken)
+    problems = ic.check_k8s(_broken(k8s_docs, mutate))
     assert _has(problems, expected), problems
 
 
@@ -426,8 +427,7 @@ def test_k8s_checker_reports_breakage(k8s_docs, case):
     ],
 )
 def test_judge_checker_reports_breakage(k8s_docs, mutate, expected):
-    judge = copy.deepcopy(_judge(k8s_docs))
-    mutate(_judge_container(judge))
+    judge = _broken(_judge(k8s_docs), lambda d: mutate(_judge_container(d)))
     assert _has(ic.check_judge_deployment(judge, "judge"), expected)
 
 
@@ -528,9 +528,7 @@ TEMPLATE_BREAKAGES = {
 @pytest.mark.parametrize("case", sorted(TEMPLATE_BREAKAGES))
 def test_template_checker_reports_breakage(template, case):
     mutate, expected = TEMPLATE_BREAKAGES[case]
-    broken = copy.deepcopy(template)
-    mutate(broken)
-    assert _has(ic.check_work_pool_template(broken, "broken.json"), expected)
+    assert _has(ic.check_work_pool_template(_broken(template, mutate), "broken.json"), expected)
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -779,9 +777,7 @@ PREFECT_BREAKAGES = {
 @pytest.mark.parametrize("case", sorted(PREFECT_BREAKAGES))
 def test_prefect_yaml_checker_reports_breakage(prefect_yaml, template, case):
     mutate, expected = PREFECT_BREAKAGES[case]
-    broken = copy.deepcopy(prefect_yaml)
-    mutate(broken)
-    problems = ic.check_prefect_yaml(broken, "broken-prefect.yaml", k8s_template=template)
+    problems = ic.check_prefect_yaml(_broken(prefect_yaml, mutate), "broken-prefect.yaml", k8s_template=template)
     assert _has(problems, expected), problems
 
 
