@@ -31,6 +31,11 @@ class EngineConfig(Section):
     dist_backend: Literal["gloo", "nccl"] = Field(
         "gloo", description="torch.distributed backend: 'gloo' on CPU, 'nccl' on GPUs."
     )
+    cpu_shm_comm: bool = Field(
+        False,
+        description="CPU only: DeepSpeed's shared-memory all-reduce op for several local processes. It is JIT-compiled "
+        "on first use (minutes; cached in TORCH_EXTENSIONS_DIR); off = plain gloo all-reduce.",
+    )
     adam_betas: tuple[float, float] = Field((0.9, 0.999), description="AdamW betas.")
     adam_eps: float = Field(1e-8, gt=0, description="AdamW epsilon.")
 

@@ -165,6 +165,27 @@ def ensure_dist_env() -> dict[str, str]:
     return set_here
 
 
+def _configure_shm_comm(enabled: bool) -> bool:
+    """Whether DeepSpeed's CPU shared-memory all-reduce op is used (CPU accelerator only).
+
+    ``deepspeed.comm`` JIT-compiles it (shm.cpp, about 2 min of CPU, minutes of wall time on a busy 2-core box) on
+    its first start even for one process, where it is useless. When disabled we mark the op incompatible in
+    DeepSpeed's probe table (``deepspeed.ops.__compatible_ops__``; the module keeps that dict so the edit holds)
+    and all-reduce goes through plain gloo. Enable it for several CPU processes with large models; once built it
+    is cached in TORCH_EXTENSIONS_DIR.
+    """
+    from deepspeed.accelerator import get_accelerator
+
+    if get_accelerator().device_name() != "cpu":
+        return False
+    import deepspeed.ops
+
+    table = deepspeed.ops.__compatible_ops__
+    if not enabled:
+        table["deepspeed_shm_comm"] = False
+    return bool(table.get("deepspeed_shm_comm", False))
+
+
 def deepspeed_config(cfg: EngineConfig, max_grad_norm: float, micro_batch_size: int = 1) -> dict:
     """The DeepSpeed JSON config for ``cfg`` (optimizer and scheduler are passed as objects, not here)."""
     zero: dict = {"stage": cfg.zero_stage}
@@ -206,6 +227,7 @@ class DeepSpeedEngine:
 
         self.timings: dict[str, float] = {"import_s": time.perf_counter() - t0}
         t0 = time.perf_counter()
+        self.shm_comm = _configure_shm_comm(cfg.cpu_shm_comm)
         deepspeed.init_distributed(dist_backend=cfg.dist_backend)
         self.timings["init_distributed_s"] = time.perf_counter() - t0
         params = _trainable(module)
@@ -232,6 +254,15 @@ class DeepSpeedEngine:
         self.timings["initialize_s"] = time.perf_counter() - t0
         self.module = self.ds.module
         self.cfg = cfg
+        self._last_norm: float | None = None
+        if cfg.zero_stage == 0 and not cfg.bf16 and max_grad_norm > 0:
+            # DeepSpeed clips fp32 ZeRO-0 gradients without keeping the norm: record it (same call, same result)
+            from deepspeed.runtime.utils import clip_grad_norm_
+
+            def clip_and_record():
+                self._last_norm = float(clip_grad_norm_(self.ds.module.parameters(), max_grad_norm, mpu=None))
+
+            self.ds.clip_fp32_gradients = clip_and_record
         import deepspeed.comm as dist
 
         self._dist = dist
@@ -242,8 +273,10 @@ class DeepSpeedEngine:
 
     def step(self) -> dict[str, float]:
         lr = float(self.ds.get_lr()[0])
+        self._last_norm = None
         self.ds.step()
         norm = self.ds.get_global_grad_norm()
+        norm = self._last_norm if norm is None else norm
         return {"grad_norm": float(norm) if norm is not None else float("nan"), "lr": lr}
 
     def save(self, path: str | Path) -> None:

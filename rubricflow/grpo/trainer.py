@@ -1,0 +1,174 @@
+"""The generic GRPO loop: deterministic prompt stream, method rollouts, updates, logging hook, checkpoint/resume.
+
+``GRPOTrainer.run(steps)``::
+
+    resume from the latest complete checkpoint under checkpoint_dir (if any)
+    for step in [start, steps):
+        prompts           = prompt stream's next batch (seeded order, resumable cursor; rank r takes its slice)
+        episodes, metrics = rollout_fn(step, prompts)           # the method: generate, judge, reward
+        metrics          |= updater.update(episodes)            # GRPO
+        log_fn(step, metrics)                                   # the lead wires MLflow here
+        checkpoint every cfg.checkpoint_every steps and after the last one
+
+A checkpoint restores everything that decides what happens next: engine (model, optimizer, LR schedule), the
+RNG states of python / numpy / torch (rollout sampling draws from torch's), the prompt cursor, the updater's
+shuffle RNG and every ``stateful`` object (e.g. ``{"curriculum": scheduler}``), so a resumed run continues the
+same sequence of batches and, on a deterministic backend, the same parameters as an uninterrupted one.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, Protocol
+
+import torch
+
+from rubricflow.grpo.checkpoint import CheckpointManager, rng_state, seed_everything, set_rng_state
+from rubricflow.grpo.config import GRPOConfig
+from rubricflow.grpo.types import Episode
+from rubricflow.grpo.updater import GRPOUpdater
+
+RolloutFn = Callable[[int, list[Any]], tuple[list[Episode], dict[str, float]]]
+LogFn = Callable[[int, dict[str, float]], None]
+
+
+class Stateful(Protocol):
+    def state_dict(self) -> dict: ...
+
+    def load_state_dict(self, state: dict) -> None: ...
+
+
+class PromptIterator:
+    """Endless, deterministic stream of prompt batches over ``items``.
+
+    Epoch ``e`` visits the items in the order ``randperm(n)`` seeded by ``(seed, e)``; a global batch is
+    ``batch_size * world_size`` consecutive items (crossing into the next epoch when needed) and rank ``r`` takes
+    items ``[r * batch_size, (r + 1) * batch_size)`` of it. The cursor ``(epoch, pos)`` is the whole state.
+    """
+
+    def __init__(self, items: Sequence[Any], batch_size: int, seed: int = 0, rank: int = 0, world_size: int = 1):
+        if not items:
+            raise ValueError("PromptIterator: no prompts (the training split is empty?)")
+        if batch_size < 1:
+            raise ValueError(f"PromptIterator: batch_size must be >= 1, got {batch_size}")
+        self.items, self.batch_size, self.seed = list(items), batch_size, seed
+        self.rank, self.world_size = rank, world_size
+        self.epoch, self.pos = 0, 0
+        self._order_epoch, self._order = -1, []
+
+    def _order_for(self, epoch: int) -> list[int]:
+        if epoch != self._order_epoch:
+            g = torch.Generator().manual_seed(self.seed * 1_000_003 + epoch)
+            self._order, self._order_epoch = torch.randperm(len(self.items), generator=g).tolist(), epoch
+        return self._order
+
+    def next_batch(self) -> list[Any]:
+        need = self.batch_size * self.world_size
+        picked: list[int] = []
+        while len(picked) < need:
+            order = self._order_for(self.epoch)
+            take = min(need - len(picked), len(order) - self.pos)
+            picked += order[self.pos : self.pos + take]
+            self.pos += take
+            if self.pos >= len(order):
+                self.epoch, self.pos = self.epoch + 1, 0
+        mine = picked[self.rank * self.batch_size : (self.rank + 1) * self.batch_size]
+        return [self.items[i] for i in mine]
+
+    def state_dict(self) -> dict:
+        return {"epoch": self.epoch, "pos": self.pos, "seed": self.seed, "n": len(self.items)}
+
+    def load_state_dict(self, state: dict) -> None:
+        if state["n"] != len(self.items) or state["seed"] != self.seed:
+            raise ValueError(
+                f"prompt stream state is for {state['n']} prompts / seed {state['seed']}, but this run has "
+                f"{len(self.items)} prompts / seed {self.seed}: resuming would replay a different order"
+            )
+        self.epoch, self.pos = int(state["epoch"]), int(state["pos"])
+
+
+class GRPOTrainer:
+    def __init__(
+        self,
+        updater: GRPOUpdater,
+        prompts: Sequence[Any],
+        rollout_fn: RolloutFn,
+        cfg: GRPOConfig,
+        checkpoint_dir: str | Path,
+        log_fn: LogFn | None = None,
+        stateful: dict[str, Stateful] | None = None,
+    ):
+        self.updater, self.rollout_fn, self.cfg = updater, rollout_fn, cfg
+        self.engine = updater.engine
+        self.rank, self.world_size = getattr(self.engine, "rank", 0), getattr(self.engine, "world_size", 1)
+        self.data = PromptIterator(prompts, cfg.prompts_per_step, cfg.seed, self.rank, self.world_size)
+        self.log_fn = log_fn
+        self.stateful = dict(stateful or {})
+        self.ckpt = CheckpointManager(checkpoint_dir, cfg.keep_checkpoints, self.engine)
+        self.step = 0
+        self.resumed_from: int | None = None
+        self.history: list[dict[str, float]] = []
+
+    # -- state -------------------------------------------------------------------------------------------------
+    def state(self) -> dict:
+        return {
+            "step": self.step,
+            "rng": rng_state(),
+            "data": self.data.state_dict(),
+            "updater": self.updater.state_dict(),
+            "stateful": {k: v.state_dict() for k, v in self.stateful.items()},
+        }
+
+    def load_state(self, state: dict) -> None:
+        missing = sorted(set(self.stateful) - set(state["stateful"]))
+        if missing:
+            raise KeyError(f"checkpoint has no state for {missing} (saved: {sorted(state['stateful'])})")
+        set_rng_state(state["rng"])
+        self.data.load_state_dict(state["data"])
+        self.updater.load_state_dict(state["updater"])
+        for k, v in self.stateful.items():
+            v.load_state_dict(state["stateful"][k])
+        self.step = int(state["step"])
+
+    def save_checkpoint(self) -> Path:
+        return self.ckpt.save(self.step, self.state())
+
+    def maybe_resume(self) -> int | None:
+        """Load the latest complete checkpoint if there is one; returns its step."""
+        latest = self.ckpt.latest()
+        if latest is None:
+            return None
+        _, state = self.ckpt.load(latest[1])
+        self.load_state(state)
+        self.resumed_from = self.step
+        return self.step
+
+    # -- loop --------------------------------------------------------------------------------------------------
+    def run(self, steps: int | None = None) -> dict[str, Any]:
+        total = self.cfg.steps if steps is None else steps
+        if self.maybe_resume() is None:
+            seed_everything(self.cfg.seed + 1000 * self.rank)
+        every = self.cfg.checkpoint_every
+        t_run = time.perf_counter()
+        while self.step < total:
+            step = self.step
+            t0 = time.perf_counter()
+            prompts = self.data.next_batch()
+            episodes, metrics = self.rollout_fn(step, prompts)
+            metrics = dict(metrics)
+            metrics["rollout_time_s"] = time.perf_counter() - t0
+            metrics.update(self.updater.update(episodes))
+            metrics["step_time_s"] = time.perf_counter() - t0
+            self.step = step + 1
+            # log before checkpointing: a crash in between repeats the step on resume (logged twice, same step
+            # number) rather than losing its metrics
+            if self.log_fn is not None:
+                self.log_fn(step, metrics)
+            if (every and self.step % every == 0) or self.step == total:
+                t1 = time.perf_counter()
+                self.save_checkpoint()
+                metrics["checkpoint_time_s"] = time.perf_counter() - t1
+            self.history.append(metrics)
+        return {"steps": self.step, "resumed_from": self.resumed_from, "run_time_s": time.perf_counter() - t_run}
