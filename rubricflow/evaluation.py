@@ -26,11 +26,11 @@ def greedy_responses(model, processor, data_dir: str | Path, samples, gen: Gener
 
 
 def accuracy_by_task(samples, responses: list[str]) -> dict[str, float]:
-    from rubricflow.answers import is_correct
+    from rubricflow.answers import outcome_score
 
     hits: dict[str, list[bool]] = {}
     for s, r in zip(samples, responses):
-        hits.setdefault(s.task, []).append(is_correct(r, s.answer, s.answer_type))
+        hits.setdefault(s.task, []).append(outcome_score(r, s.answer, s.answer_type) == 1.0)
     out = {t: sum(v) / len(v) for t, v in sorted(hits.items())}
     allv = [x for v in hits.values() for x in v]
     out["overall"] = sum(allv) / len(allv) if allv else 0.0

@@ -1,0 +1,21 @@
+from typer.testing import CliRunner
+
+from flows.cli import app
+
+
+def test_help_lists_one_subcommand_per_stage():
+    res = CliRunner().invoke(app, ["--help"])
+    assert res.exit_code == 0
+    for cmd in ("data", "validate", "ingest", "base-model", "sft", "summary", "show-config"):
+        assert cmd in res.output, cmd
+
+
+def test_bad_override_fails_before_work(tmp_path):
+    res = CliRunner().invoke(app, ["--set", "sft.steps=-5", "--no-track", "data"])
+    assert res.exit_code == 2
+    assert "sft.steps" in res.output
+
+
+def test_show_config_applies_profile():
+    res = CliRunner().invoke(app, ["--profile", "gpu", "show-config"])
+    assert res.exit_code == 0 and "Qwen/Qwen2.5-VL-7B-Instruct" in res.output

@@ -1,0 +1,51 @@
+"""MLflow tracking: one parent run per pipeline invocation, nested child runs per stage, tags."""
+
+import pytest
+
+from rubricflow import tracking
+
+
+@pytest.fixture
+def mlflow_tmp(tmp_path, monkeypatch):
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    monkeypatch.setenv("RUBRICFLOW_PIPELINE_ID", "pipe-test-1")
+    return uri
+
+
+def test_stages_of_one_pipeline_share_a_parent(mlflow_tmp, monkeypatch, tmp_path):
+    with tracking.stage_run("data", experiment="t", params={"data": {"seed": 3}}) as r1:
+        r1.log_metrics({"n": 5, "skip": float("nan"), "flag": True})
+    with tracking.stage_run("sft", experiment="t", prefect_flow_run_id="fr-123") as r2:
+        r2.event("curriculum_transition", {"step": 4, "window": [0.95, 0.97]})
+    assert r1.parent_id == r2.parent_id
+    parent, children = tracking.pipeline_runs("pipe-test-1", experiment="t")
+    assert parent.info.run_id == r1.parent_id
+    assert [c.data.tags["rubricflow.stage"] for c in children] == ["data", "sft"]
+    data_run, sft_run = children
+    assert data_run.data.tags["mlflow.parentRunId"] == parent.info.run_id
+    assert data_run.data.params["data.seed"] == "3"
+    assert data_run.data.metrics == {"n": 5.0, "flag": 1.0}  # NaN skipped
+    assert sft_run.data.tags["prefect_flow_run_id"] == "fr-123"
+    assert '"step": 4' in sft_run.data.tags["event.curriculum_transition"]
+    assert len(data_run.data.tags["git_commit"]) >= 7
+
+    monkeypatch.setenv("RUBRICFLOW_PIPELINE_ID", "pipe-test-2")
+    with tracking.stage_run("data", experiment="t") as r3:
+        pass
+    assert r3.parent_id != r1.parent_id
+
+
+def test_backfill_dvc_lock_hashes(mlflow_tmp, tmp_path):
+    lock = tmp_path / "dvc.lock"
+    lock.write_text(
+        "schema: '2.0'\nstages:\n  data:\n    cmd: rubricflow data\n"
+        "    deps:\n    - path: rubricflow/data/synthetic.py\n      md5: abc123\n"
+        "    outs:\n    - path: data/synthetic\n      md5: def456.dir\n"
+    )
+    with tracking.stage_run("data", experiment="t2"):
+        pass
+    assert tracking.backfill_dvc_tags("pipe-test-1", experiment="t2", lock_path=lock) == 1
+    _, (child,) = tracking.pipeline_runs("pipe-test-1", experiment="t2")
+    assert child.data.tags["dvc.dep.rubricflow/data/synthetic.py"] == "abc123"
+    assert child.data.tags["dvc.out.data/synthetic"] == "def456.dir"
