@@ -25,7 +25,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from rubricflow.env import PROJECT_ROOT
+from rubricflow.env import PROJECT_ROOT, STATE_DIR
 
 TAG_PIPELINE = "rubricflow.pipeline_id"
 TAG_STAGE = "rubricflow.stage"
@@ -106,6 +106,21 @@ def _mlflow(tracking_uri: str | None):
     return mlflow
 
 
+def artifact_root() -> str:
+    """Where run artifacts go for a local SQLite store: inside the project, never ./mlruns of the cwd."""
+    root = os.environ.get("RUBRICFLOW_MLFLOW_ARTIFACTS") or str(STATE_DIR / "mlflow" / "artifacts")
+    return root if "://" in root else Path(root).resolve().as_uri()
+
+
+def ensure_experiment(mlflow, name: str):
+    exp = mlflow.get_experiment_by_name(name)
+    if exp is None:
+        uri = mlflow.get_tracking_uri()
+        location = artifact_root() + f"/{name}" if uri.startswith("sqlite:") else None
+        mlflow.create_experiment(name, artifact_location=location)
+    return mlflow.set_experiment(name)
+
+
 class StageRun:
     """Thin handle over the active child run (metric names are sanitised; NaN values are skipped)."""
 
@@ -171,7 +186,7 @@ def stage_run(
 ) -> Iterator[StageRun]:
     """Open (or reuse) the pipeline's parent run and a nested child run for ``stage``."""
     mlflow = _mlflow(tracking_uri)
-    exp = mlflow.set_experiment(experiment)
+    exp = ensure_experiment(mlflow, experiment)
     pid = pipeline_id()
     client = mlflow.tracking.MlflowClient()
     found = client.search_runs(
