@@ -40,3 +40,19 @@ def accuracy_by_task(samples, responses: list[str]) -> dict[str, float]:
 def evaluate_policy(model, processor, data_dir: str | Path, samples, gen: GenerationConfig) -> dict[str, float]:
     """Greedy accuracy per task and overall."""
     return accuracy_by_task(samples, greedy_responses(model, processor, data_dir, samples, gen))
+
+
+def majority_baseline(train, test) -> dict[str, float]:
+    """Accuracy of always answering a task's most frequent training answer: the 'chance' line to beat."""
+    from collections import Counter
+
+    best = {}
+    for task in {s.task for s in train}:
+        best[task] = Counter(s.answer for s in train if s.task == task).most_common(1)[0][0]
+    hits: dict[str, list[bool]] = {}
+    for s in test:
+        hits.setdefault(s.task, []).append(best.get(s.task) == s.answer)
+    out = {t: sum(v) / len(v) for t, v in sorted(hits.items())}
+    allv = [x for v in hits.values() for x in v]
+    out["overall"] = sum(allv) / len(allv) if allv else 0.0
+    return out

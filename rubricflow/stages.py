@@ -254,7 +254,7 @@ def sft_stage(cfg: Config, run=NullRun()) -> dict:
     """Fine-tune the base policy on gold reasoning traces; report held-out accuracy before and after."""
     from models.loader import load_policy
     from rubricflow.data.schema import read_dataset
-    from rubricflow.evaluation import evaluate_policy
+    from rubricflow.evaluation import evaluate_policy, majority_baseline
     from rubricflow.progress import progress
     from rubricflow.sft import train_sft
 
@@ -294,6 +294,7 @@ def sft_stage(cfg: Config, run=NullRun()) -> dict:
     return {
         "accuracy_before": before,
         "accuracy_after": after,
+        "majority_baseline": majority_baseline(train, test),
         "final_loss": losses[-1] if losses else None,
         "train_examples": len(examples),
         "eval_samples": len(test),

@@ -34,6 +34,8 @@ def key_lines(cfg: Config) -> list[str]:
     if (m := _load(r / "sft.json")):
         lines.append(f"sft         before: {_fmt_acc(m['accuracy_before'])}")
         lines.append(f"            after:  {_fmt_acc(m['accuracy_after'])}")
+        if m.get("majority_baseline"):
+            lines.append(f"            chance: {_fmt_acc(m['majority_baseline'])} (most frequent answer)")
     for name, fn in _EXTRA:
         if (m := _load(r / f"{name}.json")):
             lines.extend(fn(m))
