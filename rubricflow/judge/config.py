@@ -1,0 +1,78 @@
+"""``judge:`` section of params.yaml (pydantic only; composed into rubricflow.config.Config by the lead).
+
+The API key itself never appears here: only the *name* of an environment variable or of a Prefect Secret block
+that holds it. It is resolved lazily, at the first call, by the openai backend (see factory.make_judge).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field
+
+from rubricflow.config import Section
+
+
+class OpenAIJudgeConfig(Section):
+    base_url: str = Field(
+        "http://127.0.0.1:8000/v1",
+        description="OpenAI-compatible endpoint ending in /v1 (`vllm serve`, a hosted API).",
+    )
+    model: str = Field("judge", description="Model name sent in requests (vLLM: --served-model-name).")
+    api_key_env: str | None = Field(
+        None,
+        description="Name of the environment variable holding the API key (the key is never stored in params). "
+        "None and no secret_block: no key (a local vLLM server without --api-key).",
+    )
+    secret_block: str | None = Field(
+        None,
+        description="Name of a Prefect Secret block holding the API key; resolved by the tasks layer "
+        "(rubricflow never imports prefect). Used when api_key_env is unset or not exported.",
+    )
+    concurrency: int = Field(16, ge=1, le=1024, description="Requests in flight at once (semaphore).")
+    timeout_s: float = Field(60.0, gt=0, description="Deadline per attempt (whole request, slow streams included).")
+    max_retries: int = Field(4, ge=0, le=20, description="Retries after the first attempt (timeouts, 429, 5xx, bad bodies).")
+    backoff_initial_s: float = Field(0.5, ge=0, description="First exponential backoff delay (doubles per retry).")
+    backoff_max_s: float = Field(20.0, ge=0, description="Cap on one exponential backoff delay.")
+    backoff_jitter_s: float = Field(0.5, ge=0, description="Uniform random jitter added to each backoff delay.")
+    retry_after_max_s: float = Field(
+        120.0, ge=0, description="Longest Retry-After (429/503) honoured; a longer one ends the retries (failed)."
+    )
+    temperature: float = Field(0.0, ge=0, description="Judge sampling temperature (0 = greedy, reproducible).")
+    max_tokens: int = Field(1024, ge=16, description="Completion token cap per judge call.")
+    send_images: bool = Field(True, description="Send the sample images as base64 data URLs (False for text-only judges).")
+    json_schema: bool = Field(True, description="Ask for schema-constrained output (response_format=json_schema).")
+    rationale_max_chars: int | None = Field(
+        None, ge=1, description="maxLength of the rationale in the schema (vLLM honours it; some hosted APIs reject it)."
+    )
+    extra_body: dict[str, Any] = Field(
+        default_factory=dict, description="Extra JSON fields merged into every request body (server-specific options)."
+    )
+
+
+class LocalJudgeConfig(Section):
+    model_path: str = Field(
+        "artifacts/models/judge", description="Local model directory (or cached HF id) loaded with models.loader."
+    )
+    max_new_tokens: int = Field(512, ge=8, description="Completion token cap per judge call.")
+    batch_size: int = Field(8, ge=1, description="Prompts per generate() call.")
+    dtype: Literal["float32", "bfloat16", "float16"] = Field("float32", description="Weights dtype.")
+    device: str = Field("cpu", description="torch device for the judge model.")
+
+
+class JudgeConfig(Section):
+    backend: Literal["programmatic", "openai", "local"] = Field(
+        "programmatic",
+        description="programmatic: exact checks against synthetic facts (CPU default); openai: any "
+        "OpenAI-compatible server; local: an in-process transformers model.",
+    )
+    prompt_version: Literal["judge-v1"] = Field(
+        "judge-v1", description="LLM judge prompt template version (part of the cache key)."
+    )
+    cache_enabled: bool = Field(True, description="Cache verdicts in SQLite (a rerun makes no calls for cached verdicts).")
+    cache_programmatic: bool = Field(
+        False, description="Also cache programmatic verdicts (they are cheap to recompute; off by default)."
+    )
+    cache_path: str = Field(".rubricflow/judge_cache.sqlite", description="SQLite file of the judge cache.")
+    openai: OpenAIJudgeConfig = Field(default_factory=OpenAIJudgeConfig, description="backend=openai settings.")
+    local: LocalJudgeConfig = Field(default_factory=LocalJudgeConfig, description="backend=local settings.")

@@ -1,0 +1,124 @@
+"""``make_judge(cfg)``: the configured backend, wrapped in the SQLite cache when enabled.
+
+API key resolution (openai backend), lazily at the first call, never stored in params:
+
+1. ``judge.openai.api_key_env`` names an environment variable that is set -> its value;
+2. else ``judge.openai.secret_block`` names a Prefect Secret block -> ``secret_resolver(block_name)``, a callable
+   the tasks layer injects (rubricflow never imports prefect);
+3. neither configured -> no key (a local vLLM server without ``--api-key``);
+4. configured but not resolvable -> ``JudgeConfigError`` naming the variable / block (not the value).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+from rubricflow.judge.cache import CachedJudge, JudgeCache
+from rubricflow.judge.config import JudgeConfig, OpenAIJudgeConfig
+from rubricflow.judge.protocol import JudgeBackend
+
+
+class JudgeConfigError(ValueError):
+    """The judge section cannot be turned into a working backend (names the key, never a secret)."""
+
+
+def api_key_resolver(
+    cfg: OpenAIJudgeConfig, secret_resolver: Callable[[str], str] | None = None
+) -> Callable[[], str | None]:
+    """A callable returning the API key (see the module docstring), evaluated when first called."""
+
+    def resolve() -> str | None:
+        if cfg.api_key_env and os.environ.get(cfg.api_key_env):
+            return os.environ[cfg.api_key_env]
+        if cfg.secret_block:
+            if secret_resolver is None:
+                raise JudgeConfigError(
+                    f"judge.openai.secret_block={cfg.secret_block!r} is set but no secret resolver was given "
+                    "(the tasks layer passes one that loads the Prefect Secret block)"
+                    + (f"; environment variable {cfg.api_key_env} is not set either" if cfg.api_key_env else "")
+                )
+            try:
+                value = secret_resolver(cfg.secret_block)
+            except Exception as e:  # report the block name and error type only: the message could echo a value
+                raise JudgeConfigError(
+                    f"judge.openai.secret_block: could not load secret block {cfg.secret_block!r} ({type(e).__name__})"
+                ) from None
+            if not value:
+                raise JudgeConfigError(f"judge.openai.secret_block: secret block {cfg.secret_block!r} is empty")
+            return str(value)
+        if cfg.api_key_env:
+            raise JudgeConfigError(
+                f"judge.openai.api_key_env: environment variable {cfg.api_key_env} is not set "
+                "(export it, or configure judge.openai.secret_block)"
+            )
+        return None
+
+    return resolve
+
+
+def make_backend(
+    cfg: JudgeConfig,
+    secret_resolver: Callable[[str], str] | None = None,
+    image_root: str | Path | None = None,
+) -> JudgeBackend:
+    """The bare backend named by ``cfg.backend`` (no cache)."""
+    if cfg.backend == "programmatic":
+        from rubricflow.judge.programmatic import ProgrammaticJudge
+
+        return ProgrammaticJudge()
+    if cfg.backend == "openai":
+        from rubricflow.judge.openai_backend import OpenAIJudge
+
+        o = cfg.openai
+        return OpenAIJudge(
+            base_url=o.base_url,
+            model=o.model,
+            api_key=api_key_resolver(o, secret_resolver),
+            concurrency=o.concurrency,
+            timeout_s=o.timeout_s,
+            max_retries=o.max_retries,
+            backoff_initial_s=o.backoff_initial_s,
+            backoff_max_s=o.backoff_max_s,
+            backoff_jitter_s=o.backoff_jitter_s,
+            retry_after_max_s=o.retry_after_max_s,
+            temperature=o.temperature,
+            max_tokens=o.max_tokens,
+            send_images=o.send_images,
+            json_schema=o.json_schema,
+            rationale_max_chars=o.rationale_max_chars,
+            extra_body=o.extra_body,
+            image_root=image_root,
+            prompt_version=cfg.prompt_version,
+        )
+    if cfg.backend == "local":
+        from rubricflow.judge.local_backend import LocalJudge
+
+        loc = cfg.local
+        return LocalJudge(
+            loc.model_path,
+            max_new_tokens=loc.max_new_tokens,
+            batch_size=loc.batch_size,
+            dtype=loc.dtype,
+            device=loc.device,
+            image_root=image_root,
+            prompt_version=cfg.prompt_version,
+        )
+    raise JudgeConfigError(f"judge.backend: unknown backend {cfg.backend!r}; expected programmatic, openai or local")
+
+
+def make_judge(
+    cfg: JudgeConfig,
+    secret_resolver: Callable[[str], str] | None = None,
+    image_root: str | Path | None = None,
+    cache: JudgeCache | None = None,
+) -> JudgeBackend:
+    """The configured judge; cached unless ``cache_enabled`` is off (or backend=programmatic without
+    ``cache_programmatic``). A relative ``cache_path`` is relative to the current directory (the project root
+    under the CLI and DVC)."""
+    backend = make_backend(cfg, secret_resolver, image_root)
+    use_cache = cfg.cache_enabled and (cfg.backend != "programmatic" or cfg.cache_programmatic)
+    if not use_cache:
+        return backend
+    return CachedJudge(backend, cache or JudgeCache(cfg.cache_path))

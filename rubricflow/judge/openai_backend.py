@@ -1,0 +1,368 @@
+"""The ``openai`` judge backend: any OpenAI-compatible ``/v1/chat/completions`` server.
+
+Uses the official async client (``openai.AsyncOpenAI``) with its own retries off; retries are ours (tenacity):
+
+* bounded concurrency: a semaphore held only while a request is in flight (not during backoff sleeps);
+* a deadline per attempt (``asyncio.wait_for``), which also catches slow streams that never trip a read timeout;
+* retried: timeouts, connection errors, truncated or non-JSON bodies, empty ``choices``, 408/409/429 and 5xx.
+  The wait is exponential with jitter, or exactly the server's ``Retry-After`` (seconds or HTTP date;
+  ``retry-after-ms`` too) when it sends one; a ``Retry-After`` above ``retry_after_max_s`` ends the retries.
+  Other 4xx are not retried;
+* images go as base64 data URLs; ``response_format`` asks for the strict JSON schema, and the text is still parsed
+  tolerantly (``parse_judgment``).
+
+Every request ends as a Judgment (ok / repaired / failed with a reason): no exception escapes ``ajudge``.
+
+The API key is passed as a callable and resolved at the first call; it is kept in a ``SecretStr`` and scrubbed
+from every reason and log message, and the backend's repr never shows it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import email.utils
+import json
+import logging
+import mimetypes
+import random
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import SecretStr
+from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
+
+from rubricflow.judge.parse import parse_judgment
+from rubricflow.judge.prompt import PROMPT_VERSION, SYSTEM_PROMPT, response_format, user_prompt
+from rubricflow.judge.protocol import JudgeRequest, Judgment
+
+log = logging.getLogger("rubricflow.judge.openai")
+
+RETRY_STATUSES = {408, 409, 429, 500, 502, 503, 504}
+
+
+class TransientResponseError(RuntimeError):
+    """A 200 answer that is unusable at the HTTP level (no choices, non-JSON body): retried."""
+
+
+class RetryAfterTooLong(RuntimeError):
+    pass
+
+
+def run_sync(coro_fn: Callable[[], Any]) -> Any:
+    """Run ``coro_fn()`` to completion from sync code, also when an event loop is already running here."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coro_fn())
+    box: dict[str, Any] = {}
+
+    def worker() -> None:
+        try:
+            box["value"] = asyncio.run(coro_fn())
+        except BaseException as e:  # re-raised in the caller's thread
+            box["error"] = e
+
+    t = threading.Thread(target=worker, name="judge-sync")
+    t.start()
+    t.join()
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
+
+
+def retry_after_seconds(exc: BaseException) -> float | None:
+    """Seconds from ``retry-after-ms`` / ``Retry-After`` (delta or HTTP date) of an HTTP error, else None."""
+    resp = getattr(exc, "response", None)
+    headers = getattr(resp, "headers", None)
+    if not headers:
+        return None
+    ms = headers.get("retry-after-ms")
+    if ms:
+        try:
+            return max(0.0, float(ms) / 1000)
+        except ValueError:
+            pass
+    ra = headers.get("retry-after")
+    if not ra:
+        return None
+    try:
+        return max(0.0, float(ra))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(ra)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+def _status(exc: BaseException) -> int | None:
+    return getattr(exc, "status_code", None)
+
+
+def is_retryable(exc: BaseException) -> bool:
+    import openai
+
+    if isinstance(exc, RetryAfterTooLong):
+        return False
+    if isinstance(exc, (asyncio.TimeoutError, TransientResponseError, openai.APIConnectionError)):
+        return True  # includes APITimeoutError and dropped/truncated connections
+    if isinstance(exc, json.JSONDecodeError):
+        return True  # a 200 whose body is not JSON (proxy error page, cut body)
+    if isinstance(exc, openai.APIStatusError):
+        return exc.status_code in RETRY_STATUSES or exc.status_code >= 500
+    if isinstance(exc, openai.APIResponseValidationError):
+        return True
+    return False
+
+
+def image_data_url(path: str | Path) -> str:
+    p = Path(path)
+    mime = mimetypes.guess_type(p.name)[0] or "image/png"
+    return f"data:{mime};base64,{base64.b64encode(p.read_bytes()).decode()}"
+
+
+@dataclass
+class CallStats:
+    requests: int = 0  # judge requests handled
+    attempts: int = 0  # HTTP attempts made
+    retries: int = 0
+    statuses: dict[str, int] = field(default_factory=lambda: {"ok": 0, "repaired": 0, "failed": 0})
+    errors: dict[str, int] = field(default_factory=dict)  # error kind -> count (per attempt)
+
+
+class OpenAIJudge:
+    name = "openai"
+
+    def __init__(
+        self,
+        *,
+        base_url: str,
+        model: str,
+        api_key: Callable[[], str | None] | str | None = None,
+        concurrency: int = 16,
+        timeout_s: float = 60.0,
+        max_retries: int = 4,
+        backoff_initial_s: float = 0.5,
+        backoff_max_s: float = 20.0,
+        backoff_jitter_s: float = 0.5,
+        retry_after_max_s: float = 120.0,
+        temperature: float = 0.0,
+        max_tokens: int = 1024,
+        send_images: bool = True,
+        json_schema: bool = True,
+        rationale_max_chars: int | None = None,
+        extra_body: dict | None = None,
+        image_root: str | Path | None = None,
+        prompt_version: str = PROMPT_VERSION,
+    ):
+        if prompt_version != PROMPT_VERSION:
+            raise ValueError(f"judge.prompt_version: unknown template {prompt_version!r}; expected {PROMPT_VERSION!r}")
+        self.base_url = base_url
+        self.model_id = model
+        self.prompt_version = prompt_version
+        self._key_source = api_key
+        self._key: SecretStr | None = None
+        self.concurrency = concurrency
+        self.timeout_s = timeout_s
+        self.max_retries = max_retries
+        self.backoff_initial_s = backoff_initial_s
+        self.backoff_max_s = backoff_max_s
+        self.backoff_jitter_s = backoff_jitter_s
+        self.retry_after_max_s = retry_after_max_s
+        self.temperature = temperature
+        self.max_tokens = max_tokens
+        self.send_images = send_images
+        self.json_schema = json_schema
+        self.rationale_max_chars = rationale_max_chars
+        self.extra_body = dict(extra_body or {})
+        self.image_root = Path(image_root) if image_root else None
+        self.stats = CallStats()
+
+    def __repr__(self) -> str:  # never the key
+        return f"OpenAIJudge(base_url={self.base_url!r}, model={self.model_id!r}, concurrency={self.concurrency})"
+
+    # -- secrets ---------------------------------------------------------------------------------------------
+    def _api_key(self) -> str:
+        if self._key is None:
+            src = self._key_source
+            value = src() if callable(src) else src
+            self._key = SecretStr(value or "EMPTY")
+        return self._key.get_secret_value()
+
+    def scrub(self, text: str) -> str:
+        """``text`` with the API key (if resolved and non-trivial) replaced by ***."""
+        if self._key is not None:
+            k = self._key.get_secret_value()
+            if len(k) >= 4 and k != "EMPTY":
+                text = text.replace(k, "***")
+        return text
+
+    # -- requests --------------------------------------------------------------------------------------------
+    def _image_parts(self, request: JudgeRequest) -> list[dict]:
+        parts = []
+        for p in request.images:
+            path = Path(p)
+            if not path.is_absolute() and self.image_root is not None:
+                path = self.image_root / path
+            parts.append({"type": "image_url", "image_url": {"url": image_data_url(path)}})
+        return parts
+
+    def messages(self, request: JudgeRequest) -> list[dict]:
+        images = self._image_parts(request) if self.send_images else []
+        text = user_prompt(request, n_images_shown=len(images))
+        content: Any = images + [{"type": "text", "text": text}] if images else text
+        return [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": content}]
+
+    def _wait(self, state: RetryCallState) -> float:
+        exc = state.outcome.exception() if state.outcome else None
+        ra = retry_after_seconds(exc) if exc is not None else None
+        if ra is not None:
+            return ra
+        n = state.attempt_number - 1
+        return min(self.backoff_max_s, self.backoff_initial_s * 2**n) + random.uniform(0, self.backoff_jitter_s)
+
+    def _client(self):
+        import openai
+
+        # The client's own retries are off (ours honour Retry-After and count attempts); its default connection
+        # pool (1000 connections) is far above any sensible judge concurrency.
+        return openai.AsyncOpenAI(base_url=self.base_url, api_key=self._api_key(), max_retries=0, timeout=self.timeout_s)
+
+    async def _attempt(self, client, sem: asyncio.Semaphore, kwargs: dict) -> tuple[str | None, str | None]:
+        async with sem:
+            self.stats.attempts += 1
+            try:
+                resp = await asyncio.wait_for(client.chat.completions.create(**kwargs), timeout=self.timeout_s)
+            except json.JSONDecodeError as e:
+                self.stats.errors["non-JSON body"] = self.stats.errors.get("non-JSON body", 0) + 1
+                raise TransientResponseError(f"response body is not JSON ({e})") from None
+            except Exception as e:
+                kind = f"http {_status(e)}" if _status(e) else type(e).__name__
+                self.stats.errors[kind] = self.stats.errors.get(kind, 0) + 1
+                ra = retry_after_seconds(e)
+                if ra is not None and ra > self.retry_after_max_s:
+                    raise RetryAfterTooLong(
+                        f"{kind}: Retry-After {ra:.0f}s exceeds retry_after_max_s={self.retry_after_max_s:g}"
+                    ) from None
+                raise
+        if isinstance(resp, (str, bytes)) or not hasattr(resp, "choices"):
+            self.stats.errors["non-JSON body"] = self.stats.errors.get("non-JSON body", 0) + 1
+            raise TransientResponseError(f"response body is not a chat completion: {str(resp)[:80]!r}")
+        if not resp.choices:
+            self.stats.errors["empty choices"] = self.stats.errors.get("empty choices", 0) + 1
+            raise TransientResponseError("response has no choices")
+        choice = resp.choices[0]
+        return choice.message.content, getattr(choice, "finish_reason", None)
+
+    def _kwargs(self, request: JudgeRequest, messages: list[dict]) -> dict:
+        ids = [r.id for r in request.rubrics]
+        kw: dict[str, Any] = dict(
+            model=self.model_id, messages=messages, temperature=self.temperature, max_tokens=self.max_tokens
+        )
+        if self.json_schema:
+            kw["response_format"] = response_format(ids, self.rationale_max_chars)
+        if self.extra_body:
+            kw["extra_body"] = self.extra_body
+        return kw
+
+    def _describe(self, e: BaseException) -> str:
+        if isinstance(e, asyncio.TimeoutError):
+            msg = f"timeout: no complete answer within {self.timeout_s:g}s"
+        elif _status(e):
+            msg = f"http {_status(e)}: {getattr(e, 'message', str(e))}"
+        else:
+            msg = f"{type(e).__name__}: {e}"
+        return self.scrub(msg)[:300]
+
+    async def _judge_one(self, client, sem: asyncio.Semaphore, request: JudgeRequest) -> Judgment:
+        ids = [r.id for r in request.rubrics]
+        try:
+            kwargs = self._kwargs(request, self.messages(request))
+        except OSError as e:
+            return Judgment("failed", reason=self.scrub(f"could not read image: {e}"))
+        attempts = 0
+        try:
+            retrying = AsyncRetrying(
+                stop=stop_after_attempt(self.max_retries + 1),
+                wait=self._wait,
+                retry=retry_if_exception(is_retryable),
+                reraise=True,
+                before_sleep=lambda s: log.info(
+                    "judge %s: retry %d after %s",
+                    request.sample_id,
+                    s.attempt_number,
+                    self._describe(s.outcome.exception()) if s.outcome else "?",
+                ),
+            )
+            async for attempt in retrying:
+                with attempt:
+                    attempts += 1
+                    content, finish = await self._attempt(client, sem, kwargs)
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:
+            self.stats.retries += max(0, attempts - 1)
+            reason = f"{self._describe(e)} (after {attempts} attempt{'s' if attempts != 1 else ''})"
+            log.warning("judge %s failed: %s", request.sample_id, reason)
+            return Judgment("failed", reason=reason)
+        self.stats.retries += attempts - 1
+        j = parse_judgment(content, ids)
+        if j.status != "ok" and finish == "length":
+            j.reason = f"{j.reason}; output hit max_tokens"
+        if j.status == "failed":
+            log.warning("judge %s: unparseable output: %s", request.sample_id, j.reason)
+        return j
+
+    async def ajudge(self, requests: list[JudgeRequest]) -> list[Judgment]:
+        sem = asyncio.Semaphore(self.concurrency)
+        client = self._client()
+        try:
+            out = await asyncio.gather(*(self._judge_one(client, sem, r) for r in requests))
+        finally:
+            await client.close()
+        self.stats.requests += len(out)
+        for j in out:
+            self.stats.statuses[j.status] += 1
+        return list(out)
+
+    def judge(self, requests: list[JudgeRequest]) -> list[Judgment]:
+        return run_sync(lambda: self.ajudge(requests))
+
+    # -- teacher capability ----------------------------------------------------------------------------------
+    async def agenerate(self, system: str, user: str, schema: dict | None = None, max_tokens: int | None = None) -> str:
+        """One chat completion (used by the rubric teacher). Raises RuntimeError with a scrubbed reason."""
+        kw: dict[str, Any] = dict(
+            model=self.model_id,
+            messages=[{"role": "system", "content": system}, {"role": "user", "content": user}],
+            temperature=self.temperature,
+            max_tokens=max_tokens or self.max_tokens,
+        )
+        if schema is not None and self.json_schema:
+            kw["response_format"] = {"type": "json_schema", "json_schema": {"name": "output", "strict": True, "schema": schema}}
+        if self.extra_body:
+            kw["extra_body"] = self.extra_body
+        client = self._client()
+        sem = asyncio.Semaphore(1)
+        try:
+            async for attempt in AsyncRetrying(
+                stop=stop_after_attempt(self.max_retries + 1),
+                wait=self._wait,
+                retry=retry_if_exception(is_retryable),
+                reraise=True,
+            ):
+                with attempt:
+                    content, _ = await self._attempt(client, sem, kw)
+        except Exception as e:
+            raise RuntimeError(f"teacher call to {self.base_url} ({self.model_id}) failed: {self._describe(e)}") from None
+        finally:
+            await client.close()
+        return content or ""
+
+    def generate(self, system: str, user: str, schema: dict | None = None, max_tokens: int | None = None) -> str:
+        return run_sync(lambda: self.agenerate(system, user, schema, max_tokens))
