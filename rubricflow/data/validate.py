@@ -9,7 +9,9 @@ dataset changed after its gate is refused instead of silently used.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import io
 import json
 import os
 from dataclasses import dataclass, field
@@ -78,10 +80,6 @@ def _gx_validate(df, min_split_size: int, required_splits: list[str]) -> tuple[i
     import great_expectations as gx
 
     ctx = gx.get_context(mode="ephemeral")
-    try:
-        ctx.variables.progress_bars = {"globally": False, "metric_calculations": False}
-    except Exception:  # noqa: BLE001 - cosmetic only
-        pass
     asset = ctx.data_sources.add_pandas("rubricflow").add_dataframe_asset("samples")
     batch = asset.add_batch_definition_whole_dataframe("all").get_batch(batch_parameters={"dataframe": df})
     E = gx.expectations
@@ -103,7 +101,9 @@ def _gx_validate(df, min_split_size: int, required_splits: list[str]) -> tuple[i
     suite.add_expectation(E.ExpectColumnValueLengthsToBeBetween(column="question", min_value=1))
     if required_splits:
         suite.add_expectation(E.ExpectColumnDistinctValuesToContainSet(column="split", value_set=required_splits))
-    res = batch.validate(suite, result_format={"result_format": "COMPLETE", "unexpected_index_column_names": ["id"]})
+    # GE's fluent batches draw a tqdm bar per validation regardless of the context setting; keep stderr clean.
+    with contextlib.redirect_stderr(io.StringIO()):
+        res = batch.validate(suite, result_format={"result_format": "COMPLETE", "unexpected_index_column_names": ["id"]})
     failures = []
     for r in res.results:
         if r.success:
