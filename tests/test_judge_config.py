@@ -15,7 +15,7 @@ rubrics:
   pool_path: artifacts/rubrics/candidates.json
   n_candidates: 20
   teacher: null
-  coverage_min: 0.25
+  coverage_min: 0.3
   keep_k: 6
   tier_rule: threshold
   foundational_min_pass: 0.5

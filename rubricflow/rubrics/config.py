@@ -47,7 +47,7 @@ class RubricsConfig(Section):
     gen_batch_size: int = Field(64, ge=1, description="Prompts per generate() call while sampling.")
     # -- filtering and stratification ----------------------------------------------------------------------------
     coverage_min: float = Field(
-        0.25, ge=0, le=1, description="Drop candidates applicable to fewer than this fraction of judged responses."
+        0.3, ge=0, le=1, description="Drop candidates applicable to fewer than this fraction of judged responses."
     )
     keep_k: int = Field(6, ge=1, description="Rubrics kept after filtering (paper: 6), ranked by informativeness.")
     tier_rule: Literal["threshold", "half"] = Field(

@@ -1,0 +1,40 @@
+"""RuCL Phase I: generalized rubric pool (default or teacher-written), calibration, coverage filtering and
+competence-based stratification into foundational and advanced tiers."""
+
+from rubricflow.rubrics.config import RubricsConfig
+from rubricflow.rubrics.pool import (
+    DEFAULT_POOL_PATH,
+    RubricPool,
+    dedupe,
+    load_default_pool,
+    load_pool,
+    load_tiers,
+    save_pool,
+    validate_rubrics,
+)
+from rubricflow.rubrics.stage import calibration_requests, pool_stage, sample_policy_responses, stratify_stage
+from rubricflow.rubrics.stratify import coverage_and_pass_rates, informativeness, select_and_stratify, summarize
+from rubricflow.rubrics.teacher import TEACHER_PROMPT_VERSION, generate_pool, parse_teacher_rubrics
+
+__all__ = [
+    "DEFAULT_POOL_PATH",
+    "TEACHER_PROMPT_VERSION",
+    "RubricPool",
+    "RubricsConfig",
+    "calibration_requests",
+    "coverage_and_pass_rates",
+    "dedupe",
+    "generate_pool",
+    "informativeness",
+    "load_default_pool",
+    "load_pool",
+    "load_tiers",
+    "parse_teacher_rubrics",
+    "pool_stage",
+    "sample_policy_responses",
+    "save_pool",
+    "select_and_stratify",
+    "stratify_stage",
+    "summarize",
+    "validate_rubrics",
+]

@@ -1,0 +1,94 @@
+"""Coverage / pass rate / selection / tiers: pure functions against hand-computed tables."""
+
+import pytest
+
+from rubricflow.judge import Judgment, Rubric, Verdict
+from rubricflow.rubrics import coverage_and_pass_rates, informativeness, select_and_stratify, summarize
+
+A, B, C = Rubric("A", "a"), Rubric("B", "b"), Rubric("C", "c")
+T, F = True, False
+
+
+def j(status, **v):
+    return Judgment(status, {k: Verdict(a, s) for k, (a, s) in v.items()})
+
+
+def test_coverage_and_pass_rates_hand_computed():
+    judgments = [
+        j("ok", A=(T, T), B=(T, F), C=(F, None)),
+        j("ok", A=(T, F), B=(T, F)),  # C missing: not in any denominator
+        Judgment("failed", {"A": Verdict(T, T)}, reason="x"),  # a failed judgment counts nothing, even stray verdicts
+        j("repaired", A=(T, T), B=(T, T), C=(F, None)),
+    ]
+    rows = {r["id"]: r for r in coverage_and_pass_rates(judgments, [A, B, C])}
+    assert (rows["A"]["n_judged"], rows["A"]["n_missing"], rows["A"]["n_applicable"], rows["A"]["n_satisfied"]) == (3, 1, 3, 2)
+    assert rows["A"]["coverage"] == 1.0 and rows["A"]["pass_rate"] == pytest.approx(2 / 3)
+    assert rows["B"]["pass_rate"] == pytest.approx(1 / 3)
+    assert (rows["C"]["n_judged"], rows["C"]["n_missing"], rows["C"]["coverage"], rows["C"]["pass_rate"]) == (2, 2, 0.0, None)
+    assert all(r["n_samples"] == 4 for r in rows.values())
+
+
+def row(id, cov, p, n=10):
+    return {"id": id, "coverage": cov, "pass_rate": p, "n_judged": n}
+
+
+TABLE = [
+    row("a", 1.0, 0.5),  # score 1.0
+    row("b", 0.9, 0.9),  # 0.9 * 4 * 0.09 = 0.324
+    row("c", 0.2, 0.5),  # dropped: coverage
+    row("d", 0.6, 0.25),  # 0.6 * 4 * 0.1875 = 0.45
+    row("e", 1.0, 1.0),  # 0: never fails
+    row("f", 0.5, 0.8),  # 0.5 * 4 * 0.16 = 0.32
+    {"id": "g", "coverage": None, "pass_rate": None, "n_judged": 0},
+]
+
+
+def by_id(rows):
+    return {r["id"]: r for r in rows}
+
+
+def test_informativeness():
+    assert informativeness(1.0, 0.5) == 1.0
+    assert informativeness(0.6, 0.25) == pytest.approx(0.45)
+    assert informativeness(1.0, 0.0) == informativeness(1.0, 1.0) == 0.0
+    assert informativeness(None, None) == 0.0
+
+
+def test_select_ranks_filters_and_tiers():
+    out = by_id(select_and_stratify(TABLE, keep_k=3, coverage_min=0.25))
+    assert [out[k]["rank"] for k in "abcdefg"] == [1, 3, None, 2, 5, 4, None]
+    assert [k for k in "abcdefg" if out[k]["kept"]] == ["a", "b", "d"]
+    assert out["c"]["drop_reason"] == "low coverage (0.200 < 0.25)"
+    assert out["g"]["drop_reason"] == "no verdicts"
+    assert out["f"]["drop_reason"] == "not in top 3" and out["e"]["drop_reason"] == "not in top 3"
+    assert (out["a"]["tier"], out["b"]["tier"], out["d"]["tier"]) == ("foundational", "foundational", "advanced")
+    assert out["d"]["score"] == pytest.approx(0.45) and out["b"]["score"] == pytest.approx(0.324)
+    assert [r["id"] for r in select_and_stratify(TABLE)] == list("abcdefg")  # input order kept
+
+
+def test_threshold_rule_is_clamped_so_both_tiers_exist():
+    all_low = by_id(select_and_stratify(TABLE, keep_k=3, foundational_min_pass=0.95))
+    assert {k: all_low[k]["tier"] for k in "abd"} == {"a": "advanced", "b": "foundational", "d": "advanced"}
+    all_high = by_id(select_and_stratify(TABLE, keep_k=3, foundational_min_pass=0.1))
+    assert {k: all_high[k]["tier"] for k in "abd"} == {"a": "foundational", "b": "foundational", "d": "advanced"}
+    one = by_id(select_and_stratify(TABLE, keep_k=1))
+    assert one["a"]["tier"] == "foundational" and sum(r["kept"] for r in one.values()) == 1
+
+
+def test_half_rule_and_ties_by_id():
+    out = by_id(select_and_stratify(TABLE, keep_k=3, tier_rule="half"))
+    assert {k: out[k]["tier"] for k in "abd"} == {"b": "foundational", "a": "foundational", "d": "advanced"}
+    tied = [row("x2", 1.0, 0.5), row("x1", 1.0, 0.5)]
+    out = by_id(select_and_stratify(tied, keep_k=2, tier_rule="half"))
+    assert (out["x1"]["tier"], out["x2"]["tier"], out["x1"]["rank"]) == ("foundational", "advanced", 1)
+    with pytest.raises(ValueError, match="tier_rule"):
+        select_and_stratify(TABLE, tier_rule="median")
+
+
+def test_summary():
+    rows = select_and_stratify(TABLE, keep_k=3)
+    s = summarize(rows, [Judgment("ok"), Judgment("failed", reason="x")])
+    assert s["n_candidates"] == 7 and s["n_low_coverage"] == 1 and s["n_kept"] == 3
+    assert (s["n_foundational"], s["n_advanced"]) == (2, 1)
+    assert s["mean_pass_foundational"] == pytest.approx(0.7) and s["mean_pass_advanced"] == pytest.approx(0.25)
+    assert (s["n_judgments"], s["n_judge_ok"], s["n_judge_failed"]) == (2, 1, 1)
