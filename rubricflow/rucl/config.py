@@ -41,7 +41,11 @@ class RuCLConfig(Section):
         "artifacts/rubrics/tiers.json", description="Rubric tiers written by the stratify stage (foundational/advanced)."
     )
     out_dir: str = Field("artifacts/models/rucl", description="Where the trained policy and checkpoints are written.")
-    reports_dir: str = Field("reports/rucl", description="Per-step metrics, the curriculum event and plots.")
+    checkpoint_dir: str = Field(
+        ".rubricflow/checkpoints/rucl",
+        description="Training checkpoints (resume point); one sub-directory per configuration hash, so a changed "
+        "parameter never resumes a run made with other settings.",
+    )
     train_split: Literal["train", "val", "test", "calib"] = Field("train", description="Dataset split for rollouts.")
     eval_samples: int = Field(64, ge=0, description="Test-split samples for the before/after evaluation (0 = skip).")
     reward: RewardConfig = Field(default_factory=RewardConfig, description="Hybrid reward.")

@@ -1,0 +1,51 @@
+"""The curriculum plot: lambda_t, S_F and S_A over training steps, with the transition marked."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+
+def plot_curriculum(history: list[dict], path: str | Path, transition_step: int | None = None,
+                    threshold: float | None = None, title: str = "RuCL curriculum") -> Path:
+    """Write a PNG of ``curriculum/lambda_t``, ``reward/s_f``, ``reward/s_a`` (and outcome accuracy) per step.
+
+    ``history`` holds one metrics dict per step with a ``step`` key; NaN points (a tier never applicable in a
+    batch) are left as gaps.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    steps = [h["step"] for h in history]
+
+    def series(key):
+        return [float("nan") if h.get(key) is None else float(h[key]) for h in history]
+
+    fig, ax = plt.subplots(figsize=(7, 3.6), dpi=110)
+    ax.plot(steps, series("reward/s_f"), label="S_F (foundational)", color="tab:blue")
+    ax.plot(steps, series("reward/s_a"), label="S_A (advanced)", color="tab:orange")
+    ax.plot(steps, series("outcome_accuracy"), label="outcome accuracy", color="tab:green", alpha=0.6, lw=1)
+    ax.plot(steps, series("curriculum/lambda_t"), label="lambda_t", color="black", lw=2)
+    if threshold is not None:
+        ax.axhline(threshold, color="tab:blue", ls=":", lw=1, label=f"threshold {threshold:g}")
+    if transition_step is not None:
+        ax.axvline(transition_step, color="red", ls="--", lw=1, label=f"transition (step {transition_step})")
+    ax.set_xlabel("step")
+    ax.set_ylim(-0.02, 1.02)
+    ax.set_title(title)
+    ax.legend(fontsize=7, loc="lower right")
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    tmp = path.with_name(f".{path.name}.tmp.png")
+    fig.savefig(tmp)
+    plt.close(fig)
+    tmp.replace(path)
+    return path
+
+
+def finite_or_none(x):
+    return None if isinstance(x, float) and not math.isfinite(x) else x

@@ -1,0 +1,273 @@
+"""RuCL Phase II: GRPO from the SFT checkpoint with the hybrid reward and the performance-triggered curriculum.
+
+``train_rucl(...)`` does the work and is testable without the pipeline config; ``rucl_stage(cfg)`` is the
+pipeline stage (``rubricflow rucl``, DVC, Prefect) that resolves paths, the judge and the tiers from ``Config``.
+
+Outputs:
+
+* ``rcfg.out_dir``: the trained policy (HF format, loadable by models.loader.load_policy);
+* ``<reports>/rucl/steps.jsonl``: one metrics line per step; ``curriculum.json`` (lambda_t, S_F, S_A per step,
+  for ``dvc plots``), ``curriculum.png``, ``transition.json`` (the curriculum switch event, when it happened),
+  ``samples_last_step.json`` (responses and reward breakdowns of the last batch);
+* MLflow (through ``run``): per-step metrics, the transition as an event, the plot as an artifact.
+
+Checkpoints go to ``rcfg.checkpoint_dir/<config hash>-seed<seed>/`` and an interrupted run resumes from the latest
+one (model, optimizer, RNG, data cursor, curriculum state and the metrics history so far).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import json
+import math
+import time
+from pathlib import Path
+from typing import Any
+
+from rubricflow.config import config_hash
+from rubricflow.rucl.config import RuCLConfig
+
+# Settings that may change between an interrupted run and its resumption without changing what is trained.
+_RESUMABLE_FIELDS = {"grpo": {"steps", "checkpoint_every", "keep_checkpoints", "eval_every"}}
+_OUTPUT_FIELDS = {"out_dir", "checkpoint_dir", "eval_samples"}
+
+
+class NoRun:
+    """Tracking stand-in (same methods as rubricflow.tracking.StageRun)."""
+
+    run_id = None
+
+    def log_metrics(self, *a, **k):
+        pass
+
+    def event(self, *a, **k):
+        pass
+
+    def log_artifact(self, *a, **k):
+        pass
+
+
+class MetricsHistory:
+    """Per-step metrics kept in the checkpoint, so the plot of a resumed run covers every step."""
+
+    def __init__(self):
+        self.rows: list[dict] = []
+
+    def state_dict(self) -> dict:
+        return {"rows": self.rows}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.rows = list(state["rows"])
+
+
+def run_key(rcfg: RuCLConfig, seed: int, data_dir: str | Path) -> str:
+    """Checkpoint sub-directory name: hash of everything that decides the trajectory."""
+    d = rcfg.model_dump(mode="json")
+    for k in _OUTPUT_FIELDS:
+        d.pop(k, None)
+    for sec, keys in _RESUMABLE_FIELDS.items():
+        for k in keys:
+            d[sec].pop(k, None)
+    import hashlib
+
+    blob = json.dumps({"rucl": d, "seed": seed, "data": str(data_dir)}, sort_keys=True).encode()
+    return f"{hashlib.sha256(blob).hexdigest()[:12]}-seed{seed}"
+
+
+def _json_safe(x):
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    if isinstance(x, dict):
+        return {k: _json_safe(v) for k, v in x.items()}
+    if isinstance(x, list):
+        return [_json_safe(v) for v in x]
+    return x
+
+
+def _gathered(engine):
+    """Context in which ``engine.module`` holds full parameters (ZeRO-3 partitions gathered)."""
+    cfg = getattr(engine, "cfg", None)
+    if getattr(engine, "kind", "") == "deepspeed" and cfg is not None and cfg.zero_stage == 3:
+        import deepspeed
+
+        return deepspeed.zero.GatheredParameters(list(engine.module.parameters()), modifier_rank=None)
+    return contextlib.nullcontext()
+
+
+def train_rucl(
+    rcfg: RuCLConfig,
+    data_dir: str | Path,
+    judge,
+    rubrics: list,
+    reports_dir: str | Path,
+    gen_cfg=None,
+    run=None,
+    seed: int = 1234,
+    steps: int | None = None,
+) -> dict[str, Any]:
+    """Train, save the policy, write reports; returns summary metrics. See the module docstring."""
+    from models.generation import make_generator
+    from models.loader import load_policy
+    from models.tiny import save
+    from rubricflow.config import GenerationConfig
+    from rubricflow.curriculum import CurriculumScheduler
+    from rubricflow.data.schema import read_dataset
+    from rubricflow.evaluation import evaluate_policy
+    from rubricflow.grpo.causal_lm import CausalLMAdapter
+    from rubricflow.grpo.engine import make_engine
+    from rubricflow.grpo.trainer import GRPOTrainer
+    from rubricflow.grpo.updater import GRPOUpdater
+    from rubricflow.rucl.plots import plot_curriculum
+    from rubricflow.rucl.rollout import RuCLRollout
+
+    run = run or NoRun()
+    gen_cfg = gen_cfg or GenerationConfig()
+    g = rcfg.grpo
+    reports = Path(reports_dir)
+    data_dir = Path(data_dir)
+    t_start = time.perf_counter()
+
+    model, proc = load_policy(rcfg.init_from)
+    train = read_dataset(data_dir, split=rcfg.train_split)
+    if not train:
+        raise ValueError(f"{data_dir}: split {rcfg.train_split!r} is empty (rucl.train_split)")
+    test = []
+    if rcfg.eval_samples:
+        all_test = read_dataset(data_dir, split="test")
+        for task in sorted({s.task for s in all_test}):
+            test += [s for s in all_test if s.task == task][: rcfg.eval_samples]
+    ref = copy.deepcopy(model).eval() if g.beta > 0 else None
+    engine = make_engine(model, g.engine, g.lr, g.weight_decay, g.warmup_steps, g.max_grad_norm)
+    main = engine.rank == 0
+    module = engine.module
+    before = evaluate_policy(module, proc, data_dir, test, gen_cfg) if (test and main) else {}
+
+    gen = make_generator(
+        gen_cfg.backend, module, proc, model_path=rcfg.init_from, batch_size=gen_cfg.eval_batch_size,
+        gpu_memory_utilization=gen_cfg.vllm_gpu_memory_utilization,
+        tensor_parallel_size=gen_cfg.vllm_tensor_parallel_size,
+    )
+    c = rcfg.curriculum
+    sched = CurriculumScheduler(c.threshold, c.window, c.ramp_steps, c.peak, c.shape, c.steepness)
+    rollout = RuCLRollout(gen, proc, judge, rubrics, sched, rcfg, data_dir, engine)
+    updater = GRPOUpdater(CausalLMAdapter(module, proc, temperature=g.temperature), engine, g, ref_module=ref)
+    history = MetricsHistory()
+
+    def rollout_fn(step: int, samples: list):
+        gen.sync_weights(module)  # vLLM: push the updated weights; transformers: same tensors already
+        return rollout(step, samples)
+
+    steps_f = reports / "steps.jsonl"
+    if main:
+        reports.mkdir(parents=True, exist_ok=True)
+
+    def log(step: int, m: dict) -> None:
+        row = {"step": step, **m}
+        history.rows.append(_json_safe(row))
+        run.log_metrics(m, step=step)
+        ev = rollout.last.get("transition_event")
+        if ev is not None and main:
+            run.event("curriculum_transition", ev)
+            (reports / "transition.json").write_text(json.dumps(_json_safe(ev), indent=2))
+
+    ckpt_dir = Path(rcfg.checkpoint_dir) / run_key(rcfg, seed, data_dir)
+    trainer = GRPOTrainer(updater, train, rollout_fn, g, ckpt_dir, log_fn=log,
+                          stateful={"curriculum": sched, "history": history})
+    summary = trainer.run(steps if steps is not None else g.steps)
+
+    result: dict[str, Any] = {
+        "steps": summary["steps"],
+        "resumed_from": summary["resumed_from"],
+        "checkpoint_dir": str(ckpt_dir),
+        "transition_step": sched.transition_step,
+        "lambda_final": sched.lambda_t,
+        "reward_mode": rcfg.reward.mode,
+    }
+    with _gathered(engine):
+        if main:
+            from rubricflow.stages import staged_dir
+
+            with staged_dir(rcfg.out_dir) as tmp:
+                save(module, proc, tmp)
+    if main:
+        rows = history.rows
+        steps_f.write_text("".join(json.dumps(r) + "\n" for r in rows))
+        series = [{k: r.get(k) for k in ("step", "curriculum/lambda_t", "reward/s_f", "reward/s_a",
+                                         "reward/total", "outcome_accuracy")} for r in rows]
+        (reports / "curriculum.json").write_text(json.dumps(series, indent=1))
+        png = plot_curriculum(rows, reports / "curriculum.png", sched.transition_step, c.threshold,
+                              title=f"RuCL curriculum (mode {rcfg.reward.mode})")
+        run.log_artifact(png)
+        (reports / "samples_last_step.json").write_text(json.dumps(_json_safe(rollout.last), indent=1))
+        tail = rows[-min(5, len(rows)):] if rows else []
+
+        def mean_of(key):
+            v = [r[key] for r in tail if r.get(key) is not None]
+            return sum(v) / len(v) if v else None
+
+        n_samples = sum(r.get("n_episodes", 0) for r in rows)
+        t_roll = sum(r.get("rollout_time_s", 0.0) for r in rows)
+        t_upd = sum(r.get("update_time_s", 0.0) for r in rows)
+        result.update({
+            "final/reward_total": mean_of("reward/total"),
+            "final/outcome_accuracy": mean_of("outcome_accuracy"),
+            "final/s_f": mean_of("reward/s_f"),
+            "final/s_a": mean_of("reward/s_a"),
+            "first/reward_total": rows[0].get("reward/total") if rows else None,
+            "judge_failures_total": sum(r.get("judge/failures", 0.0) for r in rows),
+            "samples_per_s": n_samples / (t_roll + t_upd) if (t_roll + t_upd) > 0 else None,
+            "rollout_time_s_total": t_roll,
+            "update_time_s_total": t_upd,
+        })
+        if test:
+            result["accuracy_before"] = before
+            result["accuracy_after"] = evaluate_policy(module, proc, data_dir, test, gen_cfg)
+    result["duration_s"] = round(time.perf_counter() - t_start, 2)
+    return _json_safe(result)
+
+
+# ------------------------------------------------------------------------------------------------------------
+# the pipeline stage
+
+
+def _section(cfg, name: str):
+    sec = getattr(cfg, name, None)
+    if sec is None:
+        raise AttributeError(
+            f"Config has no `{name}` section: compose it into rubricflow.config.Config "
+            f"({'rubricflow.rucl.config.RuCLConfig' if name == 'rucl' else 'rubricflow.judge.config.JudgeConfig'})"
+        )
+    return sec
+
+
+def rucl_stage_impl(cfg, run=None) -> dict:
+    from rubricflow.rubrics.pool import load_tiers
+    from rubricflow.stages import require_gate
+
+    rcfg = _section(cfg, "rucl")
+    require_gate(cfg)
+    mode = rcfg.reward.mode
+    judge, rubrics = None, []
+    if mode != "outcome" or Path(rcfg.tiers_path).exists():
+        rubrics = load_tiers(rcfg.tiers_path)
+    if mode != "outcome":
+        from rubricflow.judge.factory import make_judge
+
+        judge = make_judge(_section(cfg, "judge"), image_root=cfg.data.out_dir)
+    return train_rucl(rcfg, cfg.data.out_dir, judge, rubrics, Path(cfg.reports_dir) / "rucl", cfg.generation,
+                      run=run, seed=cfg.seed)
+
+
+def _register():
+    from rubricflow.stages import NullRun, stage
+
+    @stage("rucl", sections=("rucl", "judge", "generation"))
+    def rucl_stage(cfg, run=NullRun()) -> dict:
+        """RuCL Phase II: GRPO with the stratified rubric reward and the curriculum (see rubricflow.rucl.train)."""
+        return rucl_stage_impl(cfg, run=run)
+
+    return rucl_stage
+
+
+rucl_stage = _register()

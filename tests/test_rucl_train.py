@@ -1,0 +1,166 @@
+"""RuCL Phase II end to end on a tiny SFT'd Qwen2.5-VL with the programmatic judge."""
+
+import dataclasses
+import json
+import math
+
+import pytest
+
+from rubricflow.answers import outcome_score
+from rubricflow.curriculum import CurriculumScheduler
+from rubricflow.judge.programmatic import ProgrammaticJudge
+from rubricflow.judge.protocol import Judgment
+from rubricflow.rewards import combine_tiers
+from rubricflow.rubrics.pool import RubricPool, load_default_pool, load_tiers, save_pool
+from rubricflow.rucl.config import RuCLConfig
+from rubricflow.rucl.train import run_key, train_rucl
+
+TIERS = {"C17": "foundational", "C18": "foundational", "C05": "foundational",
+         "C08": "advanced", "C11": "advanced", "C20": "advanced"}
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory):
+    """A counting dataset, a tiny Qwen2.5-VL warm-started by 40 SFT steps, and a tiers file."""
+    from models.tiny import TinyDims, build_tiny_vl, save
+    from rubricflow.data.schema import load_images
+    from rubricflow.data.synthetic import build_synthetic_dataset
+    from rubricflow.data.traces import render_trace
+    from rubricflow.sft import SFTExample, train_sft
+
+    root = tmp_path_factory.mktemp("rucl")
+    samples = build_synthetic_dataset(root / "data", ["counting"], {"train": 24, "test": 4}, seed=1, image_size=56)
+    corpus = [s.question for s in samples] + [render_trace(s.facts, s.answer) for s in samples]
+    model, proc = build_tiny_vl(corpus, TinyDims(hidden_size=64, num_layers=2, num_heads=2, num_kv_heads=1,
+                                                 vocab_size=400, vision_hidden_size=32, vision_depth=1))
+    train = [s for s in samples if s.split == "train"]
+    ex = [SFTExample(proc.chat_prompt(s.question, 1), render_trace(s.facts, s.answer), load_images(root / "data", s))
+          for s in train]
+    train_sft(model, proc, ex, steps=40, batch_size=16, lr=3e-3, warmup_steps=5)
+    save(model, proc, root / "sft")
+    rub = [dataclasses.replace(r, tier=TIERS[r.id]) for r in load_default_pool().rubrics if r.id in TIERS]
+    save_pool(RubricPool(rub, {"source": "test"}), root / "tiers.json")
+    return root
+
+
+def make_cfg(root, name, **over):
+    d = {
+        "init_from": str(root / "sft"), "tiers_path": str(root / "tiers.json"), "out_dir": str(root / name / "model"),
+        "checkpoint_dir": str(root / name / "ck"), "eval_samples": 0,
+        "reward": {"mode": "rucl", "alpha": 0.7},
+        "curriculum": {"threshold": 0.3, "window": 2, "ramp_steps": 2, "peak": 0.5, "shape": "linear"},
+        "grpo": {"group_size": 4, "prompts_per_step": 3, "steps": 4, "max_new_tokens": 28, "lr": 1e-3,
+                 "checkpoint_every": 2},
+    }
+    for k, v in over.items():
+        d[k] = {**d[k], **v} if isinstance(v, dict) else v
+    return RuCLConfig.model_validate(d)
+
+
+def steps_of(root, name):
+    return [json.loads(l) for l in (root / name / "reports" / "steps.jsonl").read_text().splitlines()]
+
+
+@pytest.mark.slow
+def test_rucl_end_to_end_rewards_curriculum_and_outputs(setup):
+    root = setup
+    cfg = make_cfg(root, "main", eval_samples=4)
+    res = train_rucl(cfg, root / "data", ProgrammaticJudge(), load_tiers(root / "tiers.json"),
+                     root / "main" / "reports", seed=0)
+    rows = steps_of(root, "main")
+    assert [r["step"] for r in rows] == [0, 1, 2, 3] and res["steps"] == 4
+    for key in ("reward/total", "reward/outcome", "reward/s_f", "reward/s_a", "curriculum/lambda_t", "outcome_accuracy",
+                "judge/failures", "kl" if cfg.grpo.beta else "loss", "clip_frac", "entropy", "rollout/completion_len",
+                "rollout/tokens_per_s", "update_time_s"):
+        assert key in rows[0], key
+    # the curriculum replayed from the logged batch scores gives exactly the logged lambdas and switch step
+    replay = CurriculumScheduler(0.3, 2, 2, 0.5, "linear")
+    lam = 0.0
+    for r in rows:
+        assert r["curriculum/lambda_t"] == pytest.approx(lam)
+        lam = replay.update(r["curriculum/s_f_batch"])
+    assert res["transition_step"] == replay.transition_step
+    # the SFT'd policy states its counts and boxes its answer: S_F > 0.3 from the start, so the switch comes at
+    # step 1 (window 2) and lambda ramps 0.25 -> 0.5 over steps 2, 3
+    assert replay.transition_step == 1
+    assert [r["curriculum/lambda_t"] for r in rows] == pytest.approx([0, 0, 0.25, 0.5])
+    ev = json.loads((root / "main" / "reports" / "transition.json").read_text())
+    assert ev["step"] == 1 and len(ev["window_scores"]) == 2 and min(ev["window_scores"]) > 0.3
+    # every reward of the last batch follows r = a * outcome + (1 - a) * rubric with that step's lambda
+    last = json.loads((root / "main" / "reports" / "samples_last_step.json").read_text())
+    from rubricflow.data.schema import read_dataset
+
+    by_id = {s.id: s for s in read_dataset(root / "data")}
+    lam3 = rows[3]["curriculum/lambda_t"]
+    for s in last["samples"]:
+        assert s["outcome"] == outcome_score(s["response"], by_id[s["id"]].answer, "int")
+        nan = lambda x: float("nan") if x is None else x  # noqa: E731
+        rubric = combine_tiers(nan(s["s_f"]), nan(s["s_a"]), lam3)
+        expect = s["outcome"] if math.isnan(rubric) else 0.7 * s["outcome"] + 0.3 * rubric
+        assert s["total"] == pytest.approx(expect) and s["lambda_t"] == pytest.approx(lam3)
+    png = (root / "main" / "reports" / "curriculum.png").read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 5000
+    assert len(json.loads((root / "main" / "reports" / "curriculum.json").read_text())) == 4
+    # the trained policy is saved in HF format and differs from the SFT start
+    from models.loader import load_policy
+
+    m0, _ = load_policy(root / "sft")
+    m1, _ = load_policy(root / "main" / "model")
+    diff = sum(float((a - b).detach().abs().sum()) for a, b in zip(m0.parameters(), m1.parameters()))
+    assert diff > 0
+    assert set(res["accuracy_after"]) == {"counting", "overall"}
+
+
+class FlakyJudge:
+    """Fails every third request (as a judge whose output could not be parsed)."""
+
+    name, model_id, prompt_version = "flaky", "flaky", "v"
+
+    def __init__(self):
+        self.inner = ProgrammaticJudge()
+
+    def judge(self, requests):
+        out = self.inner.judge(requests)
+        return [Judgment("failed", reason="unparseable") if i % 3 == 0 else j for i, j in enumerate(out)]
+
+
+@pytest.mark.slow
+def test_judge_failures_are_missing_and_outcome_mode_runs_without_judge(setup):
+    root = setup
+    cfg = make_cfg(root, "flaky", grpo={"steps": 1})
+    train_rucl(cfg, root / "data", FlakyJudge(), load_tiers(root / "tiers.json"), root / "flaky" / "reports", seed=0)
+    row = steps_of(root, "flaky")[0]
+    n = 3 * 4
+    assert row["judge/failures"] == 4 == row["reward/n_missing"] == row["n_missing"]  # i = 0, 3, 6, 9 of 12
+    assert row["n_trained"] == n - 4
+    last = json.loads((root / "flaky" / "reports" / "samples_last_step.json").read_text())
+    missing = [s for s in last["samples"] if s["missing"]]
+    assert len(missing) == 4 and all(s["total"] is None for s in missing)  # NaN, never 0
+
+    cfg_o = make_cfg(root, "outcome", reward={"mode": "outcome"}, grpo={"steps": 1})
+    train_rucl(cfg_o, root / "data", None, [], root / "outcome" / "reports", seed=0)
+    ro = steps_of(root, "outcome")[0]
+    assert ro["reward/total"] == pytest.approx(ro["outcome_accuracy"])
+    assert ro["reward/s_f"] is None and ro["judge/failures"] == 0
+    with pytest.raises(ValueError, match="needs a judge"):
+        train_rucl(make_cfg(root, "nojudge"), root / "data", None, [], root / "nojudge" / "reports")
+
+
+@pytest.mark.slow
+def test_interrupted_run_resumes_with_its_history(setup):
+    root = setup
+    cfg = make_cfg(root, "resume", grpo={"steps": 4, "checkpoint_every": 1})
+    tiers = load_tiers(root / "tiers.json")
+    first = train_rucl(cfg, root / "data", ProgrammaticJudge(), tiers, root / "resume" / "reports", seed=0, steps=2)
+    assert first["steps"] == 2 and first["resumed_from"] is None
+    second = train_rucl(cfg, root / "data", ProgrammaticJudge(), tiers, root / "resume" / "reports", seed=0)
+    assert second["resumed_from"] == 2 and second["steps"] == 4
+    assert [r["step"] for r in steps_of(root, "resume")] == [0, 1, 2, 3]
+
+
+def test_run_key_separates_trajectories_but_not_step_counts(tmp_path):
+    base = RuCLConfig()
+    assert run_key(base, 0, "d") == run_key(base.model_copy(update={"grpo": base.grpo.model_copy(update={"steps": 99})}), 0, "d")
+    assert run_key(base, 0, "d") != run_key(base, 1, "d")
+    alt = base.model_copy(update={"reward": base.reward.model_copy(update={"alpha": 0.5})})
+    assert run_key(base, 0, "d") != run_key(alt, 0, "d")
