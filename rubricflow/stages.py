@@ -116,6 +116,7 @@ def stage(name: str, sections: tuple[str, ...] = ()):
             write_json(reports_dir(cfg) / f"{name}.json", metrics)
             return metrics
 
+        wrapper.stage_name, wrapper.sections = name, sections  # read by the tasks layer (cache keys)
         REGISTRY[name] = wrapper
         return wrapper
 
