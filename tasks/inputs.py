@@ -1,0 +1,221 @@
+"""What a stage's result depends on, as one hash: the Prefect cache key of the stage tasks.
+
+The declared inputs of a stage are the ones DVC already uses (``dvc.yaml``): its ``deps`` (files and directories,
+code included) and its ``params`` (dotted keys of params.yaml). The key hashes
+
+* the stage name,
+* the effective value (profile overlay and flow overrides applied) of each declared param key; a key that is not
+  part of the effective config (e.g. ``profiles``) is taken from the raw params file,
+* the effective config sections the ``@stage`` decorator logs (``sections=``), plus ``profile`` and ``seed``,
+* the content (md5) of every dep file, recursively for directories,
+* the source file of the stage function.
+
+A stage that is not in ``dvc.yaml`` gets the last three only, and :func:`stage_inputs` says so in ``notes`` (the
+task logs it). Content hashes of large files are memoised by (path, size, mtime, inode) in
+``.rubricflow/filehash.sqlite`` as DVC's state db does, so an unchanged 15 GB checkpoint is not re-read.
+This module has no Prefect import: it is the pure half of :mod:`tasks.cache`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import json
+import os
+import sqlite3
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from rubricflow.config import Config
+from rubricflow.env import STATE_DIR
+
+_MISSING = "<missing>"
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# file content hashes, memoised
+
+
+class HashMemo:
+    """``(path, size, mtime_ns, inode) -> md5`` in a small SQLite file (safe across processes)."""
+
+    def __init__(self, path: Path | None = None):
+        self.path = Path(path or STATE_DIR / "filehash.sqlite")
+        self._lock = threading.Lock()
+        self._db: sqlite3.Connection | None = None
+
+    def _conn(self) -> sqlite3.Connection:
+        if self._db is None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._db = sqlite3.connect(self.path, timeout=30, check_same_thread=False)
+            self._db.execute(
+                "create table if not exists h (path text primary key, size int, mtime int, ino int, md5 text)"
+            )
+        return self._db
+
+    def md5(self, path: Path) -> str:
+        st = path.stat()
+        key = str(path.resolve())
+        with self._lock:
+            db = self._conn()
+            row = db.execute("select size, mtime, ino, md5 from h where path = ?", (key,)).fetchone()
+            if row and tuple(row[:3]) == (st.st_size, st.st_mtime_ns, st.st_ino):
+                return row[3]
+        h = hashlib.md5()
+        with open(path, "rb") as f:
+            for chunk in iter(lambda: f.read(1 << 20), b""):
+                h.update(chunk)
+        digest = h.hexdigest()
+        with self._lock:
+            db = self._conn()
+            db.execute(
+                "insert or replace into h values (?, ?, ?, ?, ?)", (key, st.st_size, st.st_mtime_ns, st.st_ino, digest)
+            )
+            db.commit()
+        return digest
+
+
+_memo = HashMemo()
+
+
+def path_hash(path: str | Path, memo: HashMemo | None = None) -> str:
+    """md5 of a file, or of the sorted (relative path, md5) list of a directory's files; ``<missing>`` if absent."""
+    memo = memo or _memo
+    p = Path(path)
+    if p.is_file():
+        return memo.md5(p)
+    if p.is_dir():
+        h = hashlib.md5()
+        for f in sorted(x for x in p.rglob("*") if x.is_file()):
+            h.update(f"{f.relative_to(p).as_posix()}\0{memo.md5(f)}\n".encode())
+        return h.hexdigest() + ".dir"
+    return _MISSING
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# declared inputs
+
+
+@dataclass
+class StageInputs:
+    stage: str
+    params: dict[str, Any] = field(default_factory=dict)  # dotted key -> effective value
+    deps: dict[str, str] = field(default_factory=dict)  # path -> content hash
+    outs: list[str] = field(default_factory=list)  # declared outputs (dvc.yaml outs + metrics + plots)
+    source: str = ""  # hash of the stage function's source file
+    notes: list[str] = field(default_factory=list)
+
+    def key(self) -> str:
+        blob = json.dumps(
+            {"stage": self.stage, "params": self.params, "deps": self.deps, "source": self.source},
+            sort_keys=True,
+            default=str,
+        )
+        return hashlib.sha256(blob.encode()).hexdigest()[:32]
+
+    def missing_outputs(self, root: Path | None = None) -> list[str]:
+        root = root or Path.cwd()
+        return [o for o in self.outs if not (root / o).exists()]
+
+
+def load_dvc_yaml(path: str | Path = "dvc.yaml") -> dict:
+    p = Path(path)
+    if not p.exists():
+        return {}
+    doc = yaml.safe_load(p.read_text()) or {}
+    if not isinstance(doc, dict):
+        raise ValueError(f"{p}: expected a mapping with `stages`")
+    return doc.get("stages") or {}
+
+
+def _entries(items) -> list[str]:
+    """dvc.yaml lists hold plain strings or one-key mappings (``- reports/x.json: {cache: false}``)."""
+    out = []
+    for it in items or []:
+        if isinstance(it, str):
+            out.append(it)
+        elif isinstance(it, dict):
+            out.extend(str(k) for k in it)
+    return out
+
+
+def _param_keys(items) -> list[str]:
+    """``params:`` entries: keys of params.yaml, or ``{other.yaml: [keys]}`` (only params.yaml keys are hashed)."""
+    keys = []
+    for it in items or []:
+        if isinstance(it, str):
+            keys.append(it)
+        elif isinstance(it, dict):
+            for fname, sub in it.items():
+                if Path(str(fname)).name == "params.yaml":
+                    keys.extend(str(k) for k in sub or [])
+                else:
+                    keys.append(f"{fname}:{sub}")
+    return keys
+
+
+def _lookup(tree: Any, dotted: str) -> Any:
+    node = tree
+    for part in dotted.split("."):
+        if isinstance(node, dict) and part in node:
+            node = node[part]
+        else:
+            return _MISSING
+    return node
+
+
+def _source_hash(fn) -> str:
+    target = inspect.unwrap(fn)
+    try:
+        return path_hash(inspect.getsourcefile(target) or "")
+    except (TypeError, OSError):
+        return _MISSING
+
+
+def stage_inputs(
+    stage: str,
+    cfg: Config,
+    fn=None,
+    dvc_stages: dict | None = None,
+    raw_params: dict | None = None,
+    sections: tuple[str, ...] = (),
+) -> StageInputs:
+    """Collect the declared inputs of ``stage`` (see the module docstring)."""
+    dvc_stages = load_dvc_yaml() if dvc_stages is None else dvc_stages
+    eff = cfg.model_dump(mode="json")
+    inp = StageInputs(stage)
+    for s in ("profile", "seed", *sections):
+        inp.params[s] = _lookup(eff, s)
+    spec = dvc_stages.get(stage)
+    if spec is None:
+        inp.notes.append(
+            f"stage {stage!r} is not in dvc.yaml: its cache key covers config sections "
+            f"{['profile', 'seed', *sections]} and its source file, not its input files"
+        )
+    else:
+        for key in _param_keys(spec.get("params")):
+            val = _lookup(eff, key)
+            if val == _MISSING and raw_params is not None:
+                val = _lookup(raw_params, key)
+            inp.params[key] = val
+        for dep in _entries(spec.get("deps")):
+            if "${" in dep:
+                inp.notes.append(f"dvc.yaml stage {stage!r}: templated dep {dep!r} is not hashed")
+                continue
+            inp.deps[dep] = path_hash(dep)
+        inp.outs = [o for kind in ("outs", "metrics", "plots") for o in _entries(spec.get(kind)) if "${" not in o]
+    if fn is not None:
+        inp.source = _source_hash(fn)
+    return inp
+
+
+def raw_params(path: str | Path | None = None) -> dict:
+    """The params file as written (for keys such as ``profiles`` that the effective config does not hold)."""
+    p = Path(path or os.environ.get("RUBRICFLOW_PARAMS", "params.yaml"))
+    if not p.exists():
+        return {}
+    return yaml.safe_load(p.read_text()) or {}

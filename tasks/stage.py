@@ -1,0 +1,148 @@
+"""The Prefect task that runs one registered stage: the same function ``rubricflow <stage>`` and ``dvc repro`` call.
+
+``stage_task(stage, cfg)`` looks the stage up in the registry and calls ``fn(cfg, track=..., prefect_flow_run_id=...)``
+(the stage opens its MLflow child run under the pipeline's parent, keyed by ``$RUBRICFLOW_PIPELINE_ID`` which the
+flow sets). Around the call it
+
+* mirrors ``rubricflow.progress`` into Prefect progress artifacts (:class:`tasks.artifacts.ProgressMirror`);
+* holds a ``judge-calls`` global concurrency slot when the stage calls judges (:mod:`tasks.concurrency`);
+* installs the crash hook ``RUBRICFLOW_INJECT_CRASH=<stage>:<k>`` (first attempt only; tests and drills);
+* is cached by :data:`tasks.cache.STAGE_CACHE` (declared params + dep file contents + stage source).
+
+Per-stage options live in :data:`STAGE_OPTIONS`: retries with exponential backoff and jitter for the stages that
+call judges or run long enough to be interrupted (GRPO training resumes from its latest checkpoint on a retry,
+so a retry costs at most ``checkpoint_every`` steps), the judge slot, tags. Errors that a retry cannot fix
+(bad config, failed data gate, missing file or section: ``ValueError``/``KeyError``/``AttributeError``/
+``ImportError``/``FileNotFoundError``) are not retried.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from dataclasses import dataclass
+
+from prefect import get_run_logger, task
+from prefect.context import TaskRunContext
+from prefect.tasks import exponential_backoff
+
+from rubricflow import progress as rf_progress
+from rubricflow.config import Config
+from tasks.artifacts import CrashHook, ProgressMirror
+from tasks.cache import STAGE_CACHE, inputs_for
+from tasks.concurrency import JUDGE_LIMIT
+from tasks.registry import stage_function
+
+
+@dataclass(frozen=True)
+class StageOptions:
+    retries: int = 0  # attempts after the first
+    judge: bool = False  # holds one `judge-calls` slot while running
+    resumable: bool = False  # resumes from a checkpoint on retry (documentation + a tag)
+    timeout_s: float | None = None
+
+
+_TRAIN = StageOptions(retries=3, judge=True, resumable=True)
+STAGE_OPTIONS: dict[str, StageOptions] = {
+    "sft": StageOptions(retries=1),
+    "stratify": StageOptions(retries=3, judge=True),
+    "rucl": _TRAIN,
+    "rucl_eval": StageOptions(retries=3, judge=True),
+    "deltarubric_sft": StageOptions(retries=1),
+    "deltarubric_train": StageOptions(retries=3, resumable=True),
+    "deltarubric_eval": StageOptions(retries=2, judge=True),
+    "roro_rubricor": StageOptions(retries=3, judge=True),
+    "roro_train": StageOptions(retries=3, judge=True, resumable=True),
+    "roro_eval": StageOptions(retries=2, judge=True),
+}
+DEFAULT_OPTIONS = StageOptions()
+NOT_RETRIED = (ValueError, KeyError, AttributeError, ImportError, FileNotFoundError, TypeError)
+
+
+def options_for(stage: str) -> StageOptions:
+    return STAGE_OPTIONS.get(stage, DEFAULT_OPTIONS)
+
+
+def retry_delay_base() -> float:
+    """First retry delay in seconds (doubles per retry, +-50% jitter); ``$RUBRICFLOW_RETRY_DELAY_S``, default 10."""
+    return float(os.environ.get("RUBRICFLOW_RETRY_DELAY_S", "10"))
+
+
+def _retryable(task, task_run, state) -> bool:
+    try:
+        state.result()
+    except NOT_RETRIED:
+        return False
+    except BaseException:  # noqa: BLE001 - anything else (crash, judge outage, OOM-kill of a child) is retried
+        return True
+    return True
+
+
+@task(
+    name="stage",
+    cache_policy=STAGE_CACHE,
+    persist_result=True,
+    result_serializer="json",
+    retry_condition_fn=_retryable,
+)
+def stage_task(stage: str, cfg: Config, track: bool = True, pipeline: str = "") -> dict:
+    """Run a registered stage; returns ``{"stage", "metrics", "attempt", "flow_run_id", "inputs_key"}``."""
+    logger = get_run_logger()
+    ctx = TaskRunContext.get()
+    attempt = ctx.task_run.run_count if ctx else 1
+    flow_run_id = str(ctx.task_run.flow_run_id) if ctx and ctx.task_run.flow_run_id else None
+    inp = inputs_for(stage, cfg)
+    for note in inp.notes:
+        logger.warning(note)
+    fn = stage_function(stage)
+    opts = options_for(stage)
+    mirror = ProgressMirror(stage)
+    hooks = [mirror]
+    crash = CrashHook.from_env(stage, attempt)
+    if crash is not None:
+        logger.warning("crash hook armed: stage %s fails at progress >= %d on this attempt", stage, crash.at)
+        hooks.append(crash)
+    for h in hooks:
+        rf_progress.add_listener(h)
+    if attempt > 1:
+        logger.info("stage %s: attempt %d (a resumable stage continues from its latest checkpoint)", stage, attempt)
+    slot = contextlib.nullcontext()
+    if opts.judge:
+        from prefect.concurrency.sync import concurrency
+
+        slot = concurrency(JUDGE_LIMIT, occupy=1, strict=True)
+    try:
+        with slot:
+            metrics = fn(cfg, track=track, prefect_flow_run_id=flow_run_id)
+    finally:
+        for h in hooks:
+            rf_progress.remove_listener(h)
+    if metrics.get("resumed_from") is not None:
+        logger.info("stage %s resumed from checkpoint step %s", stage, metrics["resumed_from"])
+    return {
+        "stage": stage,
+        "metrics": metrics,
+        "attempt": attempt,
+        "flow_run_id": flow_run_id,
+        "inputs_key": inp.key(),
+    }
+
+
+def configured(stage: str, pipeline: str, profile: str, refresh: bool = False):
+    """``stage_task`` with the stage's name, tags, retries, backoff and (when outputs are missing) a cache refresh."""
+    opts = options_for(stage)
+    tags = {"rubricflow", f"pipeline:{pipeline}", f"stage:{stage}", f"profile:{profile}"}
+    if opts.judge:
+        tags.add(JUDGE_LIMIT)
+    if opts.resumable:
+        tags.add("resumable")
+    return stage_task.with_options(
+        name=stage,
+        task_run_name=stage,
+        tags=sorted(tags),
+        retries=opts.retries,
+        retry_delay_seconds=exponential_backoff(backoff_factor=retry_delay_base()) if opts.retries else 0,
+        retry_jitter_factor=0.5 if opts.retries else None,
+        timeout_seconds=opts.timeout_s,
+        refresh_cache=refresh,
+    )

@@ -1,0 +1,87 @@
+"""Helpers for the orchestration tests: a throw-away project directory and small service utilities.
+
+``make_project(tmp)`` builds a directory that looks like the repository to a stage, a flow or DVC: the code
+packages are symlinked, ``params.yaml`` is the real one with tiny sizes merged in, ``dvc.yaml`` is copied, so
+stage outputs, reports, MLflow and Prefect state all land in ``tmp`` and never in the checkout.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+CODE = ("rubricflow", "models", "tasks", "flows")
+
+# Small enough that data + validate take seconds (the validation gate needs >= min_split_size per split).
+TINY = {
+    "data": {"tasks": ["counting"], "splits": {"train": 8, "val": 4, "test": 4, "calib": 4}, "min_split_size": 4},
+    "sft": {"steps": 4, "batch_size": 4, "warmup_steps": 0, "eval_samples": 4},
+}
+
+
+def deep_merge(a: dict, b: dict) -> dict:
+    out = dict(a)
+    for k, v in b.items():
+        out[k] = deep_merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
+
+
+def make_project(tmp: Path, params: dict | None = None, git: bool = False) -> Path:
+    tmp.mkdir(parents=True, exist_ok=True)
+    for name in CODE:
+        (tmp / name).symlink_to(ROOT / name, target_is_directory=True)
+    raw = yaml.safe_load((ROOT / "params.yaml").read_text())
+    (tmp / "params.yaml").write_text(yaml.safe_dump(deep_merge(raw, deep_merge(TINY, params or {})), sort_keys=False))
+    for f in ("dvc.yaml", "prefect.yaml"):
+        if (ROOT / f).exists():
+            (tmp / f).write_text((ROOT / f).read_text())
+    if git:
+        subprocess.run(["git", "init", "-q"], cwd=tmp, check=True)
+    return tmp
+
+
+def project_env(project: Path, **extra: str) -> dict[str, str]:
+    """Environment for a subprocess that must keep all its state in ``project``."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_", "MLFLOW_", "RUBRICFLOW_"))}
+    env.update(
+        RUBRICFLOW_ROOT=str(project),
+        RUBRICFLOW_THREADS="1",
+        PREFECT_HOME=str(project / ".rubricflow" / "prefect"),
+        PREFECT_SERVER_ANALYTICS_ENABLED="false",
+        MLFLOW_TRACKING_URI=f"sqlite:///{project / '.rubricflow' / 'mlflow' / 'mlflow.db'}",
+        PYTHONPATH=str(ROOT),
+    )
+    env.update(extra)
+    return env
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_http(url: str, timeout: float, headers: dict | None = None, proc: subprocess.Popen | None = None) -> float:
+    """Poll ``url`` until it answers 200; returns the seconds waited. Fails naming the URL (and the process log)."""
+    import httpx
+
+    t0 = time.monotonic()
+    last = None
+    while time.monotonic() - t0 < timeout:
+        if proc is not None and proc.poll() is not None:
+            raise RuntimeError(f"{url}: the server process exited with {proc.returncode} before answering")
+        try:
+            r = httpx.get(url, headers=headers or {}, timeout=5)
+            if r.status_code == 200:
+                return time.monotonic() - t0
+            last = f"HTTP {r.status_code}"
+        except httpx.HTTPError as e:
+            last = repr(e)
+        time.sleep(0.5)
+    raise TimeoutError(f"{url} not healthy after {timeout:.0f} s (last: {last})")
