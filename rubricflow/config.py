@@ -131,6 +131,21 @@ class TrackingConfig(Section):
 # Top level
 
 
+def _method_sections() -> dict[str, Any]:
+    """Sections defined next to their owners (pydantic-only modules, cheap to import)."""
+    from rubricflow.deltarubric.config import DeltaRubricConfig
+    from rubricflow.judge.config import JudgeConfig
+    from rubricflow.rubrics.config import RubricsConfig
+    from rubricflow.rucl.config import RuCLConfig
+
+    return {
+        "judge": (JudgeConfig, "Judge backend (programmatic / openai-compatible / local), cache and retries."),
+        "rubrics": (RubricsConfig, "RuCL Phase I: rubric pool, calibration, coverage filter and tiers."),
+        "rucl": (RuCLConfig, "RuCL Phase II: hybrid reward, curriculum, GRPO and engine."),
+        "deltarubric": (DeltaRubricConfig, "DeltaRubric: preference pairs, roles, multi-role GRPO, evaluation."),
+    }
+
+
 class Config(Section):
     profile: Profile = Field(Profile.tiny, description="Active profile (overlay from `profiles`).")
     seed: int = Field(1234, description="Global seed for training and sampling.")
@@ -145,6 +160,18 @@ class Config(Section):
     @model_validator(mode="after")
     def _check(self) -> "Config":
         return self
+
+
+def _compose() -> type[Config]:
+    from pydantic import create_model
+
+    fields = {
+        name: (cls, Field(default_factory=cls, description=desc)) for name, (cls, desc) in _method_sections().items()
+    }
+    return create_model("Config", __base__=Config, **fields)
+
+
+Config = _compose()  # noqa: F811  (the full config: foundation sections + method sections)
 
 
 # ----------------------------------------------------------------------------------------------------------------
