@@ -45,7 +45,7 @@ def test_strict_schema_is_ok():
             'My verdict: {"verdicts": {"R01": {"applicable": true, "satisfied": true}, "R02": '
             '{"applicable": true, "satisfied": false}}} -- end',
             {"R01": (True, True), "R02": (True, False)},
-            "prose around JSON",
+            "text around JSON",
         ),
         # per-rubric list with rubric_id, lower-case ids, string booleans
         (

@@ -234,11 +234,16 @@ class OpenAIJudge:
         # pool (1000 connections) is far above any sensible judge concurrency.
         return openai.AsyncOpenAI(base_url=self.base_url, api_key=self._api_key(), max_retries=0, timeout=self.timeout_s)
 
-    async def _attempt(self, client, sem: asyncio.Semaphore, kwargs: dict) -> tuple[str | None, str | None]:
+    async def _attempt(self, client, sem: asyncio.Semaphore, body: dict) -> tuple[str | None, str | None]:
         async with sem:
             self.stats.attempts += 1
             try:
-                resp = await asyncio.wait_for(client.chat.completions.create(**kwargs), timeout=self.timeout_s)
+                # The client's generic POST (documented for custom requests): same auth, errors and connection
+                # pool as chat.completions.create, without transforming the typed params and building pydantic
+                # models, which cost ~2 ms of CPU per request here, a third of the client's budget at 160 req/s.
+                resp = await asyncio.wait_for(
+                    client.post("/chat/completions", body=body, cast_to=object), timeout=self.timeout_s
+                )
             except json.JSONDecodeError as e:
                 self.stats.errors["non-JSON body"] = self.stats.errors.get("non-JSON body", 0) + 1
                 raise TransientResponseError(f"response body is not JSON ({e})") from None
@@ -251,25 +256,28 @@ class OpenAIJudge:
                         f"{kind}: Retry-After {ra:.0f}s exceeds retry_after_max_s={self.retry_after_max_s:g}"
                     ) from None
                 raise
-        if isinstance(resp, (str, bytes)) or not hasattr(resp, "choices"):
+        if not isinstance(resp, dict) or "choices" not in resp:
             self.stats.errors["non-JSON body"] = self.stats.errors.get("non-JSON body", 0) + 1
             raise TransientResponseError(f"response body is not a chat completion: {str(resp)[:80]!r}")
-        if not resp.choices:
+        choices = resp.get("choices")
+        if not isinstance(choices, list) or not choices:
             self.stats.errors["empty choices"] = self.stats.errors.get("empty choices", 0) + 1
             raise TransientResponseError("response has no choices")
-        choice = resp.choices[0]
-        return choice.message.content, getattr(choice, "finish_reason", None)
+        choice = choices[0] if isinstance(choices[0], dict) else {}
+        message = choice.get("message") if isinstance(choice.get("message"), dict) else {}
+        content = message.get("content")
+        return (content if isinstance(content, str) else None), choice.get("finish_reason")
 
     def _kwargs(self, request: JudgeRequest, messages: list[dict]) -> dict:
+        """The request body."""
         ids = [r.id for r in request.rubrics]
-        kw: dict[str, Any] = dict(
+        body: dict[str, Any] = dict(
             model=self.model_id, messages=messages, temperature=self.temperature, max_tokens=self.max_tokens
         )
         if self.json_schema:
-            kw["response_format"] = response_format(ids, self.rationale_max_chars)
-        if self.extra_body:
-            kw["extra_body"] = self.extra_body
-        return kw
+            body["response_format"] = response_format(ids, self.rationale_max_chars)
+        body.update(self.extra_body)
+        return body
 
     def _describe(self, e: BaseException) -> str:
         if isinstance(e, asyncio.TimeoutError):
@@ -345,8 +353,7 @@ class OpenAIJudge:
         )
         if schema is not None and self.json_schema:
             kw["response_format"] = {"type": "json_schema", "json_schema": {"name": "output", "strict": True, "schema": schema}}
-        if self.extra_body:
-            kw["extra_body"] = self.extra_body
+        kw.update(self.extra_body)
         client = self._client()
         sem = asyncio.Semaphore(1)
         try:

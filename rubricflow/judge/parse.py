@@ -191,9 +191,9 @@ def _texts_to_try(text: str) -> list[tuple[str, str]]:
         s = min(starts)
         e = max(text.rfind("}"), text.rfind("]"))
         if e > s and (s > 0 or e < len(text) - 1):
-            out.append((text[s : e + 1], "prose around JSON"))
+            out.append((text[s : e + 1], "text around JSON"))
         if s > 0:
-            out.append((text[s:], "prose before JSON"))
+            out.append((text[s:], "text before JSON"))
     out.append((text, ""))
     return out
 
