@@ -6,6 +6,9 @@ Heavy pieces (engines, adapters, trainer) import torch/transformers lazily throu
 exports the public API by name.
 """
 
+# rubricflow.config composes the method sections (rucl.grpo holds a GRPOConfig) when first imported; importing it
+# before our own config module keeps that order whichever module a caller imports first.
+import rubricflow.config  # noqa: F401,I001
 from rubricflow.grpo.config import EngineConfig, GRPOConfig
 from rubricflow.grpo.core import (
     aggregate,

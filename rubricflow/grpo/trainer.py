@@ -154,13 +154,14 @@ class GRPOTrainer:
         t_run = time.perf_counter()
         while self.step < total:
             step = self.step
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             prompts = self.data.next_batch()
             episodes, metrics = self.rollout_fn(step, prompts)
             metrics = dict(metrics)
             metrics["rollout_time_s"] = time.perf_counter() - t0
             metrics.update(self.updater.update(episodes))
             metrics["step_time_s"] = time.perf_counter() - t0
+            metrics["step_cpu_s"] = time.process_time() - c0  # CPU time of this process (robust to other load)
             self.step = step + 1
             # log before checkpointing: a crash in between repeats the step on resume (logged twice, same step
             # number) rather than losing its metrics

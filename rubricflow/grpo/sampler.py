@@ -1,0 +1,138 @@
+"""``CachedSampler``: a lean batched sampler with a KV cache for text-only causal LMs (a GenerationBackend).
+
+For tiny and small models, rollouts are bound by per-token Python overhead, not FLOPs. ``model.generate`` spends
+about a third of each decode step outside the model (logits-processor and stopping-criteria objects,
+``torch.multinomial``, bookkeeping). This sampler runs the same forward passes (prefill, then one token per step
+through ``transformers``' ``DynamicCache``) with a minimal loop:
+
+* one tokenisation per distinct prompt (a GRPO group repeats its prompt ``n`` times);
+* left padding with explicit position ids (``cumsum(mask) - 1``), exactly what ``generate`` computes, so greedy
+  decoding reproduces ``TransformersGenerator`` token for token (tested);
+* sampling by the exponential race (``argmax(p / E)``, ``E ~ Exp(1)``), an exact draw from ``p`` without
+  ``torch.multinomial``; temperature and top-p as in ``generate``; vision / grounding special tokens suppressed
+  (as in models.generation);
+* rows that emitted EOS keep decoding pad tokens (their outputs are discarded); the loop stops when all rows are
+  done.
+
+Vision-language requests (with images) are refused with a clear error: Qwen2-VL-style 3-D rotary positions during
+decoding are left to ``models.generation.TransformersGenerator``.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from models.generation import Completion, GenRequest, suppressed_token_ids
+
+
+class CachedSampler:
+    name = "cached"
+
+    def __init__(self, model: torch.nn.Module, tokenizer, batch_size: int = 64):
+        if hasattr(tokenizer, "image_processor"):
+            raise ValueError(
+                "CachedSampler is for text-only causal LMs; use models.generation.TransformersGenerator for VLMs"
+            )
+        self.model, self.tokenizer, self.batch_size = model, tokenizer, batch_size
+        self.eos_id = tokenizer.convert_tokens_to_ids("<|im_end|>")
+        if not isinstance(self.eos_id, int) or self.eos_id == tokenizer.unk_token_id:
+            self.eos_id = tokenizer.eos_token_id
+        self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else self.eos_id
+        self.suppress = torch.tensor(suppressed_token_ids(tokenizer), dtype=torch.long)
+        self._enc_cache: dict[str, list[int]] = {}
+
+    def sync_weights(self, model: torch.nn.Module) -> None:
+        self.model = model
+
+    def _ids(self, prompt: str) -> list[int]:
+        ids = self._enc_cache.get(prompt)
+        if ids is None:
+            if len(self._enc_cache) > 4096:
+                self._enc_cache.clear()
+            ids = self._enc_cache[prompt] = self.tokenizer(prompt)["input_ids"]
+        return ids
+
+    @staticmethod
+    def _pick(logits: torch.Tensor, temperature: float, top_p: float) -> torch.Tensor:
+        if temperature <= 0:
+            return logits.argmax(-1)
+        probs = torch.softmax(logits / temperature, dim=-1)
+        if top_p < 1.0:
+            # keep the smallest set of most likely tokens whose mass reaches top_p (at least one)
+            sp, si = probs.sort(dim=-1, descending=True)
+            drop = (sp.cumsum(-1) - sp) >= top_p
+            sp = sp.masked_fill(drop, 0.0)
+            probs = torch.zeros_like(probs).scatter_(-1, si, sp)
+        race = torch.empty_like(probs).exponential_()
+        return (probs / race).argmax(-1)
+
+    def _run(self, rows: list[list[int]], max_new_tokens: int, temperature: float, top_p: float) -> list[Completion]:
+        from transformers import DynamicCache
+
+        B = len(rows)
+        P = max(len(r) for r in rows)
+        ids = torch.full((B, P), self.pad_id, dtype=torch.long)
+        mask = torch.zeros((B, P + max_new_tokens), dtype=torch.long)
+        for i, r in enumerate(rows):
+            ids[i, P - len(r) :] = torch.tensor(r, dtype=torch.long)
+            mask[i, P - len(r) :] = 1  # generated positions are always attended (pads after EOS are discarded)
+        pos = (mask[:, :P].cumsum(-1) - 1).clamp(min=0)
+        cache = DynamicCache(config=self.model.config)
+        out = self.model(input_ids=ids, attention_mask=mask[:, :P], position_ids=pos, cache=cache, use_cache=True,
+                         logits_to_keep=1)
+        nxt_pos = pos[:, -1:] + 1
+        done = torch.zeros(B, dtype=torch.bool)
+        toks = torch.full((B, max_new_tokens), self.pad_id, dtype=torch.long)
+        n_steps = 0
+        for t in range(max_new_tokens):
+            logits = out.logits[:, -1].float()
+            if self.suppress.numel():
+                logits[:, self.suppress] = float("-inf")
+            nxt = self._pick(logits, temperature, top_p)
+            nxt = nxt.masked_fill(done, self.pad_id)
+            toks[:, t] = nxt
+            n_steps = t + 1
+            done |= nxt == self.eos_id
+            if bool(done.all()) or t == max_new_tokens - 1:
+                break
+            out = self.model(input_ids=nxt.unsqueeze(1), attention_mask=mask[:, : P + t + 1], position_ids=nxt_pos,
+                             cache=cache, use_cache=True)
+            nxt_pos = nxt_pos + 1
+        outs = []
+        for row in toks[:, :n_steps].tolist():
+            keep, finished = [], False
+            for tok in row:
+                if tok == self.eos_id:
+                    finished = True
+                    break
+                keep.append(tok)
+            outs.append(Completion(keep, self.tokenizer.decode(keep, skip_special_tokens=True), finished))
+        return outs
+
+    @torch.inference_mode()
+    def generate(
+        self,
+        requests: list[GenRequest],
+        n: int = 1,
+        max_new_tokens: int = 48,
+        temperature: float = 1.0,
+        top_p: float = 1.0,
+        seed: int | None = None,
+    ) -> list[list[Completion]]:
+        if any(r.images for r in requests):
+            raise ValueError(
+                "CachedSampler got a request with images; it serves text-only models "
+                "(use models.generation.TransformersGenerator for vision-language policies)"
+            )
+        if seed is not None:
+            torch.manual_seed(seed)
+        rows = [self._ids(r.prompt) for r in requests for _ in range(n)]
+        was_training = self.model.training
+        self.model.eval()
+        try:
+            outs: list[Completion] = []
+            for i in range(0, len(rows), self.batch_size):
+                outs += self._run(rows[i : i + self.batch_size], max_new_tokens, temperature, top_p)
+        finally:
+            self.model.train(was_training)
+        return [outs[j * n : (j + 1) * n] for j in range(len(requests))]
