@@ -18,6 +18,12 @@ from rubricflow.grpo.core import token_entropy, token_logprobs
 from rubricflow.grpo.types import Episode
 
 
+def _device_of(module: torch.nn.Module) -> torch.device:
+    for p in module.parameters():
+        return p.device
+    return torch.device("cpu")
+
+
 def _prompt_parts(prompt: Any) -> tuple[str, list]:
     if isinstance(prompt, str):
         return prompt, []
@@ -101,8 +107,11 @@ class CausalLMAdapter:
         # Only those positions are projected onto the vocabulary (2-D integer ``logits_to_keep``).
         L = b["inputs"]["input_ids"].shape[1]
         pos = ((p_len - 1).unsqueeze(1) + torch.arange(T).unsqueeze(0)).clamp(min=0, max=L - 1)  # [B, T]
-        out = module(**b["inputs"], logits_to_keep=pos, use_cache=False)
+        dev = _device_of(module)
+        inputs = {k: v.to(dev) if torch.is_tensor(v) else v for k, v in b["inputs"].items()}
+        out = module(**inputs, logits_to_keep=pos.to(dev), use_cache=False)
         sel = out.logits  # [B, T, V]
+        targets, mask = targets.to(dev), mask.to(dev)
         logp = token_logprobs(sel, targets, self.temperature) * mask
         if with_entropy:
             with torch.no_grad():

@@ -77,17 +77,20 @@ class CachedSampler:
             ids[i, P - len(r) :] = torch.tensor(r, dtype=torch.long)
             mask[i, P - len(r) :] = 1  # generated positions are always attended (pads after EOS are discarded)
         pos = (mask[:, :P].cumsum(-1) - 1).clamp(min=0)
+        dev = next(self.model.parameters()).device
+        ids, mask, pos = ids.to(dev), mask.to(dev), pos.to(dev)
         cache = DynamicCache(config=self.model.config)
         out = self.model(input_ids=ids, attention_mask=mask[:, :P], position_ids=pos, cache=cache, use_cache=True,
                          logits_to_keep=1)
         nxt_pos = pos[:, -1:] + 1
-        done = torch.zeros(B, dtype=torch.bool)
-        toks = torch.full((B, max_new_tokens), self.pad_id, dtype=torch.long)
+        done = torch.zeros(B, dtype=torch.bool, device=dev)
+        toks = torch.full((B, max_new_tokens), self.pad_id, dtype=torch.long, device=dev)
+        suppress = self.suppress.to(dev)
         n_steps = 0
         for t in range(max_new_tokens):
             logits = out.logits[:, -1].float()
-            if self.suppress.numel():
-                logits[:, self.suppress] = float("-inf")
+            if suppress.numel():
+                logits[:, suppress] = float("-inf")
             nxt = self._pick(logits, temperature, top_p)
             nxt = nxt.masked_fill(done, self.pad_id)
             toks[:, t] = nxt

@@ -114,7 +114,7 @@ class GRPOUpdater:
             chunk = episodes[i : i + micro]
             logp, mask = self.adapter.action_logprobs(module, chunk)[:2]
             for j, e in enumerate(chunk):
-                out.append(logp[j, : len(e.actions)].detach().float().clone())
+                out.append(logp[j, : len(e.actions)].detach().float().cpu())
         return out
 
     # -- the update --------------------------------------------------------------------------------------------
@@ -165,13 +165,13 @@ class GRPOUpdater:
                     res = self.adapter.action_logprobs(module, chunk, with_entropy=self.log_entropy)
                     logp, mask = res[0], res[1]
                     ent = res[2] if self.log_entropy and len(res) > 2 else None
-                    T = logp.shape[1]
-                    old_logp = _pad([old[i] for i in midx], T) if old is not None else logp.detach()
-                    ref_logp = _pad([ref[i] for i in midx], T) if ref is not None else None
+                    T, dev = logp.shape[1], logp.device
+                    old_logp = _pad([old[i] for i in midx], T).to(dev) if old is not None else logp.detach()
+                    ref_logp = _pad([ref[i] for i in midx], T).to(dev) if ref is not None else None
                     out = grpo_loss(
                         logp,
                         old_logp,
-                        adv[midx],
+                        adv[midx].to(dev),
                         mask,
                         clip_low=cfg.clip_low,
                         clip_high=cfg.clip_high,

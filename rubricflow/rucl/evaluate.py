@@ -1,0 +1,95 @@
+"""RuCL evaluation: the SFT start and the RuCL policy on held-out samples, answers *and* reasoning.
+
+Greedy responses of both policies on the test split are scored by outcome correctness (rubricflow.answers) and by
+the judge on the tiered rubrics (S_F, S_A per response, rubricflow.rewards.tier_scores). Besides accuracy it
+reports ``correct_but_flawed``: the share of correct answers whose reasoning fails at least one applicable
+advanced rubric, the reward-hacking symptom RuCL targets (right answer, wrong reasoning).
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+from rubricflow.answers import outcome_score
+from rubricflow.judge.protocol import JudgeRequest
+from rubricflow.rewards import tier_map, tier_scores
+
+
+def _mean(xs) -> float | None:
+    v = [x for x in xs if x is not None and not math.isnan(x)]
+    return sum(v) / len(v) if v else None
+
+
+def score_responses(samples, responses: list[str], judge, rubrics, data_dir: str | Path) -> dict[str, Any]:
+    """Accuracy (overall and per task), mean S_F / S_A, judge failures and the correct-but-flawed rate."""
+    if len(samples) != len(responses):
+        raise ValueError(f"{len(samples)} samples but {len(responses)} responses")
+    outcome = [outcome_score(r, s.answer, s.answer_type) for s, r in zip(samples, responses)]
+    out: dict[str, Any] = {"n": len(samples), "accuracy": _mean(outcome) or 0.0}
+    for task in sorted({s.task for s in samples}):
+        out[f"accuracy/{task}"] = _mean(o for s, o in zip(samples, outcome) if s.task == task)
+    if judge is None or not rubrics:
+        return out
+    root = Path(data_dir).resolve()
+    reqs = [JudgeRequest(f"{s.id}#eval", s.question, r, list(rubrics), [str(root / p) for p in s.images], s.facts,
+                         s.answer) for s, r in zip(samples, responses)]
+    judgments = judge.judge(reqs)
+    tiers = tier_map(rubrics)
+    s_f, s_a, flawed = [], [], []
+    for o, j in zip(outcome, judgments):
+        if j.failed:
+            continue
+        sc = tier_scores(j, tiers)
+        s_f.append(sc["foundational"][0])
+        s_a.append(sc["advanced"][0])
+        if o == 1.0 and sc["advanced"][1] > 0:
+            flawed.append(float(sc["advanced"][0] < 1.0))
+    out.update({
+        "s_f": _mean(s_f),
+        "s_a": _mean(s_a),
+        "judge_failures": sum(j.failed for j in judgments),
+        "correct_but_flawed": _mean(flawed),
+    })
+    return out
+
+
+def rucl_eval_impl(cfg, run=None) -> dict:
+    from models.loader import load_policy
+    from rubricflow.data.schema import read_dataset
+    from rubricflow.evaluation import greedy_responses
+    from rubricflow.judge.factory import make_judge
+    from rubricflow.rubrics.pool import load_tiers
+    from rubricflow.rucl.train import _section
+
+    rcfg = _section(cfg, "rucl")
+    data_dir = cfg.data.out_dir
+    test = read_dataset(data_dir, split="test")
+    per_task = rcfg.eval_samples or len(test)
+    samples = []
+    for task in sorted({s.task for s in test}):
+        samples += [s for s in test if s.task == task][:per_task]
+    rubrics = load_tiers(rcfg.tiers_path) if Path(rcfg.tiers_path).exists() else []
+    judge = make_judge(_section(cfg, "judge"), image_root=data_dir) if rubrics else None
+    result: dict[str, Any] = {"eval_samples": len(samples), "rubrics": [r.id for r in rubrics]}
+    for name, path in (("sft", rcfg.init_from), ("rucl", rcfg.out_dir)):
+        model, proc = load_policy(path)
+        resp = greedy_responses(model, proc, data_dir, samples, cfg.generation)
+        result[name] = score_responses(samples, resp, judge, rubrics, data_dir)
+    result["accuracy_gain"] = result["rucl"]["accuracy"] - result["sft"]["accuracy"]
+    return result
+
+
+def _register():
+    from rubricflow.stages import NullRun, stage
+
+    @stage("rucl_eval", sections=("rucl", "judge", "generation"))
+    def rucl_eval_stage(cfg, run=NullRun()) -> dict:
+        """Held-out accuracy and rubric scores of the SFT start vs the RuCL policy (see rubricflow.rucl.evaluate)."""
+        return rucl_eval_impl(cfg, run=run)
+
+    return rucl_eval_stage
+
+
+rucl_eval_stage = _register()
