@@ -1,0 +1,196 @@
+"""RoRo parameters (the ``roro`` section of params.yaml): task, step models, routing, trajectories, pairs, the
+Rubricor-Judge alternation, router GRPO and the evaluation sweep. Pydantic only (no heavy imports).
+
+Every size is a parameter; the defaults are the tiny CPU profile, sized so that the whole RoRo pipeline runs in a
+few minutes on 2 cores. Ablations are single keys, e.g. ``dvc exp run -S roro.router.process_weight=0``
+(outcome-only router), ``-S roro.pairs.order='[outcome,process,cost]'``, ``-S roro.rubricor_judge.rounds=3``.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from rubricflow.config import Section
+from rubricflow.grpo.config import GRPOConfig
+
+
+class RoRoTaskConfig(Section):
+    source: Literal["synthetic", "gsm8k"] = Field(
+        "synthetic",
+        description="'synthetic': multi-step arithmetic with checkable steps; 'gsm8k': real problems from "
+        "`gsm8k_path` (outcome checkable, steps not) used as the held-out evaluation set.",
+    )
+    gsm8k_path: str | None = Field(
+        None, description="GSM8K-style jsonl (`question`, `answer` ending '#### N'); required when source=gsm8k."
+    )
+    n_sft: int = Field(3000, ge=1, description="Synthetic problems the step models are fine-tuned on.")
+    n_train: int = Field(48, ge=1, description="Problems for trajectories, training pairs and router GRPO.")
+    n_val: int = Field(24, ge=1, description="Held-out problems whose pairs measure the Judge's pairwise accuracy.")
+    n_test: int = Field(64, ge=1, description="Held-out problems for the accuracy-vs-cost evaluation.")
+    min_ops: int = Field(2, ge=1, description="Fewest operations per synthetic problem (steps = ops + final).")
+    max_ops: int = Field(3, ge=1, description="Most operations per synthetic problem.")
+    max_value: int = Field(9, ge=2, description="Every intermediate value stays in [0, max_value].")
+    arg_max: int = Field(5, ge=1, description="Largest operand of Add / Subtract.")
+    mul_max: int = Field(2, ge=0, description="Largest 'Multiply by' factor (below 2: no multiplication).")
+    seed: int = Field(7, description="Problem generator seed (problems are a pure function of seed and sizes).")
+
+    @model_validator(mode="after")
+    def _check(self) -> "RoRoTaskConfig":
+        if self.max_ops < self.min_ops:
+            raise ValueError(f"max_ops ({self.max_ops}) must be >= min_ops ({self.min_ops})")
+        if self.source == "gsm8k" and not self.gsm8k_path:
+            raise ValueError("source=gsm8k needs gsm8k_path (a jsonl with `question` and `answer` ending '#### N')")
+        return self
+
+
+class StepModelConfig(Section):
+    source: Literal["tiny", "pretrained"] = Field(
+        "tiny", description="'tiny': a Qwen2 built offline and fine-tuned here; 'pretrained': a real model id/path."
+    )
+    path: str = Field(description="Tiny: directory the trained model is saved to. Pretrained: HF id or directory.")
+    backend: Literal["transformers", "vllm"] = Field(
+        "transformers", description="Step generation: transformers generate (CPU) or vLLM (GPU profile)."
+    )
+    hidden_size: int = Field(128, ge=16, description="Tiny only: hidden size.")
+    num_layers: int = Field(2, ge=1, description="Tiny only: decoder layers.")
+    num_heads: int = Field(4, ge=1, description="Tiny only: attention heads.")
+    num_kv_heads: int = Field(2, ge=1, description="Tiny only: key/value heads.")
+    vocab_size: int = Field(400, ge=300, description="Tiny only: BPE vocabulary of the offline tokenizer.")
+    sft_steps: int = Field(400, ge=0, description="Tiny only: SFT steps at `lr`.")
+    sft_decay_steps: int = Field(100, ge=0, description="Tiny only: further SFT steps at lr / 4 (a cheap decay).")
+    batch_size: int = Field(16, ge=1, description="Tiny only: SFT sequences per step.")
+    lr: float = Field(3e-3, gt=0, description="Tiny only: SFT learning rate.")
+    gpu_memory_utilization: float = Field(0.4, gt=0, le=1, description="vLLM only: GPU memory fraction.")
+
+
+def _slm() -> StepModelConfig:
+    return StepModelConfig(path="artifacts/roro/models/slm", hidden_size=64, sft_steps=240, sft_decay_steps=60)
+
+
+def _lrm() -> StepModelConfig:
+    return StepModelConfig(path="artifacts/roro/models/lrm", hidden_size=128, sft_steps=400, sft_decay_steps=100)
+
+
+class StepsConfig(Section):
+    max_step_tokens: int = Field(12, ge=1, description="Token cap of one step (tiny steps are about 8 tokens).")
+    max_steps: int = Field(6, ge=1, description="Steps after which a solution is cut off (no final answer).")
+    uncertainty: Literal["one_minus_min_maxprob", "one_minus_mean_maxprob", "mean_entropy", "max_entropy"] = Field(
+        "one_minus_min_maxprob", description="SLM step uncertainty (see rubricflow.roro.steps)."
+    )
+    token_norm: float = Field(16.0, gt=0, description="Router feature: step tokens are divided by this constant.")
+    step_norm: float = Field(8.0, gt=0, description="Router feature: the step index is divided by this constant.")
+    batch_size: int = Field(64, ge=1, description="Prefixes per generate() call.")
+
+
+class TrajectoriesConfig(Section):
+    random_rates: list[float] = Field(
+        default_factory=lambda: [0.2, 0.5, 0.8], description="Random routers (P(call LRM) per step) collected."
+    )
+    random_repeats: int = Field(2, ge=1, description="Independent rollouts of each random router per problem.")
+    thresholds: list[float] = Field(
+        default_factory=lambda: [0.1, 0.3, 0.6], description="Uncertainty-threshold routers (call LRM if u > t)."
+    )
+    seed: int = Field(11, description="Seed of the random routers.")
+
+
+class PairsConfig(Section):
+    order: list[Literal["outcome", "cost", "process"]] = Field(
+        default_factory=lambda: ["outcome", "cost", "process"],
+        description="Lexicographic preference: the first criterion that separates two trajectories decides.",
+    )
+    cost_margin: int = Field(
+        0, ge=0, description="LRM-token difference that must be exceeded for cost to decide a pair."
+    )
+    max_pairs_per_problem: int = Field(6, ge=1, description="Pairs kept per problem (sampled, all reasons mixed).")
+    seed: int = Field(13, description="Seed of the pair subsampling.")
+
+
+class RoleLMConfig(Section):
+    path: str = Field(description="Where the role's checkpoints are saved (one folder per phase).")
+    hidden_size: int = Field(64, ge=16, description="Tiny Qwen2 hidden size.")
+    num_layers: int = Field(2, ge=1, description="Tiny Qwen2 layers.")
+    vocab_size: int = Field(700, ge=300, description="Vocabulary of the role's offline tokenizer.")
+    warm_steps: int = Field(150, ge=0, description="Round-0 templated SFT steps (format, uninformative content).")
+    rft_steps: int = Field(60, ge=0, description="SFT steps on the kept candidates in each round.")
+    batch_size: int = Field(16, ge=1, description="SFT sequences per step.")
+    lr: float = Field(3e-3, gt=0, description="SFT learning rate.")
+    samples: int = Field(4, ge=1, description="Candidates sampled per input in a rejection-sampling round.")
+    temperature: float = Field(1.0, gt=0, description="Sampling temperature of the candidates.")
+    max_new_tokens: int = Field(96, ge=8, description="Generation cap of one rubric / judgment.")
+
+
+def _judge() -> RoleLMConfig:
+    return RoleLMConfig(path="artifacts/roro/judge")
+
+
+def _rubricor() -> RoleLMConfig:
+    return RoleLMConfig(path="artifacts/roro/rubricor", rft_steps=40)
+
+
+class RubricorJudgeConfig(Section):
+    rounds: int = Field(2, ge=0, description="Alternation rounds (each: a Judge phase, then a Rubricor phase).")
+    judge: RoleLMConfig = Field(default_factory=_judge, description="The Judge LM.")
+    rubricor: RoleLMConfig = Field(default_factory=_rubricor, description="The Rubricor LM.")
+    min_criteria: int = Field(2, ge=1, description="Fewest criteria in a warm-start rubric.")
+    max_criteria: int = Field(3, ge=1, description="Most criteria in a warm-start rubric.")
+    batch_size: int = Field(64, ge=1, description="Prompts per generate() call.")
+    seed: int = Field(17, description="Seed of the warm-start templates and candidate sampling.")
+
+
+def _router_grpo() -> GRPOConfig:
+    return GRPOConfig(
+        steps=40, group_size=8, prompts_per_step=8, lr=3e-3, loss_agg="grpo", scale_rewards="group",
+        checkpoint_every=20, keep_checkpoints=1, clip_high=0.28, max_new_tokens=8, seed=19,
+    )
+
+
+class RouterConfig(Section):
+    hidden: int = Field(128, ge=1, description="Router MLP hidden units (paper: 128).")
+    init_call_bias: float = Field(0.0, description="Initial logit of 'call LRM' (0: P = 0.5 at the start).")
+    grpo: GRPOConfig = Field(default_factory=_router_grpo, description="GRPO for the router (shared updater).")
+    process_weight: float = Field(
+        0.5, ge=0, description="Weight of the Judge's process score (under the Rubricor's rubric) in the reward."
+    )
+    cost_weight: float = Field(0.5, ge=0, description="Cost term weight of the main RoRo router.")
+    sweep_cost_weights: list[float] = Field(
+        default_factory=lambda: [0.1, 0.5, 1.0],
+        description="Cost weights swept for the accuracy-vs-cost curves (RoRo and the outcome-only router).",
+    )
+    checkpoint_dir: str = Field("artifacts/roro/router/checkpoints", description="GRPO checkpoints (resume).")
+
+    @model_validator(mode="after")
+    def _check(self) -> "RouterConfig":
+        if not self.sweep_cost_weights:
+            raise ValueError("sweep_cost_weights must list at least one cost weight")
+        return self
+
+
+class RoRoEvalConfig(Section):
+    thresholds: list[float] = Field(
+        default_factory=lambda: [0.02, 0.05, 0.1, 0.2, 0.3, 0.45, 0.6, 0.8],
+        description="Uncertainty-threshold baseline: one curve point per threshold.",
+    )
+    random_rates: list[float] = Field(
+        default_factory=lambda: [0.1, 0.25, 0.5, 0.75, 0.9], description="Random-router baseline curve points."
+    )
+    random_repeats: int = Field(3, ge=1, description="Rollouts per problem of each random router (averaged).")
+    seed: int = Field(23, description="Seed of the random baselines.")
+
+
+class RoRoConfig(Section):
+    data_dir: str = Field("data/roro", description="Problems, trajectories, pairs and the step cache.")
+    out_dir: str = Field("artifacts/roro", description="Models, rubrics, routers, metrics and plots.")
+    seed: int = Field(1234, description="Seed of model initialisation and training.")
+    task: RoRoTaskConfig = Field(default_factory=RoRoTaskConfig, description="Problems.")
+    slm: StepModelConfig = Field(default_factory=_slm, description="The small step model (cheap, weaker).")
+    lrm: StepModelConfig = Field(default_factory=_lrm, description="The large step model (costly, stronger).")
+    steps: StepsConfig = Field(default_factory=StepsConfig, description="Step generation and router features.")
+    trajectories: TrajectoriesConfig = Field(default_factory=TrajectoriesConfig, description="Routing policies.")
+    pairs: PairsConfig = Field(default_factory=PairsConfig, description="Preference pair construction.")
+    rubricor_judge: RubricorJudgeConfig = Field(
+        default_factory=RubricorJudgeConfig, description="Rubricor and Judge LMs and their alternation."
+    )
+    router: RouterConfig = Field(default_factory=RouterConfig, description="Router MLP, reward and GRPO.")
+    eval: RoRoEvalConfig = Field(default_factory=RoRoEvalConfig, description="Baselines and curves.")

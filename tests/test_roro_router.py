@@ -1,0 +1,75 @@
+"""Router MLP shapes, the 5 state features, the router policy adapter and the reward."""
+
+import math
+
+import pytest
+import torch
+
+from models.router import CALL_LRM, KEEP_SLM, STATE_DIM, RouterMLP, load_router, save_router
+from rubricflow.grpo.types import Episode
+from rubricflow.roro.features import FEATURE_NAMES, router_state
+from rubricflow.roro.router_train import RouterAdapter, trajectory_reward
+
+
+def test_mlp_is_two_layers_of_128_on_5_features():
+    r = RouterMLP()
+    linears = [m for m in r.modules() if isinstance(m, torch.nn.Linear)]
+    assert [(m.in_features, m.out_features) for m in linears] == [(5, 128), (128, 2)]
+    assert STATE_DIM == len(FEATURE_NAMES) == 5
+    x = torch.rand(3, 4, 5)
+    assert r(x).shape == (3, 4, 2)
+    lp = r.log_probs(x)
+    assert torch.allclose(lp.exp().sum(-1), torch.ones(3, 4))
+    with pytest.raises(ValueError, match="last dim 5"):
+        r(torch.rand(2, 4))
+
+
+def test_initial_policy_follows_init_bias():
+    r = RouterMLP(init_call_bias=math.log(3))  # P(call) = 3 / (1 + 3)
+    p = r.log_probs(torch.zeros(1, 5)).exp()[0]
+    assert p[CALL_LRM].item() == pytest.approx(0.75, abs=0.02)  # small output weights: close to the bias
+    assert r.act(torch.zeros(2, 5), greedy=True).tolist() == [CALL_LRM, CALL_LRM]
+    g = torch.Generator().manual_seed(0)
+    acts = r.act(torch.zeros(4000, 5), generator=g)
+    assert 0.72 < acts.float().mean().item() < 0.78
+
+
+def test_features_hand_computed():
+    s = router_state([0.2, 0.6, 0.1], step_tokens=8, step_index=2, token_norm=16, step_norm=8)
+    assert s == pytest.approx([0.1, 0.1, 0.3, 0.5, 0.25])
+    assert router_state([0.4], 4, 0) == pytest.approx([0.4, 0.4, 0.4, 0.25, 0.0])
+    with pytest.raises(ValueError, match="one uncertainty per step"):
+        router_state([0.4, 0.5], 4, 0)
+
+
+def test_adapter_logprobs_match_the_mlp():
+    torch.manual_seed(0)
+    r = RouterMLP()
+    s1 = [[0.1, 0.1, 0.1, 0.5, 0.0], [0.8, 0.1, 0.45, 0.5, 0.125]]
+    s2 = [[0.3, 0.3, 0.3, 0.25, 0.0]]
+    eps = [Episode(s1, [KEEP_SLM, CALL_LRM], 1.0, "p"), Episode(s2, [CALL_LRM], 0.0, "p")]
+    logp, mask, ent = RouterAdapter(r).action_logprobs(r, eps, with_entropy=True)
+    assert logp.shape == mask.shape == ent.shape == (2, 2)
+    assert mask.tolist() == [[1.0, 1.0], [1.0, 0.0]]
+    ref = r.log_probs(torch.tensor(s1))
+    assert logp[0, 0].item() == pytest.approx(ref[0, KEEP_SLM].item())
+    assert logp[0, 1].item() == pytest.approx(ref[1, CALL_LRM].item())
+    assert logp[1, 1].item() == 0.0 and ent[1, 1].item() == 0.0
+    logp.sum().backward()  # differentiable for the GRPO update
+    assert r.net[0].weight.grad is not None
+    with pytest.raises(ValueError, match="one state per decision"):
+        RouterAdapter(r).action_logprobs(r, [Episode(s2, [0, 1], 0.0, "p")])
+
+
+def test_reward_hand_computed_and_missing():
+    assert trajectory_reward(True, 0.4, 6, 24, process_weight=0.5, cost_weight=1.0) == pytest.approx(1 + 0.2 - 0.25)
+    assert trajectory_reward(False, None, 0, 24, process_weight=0.0, cost_weight=1.0) == 0.0
+    assert math.isnan(trajectory_reward(True, None, 6, 24, process_weight=0.5, cost_weight=1.0))
+
+
+def test_save_load_round_trip(tmp_path):
+    r = RouterMLP(hidden=16)
+    save_router(r, tmp_path / "r.pt", meta={"tag": "x", "cost_weight": 0.5})
+    r2, meta = load_router(tmp_path / "r.pt")
+    x = torch.rand(3, 5)
+    assert torch.allclose(r(x), r2(x)) and meta["cost_weight"] == 0.5
