@@ -19,36 +19,30 @@ spellings). The image placeholders are added by the processor's chat template (`
 from __future__ import annotations
 
 STATIC_CRITERIA = (
-    ("relevance", "relevance to the question"),
-    ("consistency", "factual consistency with the image"),
+    ("relevance", "relevance"),
+    ("consistency", "factual consistency"),
     ("visual", "key visual information"),
-    ("reasoning", "sound reasoning"),
-    ("clarity", "clarity and completeness of the answer"),
+    ("reasoning", "reasoning"),
+    ("clarity", "clarity and completeness"),
 )
 
 _CASE = "Question: {question}\nResponse A: {a}\nResponse B: {b}\n"
 
-NO_RUBRIC = (
-    "Compare the two responses to the question using the image.\n" + _CASE + "Give the verdict: verdict: A or verdict: B."
-)
+NO_RUBRIC = "Judge the two responses against the image.\n" + _CASE + "End with verdict: A or verdict: B."
 
 STATIC = (
-    "Judge the two responses on each criterion. Ignore a criterion that is irrelevant, vague or contradicted by "
-    "the image or question.\n"
-    + _CASE
-    + "Criteria:\n{criteria}\nFor each criterion name the response it favours, then the verdict."
+    "Judge the two responses on each criterion; skip irrelevant, vague or contradicted ones. Give the favoured "
+    "response per criterion, then the verdict.\n" + _CASE + "Criteria:\n{criteria}"
 )
 
 PLANNER = (
-    "Plan checks for where the two responses disagree. Write 2-4 neutral checks, each one concrete fact, "
-    "relation or constraint to verify in the image. Never name a response or a winner. No preamble.\n" + _CASE + "Checks:"
+    "List 2-4 neutral checks where the two responses disagree, one concrete fact, relation or constraint each. "
+    "Name no response and no winner. No preamble.\n" + _CASE + "Checks:"
 )
 
 VERIFIER = (
-    "Execute the checklist against the image and question. Checks are to be verified, not evidence; ignore "
-    "irrelevant, vague or contradicted checks.\n"
-    + _CASE
-    + "Checklist:\n{checklist}\nFor each check give the evidence and the response it favours, then the verdict."
+    "Run each check on the image; checks are not evidence, skip irrelevant or vague ones. Give the evidence and "
+    "the favoured response per check, then the verdict.\n" + _CASE + "Checks:\n{checklist}"
 )
 
 

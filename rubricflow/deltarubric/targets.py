@@ -94,8 +94,19 @@ def favours(pair: PreferencePair, key: str, truth) -> str:
 
 
 def evidence_lines(pair: PreferencePair, checks: list[Check]) -> list[str]:
+    """``<i>. <check text without its final period>: <true value> (A <A's claim>, B <B's claim>) -> <favours>``.
+
+    The line restates the check (a copy), the value read from the image (or computed from it), then what each
+    response claims, so the comparison that decides ``favours`` is local to the line."""
     truth = gold_values(pair.facts)
-    return [f"{i}. {c.key} = {fmt(truth[c.key])} -> {favours(pair, c.key, truth[c.key])}" for i, c in enumerate(checks, 1)]
+    a, b = claim_values(pair.response_a), claim_values(pair.response_b)
+    lines = []
+    for i, c in enumerate(checks, 1):
+        t = truth[c.key]
+        lines.append(
+            f"{i}. {c.text.rstrip('.')}: {fmt(t)} (A {a.get(c.key, '?')}, B {b.get(c.key, '?')}) -> {favours(pair, c.key, t)}"
+        )
+    return lines
 
 
 def verifier_target(pair: PreferencePair, checks: list[Check]) -> str:

@@ -1,0 +1,111 @@
+"""``DeltaRubricConfig``: the ``deltarubric`` section of params.yaml (pydantic only; no heavy imports).
+
+Sizes default to the tiny CPU profile: the whole pipeline (pairs, SFT, multi-role GRPO, evaluation before and
+after training) fits a few minutes on 2 CPU cores with the tiny Qwen2.5-VL and 56 px images. The paper's values
+(N = M = 5, lambda = 0.4, relative planner reward) are the defaults; every size is a parameter.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from rubricflow.config import Section
+from rubricflow.grpo.config import GRPOConfig
+
+
+class PairsConfig(Section):
+    out_dir: str = Field("data/deltarubric/pairs", description="Where the synthetic pairs (parquet + images) are written.")
+    tasks: list[Literal["counting", "barchart", "geometry"]] = Field(
+        default_factory=lambda: ["counting", "barchart"],
+        description="Synthetic tasks the pairs are built on (geometry is the hardest to read at 56 px).",
+    )
+    train: int = Field(256, ge=0, description="Training pairs per task (SFT targets and GRPO prompts).")
+    val: int = Field(16, ge=0, description="Validation pairs per task (the planner probe during training).")
+    test: int = Field(48, ge=0, description="Held-out pairs per task (the before/after accuracy table).")
+    partial_frac: float = Field(
+        0.3, ge=0, le=1, description="Fraction of pairs where both responses are wrong (the lower severity is preferred)."
+    )
+    image_size: int = Field(56, ge=28, le=1024, description="Square image side in pixels (56 px = 4 visual tokens).")
+    seed: int = Field(1234, description="Generator seed; the pairs are a pure function of seed and sizes.")
+    balance_tol: float = Field(
+        0.05, ge=0, le=0.5, description="Data gate: allowed |fraction of A-preferred pairs - 0.5| per split."
+    )
+
+
+class DRSFTConfig(Section):
+    out_dir: str = Field("artifacts/deltarubric/sft", description="Where the warm-started checkpoint is saved.")
+    base_dir: str = Field(
+        "artifacts/deltarubric/base",
+        description="Tiny profile: where the freshly built base model (tokenizer trained on DeltaRubric's prompts) "
+        "is saved. Pretrained policies are loaded from models.policy.path instead.",
+    )
+    steps: int = Field(200, ge=0, description="SFT optimizer steps.")
+    batch_size: int = Field(32, ge=1, description="Sequences per SFT step.")
+    lr: float = Field(3e-3, gt=0, description="AdamW learning rate (constant after warmup).")
+    warmup_steps: int = Field(20, ge=0, description="Linear warmup steps.")
+    planner: bool = Field(True, description="Include planner examples (reference checklists from facts).")
+    verifier_variants: int = Field(
+        1, ge=0, description="Extra verifier examples per pair with a shuffled / extended checklist."
+    )
+    no_rubric: bool = Field(True, description="Include no-rubric verdict examples (the baseline's format).")
+    static: bool = Field(True, description="Include static-rubric examples (five fixed criteria).")
+
+
+class DRTrainConfig(Section):
+    out_dir: str = Field("artifacts/deltarubric/policy", description="Where the GRPO-trained policy is saved.")
+    n_checklists: int = Field(5, ge=1, description="N: checklists sampled from the planner per pair.")
+    m_verdicts: int = Field(5, ge=1, description="M: checklist-guided verifier samples per checklist.")
+    k_no_rubric: int = Field(
+        5, ge=1, description="K: no-rubric verdicts per pair, estimating the no-rubric accuracy acc0 of the pair."
+    )
+    guidance_lambda: float = Field(0.4, ge=0, description="lambda of the verifier's guidance bonus c * (1 - acc0).")
+    planner_reward: Literal["relative", "absolute"] = Field(
+        "relative",
+        description="'relative': 1 + acc(checklist) - acc0 (the paper); 'absolute': 1 + acc(checklist) (ablation).",
+    )
+    algorithm: Literal["grpo", "dapo"] = Field(
+        "grpo",
+        description="Overrides grpo.loss_agg / clip: 'grpo' = per-sequence mean, symmetric clip (clip_low); "
+        "'dapo' = token-mean loss with clip-higher (grpo.clip_high).",
+    )
+    planner_max_tokens: int = Field(40, ge=4, description="Completion cap of planner checklists.")
+    verifier_max_tokens: int = Field(96, ge=4, description="Completion cap of verifier outputs (all judge modes).")
+    probe_every: int = Field(5, ge=0, description="Planner probe on validation pairs every N steps (0 = start and end only).")
+    probe_pairs: int = Field(16, ge=1, description="Validation pairs in the planner probe.")
+    grpo: GRPOConfig = Field(
+        default_factory=lambda: GRPOConfig(
+            group_size=5, prompts_per_step=2, steps=20, lr=1e-3, scale_rewards="batch", loss_agg="grpo",
+            max_new_tokens=48, checkpoint_every=0, eval_every=0,
+        ),
+        description="GRPO optimiser / engine settings; group_size is ignored (groups are N checklists per pair and "
+        "M verdicts per checklist); prompts_per_step = pairs per step.",
+    )
+
+
+class DREvalConfig(Section):
+    out_dir: str = Field("artifacts/deltarubric/eval", description="Where evaluation tables (json) are written.")
+    test_pairs: int = Field(0, ge=0, description="Held-out synthetic pairs evaluated (0 = the whole test split).")
+    benchmarks: list[str] = Field(
+        default_factory=list,
+        description="Ingested benchmark pair directories (rubricflow ingest --format vlrewardbench|mmrewardbench) "
+        "evaluated as well; a missing directory is an error.",
+    )
+    benchmark_limit: int = Field(0, ge=0, description="Pairs per benchmark (0 = all).")
+    batch_size: int = Field(64, ge=1, description="Prompts per generate() call.")
+
+
+class DeltaRubricConfig(Section):
+    pairs: PairsConfig = Field(default_factory=PairsConfig, description="Synthetic preference pairs and their gate.")
+    sft: DRSFTConfig = Field(default_factory=DRSFTConfig, description="Warm start on templated plans and verdicts.")
+    train: DRTrainConfig = Field(default_factory=DRTrainConfig, description="Multi-role GRPO.")
+    eval: DREvalConfig = Field(default_factory=DREvalConfig, description="Judge accuracy tables.")
+
+
+def effective_grpo(cfg: DRTrainConfig) -> GRPOConfig:
+    """The GRPO config the updater runs with: ``algorithm`` sets the loss aggregation and the clip range."""
+    g = cfg.grpo.model_copy()
+    if cfg.algorithm == "dapo":
+        return g.model_copy(update={"loss_agg": "dapo"})
+    return g.model_copy(update={"loss_agg": "grpo", "clip_high": g.clip_low})

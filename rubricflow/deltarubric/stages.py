@@ -1,0 +1,274 @@
+"""DeltaRubric pipeline stages: pairs -> sft -> train -> eval (each ``fn(cfg) -> metrics``).
+
+Registered with the foundation's ``@stage`` wrapper (MLflow child run, ``reports/<name>.json``), called by the CLI
+(``rubricflow deltarubric-<stage>``), dvc.yaml and the Prefect flow. Outputs:
+
+* ``deltarubric_pairs``  ``deltarubric.pairs.out_dir`` (parquet + images), gated by ``validate_pairs``;
+* ``deltarubric_sft``    the tiny base model (``sft.base_dir``, tokenizer trained on DeltaRubric's texts) and the
+                         warm-started policy (``sft.out_dir``); the judge table after SFT in ``eval.out_dir/sft.json``;
+* ``deltarubric_train``  the multi-role GRPO policy (``train.out_dir``) and its curves
+                         (``reports/plots/deltarubric_train.json``: per-step role metrics and the planner probe);
+* ``deltarubric_eval``   the judge tables (no-rubric / static / DeltaRubric / oracle) of the SFT and trained policies
+                         on the held-out synthetic pairs and every benchmark in ``eval.benchmarks``
+                         (``eval.out_dir/eval.json``).
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from rubricflow.config import Config, ConfigError
+from rubricflow.deltarubric.config import DeltaRubricConfig
+from rubricflow.stages import NullRun, stage, staged_dir, write_json
+
+
+def section(cfg: Config) -> DeltaRubricConfig:
+    dr = getattr(cfg, "deltarubric", None)
+    if dr is None:
+        raise ConfigError(
+            "config: no `deltarubric` section (rubricflow.config.Config needs a field "
+            "`deltarubric: DeltaRubricConfig` from rubricflow.deltarubric.config)"
+        )
+    return dr
+
+
+def _max_tokens(dr: DeltaRubricConfig) -> dict[str, int]:
+    return {"planner": dr.train.planner_max_tokens, "verifier": dr.train.verifier_max_tokens}
+
+
+def _generator(cfg: Config, model, proc, model_path: str | None = None, batch_size: int | None = None):
+    from models.generation import make_generator
+
+    g = cfg.generation
+    return make_generator(
+        g.backend, model, proc, model_path=model_path, batch_size=batch_size or g.eval_batch_size,
+        gpu_memory_utilization=g.vllm_gpu_memory_utilization, tensor_parallel_size=g.vllm_tensor_parallel_size,
+    )
+
+
+def _pairs_dir(dr: DeltaRubricConfig) -> Path:
+    return Path(dr.pairs.out_dir)
+
+
+def _gate(dr: DeltaRubricConfig) -> None:
+    """Fail before any training if the pairs are missing or fail the data gate."""
+    from rubricflow.deltarubric.data import validate_pairs
+
+    validate_pairs(_pairs_dir(dr), balance_tol=dr.pairs.balance_tol)
+
+
+# ================================================================================================================
+
+
+@stage("deltarubric_pairs", sections=("deltarubric",))
+def pairs_stage(cfg: Config, run=NullRun()) -> dict:
+    """Generate the synthetic preference pairs and run the data gate before publishing them."""
+    from rubricflow.deltarubric.data import validate_pairs
+    from rubricflow.deltarubric.synthetic import build_pairs
+
+    p = section(cfg).pairs
+    sizes = {"train": p.train, "val": p.val, "test": p.test}
+    with staged_dir(p.out_dir) as tmp:
+        pairs = build_pairs(tmp, list(p.tasks), sizes, p.seed, p.image_size, p.partial_frac)
+        stats = validate_pairs(tmp, balance_tol=p.balance_tol)
+    cats: dict[str, int] = {}
+    for x in pairs:
+        cats[x.category] = cats.get(x.category, 0) + 1
+    return {
+        "n_pairs": len(pairs),
+        "splits": {s: sum(x.split == s for x in pairs) for s in sizes},
+        "frac_a": stats["frac_a"],
+        "partial_frac": sum(x.meta.get("kind") == "partial" for x in pairs) / max(len(pairs), 1),
+        "categories": cats,
+    }
+
+
+# ================================================================================================================
+
+
+def build_or_load_base(cfg: Config, dr: DeltaRubricConfig, train_pairs):
+    """Tiny profile: build a fresh tiny model whose tokenizer is trained on DeltaRubric's prompts and targets;
+    pretrained: load ``models.policy.path``."""
+    from models.loader import load_policy
+    from models.tiny import TinyDims, build_tiny_text, build_tiny_vl, save
+    from rubricflow.deltarubric.warmstart import tokenizer_corpus
+
+    spec = cfg.models.policy
+    if spec.source == "pretrained":
+        return load_policy(spec.path, dtype=spec.dtype)
+    dims = TinyDims(
+        hidden_size=spec.hidden_size, num_layers=spec.num_layers, num_heads=spec.num_heads,
+        num_kv_heads=max(1, spec.num_heads // 2), vision_hidden_size=spec.vision_hidden_size,
+        vision_depth=spec.vision_depth, vocab_size=spec.vocab_size, image_size=dr.pairs.image_size,
+    )
+    build = build_tiny_vl if spec.arch == "qwen2_5_vl" else build_tiny_text
+    model, proc = build(tokenizer_corpus(train_pairs, dr.sft, cfg.seed), dims, seed=cfg.seed)
+    with staged_dir(dr.sft.base_dir) as tmp:
+        save(model, proc, tmp)
+    return model, proc
+
+
+@stage("deltarubric_sft", sections=("deltarubric", "models"))
+def sft_stage(cfg: Config, run=NullRun(), log_fn=None) -> dict:
+    """Warm start on templated plans / verdicts from facts; the judge table after SFT."""
+    from models.tiny import save
+    from rubricflow.deltarubric.data import read_pairs
+    from rubricflow.deltarubric.evaluate import evaluate_judge, load_items
+    from rubricflow.deltarubric.warmstart import sft_examples
+    from rubricflow.progress import progress
+    from rubricflow.sft import train_sft
+
+    dr = section(cfg)
+    _gate(dr)
+    d = _pairs_dir(dr)
+    train = read_pairs(d, "train")
+    if not train:
+        raise ValueError(f"{d}: no train pairs; set deltarubric.pairs.train > 0")
+    model, proc = build_or_load_base(cfg, dr, train)
+    examples = sft_examples(proc, load_items(d, train), dr.sft, seed=cfg.seed)
+    curve: list[dict] = []
+
+    def log(step: int, m: dict) -> None:
+        curve.append({"step": step, "loss": m["sft/loss"]})
+        if log_fn is not None:
+            log_fn(step, m)
+        if step % 10 == 0:
+            run.log_metrics(m, step=step)
+
+    t0 = time.perf_counter()
+    with progress("deltarubric sft", total=dr.sft.steps) as bar:
+        losses = train_sft(
+            model, proc, examples, steps=dr.sft.steps, batch_size=dr.sft.batch_size, lr=dr.sft.lr,
+            warmup_steps=dr.sft.warmup_steps, seed=cfg.seed,
+            log_fn=lambda s, m: (log(s, m), bar.advance(1, loss=m["sft/loss"])),
+        )
+    sft_s = time.perf_counter() - t0
+    with staged_dir(dr.sft.out_dir) as tmp:
+        save(model, proc, tmp)
+    test = read_pairs(d, "test", limit=dr.eval.test_pairs or None)
+    gen = _generator(cfg, model, proc, batch_size=dr.eval.batch_size)
+    table = evaluate_judge(gen, proc, load_items(d, test), ("no_rubric", "static", "deltarubric", "oracle"),
+                           _max_tokens(dr), examples=3)
+    write_json(Path(dr.eval.out_dir) / "sft.json", table)
+    write_json(Path(cfg.reports_dir) / "plots" / "deltarubric_sft_loss.json", curve)
+    return {
+        "train_examples": len(examples),
+        "final_loss": losses[-1] if losses else None,
+        "sft_seconds": round(sft_s, 1),
+        "accuracy_after_sft": {m: v["accuracy"] for m, v in table["modes"].items()},
+        "format_violation_after_sft": {m: v["format_violation"] for m, v in table["modes"].items()},
+    }
+
+
+# ================================================================================================================
+
+
+def _checkpoint_dir(cfg: Config, dr: DeltaRubricConfig) -> Path:
+    """Resume only a run with identical settings: the folder is keyed by the train + sft + pairs config hash."""
+    import hashlib
+    import json
+
+    blob = json.dumps({k: getattr(dr, k).model_dump(mode="json") for k in ("pairs", "sft", "train")}, sort_keys=True)
+    key = hashlib.sha256(blob.encode()).hexdigest()[:16]
+    return Path(cfg.artifacts_dir) / "deltarubric" / "checkpoints" / f"{key}-seed{cfg.seed}"
+
+
+@stage("deltarubric_train", sections=("deltarubric",))
+def train_stage(cfg: Config, run=NullRun(), log_fn=None) -> dict:
+    """Multi-role GRPO from the SFT checkpoint; saves the policy and the per-step role metrics."""
+    from models.loader import load_policy
+    from models.tiny import save
+    from rubricflow.deltarubric.data import read_pairs
+    from rubricflow.deltarubric.evaluate import load_items
+    from rubricflow.deltarubric.train import train_policy
+    from rubricflow.progress import progress
+
+    dr = section(cfg)
+    _gate(dr)
+    d = _pairs_dir(dr)
+    model, proc = load_policy(dr.sft.out_dir, dtype=cfg.models.policy.dtype)
+    train_items = load_items(d, read_pairs(d, "train"))
+    val_items = load_items(d, read_pairs(d, "val", limit=dr.train.probe_pairs))
+    gen = _generator(cfg, model, proc, model_path=dr.sft.out_dir, batch_size=dr.eval.batch_size)
+
+    def log(step: int, m: dict) -> None:
+        run.log_metrics(m, step=step)
+        if log_fn is not None:
+            log_fn(step, m)
+
+    t0 = time.perf_counter()
+    with progress("deltarubric train", total=dr.train.grpo.steps) as bar:
+        out = train_policy(model, proc, gen, train_items, val_items, dr.train, _checkpoint_dir(cfg, dr),
+                           log_fn=log, progress=bar.advance)
+    with staged_dir(dr.train.out_dir) as tmp:
+        save(model, proc, tmp)
+    write_json(Path(cfg.reports_dir) / "plots" / "deltarubric_train.json", out["curve"])
+    last = out["curve"][-5:]
+
+    def tail_mean(key: str) -> float | None:
+        xs = [r[key] for r in last if key in r]
+        return sum(xs) / len(xs) if xs else None
+
+    return {
+        "steps": out["steps"],
+        "resumed_from": out["resumed_from"],
+        "train_seconds": round(time.perf_counter() - t0, 1),
+        "probe_accuracy_start": out["probe"][0]["probe/accuracy"] if out["probe"] else None,
+        "probe_accuracy_end": out["final_probe"].get("probe/accuracy"),
+        "planner_format_violation_end": out["final_probe"].get("probe/format_violation"),
+        "last5": {k: tail_mean(k) for k in ("verifier/accuracy", "no_rubric/accuracy", "planner/reward",
+                                              "planner/format_violation", "planner/gain_over_no_rubric")},
+    }
+
+
+# ================================================================================================================
+
+
+def judge_tables(cfg: Config, model_dirs: dict[str, str], pair_sets: dict[str, tuple[str, str | None, int]],
+                 modes: tuple[str, ...], examples: int = 0) -> dict[str, dict]:
+    """``{"<model>/<set>": evaluate_judge(...)}`` for every model directory and pair set
+    (``name -> (dir, split or None, limit)``); every benchmark directory passes the data gate first."""
+    from models.loader import load_policy
+    from rubricflow.deltarubric.data import read_pairs, validate_pairs
+    from rubricflow.deltarubric.evaluate import evaluate_judge, load_items
+
+    dr = section(cfg)
+    sets = {}
+    for name, (d, split, limit) in pair_sets.items():
+        validate_pairs(d, balance_tol=None)  # benchmarks need not be A/B balanced; everything else must hold
+        sets[name] = load_items(d, read_pairs(d, split, limit=limit or None))
+    out: dict[str, dict] = {}
+    for mname, mdir in model_dirs.items():
+        model, proc = load_policy(mdir, dtype=cfg.models.policy.dtype)
+        gen = _generator(cfg, model, proc, model_path=mdir, batch_size=dr.eval.batch_size)
+        for sname, items in sets.items():
+            out[f"{mname}/{sname}"] = evaluate_judge(gen, proc, items, modes, _max_tokens(dr), examples=examples)
+    return out
+
+
+@stage("deltarubric_eval", sections=("deltarubric",))
+def eval_stage(cfg: Config, run=NullRun()) -> dict:
+    """Judge accuracy (no-rubric / static / DeltaRubric / oracle) of the SFT and the trained policy on the
+    held-out synthetic pairs and every configured benchmark; writes the tables and prints them."""
+    from rubricflow.deltarubric.evaluate import format_table
+
+    dr = section(cfg)
+    _gate(dr)
+    sets = {"synthetic-test": (str(_pairs_dir(dr)), "test", dr.eval.test_pairs)}
+    for b in dr.eval.benchmarks:
+        if not Path(b).is_dir():
+            raise FileNotFoundError(f"deltarubric.eval.benchmarks: {b} is not a directory (ingest it first)")
+        sets[Path(b).name] = (b, None, dr.eval.benchmark_limit)
+    models = {"sft": dr.sft.out_dir, "grpo": dr.train.out_dir}
+    tables = judge_tables(cfg, models, sets, ("no_rubric", "static", "deltarubric", "oracle"), examples=3)
+    write_json(Path(dr.eval.out_dir) / "eval.json", tables)
+    text = format_table(tables)
+    (Path(dr.eval.out_dir) / "eval.txt").write_text(text + "\n")
+    print(text)
+    metrics: dict = {}
+    for name, t in tables.items():
+        for mode, s in t["modes"].items():
+            metrics.setdefault(name, {})[mode] = s["accuracy"]
+            metrics.setdefault(name, {})[f"{mode}_format_violation"] = s["format_violation"]
+    return metrics

@@ -1,0 +1,85 @@
+"""Multi-role GRPO for DeltaRubric on the shared GRPO machinery (no trainer of its own).
+
+``train_policy`` wires DeltaRubric's rollout into ``rubricflow.grpo``: ``GRPOTrainer`` streams training pairs
+(``prompts_per_step`` per step), calls ``rollout_fn`` (rubricflow.deltarubric.rollout: N checklists, M guided
+verdicts per valid checklist, K no-rubric verdicts; rewards of both roles) and hands the episodes of *both* roles
+to one ``GRPOUpdater.update`` call, which normalises advantages per role (decoupled) and takes one optimiser step
+on the shared policy. The planner probe runs on validation pairs every ``probe_every`` steps (with the torch RNG
+forked, so probing does not change the training samples) and once after the last step.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+
+from rubricflow.deltarubric.config import DRTrainConfig, effective_grpo
+from rubricflow.deltarubric.evaluate import planner_probe
+from rubricflow.deltarubric.rollout import Item, collect, score
+
+LogFn = Callable[[int, dict[str, float]], None]
+
+
+def _finite(m: dict) -> dict[str, float]:
+    return {k: float(v) for k, v in m.items() if isinstance(v, (int, float)) and math.isfinite(float(v))}
+
+
+def train_policy(
+    model,
+    processor,
+    gen,
+    train_items: list[Item],
+    val_items: list[Item],
+    cfg: DRTrainConfig,
+    checkpoint_dir: str | Path,
+    log_fn: LogFn | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> dict:
+    """Run ``cfg.grpo.steps`` multi-role GRPO steps in place on ``model``; returns ``{"curve", "probe", ...}``."""
+    from rubricflow.grpo.causal_lm import CausalLMAdapter
+    from rubricflow.grpo.engine import make_engine
+    from rubricflow.grpo.trainer import GRPOTrainer
+    from rubricflow.grpo.updater import GRPOUpdater
+
+    g = effective_grpo(cfg)
+    engine = make_engine(model, g.engine, g.lr, g.weight_decay, g.warmup_steps, g.max_grad_norm)
+    updater = GRPOUpdater(CausalLMAdapter(model, processor, g.temperature), engine, g)
+    tok = getattr(processor, "tokenizer", processor)
+    eos = tok.convert_tokens_to_ids("<|im_end|>")
+    max_tokens = {"planner": cfg.planner_max_tokens, "verifier": cfg.verifier_max_tokens}
+    probes: list[dict] = []
+
+    def probe(step: int) -> dict[str, float]:
+        with torch.random.fork_rng(devices=[]):
+            p = planner_probe(gen, processor, val_items, cfg.n_checklists, max_tokens, g.temperature, seed=g.seed + step)
+        probes.append({"step": step, **p})
+        return p
+
+    def rollout_fn(step: int, items: list[Item]):
+        metrics: dict[str, float] = {}
+        if val_items and (step == 0 or (cfg.probe_every and step % cfg.probe_every == 0)):
+            metrics.update(probe(step))
+        episodes, m = score(collect(gen, processor, items, cfg), cfg, eos)
+        metrics.update(m)
+        return episodes, metrics
+
+    curve: list[dict] = []
+
+    def on_step(step: int, metrics: dict) -> None:
+        gen.sync_weights(model)  # a no-op for the in-process transformers backend; vLLM gets the new weights
+        row = {"step": step, **_finite(metrics)}
+        curve.append(row)
+        if log_fn is not None:
+            log_fn(step, _finite(metrics))
+        if progress is not None:
+            progress(1)
+
+    trainer = GRPOTrainer(updater, train_items, rollout_fn, g, checkpoint_dir, log_fn=on_step)
+    info = trainer.run(g.steps)
+    final = probe(g.steps) if val_items else {}
+    if log_fn is not None and final:
+        log_fn(g.steps, final)
+    return {"curve": curve, "probe": probes, "final_probe": final, **info}

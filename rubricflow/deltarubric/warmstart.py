@@ -1,0 +1,73 @@
+"""SFT warm start for the shared policy: templated plans and verdicts built from ground-truth facts.
+
+Per training pair (rubricflow.deltarubric.targets):
+
+* planner:    planner prompt -> the reference checklist (neutral checks on the claims where A and B disagree);
+* verifier:   verifier prompt with the reference checklist -> per-check evidence + the correct verdict, plus
+              ``verifier_variants`` examples with a shuffled / extended checklist (so the verifier executes any
+              neutral checklist, including the planner's imperfect ones during RL);
+* no_rubric:  no-rubric prompt -> ``verdict: X``;
+* static:     static-rubric prompt -> per-criterion preference + verdict.
+
+The baselines get examples too: the tiny model has no instruction following of its own, and the comparison
+between judge modes is only fair when every mode's output format was taught equally.
+"""
+
+from __future__ import annotations
+
+import random
+
+from rubricflow.deltarubric.roles import NO_RUBRIC, PLANNER, STATIC, VERIFIER
+from rubricflow.deltarubric.rollout import Item, request
+from rubricflow.deltarubric.config import DRSFTConfig
+from rubricflow.deltarubric.data import PreferencePair
+from rubricflow.deltarubric.targets import (
+    no_rubric_target,
+    planner_target,
+    reference_checks,
+    static_target,
+    variant_checks,
+    verifier_target,
+)
+from rubricflow.sft import SFTExample
+
+
+def role_texts(pair: PreferencePair, cfg: DRSFTConfig, rng: random.Random) -> list[tuple[str, list[str] | None, str]]:
+    """``(role name, checklist or None, target)`` for every example of one pair."""
+    checks = reference_checks(pair)
+    out: list[tuple[str, list[str] | None, str]] = []
+    if cfg.planner:
+        out.append(("planner", None, planner_target(checks)))
+    out.append(("verifier", [c.text for c in checks], verifier_target(pair, checks)))
+    for _ in range(cfg.verifier_variants):
+        var = variant_checks(pair, rng)
+        out.append(("verifier", [c.text for c in var], verifier_target(pair, var)))
+    if cfg.no_rubric:
+        out.append(("no_rubric", None, no_rubric_target(pair)))
+    if cfg.static:
+        out.append(("static", None, static_target(pair)))
+    return out
+
+
+_ROLES = {"planner": PLANNER, "verifier": VERIFIER, "no_rubric": NO_RUBRIC, "static": STATIC}
+
+
+def sft_examples(processor, items: list[Item], cfg: DRSFTConfig, seed: int = 0) -> list[SFTExample]:
+    rng = random.Random(seed)
+    out = []
+    for it in items:
+        for role, checks, target in role_texts(it.pair, cfg, rng):
+            req = request(processor, _ROLES[role], it, checks)
+            out.append(SFTExample(req.prompt, target, req.images))
+    return out
+
+
+def tokenizer_corpus(pairs: list[PreferencePair], cfg: DRSFTConfig, seed: int = 0) -> list[str]:
+    """Every prompt and target text of the SFT set (the tiny tokenizer is trained on it)."""
+    rng = random.Random(seed)
+    texts = ["user assistant system"] * 8  # the chat template's role names
+    for p in pairs:
+        for role, checks, target in role_texts(p, cfg, rng):
+            texts.append(_ROLES[role].prompt(p, checks))
+            texts.append(target)
+    return texts

@@ -1,0 +1,204 @@
+"""Multi-role rollouts: hand-computed rewards, episode layout, and decoupled per-role advantages through the real
+collect -> score -> GRPOUpdater.update path (a scripted generator stands in for sampling)."""
+
+import math
+
+import pytest
+import torch
+
+import rubricflow.config  # noqa: F401  (compose Config before importing rubricflow.grpo: avoids an import cycle)
+import rubricflow.grpo.updater as updater_mod
+from models.generation import Completion
+from rubricflow.deltarubric.config import DRTrainConfig, effective_grpo
+from rubricflow.deltarubric.evaluate import load_items
+from rubricflow.deltarubric.prompts import NO_RUBRIC, PLANNER, VERIFIER
+from rubricflow.deltarubric.rollout import collect, score
+from rubricflow.deltarubric.synthetic import build_pairs
+from rubricflow.deltarubric.data import read_pairs
+from rubricflow.grpo.causal_lm import CausalLMAdapter
+from rubricflow.grpo.core import grouped_advantages
+from rubricflow.grpo.engine import TorchEngine
+from rubricflow.grpo.updater import GRPOUpdater
+
+_PLAN_HEAD = PLANNER.split("\n")[0]
+_VER_HEAD = VERIFIER.split("\n")[0]
+_NR_HEAD = NO_RUBRIC.split("\n")[0]
+
+
+class ScriptedGen:
+    """Returns fixed completions per role (recognised from the prompt's instruction line) and per pair.
+
+    ``script[role][pair_index]`` is a list of texts, cycled over the ``n`` samples; pairs are recognised by their
+    question text's position in ``questions``."""
+
+    def __init__(self, tokenizer, script, questions):
+        self.tok, self.script, self.questions = tokenizer, script, questions
+        self.calls = []
+
+    def _role(self, prompt):
+        for head, role in ((_PLAN_HEAD, "planner"), (_VER_HEAD, "verifier"), (_NR_HEAD, "no_rubric")):
+            if head in prompt:
+                return role
+        raise AssertionError(f"unknown role in prompt {prompt!r}")
+
+    def _pair(self, prompt):
+        hits = [i for i, q in enumerate(self.questions) if q in prompt]
+        assert len(hits) == 1
+        return hits[0]
+
+    def generate(self, requests, n=1, max_new_tokens=48, temperature=1.0, top_p=1.0, seed=None):
+        out = []
+        for r in requests:
+            role = self._role(r.prompt)
+            self.calls.append((role, n, max_new_tokens))
+            texts = self.script[role][self._pair(r.prompt)]
+            comps = []
+            for k in range(n):
+                t = texts[k % len(texts)]
+                comps.append(Completion(self.tok(t, add_special_tokens=False)["input_ids"], t, True))
+            out.append(comps)
+        return out
+
+    def sync_weights(self, model):
+        pass
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory):
+    from rubricflow.grpo.toy import build_toy_policy
+
+    d = tmp_path_factory.mktemp("pairs")
+    build_pairs(d, ["counting"], {"train": 2}, seed=11, partial_frac=0.0)
+    pairs = read_pairs(d, "train")
+    # distinct questions so the scripted generator can tell the pairs apart
+    pairs[0].question, pairs[1].question = "How many red shapes are there? (one)", "How many red shapes are there? (two)"
+    items = load_items(d, pairs)
+    model, proc = build_toy_policy("vl", hidden=32, layers=1, vocab=320, seed=0)
+    return items, model, proc
+
+
+def _script(items):
+    good = [f"verdict: {it.pair.preferred}" for it in items]
+    bad = ["verdict: B" if it.pair.preferred == "A" else "verdict: A" for it in items]
+    return {
+        # pair 0: 4 checklists, the 4th names a response (invalid); pair 1: all valid
+        "planner": [
+            ["1. count the red shapes.\n2. check the final answer.", "- count the blue shapes\n- count the green shapes",
+             "1. count the red shapes. 2. count the blue shapes.", "1. is Response A right?\n2. check the final answer."],
+            ["1. count the red shapes.\n2. check the final answer."] * 4,
+        ],
+        # no-rubric verdicts: pair 0 right 1 of 3 (one is a format failure), pair 1 right 3 of 3
+        "no_rubric": [[good[0], bad[0], "I cannot tell"], [good[1]] * 3],
+        # guided verdicts: pair 0 right 2 of 3; pair 1 right 1 of 3
+        "verifier": [[good[0], good[0], bad[0]], [good[1], bad[1], bad[1]]],
+    }
+
+
+def _cfg(**kw):
+    base = dict(n_checklists=4, m_verdicts=3, k_no_rubric=3, guidance_lambda=0.4, planner_reward="relative")
+    base.update(kw)
+    return DRTrainConfig(**base)
+
+
+def test_rewards_and_episode_layout_hand_computed(setup):
+    items, model, proc = setup
+    cfg = _cfg()
+    gen = ScriptedGen(proc.tokenizer, _script(items), [it.pair.question for it in items])
+    ro = collect(gen, proc, items, cfg)
+    # generation calls: planner N=4 per pair, no-rubric K=3 per pair, verifier M=3 per *valid* checklist (3 + 4)
+    assert [c for c in gen.calls if c[0] == "planner"] == [("planner", 4, cfg.planner_max_tokens)] * 2
+    assert [c for c in gen.calls if c[0] == "no_rubric"] == [("no_rubric", 3, cfg.verifier_max_tokens)] * 2
+    assert [c for c in gen.calls if c[0] == "verifier"] == [("verifier", 3, cfg.verifier_max_tokens)] * 7
+    eos = proc.tokenizer.convert_tokens_to_ids("<|im_end|>")
+    episodes, m = score(ro, cfg, eos)
+    plan = [e for e in episodes if e.role == "planner"]
+    ver = [e for e in episodes if e.role == "verifier"]
+    assert len(plan) == 8 and len(ver) == 21
+    # pair 0: acc0 = 1/3; valid checklists have acc_c = 2/3 -> 1 + 2/3 - 1/3; the invalid one gets 0
+    p0 = [e.reward for e in plan if e.group == f"{items[0].pair.id}/plan"]
+    assert p0 == pytest.approx([4 / 3, 4 / 3, 4 / 3, 0.0])
+    # pair 1: acc0 = 1, acc_c = 1/3 -> 1 + 1/3 - 1 (the checklist hurts)
+    p1 = [e.reward for e in plan if e.group == f"{items[1].pair.id}/plan"]
+    assert p1 == pytest.approx([1 / 3] * 4)
+    # verifier rewards: right = 1 + 0.4 * (1 - acc0), wrong = 0
+    v0 = [e.reward for e in ver if e.group == f"{items[0].pair.id}/c0"]
+    assert v0 == pytest.approx([1 + 0.4 * (2 / 3), 1 + 0.4 * (2 / 3), 0.0])
+    v1 = [e.reward for e in ver if e.group == f"{items[1].pair.id}/c2"]
+    assert v1 == pytest.approx([1.0, 0.0, 0.0])
+    assert not any(e.group == f"{items[0].pair.id}/c3" for e in ver)  # the invalid checklist is never executed
+    # actions end with EOS (finished completions) and prompts carry the image
+    assert all(e.actions[-1] == eos for e in episodes)
+    assert all(len(e.prompt["images"]) == 1 for e in episodes)
+    assert m["planner/format_violation"] == pytest.approx(1 / 8)
+    assert m["no_rubric/accuracy"] == pytest.approx((1 / 3 + 1) / 2)
+    assert m["no_rubric/format_violation"] == pytest.approx(1 / 6)
+    assert m["verifier/accuracy"] == pytest.approx((3 * 2 + 4 * 1) / 21)
+    assert m["planner/gain_over_no_rubric"] == pytest.approx((3 * (2 / 3 - 1 / 3) + 4 * (1 / 3 - 1)) / 7)
+    # absolute ablation: 1 + acc_c for valid checklists, 0 for the invalid one
+    episodes_abs, _ = score(ro, _cfg(planner_reward="absolute"), eos)
+    pa = [e.reward for e in episodes_abs if e.role == "planner"]
+    assert pa == pytest.approx([5 / 3, 5 / 3, 5 / 3, 0.0] + [4 / 3] * 4)
+
+
+def _advantages_seen_by_updater(model, proc, episodes, monkeypatch, scale="batch"):
+    """Run the real GRPOUpdater.update and capture the advantages it computed."""
+    seen = {}
+
+    def spy(rewards, group_ids, roles=None, scale="group", eps=1e-4):
+        adv = grouped_advantages(rewards, group_ids, roles, scale, eps)
+        seen["adv"], seen["roles"] = adv.clone(), list(roles)
+        return adv
+
+    monkeypatch.setattr(updater_mod, "grouped_advantages", spy)
+    g = effective_grpo(_cfg()).model_copy(update={"scale_rewards": scale})
+    state = {k: v.clone() for k, v in model.state_dict().items()}
+    upd = GRPOUpdater(CausalLMAdapter(model, proc, 1.0), TorchEngine(model, lr=1e-3), g)
+    metrics = upd.update(episodes)
+    model.load_state_dict(state)  # keep the module-scoped model unchanged for the next call
+    assert metrics["n_trained"] == len(episodes) and metrics["n_optimizer_steps"] == 1.0
+    roles = seen["roles"]
+    return (seen["adv"][[r == "planner" for r in roles]], seen["adv"][[r == "verifier" for r in roles]])
+
+
+def _scaled(episodes, role, c):
+    return [type(e)(e.prompt, e.actions, e.reward * c if e.role == role else e.reward, e.group, e.role, e.meta)
+            for e in episodes]
+
+
+def test_decoupled_advantages_through_the_updater(setup, monkeypatch):
+    items, model, proc = setup
+    cfg = _cfg()
+    gen = ScriptedGen(proc.tokenizer, _script(items), [it.pair.question for it in items])
+    eos = proc.tokenizer.convert_tokens_to_ids("<|im_end|>")
+    episodes, _ = score(collect(gen, proc, items, cfg), cfg, eos)
+    plan, ver = _advantages_seen_by_updater(model, proc, episodes, monkeypatch)
+    assert plan.abs().sum() > 0 and ver.abs().sum() > 0  # both roles carry a learning signal
+    # verifier rewards x 7: planner advantages unchanged (and verifier ones too: scale-free per role)
+    plan7, ver7 = _advantages_seen_by_updater(model, proc, _scaled(episodes, "verifier", 7.0), monkeypatch)
+    assert torch.allclose(plan7, plan, atol=1e-6)
+    # planner rewards x 0.1: verifier advantages unchanged
+    plan01, ver01 = _advantages_seen_by_updater(model, proc, _scaled(episodes, "planner", 0.1), monkeypatch)
+    assert torch.allclose(ver01, ver, atol=1e-6)
+    # a changed verifier reward rule (lambda) changes verifier rewards only: planner advantages unchanged
+    episodes_l, _ = score(collect(gen, proc, items, _cfg(guidance_lambda=0.0)), _cfg(guidance_lambda=0.0), eos)
+    assert [e.reward for e in episodes_l if e.role == "verifier"] != [e.reward for e in episodes if e.role == "verifier"]
+    plan_l, _ = _advantages_seen_by_updater(model, proc, episodes_l, monkeypatch)
+    assert torch.allclose(plan_l, plan, atol=1e-6)
+
+
+def test_coupled_normalisation_would_fail_the_decoupling_check(setup):
+    """Control: with one batch std over both roles (no role keys), scaling verifier rewards moves the planner's
+    advantages, so the test above can fail."""
+    items, model, proc = setup
+    cfg = _cfg()
+    gen = ScriptedGen(proc.tokenizer, _script(items), [it.pair.question for it in items])
+    eos = proc.tokenizer.convert_tokens_to_ids("<|im_end|>")
+    episodes, _ = score(collect(gen, proc, items, cfg), cfg, eos)
+
+    def coupled(eps):
+        r = torch.tensor([e.reward for e in eps])
+        adv = grouped_advantages(r, [e.group for e in eps], None, "batch")
+        return adv[[e.role == "planner" for e in eps]]
+
+    assert not torch.allclose(coupled(_scaled(episodes, "verifier", 7.0)), coupled(episodes), atol=1e-3)
+    assert math.isfinite(float(coupled(episodes).sum()))
