@@ -9,9 +9,9 @@ concurrency level c the bench labels a batch and prints
 
 ``cpu_ms/req`` is the client's CPU time per judged request and ``cpu_ceiling`` the req/s a fully available core
 could drive at that cost: when ``c / latency`` approaches the ceiling (or the machine is shared), the client, not
-the concurrency, is the limit. The server runs in its own process (``python -m rubricflow.judge.testing_server``) so its CPU time does not
-compete with the client's event loop. Last line: ``judge efficiency=<x> speedup_vs_sequential=<y>`` for
-concurrency 16 (the target is efficiency >= 0.9 at 100 ms latency).
+the concurrency, is the limit. The server runs in its own process (``python -m rubricflow.judge.testing_server``)
+so its CPU time does not compete with the client's event loop. Last line, for concurrency 16 (target: efficiency
+>= 0.9 at 100 ms latency): ``judge efficiency=<x> speedup_vs_sequential=<y>``.
 
     RUBRICFLOW_THREADS=1 .venv/bin/python bench/judge_throughput.py [--latency-ms 100] [--levels 1,4,16,32]
 """
@@ -33,7 +33,12 @@ RUBRICS = [Rubric(f"R{i:02d}", f"Criterion {i} about the reasoning.") for i in r
 
 def requests(n: int, tag: str) -> list[JudgeRequest]:
     return [
-        JudgeRequest(f"{tag}-{i}", "How many red shapes are there?", f"red = {i}, green = 1. so red = {i}. \\boxed{{{i}}}", RUBRICS)
+        JudgeRequest(
+            f"{tag}-{i}",
+            "How many red shapes are there?",
+            f"red = {i}, green = 1. so red = {i}. \\boxed{{{i}}}",
+            RUBRICS,
+        )
         for i in range(n)
     ]
 
@@ -76,11 +81,16 @@ def main() -> None:
         run_level(url, 4, 8, "warmup")  # imports, first connections
         wall, _, st = run_level(url, 1, args.sequential, "seq")
         seq_tp = args.sequential / wall
-        print(f"loopback latency {args.latency_ms:g} ms, {len(RUBRICS)} rubrics per request, {os.cpu_count()} CPUs, "
-              f"load average {os.getloadavg()[0]:.2f}")
-        print(f"sequential baseline: {args.sequential} requests in {wall:.2f} s = {seq_tp:.2f} req/s (ideal {1 / latency:.2f})")
-        print(f"{'conc':>5} {'requests':>8} {'wall_s':>7} {'req/s':>8} {'ideal':>8} {'effic':>6} {'speedup':>8} "
-              f"{'cpu_ms/req':>10} {'cpu_ceiling':>11}  statuses")
+        print(
+            f"loopback latency {args.latency_ms:g} ms, {len(RUBRICS)} rubrics per request, {os.cpu_count()} CPUs, "
+            f"load average {os.getloadavg()[0]:.2f}"
+        )
+        print(f"sequential baseline: {args.sequential} requests in {wall:.2f} s = {seq_tp:.2f} req/s", end=" ")
+        print(f"(ideal {1 / latency:.2f})")
+        print(
+            f"{'conc':>5} {'requests':>8} {'wall_s':>7} {'req/s':>8} {'ideal':>8} {'effic':>6} {'speedup':>8} "
+            f"{'cpu_ms/req':>10} {'cpu_ceiling':>11}  statuses"
+        )
         results = {}
         for c in levels:
             n = c * args.per_slot
@@ -89,8 +99,10 @@ def main() -> None:
             eff = tp / (c / latency)
             results[c] = (eff, tp / seq_tp)
             # cpu_ceiling: the req/s one fully available core could drive at this client CPU cost per request
-            print(f"{c:>5} {n:>8} {wall:>7.2f} {tp:>8.1f} {c / latency:>8.1f} {eff:>6.3f} {tp / seq_tp:>8.2f} "
-                  f"{cpu / n * 1000:>10.2f} {n / cpu:>11.0f}  {st}")
+            print(
+                f"{c:>5} {n:>8} {wall:>7.2f} {tp:>8.1f} {c / latency:>8.1f} {eff:>6.3f} {tp / seq_tp:>8.2f} "
+                f"{cpu / n * 1000:>10.2f} {n / cpu:>11.0f}  {st}"
+            )
             if st["ok"] != n:
                 raise SystemExit(f"concurrency {c}: not every judgment was ok: {st}")
     finally:

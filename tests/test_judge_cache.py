@@ -92,10 +92,18 @@ def test_partly_cached_then_failed_keeps_cached_verdicts_and_says_so(tmp_path):
 
 
 def test_key_parts_all_matter():
-    base = dict(backend="openai", model_id="m", prompt_version="judge-v1", rubric_id="R01", rubric_text="t", sample_hash="h")
+    base = dict(
+        backend="openai", model_id="m", prompt_version="judge-v1", rubric_id="R01", rubric_text="t", sample_hash="h"
+    )
     k0 = cache_key(**base)
-    for part, other in [("backend", "local"), ("model_id", "m2"), ("prompt_version", "judge-v2"), ("rubric_id", "R02"),
-                        ("rubric_text", "t2"), ("sample_hash", "h2")]:
+    for part, other in [
+        ("backend", "local"),
+        ("model_id", "m2"),
+        ("prompt_version", "judge-v2"),
+        ("rubric_id", "R02"),
+        ("rubric_text", "t2"),
+        ("sample_hash", "h2"),
+    ]:
         assert cache_key(**{**base, part: other}) != k0, part
 
 
@@ -106,9 +114,18 @@ def test_sample_hash_covers_response_facts_and_image_bytes(tmp_path):
     h = r.content_hash()
     img.write_bytes(b"two")
     assert r.content_hash() != h
-    assert JudgeRequest("s", "q", "resp2", RUBRICS, images=[str(img)], facts={"a": 1}, answer="2").content_hash() != r.content_hash()
-    assert JudgeRequest("s", "q", "resp", RUBRICS, images=[str(img)], facts={"a": 2}, answer="2").content_hash() != r.content_hash()
-    assert JudgeRequest("other-id", "q", "resp", RUBRICS, images=[str(img)], facts={"a": 1}, answer="2").content_hash() == r.content_hash()
+    assert (
+        JudgeRequest("s", "q", "resp2", RUBRICS, images=[str(img)], facts={"a": 1}, answer="2").content_hash()
+        != r.content_hash()
+    )
+    assert (
+        JudgeRequest("s", "q", "resp", RUBRICS, images=[str(img)], facts={"a": 2}, answer="2").content_hash()
+        != r.content_hash()
+    )
+    assert (
+        JudgeRequest("other-id", "q", "resp", RUBRICS, images=[str(img)], facts={"a": 1}, answer="2").content_hash()
+        == r.content_hash()
+    )
 
 
 def test_make_judge_wraps_cache_per_config(tmp_path):
@@ -117,7 +134,13 @@ def test_make_judge_wraps_cache_per_config(tmp_path):
     assert not isinstance(make_judge(JudgeConfig(cache_path=path)), CachedJudge)  # programmatic: not cached by default
     j = make_judge(JudgeConfig(cache_path=path, cache_programmatic=True))
     assert isinstance(j, CachedJudge)
-    facts = {"task": "counting", "perception": [["red", 1]], "intermediate": [], "target": "red", "question_type": "count"}
+    facts = {
+        "task": "counting",
+        "perception": [["red", 1]],
+        "intermediate": [],
+        "target": "red",
+        "question_type": "count",
+    }
     pool = [Rubric("C17", "boxed", check="boxed_present")]
     r = [JudgeRequest("s", "q", "red = 1. \\boxed{1}", pool, facts=facts, answer="1")]
     assert j.judge(r)[0].verdicts["C17"].satisfied is True

@@ -19,12 +19,15 @@ def tiny_text_judge(tmp_path_factory):
     from models.tiny import TinyDims, build_tiny_text, save
 
     corpus = ['{"verdicts": {"R01": {"applicable": true, "satisfied": false}}}', "red = 2. \\boxed{2}"] * 10
-    model, tok = build_tiny_text(corpus, TinyDims(hidden_size=32, num_layers=1, num_heads=2, num_kv_heads=1, vocab_size=300))
+    model, tok = build_tiny_text(
+        corpus, TinyDims(hidden_size=32, num_layers=1, num_heads=2, num_kv_heads=1, vocab_size=300)
+    )
     return save(model, tok, tmp_path_factory.mktemp("judge") / "tiny-judge")
 
 
 class ScriptedGenerator:
     processor = None  # a text-only judge
+
     def __init__(self, texts, finished=True, error=None):
         self.texts, self.finished, self.error = list(texts), finished, error
         self.prompts = []
@@ -37,13 +40,20 @@ class ScriptedGenerator:
 
 
 def test_tiny_random_model_garbage_is_failed_never_scored(tiny_text_judge):
-    judge = make_judge(JudgeConfig(backend="local", cache_enabled=False, local=LocalJudgeConfig(
-        model_path=str(tiny_text_judge), max_new_tokens=24, batch_size=2)))
+    judge = make_judge(
+        JudgeConfig(
+            backend="local",
+            cache_enabled=False,
+            local=LocalJudgeConfig(model_path=str(tiny_text_judge), max_new_tokens=24, batch_size=2),
+        )
+    )
     assert isinstance(judge, LocalJudge) and judge.model_id == "tiny-judge"
     out = judge.judge([REQ, REQ, REQ])
     for j in out:
         assert j.status == "failed" and j.verdicts == {}
-        assert j.reason.startswith(("empty judge output", "no JSON object found", "no verdict for any requested rubric"))
+        assert j.reason.startswith(
+            ("empty judge output", "no JSON object found", "no verdict for any requested rubric")
+        )
     prompt = judge.gen_request(REQ).prompt
     assert SYSTEM_PROMPT in prompt and user_prompt(REQ) in prompt  # same template as the openai backend
     assert prompt.rstrip().endswith("<|im_start|>assistant")
@@ -51,13 +61,22 @@ def test_tiny_random_model_garbage_is_failed_never_scored(tiny_text_judge):
 
 def test_output_goes_through_the_same_parser():
     judge = LocalJudge("unused", batch_size=2, model=object(), processor=None)
-    ok = json.dumps({"verdicts": {"R01": {"rationale": "", "applicable": True, "satisfied": False},
-                                  "R02": {"rationale": "", "applicable": False, "satisfied": None}}})
-    judge._generator = ScriptedGenerator([ok, "```json\n{\"R01\": 1, \"R02\": 0}\n```", "{\"R01\": true"], finished=False)
+    ok = json.dumps(
+        {
+            "verdicts": {
+                "R01": {"rationale": "", "applicable": True, "satisfied": False},
+                "R02": {"rationale": "", "applicable": False, "satisfied": None},
+            }
+        }
+    )
+    judge._generator = ScriptedGenerator([ok, '```json\n{"R01": 1, "R02": 0}\n```', '{"R01": true'], finished=False)
     judge._chat = lambda system, user, n: system + "\n" + user
     out = judge.judge([REQ, REQ, REQ])
     assert [j.status for j in out] == ["ok", "repaired", "repaired"]
-    assert {k: (v.applicable, v.satisfied) for k, v in out[0].verdicts.items()} == {"R01": (True, False), "R02": (False, None)}
+    assert {k: (v.applicable, v.satisfied) for k, v in out[0].verdicts.items()} == {
+        "R01": (True, False),
+        "R02": (False, None),
+    }
     assert {k: v.satisfied for k, v in out[1].verdicts.items()} == {"R01": True, "R02": False}
     assert set(out[2].verdicts) == {"R01"} and "output hit max_new_tokens" in out[2].reason
 

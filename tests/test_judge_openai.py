@@ -28,13 +28,21 @@ RUBRICS = [Rubric("R01", "The counts stated match the image."), Rubric("R02", "T
 
 
 def req(i, response=None, images=()):
-    return JudgeRequest(f"s{i}", "How many red shapes are there?", response or f"red = {i}. \\boxed{{{i}}}", RUBRICS, list(images))
+    return JudgeRequest(
+        f"s{i}", "How many red shapes are there?", response or f"red = {i}. \\boxed{{{i}}}", RUBRICS, list(images)
+    )
 
 
 def fast_judge(url, **kw):
     opts = dict(
-        base_url=url, model="loopback-judge", api_key="not-a-secret", timeout_s=0.6, max_retries=1,
-        backoff_initial_s=0.01, backoff_jitter_s=0.01, concurrency=8,
+        base_url=url,
+        model="loopback-judge",
+        api_key="not-a-secret",
+        timeout_s=0.6,
+        max_retries=1,
+        backoff_initial_s=0.01,
+        backoff_jitter_s=0.01,
+        concurrency=8,
     )
     opts.update(kw)
     return OpenAIJudge(**opts)
@@ -246,8 +254,13 @@ def test_api_key_never_appears_in_logs_reasons_or_params(server, monkeypatch, ca
         backend="openai",
         cache_path=str(tmp_path / "c.sqlite"),
         openai=OpenAIJudgeConfig(
-            base_url=server.base_url, model="loopback-judge", api_key_env="RUBRICFLOW_TEST_JUDGE_KEY",
-            timeout_s=0.6, max_retries=1, backoff_initial_s=0.01, backoff_jitter_s=0.0,
+            base_url=server.base_url,
+            model="loopback-judge",
+            api_key_env="RUBRICFLOW_TEST_JUDGE_KEY",
+            timeout_s=0.6,
+            max_retries=1,
+            backoff_initial_s=0.01,
+            backoff_jitter_s=0.0,
         ),
     )
     caplog.set_level(logging.DEBUG)  # every logger, including openai's and the HTTP client's
@@ -266,7 +279,9 @@ def test_api_key_never_appears_in_logs_reasons_or_params(server, monkeypatch, ca
 
 def test_api_key_errors_name_the_source_not_the_value(monkeypatch):
     monkeypatch.delenv("RUBRICFLOW_TEST_MISSING_KEY", raising=False)
-    cfg = JudgeConfig(backend="openai", cache_enabled=False, openai=OpenAIJudgeConfig(api_key_env="RUBRICFLOW_TEST_MISSING_KEY"))
+    cfg = JudgeConfig(
+        backend="openai", cache_enabled=False, openai=OpenAIJudgeConfig(api_key_env="RUBRICFLOW_TEST_MISSING_KEY")
+    )
     judge = make_judge(cfg)  # lazily resolved: constructing does not need the key
     with pytest.raises(JudgeConfigError, match="environment variable RUBRICFLOW_TEST_MISSING_KEY is not set"):
         judge.judge([req(1)])
@@ -289,7 +304,8 @@ def test_secret_block_resolved_lazily_once(server):
         return SECRET
 
     cfg = JudgeConfig(
-        backend="openai", cache_enabled=False,
+        backend="openai",
+        cache_enabled=False,
         openai=OpenAIJudgeConfig(base_url=server.base_url, model="m", secret_block="judge-key"),
     )
     judge = make_judge(cfg, secret_resolver=resolver)

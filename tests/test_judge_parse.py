@@ -80,7 +80,10 @@ def test_missing_rubric_is_absent_not_unsatisfied():
     assert "missing: R02" in j.reason
 
 
-@pytest.mark.parametrize("value", ["0.5", '"partly"', '"maybe"', "2", '{"applicable": true}', '{"applicable": "sometimes", "satisfied": true}'])
+@pytest.mark.parametrize(
+    "value",
+    ["0.5", '"partly"', '"maybe"', "2", '{"applicable": true}', '{"applicable": "sometimes", "satisfied": true}'],
+)
 def test_unreadable_values_are_never_guessed(value):
     j = parse_judgment(f'{{"R01": {value}, "R02": true}}', IDS)
     assert j.status == "repaired"

@@ -37,7 +37,9 @@ def tiny_judge_model(out: Path) -> Path:
     corpus = ['{"verdicts": {"C01": {"rationale": "counts match", "applicable": true, "satisfied": false}}}'] * 10
     corpus += ["red = 2, green = 1, blue = 3. so red = 2. \\boxed{2}"] * 10
     # head_dim 32: the CPU attention kernels support 32, 64, 80, ... (16 fails)
-    model, tok = build_tiny_text(corpus, TinyDims(hidden_size=64, num_layers=1, num_heads=2, num_kv_heads=1, vocab_size=400))
+    model, tok = build_tiny_text(
+        corpus, TinyDims(hidden_size=64, num_layers=1, num_heads=2, num_kv_heads=1, vocab_size=400)
+    )
     return save(model, tok, out)
 
 
@@ -45,7 +47,9 @@ def wait_healthy(proc: subprocess.Popen, port: int, log: Path) -> float:
     t0 = time.monotonic()
     while time.monotonic() - t0 < START_TIMEOUT_S:
         if proc.poll() is not None:
-            pytest.fail(f"vLLM server exited with {proc.returncode} before becoming healthy:\n{log.read_text()[-3000:]}")
+            pytest.fail(
+                f"vLLM server exited with {proc.returncode} before becoming healthy:\n{log.read_text()[-3000:]}"
+            )
         try:
             with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2) as r:
                 if r.status == 200:
@@ -60,7 +64,9 @@ def wait_healthy(proc: subprocess.Popen, port: int, log: Path) -> float:
 @pytest.mark.slow
 def test_openai_backend_end_to_end_against_vllm(tmp_path):
     if not VLLM_PY.exists():
-        pytest.fail(f"{VLLM_PY} is missing: the CPU vLLM environment .venv-vllm is installed by `make test` (run it first)")
+        pytest.fail(
+            f"{VLLM_PY} is missing: the CPU vLLM environment .venv-vllm is installed by `make test` (run it first)"
+        )
     t_start = time.monotonic()
     model_dir = tiny_judge_model(tmp_path / "tiny-judge")
     port = free_port()
@@ -68,13 +74,33 @@ def test_openai_backend_end_to_end_against_vllm(tmp_path):
     # VLLM_ENABLE_V1_MULTIPROCESSING=0 keeps the CPU worker inside the engine-core process ("uni" executor): one
     # process spawn (and one round of imports, ~30 s on a busy 2-core machine) fewer.
     env = dict(
-        os.environ, VLLM_CPU_KVCACHE_SPACE="1", VLLM_NO_USAGE_STATS="1", HF_HUB_OFFLINE="1", VLLM_ENABLE_V1_MULTIPROCESSING="0"
+        os.environ,
+        VLLM_CPU_KVCACHE_SPACE="1",
+        VLLM_NO_USAGE_STATS="1",
+        HF_HUB_OFFLINE="1",
+        VLLM_ENABLE_V1_MULTIPROCESSING="0",
     )
     cmd = [
-        str(VLLM_PY), "-m", "vllm.entrypoints.openai.api_server", "--model", str(model_dir), "--dtype", "float32",
-        "--host", "127.0.0.1", "--port", str(port), "--enforce-eager", "--served-model-name", "tiny-judge",
-        "--max-model-len", "2048", "--distributed-executor-backend", "uni",
-        "--structured-outputs-config", '{"backend": "xgrammar", "disable_any_whitespace": true}',
+        str(VLLM_PY),
+        "-m",
+        "vllm.entrypoints.openai.api_server",
+        "--model",
+        str(model_dir),
+        "--dtype",
+        "float32",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--enforce-eager",
+        "--served-model-name",
+        "tiny-judge",
+        "--max-model-len",
+        "2048",
+        "--distributed-executor-backend",
+        "uni",
+        "--structured-outputs-config",
+        '{"backend": "xgrammar", "disable_any_whitespace": true}',
     ]
     with open(log, "w") as f:
         proc = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT, env=env, start_new_session=True)
@@ -84,8 +110,14 @@ def test_openai_backend_end_to_end_against_vllm(tmp_path):
             backend="openai",
             cache_path=str(tmp_path / "judge_cache.sqlite"),
             openai=OpenAIJudgeConfig(
-                base_url=f"http://127.0.0.1:{port}/v1", model="tiny-judge", send_images=False, rationale_max_chars=32,
-                max_tokens=400, timeout_s=60, max_retries=1, concurrency=4,
+                base_url=f"http://127.0.0.1:{port}/v1",
+                model="tiny-judge",
+                send_images=False,
+                rationale_max_chars=32,
+                max_tokens=400,
+                timeout_s=60,
+                max_retries=1,
+                concurrency=4,
             ),
         )
         judge = make_judge(cfg)
@@ -93,7 +125,9 @@ def test_openai_backend_end_to_end_against_vllm(tmp_path):
         pool = load_default_pool().rubrics
         rubric_sets = [pool[:2], pool[2:5], pool[5:7], pool[16:19]]
         reqs = [
-            JudgeRequest(f"s{i}", "How many red shapes are there?", f"red = {i}, green = 1. so red = {i}. \\boxed{{{i}}}", rs)
+            JudgeRequest(
+                f"s{i}", "How many red shapes are there?", f"red = {i}, green = 1. so red = {i}. \\boxed{{{i}}}", rs
+            )
             for i, rs in enumerate(rubric_sets)
         ]
         t0 = time.monotonic()

@@ -21,12 +21,19 @@ def test_default_pool_shape():
     assert len(pool.rubrics) == 20 and len(set(pool.ids)) == 20
     cats = [r.category for r in pool.rubrics]
     assert {c: cats.count(c) for c in CATEGORIES} == {
-        "visual_faithfulness": 7, "logical_coherence": 5, "constraint_satisfaction": 4, "mathematical_accuracy": 4,
+        "visual_faithfulness": 7,
+        "logical_coherence": 5,
+        "constraint_satisfaction": 4,
+        "mathematical_accuracy": 4,
     }
     assert all(r.check in CHECKS and r.provenance == "default pool v1" for r in pool.rubrics)
     assert pool.provenance["source"] == "default pool v1"
     # the deliberately narrow candidates (RuCL Cand 03 / 09 analogues)
-    narrow = {r.id: r.check for r in pool.rubrics if r.check in ("tallest_bar_named", "fractional_area_exact", "diff_from_extremes")}
+    narrow = {
+        r.id: r.check
+        for r in pool.rubrics
+        if r.check in ("tallest_bar_named", "fractional_area_exact", "diff_from_extremes")
+    }
     assert narrow == {"C03": "tallest_bar_named", "C09": "fractional_area_exact", "C16": "diff_from_extremes"}
 
 
@@ -56,7 +63,9 @@ def test_missing_pool_file_says_which_stage_makes_it(tmp_path):
 
 
 def test_dedupe_normalises_text():
-    kept, dropped = dedupe([Rubric("A", "The answer is boxed."), Rubric("B", "the answer is BOXED"), Rubric("C", "other")])
+    kept, dropped = dedupe(
+        [Rubric("A", "The answer is boxed."), Rubric("B", "the answer is BOXED"), Rubric("C", "other")]
+    )
     assert [r.id for r in kept] == ["A", "C"] and dropped == ["B: duplicate text"]
 
 
@@ -85,7 +94,13 @@ def test_parse_teacher_output_tolerantly():
     raw = "Here you go:\n```json\n" + teacher_json(rubric_texts(3)).replace("]}", ",]}") + "\n```"
     items, notes = parse_teacher_rubrics(raw)
     assert [c for c, _ in items] == ["visual_faithfulness", "logical_coherence", "constraint_satisfaction"]
-    bad = json.dumps([{"category": "astrology", "text": "Stars align with the answer."}, {"category": "logical_coherence", "text": "ok"}, "x"])
+    bad = json.dumps(
+        [
+            {"category": "astrology", "text": "Stars align with the answer."},
+            {"category": "logical_coherence", "text": "ok"},
+            "x",
+        ]
+    )
     items, notes = parse_teacher_rubrics(bad)
     assert items == [] and len(notes) == 3 and "unknown category 'astrology'" in notes[0]
 
@@ -121,6 +136,8 @@ def test_pool_stage_default_and_teacher(tmp_path):
     doc = json.loads((tmp_path / "candidates.json").read_text())
     assert res["metrics"]["n_candidates"] == 20 and res["source"] == "default pool v1"
     assert len(doc["rubrics"]) == 20 and {"id", "text", "category", "check", "provenance"} <= set(doc["rubrics"][0])
-    res = pool_stage(cfg.model_copy(update={"n_candidates": 8, "keep_k": 4}), teacher=FakeTeacher([teacher_json(rubric_texts(8))]))
+    res = pool_stage(
+        cfg.model_copy(update={"n_candidates": 8, "keep_k": 4}), teacher=FakeTeacher([teacher_json(rubric_texts(8))])
+    )
     pool = load_pool(tmp_path / "candidates.json")
     assert res["source"] == "teacher" and len(pool.rubrics) == 8 and pool.provenance["teacher_backend"] == "fake"

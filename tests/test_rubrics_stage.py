@@ -18,7 +18,9 @@ N_PER_TASK = 16
 @pytest.fixture(scope="module")
 def dataset(tmp_path_factory):
     d = tmp_path_factory.mktemp("calib")
-    build_synthetic_dataset(d, ["counting", "barchart", "geometry"], {"calib": N_PER_TASK, "train": 1}, seed=7, image_size=56)
+    build_synthetic_dataset(
+        d, ["counting", "barchart", "geometry"], {"calib": N_PER_TASK, "train": 1}, seed=7, image_size=56
+    )
     return d
 
 
@@ -95,10 +97,16 @@ def test_stratify_stage_on_gold_and_corrupted_responses(dataset, tmp_path):
 
 def test_teacher_rubrics_with_the_programmatic_judge_fail_before_sampling(dataset, tmp_path):
     rc = cfg(tmp_path)
-    (tmp_path / "candidates.json").write_text(json.dumps({"rubrics": [
-        {"id": "T01", "text": "A rubric with no checker.", "category": "logical_coherence"},
-        {"id": "T02", "text": "Another one without a checker.", "category": "visual_faithfulness"},
-    ]}))
+    (tmp_path / "candidates.json").write_text(
+        json.dumps(
+            {
+                "rubrics": [
+                    {"id": "T01", "text": "A rubric with no checker.", "category": "logical_coherence"},
+                    {"id": "T02", "text": "Another one without a checker.", "category": "visual_faithfulness"},
+                ]
+            }
+        )
+    )
     called = []
     with pytest.raises(ValueError, match=r"no checker for rubric\(s\) T01 \(check=None\), T02"):
         stratify_stage(rc, JudgeConfig(), dataset, responder=lambda s: called.append(1))
@@ -116,7 +124,9 @@ def test_stratify_stage_samples_from_a_policy_checkpoint(dataset, tmp_path):
     rc = cfg(tmp_path, policy_path=str(policy), calib_max_prompts=3, samples_per_prompt=2, max_new_tokens=8)
     pool_stage(rc)
     res = stratify_stage(rc, JudgeConfig(), dataset, seed=3)
-    assert res["metrics"]["n_judgments"] == 6 and res["rule"]["n_prompts"] == 3 and res["rule"]["samples_per_prompt"] == 2
+    assert (
+        res["metrics"]["n_judgments"] == 6 and res["rule"]["n_prompts"] == 3 and res["rule"]["samples_per_prompt"] == 2
+    )
     rows = json.loads((tmp_path / "reports" / "stratification.json").read_text())
     # the box rubric applies to every response, whatever the (random) policy wrote
     c17 = next(r for r in rows if r["id"] == "C17")

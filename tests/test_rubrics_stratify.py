@@ -21,10 +21,20 @@ def test_coverage_and_pass_rates_hand_computed():
         j("repaired", A=(T, T), B=(T, T), C=(F, None)),
     ]
     rows = {r["id"]: r for r in coverage_and_pass_rates(judgments, [A, B, C])}
-    assert (rows["A"]["n_judged"], rows["A"]["n_missing"], rows["A"]["n_applicable"], rows["A"]["n_satisfied"]) == (3, 1, 3, 2)
+    assert (rows["A"]["n_judged"], rows["A"]["n_missing"], rows["A"]["n_applicable"], rows["A"]["n_satisfied"]) == (
+        3,
+        1,
+        3,
+        2,
+    )
     assert rows["A"]["coverage"] == 1.0 and rows["A"]["pass_rate"] == pytest.approx(2 / 3)
     assert rows["B"]["pass_rate"] == pytest.approx(1 / 3)
-    assert (rows["C"]["n_judged"], rows["C"]["n_missing"], rows["C"]["coverage"], rows["C"]["pass_rate"]) == (2, 2, 0.0, None)
+    assert (rows["C"]["n_judged"], rows["C"]["n_missing"], rows["C"]["coverage"], rows["C"]["pass_rate"]) == (
+        2,
+        2,
+        0.0,
+        None,
+    )
     assert all(r["n_samples"] == 4 for r in rows.values())
 
 

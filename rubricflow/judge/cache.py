@@ -37,8 +37,17 @@ CREATE TABLE IF NOT EXISTS verdicts (
 """
 
 
-def cache_key(backend: str, model_id: str, prompt_version: str, rubric_id: str, rubric_text: str, sample_hash: str) -> str:
-    parts = [backend, model_id, prompt_version, rubric_id, hashlib.sha256(rubric_text.encode()).hexdigest(), sample_hash]
+def cache_key(
+    backend: str, model_id: str, prompt_version: str, rubric_id: str, rubric_text: str, sample_hash: str
+) -> str:
+    parts = [
+        backend,
+        model_id,
+        prompt_version,
+        rubric_id,
+        hashlib.sha256(rubric_text.encode()).hexdigest(),
+        sample_hash,
+    ]
     return hashlib.sha256("\x1f".join(parts).encode()).hexdigest()
 
 
@@ -59,7 +68,8 @@ class JudgeCache:
         with self._lock:
             for i in range(0, len(keys), 500):
                 chunk = keys[i : i + 500]
-                q = f"SELECT key, status, applicable, satisfied, rationale FROM verdicts WHERE key IN ({','.join('?' * len(chunk))})"
+                marks = ",".join("?" * len(chunk))
+                q = f"SELECT key, status, applicable, satisfied, rationale FROM verdicts WHERE key IN ({marks})"
                 for key, status, a, s, r in self._db.execute(q, chunk):
                     out[key] = (status, Verdict(bool(a), None if s is None else bool(s), r))
         return out
@@ -68,7 +78,19 @@ class JudgeCache:
         """rows: (key, backend, model_id, prompt_version, rubric_id, sample_hash, status, verdict)."""
         now = time.time()
         vals = [
-            (k, b, m, p, rid, h, st, int(v.applicable), None if v.satisfied is None else int(v.satisfied), v.rationale, now)
+            (
+                k,
+                b,
+                m,
+                p,
+                rid,
+                h,
+                st,
+                int(v.applicable),
+                None if v.satisfied is None else int(v.satisfied),
+                v.rationale,
+                now,
+            )
             for k, b, m, p, rid, h, st, v in rows
         ]
         with self._lock, self._db:
@@ -130,7 +152,18 @@ class CachedJudge:
             if new is not None and new.status != "failed":
                 for rb, k in zip(r.rubrics, ks):
                     if rb.id in new.verdicts:
-                        rows.append((k, self.name, self.model_id, self.prompt_version, rb.id, h, new.status, new.verdicts[rb.id]))
+                        rows.append(
+                            (
+                                k,
+                                self.name,
+                                self.model_id,
+                                self.prompt_version,
+                                rb.id,
+                                h,
+                                new.status,
+                                new.verdicts[rb.id],
+                            )
+                        )
             cached = {rb.id: found[k] for rb, k in zip(r.rubrics, ks) if k in found}
             verdicts: dict[str, Verdict] = {}
             statuses = {st for st, _ in cached.values()}

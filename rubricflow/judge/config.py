@@ -31,7 +31,9 @@ class OpenAIJudgeConfig(Section):
     )
     concurrency: int = Field(16, ge=1, le=1024, description="Requests in flight at once (semaphore).")
     timeout_s: float = Field(60.0, gt=0, description="Deadline per attempt (whole request, slow streams included).")
-    max_retries: int = Field(4, ge=0, le=20, description="Retries after the first attempt (timeouts, 429, 5xx, bad bodies).")
+    max_retries: int = Field(
+        4, ge=0, le=20, description="Retries after the first attempt (timeouts, 429, 5xx, bad bodies)."
+    )
     backoff_initial_s: float = Field(0.5, ge=0, description="First exponential backoff delay (doubles per retry).")
     backoff_max_s: float = Field(20.0, ge=0, description="Cap on one exponential backoff delay.")
     backoff_jitter_s: float = Field(0.5, ge=0, description="Uniform random jitter added to each backoff delay.")
@@ -40,10 +42,14 @@ class OpenAIJudgeConfig(Section):
     )
     temperature: float = Field(0.0, ge=0, description="Judge sampling temperature (0 = greedy, reproducible).")
     max_tokens: int = Field(1024, ge=16, description="Completion token cap per judge call.")
-    send_images: bool = Field(True, description="Send the sample images as base64 data URLs (False for text-only judges).")
+    send_images: bool = Field(
+        True, description="Send the sample images as base64 data URLs (False for text-only judges)."
+    )
     json_schema: bool = Field(True, description="Ask for schema-constrained output (response_format=json_schema).")
     rationale_max_chars: int | None = Field(
-        None, ge=1, description="maxLength of the rationale in the schema (vLLM honours it; some hosted APIs reject it)."
+        None,
+        ge=1,
+        description="maxLength of the rationale in the schema (vLLM honours it; some hosted APIs reject it).",
     )
     extra_body: dict[str, Any] = Field(
         default_factory=dict, description="Extra JSON fields merged into every request body (server-specific options)."
@@ -69,7 +75,9 @@ class JudgeConfig(Section):
     prompt_version: Literal["judge-v1"] = Field(
         "judge-v1", description="LLM judge prompt template version (part of the cache key)."
     )
-    cache_enabled: bool = Field(True, description="Cache verdicts in SQLite (a rerun makes no calls for cached verdicts).")
+    cache_enabled: bool = Field(
+        True, description="Cache verdicts in SQLite (a rerun makes no calls for cached verdicts)."
+    )
     cache_programmatic: bool = Field(
         False, description="Also cache programmatic verdicts (they are cheap to recompute; off by default)."
     )

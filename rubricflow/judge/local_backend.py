@@ -110,7 +110,10 @@ class LocalJudge:
     def generate(self, system: str, user: str, schema: dict | None = None, max_tokens: int | None = None) -> str:
         """One greedy completion (teacher capability; ``schema`` is not enforced locally, parsing is tolerant)."""
         c = self._gen().generate(
-            [self.gen_request_text(system, user)], n=1, max_new_tokens=max_tokens or self.max_new_tokens, temperature=0.0
+            [self.gen_request_text(system, user)],
+            n=1,
+            max_new_tokens=max_tokens or self.max_new_tokens,
+            temperature=0.0,
         )
         return c[0][0].text
 

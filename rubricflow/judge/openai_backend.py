@@ -232,7 +232,9 @@ class OpenAIJudge:
 
         # The client's own retries are off (ours honour Retry-After and count attempts); its default connection
         # pool (1000 connections) is far above any sensible judge concurrency.
-        return openai.AsyncOpenAI(base_url=self.base_url, api_key=self._api_key(), max_retries=0, timeout=self.timeout_s)
+        return openai.AsyncOpenAI(
+            base_url=self.base_url, api_key=self._api_key(), max_retries=0, timeout=self.timeout_s
+        )
 
     async def _attempt(self, client, sem: asyncio.Semaphore, body: dict) -> tuple[str | None, str | None]:
         async with sem:
@@ -352,7 +354,10 @@ class OpenAIJudge:
             max_tokens=max_tokens or self.max_tokens,
         )
         if schema is not None and self.json_schema:
-            kw["response_format"] = {"type": "json_schema", "json_schema": {"name": "output", "strict": True, "schema": schema}}
+            kw["response_format"] = {
+                "type": "json_schema",
+                "json_schema": {"name": "output", "strict": True, "schema": schema},
+            }
         kw.update(self.extra_body)
         client = self._client()
         sem = asyncio.Semaphore(1)
@@ -366,7 +371,9 @@ class OpenAIJudge:
                 with attempt:
                     content, _ = await self._attempt(client, sem, kw)
         except Exception as e:
-            raise RuntimeError(f"teacher call to {self.base_url} ({self.model_id}) failed: {self._describe(e)}") from None
+            raise RuntimeError(
+                f"teacher call to {self.base_url} ({self.model_id}) failed: {self._describe(e)}"
+            ) from None
         finally:
             await client.close()
         return content or ""

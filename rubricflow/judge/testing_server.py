@@ -124,9 +124,7 @@ class LoopbackJudgeServer:
             "object": "chat.completion",
             "created": int(time.time()),
             "model": self.model,
-            "choices": [
-                {"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": finish}
-            ],
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": finish}],
             "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
         }
 

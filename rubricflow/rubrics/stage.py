@@ -114,7 +114,11 @@ def sample_policy_responses(
     model, processor = load_policy(policy_path)
     gen = TransformersGenerator(model, processor, batch_size=batch_size)
     outs = gen.generate(
-        policy_requests(processor, data_dir, samples), n=n, max_new_tokens=max_new_tokens, temperature=temperature, seed=seed
+        policy_requests(processor, data_dir, samples),
+        n=n,
+        max_new_tokens=max_new_tokens,
+        temperature=temperature,
+        seed=seed,
     )
     return [[c.text for c in cs] for cs in outs]
 
@@ -148,7 +152,11 @@ def _atomic_text(path: Path, text: str) -> None:
 
 def write_table(rows: list[dict], summary: dict, table_dir: str | Path) -> dict[str, str]:
     d = Path(table_dir)
-    out = {"table_json": d / "stratification.json", "table_csv": d / "stratification.csv", "summary": d / "stratification_summary.json"}
+    out = {
+        "table_json": d / "stratification.json",
+        "table_csv": d / "stratification.csv",
+        "summary": d / "stratification_summary.json",
+    }
     ordered = [{c: r.get(c) for c in TABLE_COLUMNS} for r in rows]
     _atomic_text(out["table_json"], json.dumps(ordered, indent=2, ensure_ascii=False) + "\n")
     d.mkdir(parents=True, exist_ok=True)
@@ -167,9 +175,14 @@ def tiers_pool(pool: RubricPool, rows: list[dict], rule: dict) -> RubricPool:
     by_id = {r.id: r for r in pool.rubrics}
     kept = sorted((r for r in rows if r["kept"]), key=lambda r: (r["tier"] != "foundational", r["rank"]))
     rubrics = [Rubric(**{**by_id[r["id"]].to_dict(), "tier": r["tier"]}) for r in kept]
-    extra = {r["id"]: {k: r[k] for k in ("coverage", "pass_rate", "n_judged", "n_applicable", "rank", "score")} for r in kept}
+    extra = {
+        r["id"]: {k: r[k] for k in ("coverage", "pass_rate", "n_judged", "n_applicable", "rank", "score")} for r in kept
+    }
     return RubricPool(
-        rubrics, provenance={**pool.provenance, "stratification": rule}, version=f"{pool.version}+stratified", extra=extra
+        rubrics,
+        provenance={**pool.provenance, "stratification": rule},
+        version=f"{pool.version}+stratified",
+        extra=extra,
     )
 
 
@@ -225,7 +238,7 @@ def stratify_stage(
         "tier_rule": rcfg.tier_rule,
         "foundational_min_pass": rcfg.foundational_min_pass,
         "ranking": "coverage * 4 * p * (1 - p), then coverage, then id",
-        "judge": f"{getattr(judge, 'name', '?')}:{getattr(judge, 'model_id', '?')}:{getattr(judge, 'prompt_version', '?')}",
+        "judge": ":".join(str(getattr(judge, a, "?")) for a in ("name", "model_id", "prompt_version")),
         "n_prompts": len(samples),
         "samples_per_prompt": len(responses[0]) if responses else 0,
     }
@@ -238,7 +251,9 @@ def stratify_stage(
     )
     summary = summarize(rows, judgments)
     if summary["n_judge_failed"]:
-        log.warning("stratify: %d of %d judgments failed (missing, not scored)", summary["n_judge_failed"], len(judgments))
+        log.warning(
+            "stratify: %d of %d judgments failed (missing, not scored)", summary["n_judge_failed"], len(judgments)
+        )
     paths = write_table(rows, summary, rcfg.table_dir)
     paths["tiers"] = str(save_pool(tiers_pool(pool, rows, rule), rcfg.tiers_path))
     return {"metrics": summary, "paths": paths, "rule": rule}
