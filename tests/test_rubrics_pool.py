@@ -141,3 +141,32 @@ def test_pool_stage_default_and_teacher(tmp_path):
     )
     pool = load_pool(tmp_path / "candidates.json")
     assert res["source"] == "teacher" and len(pool.rubrics) == 8 and pool.provenance["teacher_backend"] == "fake"
+
+
+def test_pool_stage_with_an_openai_teacher_makes_one_call(tmp_path, monkeypatch):
+    """rubrics.teacher=openai: the judge section's endpoint, teacher_model overriding the model, one request."""
+    from rubricflow.judge import JudgeConfig
+    from rubricflow.judge.config import OpenAIJudgeConfig
+    from rubricflow.judge.testing_server import LoopbackJudgeServer
+
+    payload = teacher_json(rubric_texts(20))
+    monkeypatch.setenv("RUBRICFLOW_TEST_TEACHER_KEY", "sk-teacher-abcdef")
+    with LoopbackJudgeServer(content_fn=lambda body: f"```json\n{payload}\n```") as srv:
+        jcfg = JudgeConfig(
+            openai=OpenAIJudgeConfig(
+                base_url=srv.base_url, model="judge-model", api_key_env="RUBRICFLOW_TEST_TEACHER_KEY"
+            )
+        )
+        rcfg = RubricsConfig(
+            pool_path=str(tmp_path / "candidates.json"), teacher="openai", teacher_model="teacher-model"
+        )
+        res = pool_stage(rcfg, jcfg)
+        assert srv.requests == 1
+        body = srv.bodies[0]
+        assert body["model"] == "teacher-model"
+        assert body["response_format"]["json_schema"]["schema"]["properties"]["rubrics"]["type"] == "array"
+        assert srv.headers[0]["Authorization"] == "Bearer sk-teacher-abcdef"
+    pool = load_pool(tmp_path / "candidates.json")
+    assert res["source"] == "teacher" and len(pool.rubrics) == 20
+    assert pool.provenance["teacher_model"] == "teacher-model" and pool.provenance["teacher_backend"] == "openai"
+    assert "sk-teacher" not in (tmp_path / "candidates.json").read_text()

@@ -2,7 +2,8 @@
 
 Used by the judge tests and ``bench/judge_throughput.py``; depends only on aiohttp (already required by mlflow)
 and the standard library. ``POST /v1/chat/completions`` answers a judgment for the rubric ids requested in the
-``response_format`` schema (or listed as ``- ID: text`` lines in the prompt); the verdicts come from
+``response_format`` schema (or listed as ``- ID: text`` lines in the prompt), or whatever ``content_fn(body)``
+returns when one is given (teacher tests); the verdicts come from
 ``verdict_fn(rubric_id, response_text)`` where ``response_text`` is what the judge prompt enclosed in its
 ``<response-...>`` tags.
 
@@ -79,6 +80,7 @@ class LoopbackJudgeServer:
         slow_chunk_s: float = 0.25,
         retry_after: str = "1",
         verdict_fn: Callable[[str, str], tuple[bool, bool | None]] = loopback_verdict,
+        content_fn: Callable[[dict], str] | None = None,
         model: str = "loopback-judge",
         port: int = 0,
         host: str = "127.0.0.1",
@@ -88,6 +90,7 @@ class LoopbackJudgeServer:
         self.slow_chunk_s = slow_chunk_s
         self.retry_after = retry_after
         self.verdict_fn = verdict_fn
+        self.content_fn = content_fn  # request body -> completion text, replacing the judgment (teacher tests)
         self.model = model
         self.host, self.port = host, port
         self.requests = 0  # chat completion requests received
@@ -192,7 +195,8 @@ class LoopbackJudgeServer:
             doc = self._completion("")
             doc["choices"] = []
             return web.json_response(doc)
-        content, finish = self.judgment_text(body), "stop"
+        content = self.content_fn(body) if self.content_fn else self.judgment_text(body)
+        finish = "stop"
         if fault == "garbage_content":
             content = "I am unable to grade this response."
         elif fault == "truncated_json":
