@@ -104,8 +104,9 @@ FAULTS = {
 }
 
 
-def test_every_fault_ends_ok_repaired_or_failed_with_reason(server):
-    j = fast_judge(server.base_url)
+@pytest.mark.parametrize("http_client", ["aiohttp", "httpx"])
+def test_every_fault_ends_ok_repaired_or_failed_with_reason(server, http_client):
+    j = fast_judge(server.base_url, http_client=http_client)
     names = list(FAULTS)
     reqs = [req(i, f"red = {i}. [[fault:{f}]] \\boxed{{{i}}}") for i, f in enumerate(names)]
     out = j.judge(reqs)  # must not raise

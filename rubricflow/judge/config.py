@@ -45,6 +45,10 @@ class OpenAIJudgeConfig(Section):
     send_images: bool = Field(
         True, description="Send the sample images as base64 data URLs (False for text-only judges)."
     )
+    http_client: Literal["aiohttp", "httpx"] = Field(
+        "aiohttp",
+        description="HTTP layer under AsyncOpenAI: openai's aiohttp client (less CPU per request) or its httpx default.",
+    )
     json_schema: bool = Field(True, description="Ask for schema-constrained output (response_format=json_schema).")
     rationale_max_chars: int | None = Field(
         None,

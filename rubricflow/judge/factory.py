@@ -87,6 +87,7 @@ def make_backend(
             max_tokens=o.max_tokens,
             send_images=o.send_images,
             json_schema=o.json_schema,
+            http_client=o.http_client,
             rationale_max_chars=o.rationale_max_chars,
             extra_body=o.extra_body,
             image_root=image_root,
