@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import math
+from pathlib import Path
 import os
 import re
 from typing import Any
@@ -54,7 +55,7 @@ class ProgressMirror:
             if desc not in self.ids:
                 self.ids[desc] = create_progress_artifact(
                     progress=pct,
-                    key=artifact_key(self.stage, desc, "progress"),
+                    key=artifact_key(*dict.fromkeys((self.stage, desc)), "progress"),
                     description=f"stage {self.stage}: {desc} ({done}/{total if total else '?'})",
                 )
             else:
@@ -118,14 +119,16 @@ def _fmt(v: Any) -> str:
     return str(v)
 
 
-def key_metrics(metrics: dict, limit: int = 8) -> list[tuple[str, Any]]:
-    """The scalar/short metrics of a stage, bookkeeping keys left out."""
-    skip = {"mlflow_run_id", "duration_s", "checkpoint_dir"}
+def key_metrics(metrics: dict, limit: int = 5) -> list[tuple[str, Any]]:
+    """The scalar/short metrics of a stage, bookkeeping keys left out; a per-task dict shows its ``overall``."""
+    skip = {"mlflow_run_id", "duration_s", "checkpoint_dir", "splits"}
     out = []
     for k, v in metrics.items():
         if k in skip or v is None:
             continue
-        if isinstance(v, (int, float, str, bool)) or (isinstance(v, dict) and len(v) <= 4):
+        if isinstance(v, dict) and "overall" in v:
+            v = v["overall"]
+        if isinstance(v, (int, float, str, bool)) or (isinstance(v, dict) and len(v) <= 3):
             out.append((k, v))
     return out[:limit]
 
@@ -204,7 +207,7 @@ def publish_plots(flow: str, stages: list[str]) -> list[str]:
         if not all(os.path.exists(f) for f in spec.files):
             log.warning("plot %s of stage %s: %s not written", spec.id, spec.stage, spec.files)
             continue
-        key = artifact_key(flow, spec.id.rsplit(".", 1)[0])
+        key = artifact_key(flow, Path(spec.id).stem)
         if not spec.is_image:
             create_table_artifact(table_rows(spec), key=f"{key}-table",
                                   description=f"{spec.title or spec.id} (stage {spec.stage}; down-sampled rows)")
@@ -213,3 +216,17 @@ def publish_plots(flow: str, stages: list[str]) -> list[str]:
                               description=f"{spec.title or spec.id} (stage {spec.stage})")
         done.append(spec.id)
     return done
+
+
+def publish_comparison(experiment: str, stage: str, metrics: list[str] | None = None, key_prefix: str = "compare") -> dict:
+    """Table + markdown artifacts of ``tasks.compare.compare_runs``; returns the comparison as a dict."""
+    from prefect.artifacts import create_markdown_artifact, create_table_artifact
+
+    from tasks.compare import compare_runs
+
+    cmp = compare_runs(experiment, stage, metrics)
+    rows = [{c: r.get(c) for c in cmp.columns} for r in cmp.rows]
+    create_table_artifact(rows, key=artifact_key(key_prefix, stage, "table"),
+                          description=f"{stage} runs in MLflow experiment {experiment}: differing params, final metrics")
+    create_markdown_artifact(cmp.markdown(), key=artifact_key(key_prefix, stage), description=f"{stage} comparison")
+    return {"columns": cmp.columns, "rows": rows, "differing_params": cmp.differing_params}

@@ -24,11 +24,14 @@ from prefect.artifacts import create_markdown_artifact
 from prefect.context import FlowRunContext
 
 from rubricflow.config import load_config
-from tasks.artifacts import artifact_key, mlflow_links, publish_plots, report_markdown
+from tasks.artifacts import artifact_key, mlflow_links, publish_comparison, publish_plots, report_markdown
 from tasks.cache import inputs_for
 from tasks.concurrency import ensure_judge_limit
 from tasks.registry import resolve
 from tasks.stage import configured, options_for
+
+# The stage whose runs each flow compares across invocations (ablations) in a `<flow>-compare` table artifact.
+COMPARE_STAGE = {"rucl": "rucl", "deltarubric": "deltarubric_train", "roro": "roro_train"}
 
 
 def _parent_run(pipeline_id: str, experiment: str) -> str | None:
@@ -109,13 +112,19 @@ def _run(flow, flow_run_id, pipeline_id, profile, overrides, until, track, param
                          params=params_for_report)
     create_markdown_artifact(md, key=artifact_key(flow, "report"), description=f"{flow} run report")
     if parent:
-        _log_report_to_mlflow(parent, md, logger)
+        _log_report_to_mlflow(parent, md, logger, finished=failure is None)
     ran = [o["stage"] for o in outcomes if o["status"] != "cached" and o["metrics"]]
     try:
         plots = publish_plots(flow, [o["stage"] for o in outcomes if o["metrics"]])
     except Exception as e:  # noqa: BLE001 - a plot must not turn a finished training into a failed run
         logger.warning("plot artifacts failed: %s", e)
         plots = []
+    compare_stage = COMPARE_STAGE.get(flow)
+    if track and compare_stage in ran:
+        try:
+            publish_comparison(cfg.tracking.experiment, compare_stage, key_prefix=flow + "-compare")
+        except Exception as e:  # noqa: BLE001 - same reasoning as the plots
+            logger.warning("comparison artifact failed: %s", e)
     if failure is not None:
         raise failure
     return {
@@ -131,10 +140,13 @@ def _run(flow, flow_run_id, pipeline_id, profile, overrides, until, track, param
     }
 
 
-def _log_report_to_mlflow(parent_id: str, md: str, logger) -> None:
+def _log_report_to_mlflow(parent_id: str, md: str, logger, finished: bool) -> None:
+    """Attach the report to the MLflow parent run and end it (the flow run is the whole pipeline invocation)."""
     try:
         import mlflow
 
-        mlflow.tracking.MlflowClient(os.environ.get("MLFLOW_TRACKING_URI")).log_text(parent_id, md, "prefect_report.md")
+        client = mlflow.tracking.MlflowClient(os.environ.get("MLFLOW_TRACKING_URI"))
+        client.log_text(parent_id, md, "prefect_report.md")
+        client.set_terminated(parent_id, "FINISHED" if finished else "FAILED")
     except Exception as e:  # noqa: BLE001
-        logger.warning("could not log the report to MLflow run %s: %s", parent_id, e)
+        logger.warning("could not update MLflow parent run %s: %s", parent_id, e)

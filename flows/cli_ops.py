@@ -1,0 +1,89 @@
+"""Operations sub-commands of the ``rubricflow`` CLI (registered by flows/cli.py through ``register(app)``).
+
+* ``rubricflow compare``  table of MLflow runs of a stage: differing params, final metrics, transition step
+  (``--publish`` also creates it as Prefect table/markdown artifacts through the ``compare`` flow);
+* ``rubricflow plots``    every dvc.yaml plot rendered with matplotlib into one offline HTML page (no CDN);
+* ``rubricflow deploy``   register the ``*-local`` deployments of prefect.yaml on the ``rubricflow-local`` pool;
+* ``rubricflow serve``    the same, then run a process worker for the pool in the foreground.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+
+def register(app: typer.Typer) -> None:
+    app.command("compare")(compare)
+    app.command("plots")(plots)
+    app.command("deploy")(deploy)
+    app.command("serve")(serve)
+
+
+def compare(
+    stage: Annotated[str, typer.Option(help="Stage whose runs are compared (rucl, deltarubric_train, sft ...).")] = "rucl",
+    experiment: Annotated[Optional[str], typer.Option(help="MLflow experiment (default: tracking.experiment).")] = None,
+    metric: Annotated[list[str], typer.Option("--metric", help="Metric name pattern (fnmatch), repeatable.")] = [],
+    max_runs: Annotated[int, typer.Option(help="Newest runs to include.")] = 50,
+    publish: Annotated[bool, typer.Option(help="Also publish the table as Prefect artifacts (compare flow).")] = False,
+):
+    """Compare MLflow runs of one stage: parameters that differ, final metrics, curriculum transition step."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from flows.cli import load_cfg
+    from tasks.compare import DEFAULT_METRICS, _fmt, compare_runs
+
+    exp = experiment or load_cfg().tracking.experiment
+    try:
+        cmp = compare_runs(exp, stage, metric or None, max_runs)
+    except ValueError as e:
+        typer.echo(f"error: {e}", err=True)
+        raise typer.Exit(1) from None
+    table = Table(title=f"{stage} runs in MLflow experiment '{exp}' ({len(cmp.rows)})")
+    for c in cmp.columns:
+        table.add_column(c, overflow="fold")
+    for r in cmp.rows:
+        table.add_row(*(_fmt(r.get(c)) for c in cmp.columns))
+    Console(width=200).print(table)
+    if not cmp.differing_params:
+        typer.echo("(all runs have the same parameters)")
+    if publish:
+        from flows.compare import compare as compare_flow
+
+        compare_flow(experiment=exp, stage=stage, metrics=metric or list(DEFAULT_METRICS))
+        typer.echo("published as Prefect artifacts compare-<stage>-table and compare-<stage>")
+
+
+def plots(
+    out: Annotated[Path, typer.Option(help="HTML file to write.")] = Path("reports/plots/index.html"),
+):
+    """Render every dvc.yaml plot with matplotlib into one self-contained HTML page (works offline)."""
+    from tasks.plots import plot_specs, write_offline_html
+
+    specs = plot_specs()
+    path = write_offline_html(out, specs)
+    present = [s for s in specs if all(Path(f).exists() for f in s.files)]
+    typer.echo(f"wrote {path} ({len(present)} of {len(specs)} plots; no scripts, opens offline)")
+
+
+def deploy():
+    """Register the local deployments (prefect.yaml *-local) on the rubricflow-local process pool."""
+    from flows.serve import POOL
+    from flows.serve import deploy as do_deploy
+
+    try:
+        names = do_deploy()
+    except (RuntimeError, ValueError) as e:
+        typer.echo(f"error: {e}", err=True)
+        raise typer.Exit(1) from None
+    typer.echo(f"registered on pool {POOL}: {', '.join(names)}")
+
+
+def serve():
+    """Register the local deployments, then run a process worker for rubricflow-local (foreground)."""
+    from flows.serve import main
+
+    raise typer.Exit(main([]))
