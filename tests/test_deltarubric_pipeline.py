@@ -16,7 +16,7 @@ def _cfg(tmp_path, **dr_over) -> Config:
         "pairs": {"out_dir": str(tmp_path / "pairs"), "tasks": ["counting"], "train": 12, "val": 4, "test": 6,
                   "balance_tol": 0.2},
         "sft": {"out_dir": str(tmp_path / "sft"), "base_dir": str(tmp_path / "base"), "steps": 6, "batch_size": 8,
-                "warmup_steps": 1},
+                "warmup_steps": 1, "hidden_size": None},
         "train": {"out_dir": str(tmp_path / "policy"), "n_checklists": 2, "m_verdicts": 2, "k_no_rubric": 2,
                   "planner_max_tokens": 12, "verifier_max_tokens": 12, "probe_every": 1, "probe_pairs": 2,
                   "grpo": {"steps": 2, "prompts_per_step": 1, "lr": 1e-3, "scale_rewards": "batch"}},
@@ -88,11 +88,10 @@ def test_stages_end_to_end(tmp_path):
     logged = []
     m = sft_stage(cfg, track=False, log_fn=lambda s, x: logged.append(s))
     assert logged == list(range(6)) and m["train_examples"] == 12 * 5
-    assert set(m["accuracy_after_sft"]) == {"no_rubric", "static", "deltarubric", "oracle"}
-    assert all(0.0 <= v <= 1.0 for v in m["accuracy_after_sft"].values())
+    assert m["final_loss"] < m["first_loss"]
     assert (tmp_path / "sft" / "config.json").exists() and (tmp_path / "base" / "config.json").exists()
-    sft_table = json.loads((tmp_path / "eval" / "sft.json").read_text())
-    assert sft_table["n"] == 4
+    assert json.loads((tmp_path / "base" / "config.json").read_text())["text_config"]["hidden_size"] == 32
+    assert len(json.loads((tmp_path / "reports" / "plots" / "deltarubric_sft_loss.json").read_text())) == 6
 
     steps = []
     m = train_stage(cfg, track=False, log_fn=lambda s, x: steps.append((s, x)))

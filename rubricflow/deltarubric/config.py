@@ -41,8 +41,15 @@ class DRSFTConfig(Section):
         description="Tiny profile: where the freshly built base model (tokenizer trained on DeltaRubric's prompts) "
         "is saved. Pretrained policies are loaded from models.policy.path instead.",
     )
-    steps: int = Field(200, ge=0, description="SFT optimizer steps.")
-    batch_size: int = Field(32, ge=1, description="Sequences per SFT step.")
+    hidden_size: int | None = Field(
+        64,
+        ge=16,
+        description="Tiny only: width of DeltaRubric's base model (None = models.policy.hidden_size). Measured on "
+        "2 CPU cores: 64 runs ~4x faster per step than 128 and is the width that learned the verifier's "
+        "check-copy and claim-retrieval within the default budget.",
+    )
+    steps: int = Field(600, ge=0, description="SFT optimizer steps.")
+    batch_size: int = Field(16, ge=1, description="Sequences per SFT step.")
     lr: float = Field(3e-3, gt=0, description="AdamW learning rate (constant after warmup).")
     warmup_steps: int = Field(20, ge=0, description="Linear warmup steps.")
     planner: bool = Field(True, description="Include planner examples (reference checklists from facts).")

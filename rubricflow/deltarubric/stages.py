@@ -5,7 +5,7 @@ Registered with the foundation's ``@stage`` wrapper (MLflow child run, ``reports
 
 * ``deltarubric_pairs``  ``deltarubric.pairs.out_dir`` (parquet + images), gated by ``validate_pairs``;
 * ``deltarubric_sft``    the tiny base model (``sft.base_dir``, tokenizer trained on DeltaRubric's texts) and the
-                         warm-started policy (``sft.out_dir``); the judge table after SFT in ``eval.out_dir/sft.json``;
+                         warm-started policy (``sft.out_dir``); the loss curve (``reports/plots/deltarubric_sft_loss.json``);
 * ``deltarubric_train``  the multi-role GRPO policy (``train.out_dir``) and its curves
                          (``reports/plots/deltarubric_train.json``: per-step role metrics and the planner probe);
 * ``deltarubric_eval``   the judge tables (no-rubric / static / DeltaRubric / oracle) of the SFT and trained policies
@@ -98,7 +98,7 @@ def build_or_load_base(cfg: Config, dr: DeltaRubricConfig, train_pairs):
     if spec.source == "pretrained":
         return load_policy(spec.path, dtype=spec.dtype)
     dims = TinyDims(
-        hidden_size=spec.hidden_size, num_layers=spec.num_layers, num_heads=spec.num_heads,
+        hidden_size=dr.sft.hidden_size or spec.hidden_size, num_layers=spec.num_layers, num_heads=spec.num_heads,
         num_kv_heads=max(1, spec.num_heads // 2), vision_hidden_size=spec.vision_hidden_size,
         vision_depth=spec.vision_depth, vocab_size=spec.vocab_size, image_size=dr.pairs.image_size,
     )
@@ -111,10 +111,10 @@ def build_or_load_base(cfg: Config, dr: DeltaRubricConfig, train_pairs):
 
 @stage("deltarubric_sft", sections=("deltarubric", "models"))
 def sft_stage(cfg: Config, run=NullRun(), log_fn=None) -> dict:
-    """Warm start on templated plans / verdicts from facts; the judge table after SFT."""
+    """Warm start on templated plans / verdicts from facts (the judge table after SFT is part of the eval stage)."""
     from models.tiny import save
     from rubricflow.deltarubric.data import read_pairs
-    from rubricflow.deltarubric.evaluate import evaluate_judge, load_items
+    from rubricflow.deltarubric.evaluate import load_items
     from rubricflow.deltarubric.warmstart import sft_examples
     from rubricflow.progress import progress
     from rubricflow.sft import train_sft
@@ -146,18 +146,14 @@ def sft_stage(cfg: Config, run=NullRun(), log_fn=None) -> dict:
     sft_s = time.perf_counter() - t0
     with staged_dir(dr.sft.out_dir) as tmp:
         save(model, proc, tmp)
-    test = read_pairs(d, "test", limit=dr.eval.test_pairs or None)
-    gen = _generator(cfg, model, proc, batch_size=dr.eval.batch_size)
-    table = evaluate_judge(gen, proc, load_items(d, test), ("no_rubric", "static", "deltarubric", "oracle"),
-                           _max_tokens(dr), examples=3)
-    write_json(Path(dr.eval.out_dir) / "sft.json", table)
     write_json(Path(cfg.reports_dir) / "plots" / "deltarubric_sft_loss.json", curve)
+    tail = losses[-20:]
     return {
         "train_examples": len(examples),
-        "final_loss": losses[-1] if losses else None,
+        "params": sum(p.numel() for p in model.parameters()),
+        "first_loss": losses[0] if losses else None,
+        "final_loss": sum(tail) / len(tail) if tail else None,
         "sft_seconds": round(sft_s, 1),
-        "accuracy_after_sft": {m: v["accuracy"] for m, v in table["modes"].items()},
-        "format_violation_after_sft": {m: v["format_violation"] for m, v in table["modes"].items()},
     }
 
 
