@@ -44,6 +44,7 @@ __all__ = [
     "GRPOTrainer",
     "PromptIterator",
     "CheckpointManager",
+    "CachedSampler",
 ]
 
 
@@ -59,6 +60,7 @@ def __getattr__(name: str):
         "GRPOTrainer": "rubricflow.grpo.trainer",
         "PromptIterator": "rubricflow.grpo.trainer",
         "CheckpointManager": "rubricflow.grpo.checkpoint",
+        "CachedSampler": "rubricflow.grpo.sampler",
     }
     if name in lazy:
         import importlib

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
 
@@ -46,6 +45,3 @@ def plot_curriculum(history: list[dict], path: str | Path, transition_step: int 
     tmp.replace(path)
     return path
 
-
-def finite_or_none(x):
-    return None if isinstance(x, float) and not math.isfinite(x) else x

@@ -25,7 +25,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-from rubricflow.config import config_hash
 from rubricflow.rucl.config import RuCLConfig
 
 # Settings that may change between an interrupted run and its resumption without changing what is trained.
