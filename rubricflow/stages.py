@@ -16,10 +16,10 @@ import time
 from collections.abc import Callable
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from rubricflow.config import Config
-from rubricflow.env import PROJECT_ROOT
+if TYPE_CHECKING:  # the stage modules of method packages import this module while rubricflow.config composes
+    from rubricflow.config import Config
 
 StageFn = Callable[..., dict]
 REGISTRY: dict[str, StageFn] = {}

@@ -15,9 +15,20 @@ from rubricflow.rubrics.pool import (
     save_pool,
     validate_rubrics,
 )
-from rubricflow.rubrics.stage import calibration_requests, pool_stage, sample_policy_responses, stratify_stage
 from rubricflow.rubrics.stratify import coverage_and_pass_rates, informativeness, select_and_stratify, summarize
 from rubricflow.rubrics.teacher import TEACHER_PROMPT_VERSION, generate_pool, parse_teacher_rubrics
+
+_STAGE_NAMES = ("calibration_requests", "pool_stage", "sample_policy_responses", "stratify_stage")
+
+
+def __getattr__(name: str):
+    # the stage module registers tracked stages and imports models lazily; keep `import rubricflow.rubrics` light
+    if name in _STAGE_NAMES:
+        from rubricflow.rubrics import stage
+
+        return getattr(stage, name)
+    raise AttributeError(f"module 'rubricflow.rubrics' has no attribute {name!r}")
+
 
 __all__ = [
     "DEFAULT_POOL_PATH",

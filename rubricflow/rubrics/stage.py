@@ -257,3 +257,32 @@ def stratify_stage(
     paths = write_table(rows, summary, rcfg.table_dir)
     paths["tiers"] = str(save_pool(tiers_pool(pool, rows, rule), rcfg.tiers_path))
     return {"metrics": summary, "paths": paths, "rule": rule}
+
+
+# ------------------------------------------------------------------------------------------------------------
+# tracked pipeline stages (`rubricflow rubrics`, `rubricflow stratify`; dvc.yaml; the Prefect `rucl` flow)
+
+
+def _register():
+    from rubricflow.stages import NullRun, require_gate, stage
+
+    @stage("rubrics", sections=("rubrics", "judge"))
+    def rubrics_stage(cfg, run=NullRun(), secret_resolver=None) -> dict:
+        """RuCL Phase I: the generalized candidate pool (default pool, or a teacher in O(1) calls)."""
+        out = pool_stage(cfg.rubrics, cfg.judge, cfg.data.out_dir, secret_resolver=secret_resolver)
+        run.log_artifact(out["paths"]["pool"], "rubrics")
+        return {**out["metrics"], "source": out["source"]}
+
+    @stage("stratify", sections=("rubrics", "judge"))
+    def stratify_tracked(cfg, run=NullRun(), secret_resolver=None) -> dict:
+        """Calibrate every candidate on policy samples, filter by coverage, keep k, split into tiers."""
+        require_gate(cfg)
+        out = stratify_stage(cfg.rubrics, cfg.judge, cfg.data.out_dir, secret_resolver=secret_resolver, seed=cfg.seed)
+        for p in out["paths"].values():
+            run.log_artifact(p, "rubrics")
+        return dict(out["metrics"])
+
+    return rubrics_stage, stratify_tracked
+
+
+rubrics_stage, stratify_tracked = _register()
