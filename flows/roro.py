@@ -17,7 +17,18 @@ from tasks.params import overrides_model
 from tasks.pipeline import run_pipeline
 from tasks.registry import PIPELINES
 
-RoRoOverrides = overrides_model("RoRoOverrides", {"seed": "seed"}, "RoRo knobs.")
+RoRoOverrides = overrides_model(
+    "RoRoOverrides",
+    {
+        "task_source": "roro.task.source",
+        "uncertainty": "roro.steps.uncertainty",
+        "cost_weight": "roro.router.cost_weight",
+        "process_weight": "roro.router.process_weight",
+        "router_steps": "roro.router.grpo.steps",
+        "seed": "roro.seed",
+    },
+    "RoRo knobs (process_weight 0 = the outcome-only router ablation).",
+)
 RoRoStage = Literal[tuple(PIPELINES["roro"])]  # type: ignore[valid-type]
 
 

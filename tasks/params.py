@@ -36,6 +36,12 @@ def _section_classes() -> dict[str, type[BaseModel]]:
         out["deltarubric"] = DeltaRubricConfig
     except ImportError:  # pragma: no cover
         pass
+    try:
+        from rubricflow.roro.config import RoRoConfig
+
+        out["roro"] = RoRoConfig
+    except ImportError:  # pragma: no cover
+        pass
     return out
 
 

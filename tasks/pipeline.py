@@ -31,7 +31,7 @@ from tasks.registry import resolve
 from tasks.stage import configured, options_for
 
 # The stage whose runs each flow compares across invocations (ablations) in a `<flow>-compare` table artifact.
-COMPARE_STAGE = {"rucl": "rucl", "deltarubric": "deltarubric_train", "roro": "roro_train"}
+COMPARE_STAGE = {"rucl": "rucl", "deltarubric": "deltarubric_train", "roro": "roro_router"}
 
 
 def _parent_run(pipeline_id: str, experiment: str) -> str | None:

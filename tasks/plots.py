@@ -36,6 +36,7 @@ class PlotSpec:
     y: list[str] = field(default_factory=list)
     title: str | None = None
     stage: str | None = None
+    template: str | None = None  # DVC template name: linear/simple/smooth/scatter (lines), bar_horizontal* (bars)
 
     @property
     def is_image(self) -> bool:
@@ -62,7 +63,7 @@ def plot_specs(dvc_stages: dict | None = None, top_level: list | dict | None = N
                 for path, props in item.items():
                     props = props if isinstance(props, dict) else {}
                     specs.append(PlotSpec(str(path), [str(path)], props.get("x"), _as_list(props.get("y")),
-                                          props.get("title"), stage))
+                                          props.get("title"), stage, props.get("template")))
     items = top_level.items() if isinstance(top_level, dict) else [
         next(iter(i.items())) if isinstance(i, dict) else (i, None) for i in (top_level or [])
     ]
@@ -82,7 +83,7 @@ def plot_specs(dvc_stages: dict | None = None, top_level: list | dict | None = N
         x = props.get("x")
         if isinstance(x, dict):  # {file: col}: one x column name is enough for our files
             x = next(iter(x.values()), None)
-        specs.append(PlotSpec(str(pid), files or [str(pid)], x, ycols, props.get("title")))
+        specs.append(PlotSpec(str(pid), files or [str(pid)], x, ycols, props.get("title"), None, props.get("template")))
     return specs
 
 
@@ -176,6 +177,8 @@ def render(spec: PlotSpec, fmt: str = "png") -> bytes:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    if (spec.template or "").startswith("bar_horizontal"):
+        return _render_bars(spec, fmt, plt)
     fig, ax = plt.subplots(figsize=(7, 3.4), dpi=100)
     for f in spec.files:
         rows = read_rows(f)
@@ -184,11 +187,39 @@ def render(spec: PlotSpec, fmt: str = "png") -> bytes:
         for y in ys:
             vals = [float(r[y]) if _is_num(r.get(y)) else float("nan") for r in rows]
             label = y if len(spec.files) == 1 else f"{y} ({Path(f).name})"
-            ax.plot(xs, vals, label=label, lw=1.5)
+            if spec.template == "scatter":
+                ax.scatter(xs, vals, label=label, s=12)
+            else:
+                ax.plot(xs, vals, label=label, lw=1.5)
     ax.set_xlabel(spec.x or "step")
     ax.set_title(spec.title or spec.id, fontsize=10)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7)
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format=fmt)
+    plt.close(fig)
+    return buf.getvalue()
+
+
+def _render_bars(spec: PlotSpec, fmt: str, plt) -> bytes:
+    """DVC's bar_horizontal templates: one bar per row, ``y`` holds the labels and ``x`` the values."""
+    rows = read_rows(spec.files[0])
+    if not spec.x or not spec.y:
+        raise ValueError(f"plot {spec.id}: template {spec.template} needs x (values) and y (labels)")
+    label_col = spec.y[0]
+    missing = [c for c in (spec.x, label_col) if rows and c not in rows[0]]
+    if missing:
+        raise ValueError(f"plot {spec.id}: columns {missing} not in {spec.files[0]} (has {list(rows[0])})")
+    pairs = [(str(r[label_col]), float(r[spec.x]) if _is_num(r.get(spec.x)) else float("nan")) for r in rows]
+    if spec.template == "bar_horizontal_sorted":
+        pairs.sort(key=lambda p: p[1])
+    fig, ax = plt.subplots(figsize=(7, max(2.0, 0.28 * len(pairs) + 1)), dpi=100)
+    ax.barh([p[0] for p in pairs], [p[1] for p in pairs], color="tab:blue")
+    ax.set_xlabel(spec.x)
+    ax.set_title(spec.title or spec.id, fontsize=10)
+    ax.tick_params(axis="y", labelsize=7)
+    ax.grid(alpha=0.3, axis="x")
     fig.tight_layout()
     buf = io.BytesIO()
     fig.savefig(buf, format=fmt)

@@ -28,8 +28,8 @@ PIPELINES: dict[str, list[str]] = {
     "rucl": ["data", "validate", "base_model", "sft", "rubrics", "stratify", "rucl", "rucl_eval"],
     # DeltaRubric: preference pairs -> warm-start SFT (builds its own tiny base) -> multi-role GRPO -> judge tables
     "deltarubric": ["deltarubric_pairs", "deltarubric_sft", "deltarubric_train", "deltarubric_eval"],
-    # RoRo: routing trajectories -> rubricor/judge -> router GRPO -> accuracy-vs-cost evaluation
-    "roro": ["roro_data", "roro_rubricor", "roro_train", "roro_eval"],
+    # RoRo: step models -> routing trajectories -> preference pairs -> Rubricor + Judge -> router GRPO -> acc vs cost
+    "roro": ["roro_models", "roro_trajectories", "roro_pairs", "roro_rubricor_judge", "roro_router", "roro_eval"],
 }
 
 _DECORATOR = re.compile(r"^\s*@(?:\w+\.)?stage\(", re.MULTILINE)

@@ -51,9 +51,10 @@ STAGE_OPTIONS: dict[str, StageOptions] = {
     "deltarubric_sft": StageOptions(retries=1),
     "deltarubric_train": StageOptions(retries=3, resumable=True),
     "deltarubric_eval": StageOptions(retries=2, judge=True),
-    "roro_rubricor": StageOptions(retries=3, judge=True),
-    "roro_train": StageOptions(retries=3, judge=True, resumable=True),
-    "roro_eval": StageOptions(retries=2, judge=True),
+    # RoRo's Rubricor and Judge are small LMs trained in-process (no judge server); the router GRPO resumes.
+    "roro_models": StageOptions(retries=1),
+    "roro_rubricor_judge": StageOptions(retries=1),
+    "roro_router": StageOptions(retries=3, resumable=True),
 }
 DEFAULT_OPTIONS = StageOptions()
 NOT_RETRIED = (ValueError, KeyError, AttributeError, ImportError, FileNotFoundError, TypeError)

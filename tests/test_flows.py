@@ -227,3 +227,42 @@ def test_retry_resumes_training_from_its_checkpoint(prefect_api, project, monkey
     with get_client(sync_client=True) as c:
         lim = c.read_global_concurrency_limit_by_name(JUDGE_LIMIT)
     assert lim.limit >= 1 and lim.active_slots == 0  # released after the task
+
+
+# The real DeltaRubric training stage (GRPO trainer, checkpoints, progress) crashed on its first attempt.
+DR_TINY = {
+    "deltarubric": {
+        "pairs": {"tasks": ["counting"], "train": 12, "val": 4, "test": 6, "balance_tol": 0.2},
+        "sft": {"steps": 6, "batch_size": 8, "warmup_steps": 1, "hidden_size": None},
+        "train": {"n_checklists": 2, "m_verdicts": 2, "k_no_rubric": 2, "planner_max_tokens": 12,
+                  "verifier_max_tokens": 12, "probe_every": 0, "probe_pairs": 2,
+                  "grpo": {"steps": 5, "prompts_per_step": 1, "lr": 1e-3, "scale_rewards": "batch",
+                           "checkpoint_every": 1}},
+    },
+    "models": {"policy": {"hidden_size": 32, "num_layers": 1, "num_heads": 2, "vision_hidden_size": 32,
+                          "vision_depth": 1, "vocab_size": 400}},
+}
+
+
+def test_deltarubric_training_retry_resumes_from_checkpoint(prefect_api, tmp_path, monkeypatch):
+    import yaml
+
+    from tests.ops_helpers import deep_merge
+
+    proj = make_project(tmp_path / "dr")
+    raw = yaml.safe_load((proj / "params.yaml").read_text())
+    # the tiny model dims live in the profile overlay (top-level keys win over it)
+    (proj / "params.yaml").write_text(yaml.safe_dump(deep_merge(raw, DR_TINY), sort_keys=False))
+    monkeypatch.chdir(proj)
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
+    monkeypatch.setenv("RUBRICFLOW_MLFLOW_ARTIFACTS", str(tmp_path / "mlartifacts"))
+    monkeypatch.setenv("RUBRICFLOW_RETRY_DELAY_S", "0")
+    monkeypatch.setenv("RUBRICFLOW_INJECT_CRASH", "deltarubric_train:2")
+
+    from flows.deltarubric import deltarubric
+
+    out = deltarubric(until="deltarubric_train")
+    m = out["metrics"]["deltarubric_train"]
+    assert out["stages"]["deltarubric_train"] == "ran (attempt 2)", out["stages"]
+    assert m["steps"] == 5 and 1 <= m["resumed_from"] < 5, m
+    print(f"\ndeltarubric_train: injected crash on attempt 1, attempt 2 resumed from checkpoint step {m['resumed_from']}")
