@@ -7,6 +7,7 @@
         prompts           = prompt stream's next batch (seeded order, resumable cursor; rank r takes its slice)
         episodes, metrics = rollout_fn(step, prompts)           # the method: generate, judge, reward
         metrics          |= updater.update(episodes)            # GRPO
+        metrics          |= eval_fn(step) every cfg.eval_every steps and after the last one (if given)
         log_fn(step, metrics)                                   # the lead wires MLflow here
         checkpoint every cfg.checkpoint_every steps and after the last one
 
@@ -32,6 +33,7 @@ from rubricflow.grpo.updater import GRPOUpdater
 
 RolloutFn = Callable[[int, list[Any]], tuple[list[Episode], dict[str, float]]]
 LogFn = Callable[[int, dict[str, float]], None]
+EvalFn = Callable[[int], dict[str, float]]
 
 
 class Stateful(Protocol):
@@ -99,12 +101,14 @@ class GRPOTrainer:
         checkpoint_dir: str | Path,
         log_fn: LogFn | None = None,
         stateful: dict[str, Stateful] | None = None,
+        eval_fn: EvalFn | None = None,
     ):
         self.updater, self.rollout_fn, self.cfg = updater, rollout_fn, cfg
         self.engine = updater.engine
         self.rank, self.world_size = getattr(self.engine, "rank", 0), getattr(self.engine, "world_size", 1)
         self.data = PromptIterator(prompts, cfg.prompts_per_step, cfg.seed, self.rank, self.world_size)
         self.log_fn = log_fn
+        self.eval_fn = eval_fn
         self.stateful = dict(stateful or {})
         self.ckpt = CheckpointManager(checkpoint_dir, cfg.keep_checkpoints, self.engine)
         self.step = 0
@@ -163,6 +167,11 @@ class GRPOTrainer:
             metrics["step_time_s"] = time.perf_counter() - t0
             metrics["step_cpu_s"] = time.process_time() - c0  # CPU time of this process (robust to other load)
             self.step = step + 1
+            ev = self.cfg.eval_every
+            if self.eval_fn is not None and ((ev and self.step % ev == 0) or self.step == total):
+                t1 = time.perf_counter()
+                metrics.update({f"eval/{k}": v for k, v in self.eval_fn(step).items()})
+                metrics["eval_time_s"] = time.perf_counter() - t1
             # log before checkpointing: a crash in between repeats the step on resume (logged twice, same step
             # number) rather than losing its metrics
             if self.log_fn is not None:

@@ -170,9 +170,13 @@ def train_rucl(
             run.event("curriculum_transition", ev)
             (reports / "transition.json").write_text(json.dumps(_json_safe(ev), indent=2))
 
+    def eval_fn(step: int) -> dict:
+        return evaluate_policy(module, proc, data_dir, test, gen_cfg)  # greedy accuracy per task and overall
+
     ckpt_dir = Path(rcfg.checkpoint_dir) / run_key(rcfg, seed, data_dir)
     trainer = GRPOTrainer(updater, train, rollout_fn, g, ckpt_dir, log_fn=log,
-                          stateful={"curriculum": sched, "history": history})
+                          stateful={"curriculum": sched, "history": history},
+                          eval_fn=eval_fn if (test and g.eval_every) else None)
     summary = trainer.run(steps if steps is not None else g.steps)
 
     result: dict[str, Any] = {
