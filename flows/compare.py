@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import rubricflow.env  # noqa: F401  (project-local state before prefect loads)
+import tasks  # noqa: F401  (Prefect defaults of the orchestration layer, before prefect loads)
 
 from prefect import flow
 from pydantic import Field

@@ -6,6 +6,7 @@ Same structure as flows/rucl.py (tasks = the stage functions dvc.yaml runs; type
 from __future__ import annotations
 
 import rubricflow.env  # noqa: F401  (project-local state before prefect loads)
+import tasks  # noqa: F401  (Prefect defaults of the orchestration layer, before prefect loads)
 
 from typing import Literal, Optional
 

@@ -12,6 +12,7 @@ counts and an ``extra`` map for any other dotted key; defaults come from params.
 from __future__ import annotations
 
 import rubricflow.env  # noqa: F401  (project-local state before prefect loads)
+import tasks  # noqa: F401  (Prefect defaults of the orchestration layer, before prefect loads)
 
 from typing import Literal, Optional
 

@@ -17,6 +17,7 @@ background (infra/local/ui.sh).
 from __future__ import annotations
 
 import rubricflow.env  # noqa: F401  (project-local state before prefect loads)
+import tasks  # noqa: F401  (Prefect defaults of the orchestration layer, before prefect loads)
 
 import os
 import subprocess
