@@ -82,7 +82,7 @@ def compare_runs(
         found = sorted(set(every.get("tags.rubricflow.stage", []).dropna())) if not every.empty else []
         raise ValueError(f"no runs of stage {stage!r} in experiment {experiment!r}; stages with runs: {found}")
     params = [c for c in df.columns if c.startswith("params.")]
-    out.differing_params = [c[len("params."):] for c in params if df[c].astype(str).nunique(dropna=False) > 1]
+    out.differing_params = sorted(c[len("params."):] for c in params if df[c].astype(str).nunique(dropna=False) > 1)
     patterns = metric_patterns or DEFAULT_METRICS
     mcols = [c[len("metrics."):] for c in df.columns if c.startswith("metrics.")]
     out.metrics = [m for m in mcols if any(fnmatch.fnmatch(m, p) for p in patterns) and m != "transition_step"]

@@ -10,8 +10,9 @@ code included) and its ``params`` (dotted keys of params.yaml). The key hashes
 * the content (md5) of every dep file, recursively for directories,
 * the source file of the stage function.
 
-A stage that is not in ``dvc.yaml`` gets the last three only, and :func:`stage_inputs` says so in ``notes`` (the
-task logs it). Content hashes of large files are memoised by (path, size, mtime, inode) in
+A stage that is not in ``dvc.yaml`` has unknown input files: ``declared`` is False, the flows run it uncached
+(a key without its inputs could serve a stale result) and :func:`stage_inputs` says so in ``notes`` (the task
+logs it). Content hashes of large files are memoised by (path, size, mtime, inode) in
 ``.rubricflow/filehash.sqlite`` as DVC's state db does, so an unchanged 15 GB checkpoint is not re-read.
 This module has no Prefect import: it is the pure half of :mod:`tasks.cache`.
 """
@@ -107,6 +108,7 @@ class StageInputs:
     deps: dict[str, str] = field(default_factory=dict)  # path -> content hash
     outs: list[str] = field(default_factory=list)  # declared outputs (dvc.yaml outs + metrics + plots)
     source: str = ""  # hash of the stage function's source file
+    declared: bool = False  # the stage is in dvc.yaml (its deps are known, so its key can be trusted)
     notes: list[str] = field(default_factory=list)
 
     def key(self) -> str:
@@ -193,10 +195,10 @@ def stage_inputs(
     spec = dvc_stages.get(stage)
     if spec is None:
         inp.notes.append(
-            f"stage {stage!r} is not in dvc.yaml: its cache key covers config sections "
-            f"{['profile', 'seed', *sections]} and its source file, not its input files"
+            f"stage {stage!r} is not in dvc.yaml: its input files are unknown, so it is not cached (runs every time)"
         )
     else:
+        inp.declared = True
         for key in _param_keys(spec.get("params")):
             val = _lookup(eff, key)
             if val == _MISSING and raw_params is not None:

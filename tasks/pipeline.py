@@ -82,11 +82,12 @@ def _run(flow, flow_run_id, pipeline_id, profile, overrides, until, track, param
     outcomes: list[dict] = []
     failure: BaseException | None = None
     for name in resolved.available:
-        missing_outs = inputs_for(name, cfg).missing_outputs()
+        inp = inputs_for(name, cfg)
+        missing_outs = inp.missing_outputs()
         if missing_outs:
             logger.info("stage %s: outputs missing (%s): any cached result is recomputed", name, ", ".join(missing_outs))
         t0 = time.perf_counter()
-        state = configured(name, flow, cfg.profile, refresh=bool(missing_outs))(
+        state = configured(name, flow, cfg.profile, refresh=bool(missing_outs), cache=inp.declared)(
             name, cfg, track=track, pipeline=flow, return_state=True
         )
         secs = time.perf_counter() - t0

@@ -23,6 +23,7 @@ import os
 from dataclasses import dataclass
 
 from prefect import get_run_logger, task
+from prefect.cache_policies import NO_CACHE
 from prefect.context import TaskRunContext
 from prefect.tasks import exponential_backoff
 
@@ -129,8 +130,9 @@ def stage_task(stage: str, cfg: Config, track: bool = True, pipeline: str = "") 
     }
 
 
-def configured(stage: str, pipeline: str, profile: str, refresh: bool = False):
-    """``stage_task`` with the stage's name, tags, retries, backoff and (when outputs are missing) a cache refresh."""
+def configured(stage: str, pipeline: str, profile: str, refresh: bool = False, cache: bool = True):
+    """``stage_task`` with the stage's name, tags, retries, backoff, and its caching: ``refresh`` recomputes and
+    overwrites the cached result (outputs missing); ``cache=False`` runs uncached (stage not in dvc.yaml)."""
     opts = options_for(stage)
     tags = {"rubricflow", f"pipeline:{pipeline}", f"stage:{stage}", f"profile:{profile}"}
     if opts.judge:
@@ -146,4 +148,5 @@ def configured(stage: str, pipeline: str, profile: str, refresh: bool = False):
         retry_jitter_factor=0.5 if opts.retries else None,
         timeout_seconds=opts.timeout_s,
         refresh_cache=refresh,
+        **({} if cache else {"cache_policy": NO_CACHE}),
     )

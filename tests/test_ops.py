@@ -66,12 +66,13 @@ def test_cache_key_follows_declared_params_and_dep_contents(proj, tmp_path):
     assert _inputs("validate", cfg, dvc, tmp_path).key() not in (base.key(), k2)
 
 
-def test_stage_outside_dvc_yaml_is_keyed_by_its_sections_and_says_so(proj, tmp_path):
+def test_stage_outside_dvc_yaml_is_not_trusted_for_caching_and_says_so(proj, tmp_path):
     from rubricflow.config import load_config
 
     inp = _inputs("mystery", load_config(), {}, tmp_path)
-    assert inp.deps == {} and set(inp.params) == {"profile", "seed", "data"}
-    assert "not in dvc.yaml" in inp.notes[0] and "'mystery'" in inp.notes[0]
+    assert inp.declared is False and inp.deps == {}
+    assert "'mystery' is not in dvc.yaml" in inp.notes[0] and "not cached" in inp.notes[0]
+    assert _inputs("validate", load_config(), {"validate": {"deps": []}}, tmp_path).declared is True
 
 
 def test_hash_memo_reuses_hashes_until_the_file_changes(tmp_path):
@@ -283,15 +284,15 @@ def test_compare_table_shows_differing_params_final_metrics_and_transition(mlflo
     from tasks.compare import compare_runs
 
     cmp = compare_runs("abl", "rucl")
-    assert sorted(cmp.differing_params) == ["rucl.curriculum.shape", "rucl.reward.mode"]  # seed is the same
+    assert cmp.differing_params == ["rucl.curriculum.shape", "rucl.reward.mode"]  # sorted; seed is the same
     assert cmp.metrics == ["final/reward_total", "steps"]  # the default patterns, not the timings
     assert cmp.columns[-1] == "transition_step"
     newest_first = [(r["rucl.reward.mode"], r["rucl.curriculum.shape"], r["final/reward_total"], r["transition_step"])
                     for r in cmp.rows]
     assert newest_first == [("rucl", "linear", 0.7, 15), ("outcome", "sigmoid", 0.6, None), ("rucl", "sigmoid", 0.8, 12)]
     md = cmp.markdown()
-    assert "| run | started | rucl.reward.mode | rucl.curriculum.shape | final/reward_total | steps | transition_step |" in md
-    assert "| outcome | sigmoid | 0.6 | 20 | - |" in md
+    assert "| run | started | rucl.curriculum.shape | rucl.reward.mode | final/reward_total | steps | transition_step |" in md
+    assert "| sigmoid | outcome | 0.6 | 20 | - |" in md
     with pytest.raises(ValueError, match=r"no runs of stage 'train' in experiment 'abl'; stages with runs: \['rucl', 'sft'\]"):
         compare_runs("abl", "train")
     with pytest.raises(ValueError, match="experiment 'nope' does not exist"):
