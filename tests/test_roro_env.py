@@ -179,3 +179,18 @@ def test_step_cache_makes_repeats_free(tmp_path):
     before = env2.slm.calls
     env2.rollout([P], ConstantPolicy(0))
     assert env2.slm.calls == before  # everything served from the loaded cache
+
+
+def test_enumerate_routes_covers_the_decision_tree():
+    lrm = _lrm()
+    slm = PrefixAware("slm", {}, n_params=100)
+    env = RoutingEnv(slm, lrm, "slm:x", "lrm:x", max_steps=6)
+    routes = env.enumerate_routes([P])
+    assert len(routes) == 16  # 4 decisions, 2 choices each
+    assert len({tuple(t.actions) for t in routes}) == 16
+    by_actions = {tuple(t.actions): t for t in routes}
+    assert by_actions[(0, 1, 0, 0)].outcome and not by_actions[(0, 0, 0, 0)].outcome
+    assert [s.text for s in by_actions[(1, 1, 1, 1)].steps] == P.reference_steps
+    calls = (slm.calls, lrm.calls)
+    env.rollout([P], RandomPolicy(0.5, seed=3), repeats=16)
+    assert (slm.calls, lrm.calls) == calls  # every rollout is now a cache lookup

@@ -1,0 +1,20 @@
+"""RoRo: rubric-guided process reward for stepwise model routing (pipeline: rubricflow/roro/pipeline.py).
+
+``rubricflow.roro.process_score(rubric, judgments)`` is the Judge's process score (sum weight * score * satisfied;
+``score_judgments`` also lists the criteria with no judgment). Both are loaded lazily so that importing the config
+(``rubricflow.roro.config``, composed into ``rubricflow.config.Config``) stays cheap.
+"""
+
+# rubricflow.config composes the method sections (this package's config among them) when it is first imported;
+# importing it before our own config module keeps that order whichever module a caller imports first.
+import rubricflow.config  # noqa: F401,I001
+
+__all__ = ["process_score", "score_judgments"]
+
+
+def __getattr__(name: str):
+    if name in __all__:
+        from rubricflow.roro import rubric
+
+        return getattr(rubric, name)
+    raise AttributeError(f"module 'rubricflow.roro' has no attribute {name!r}")

@@ -26,8 +26,8 @@ class RoRoTaskConfig(Section):
         None, description="GSM8K-style jsonl (`question`, `answer` ending '#### N'); required when source=gsm8k."
     )
     n_sft: int = Field(3000, ge=1, description="Synthetic problems the step models are fine-tuned on.")
-    n_train: int = Field(48, ge=1, description="Problems for trajectories, training pairs and router GRPO.")
-    n_val: int = Field(24, ge=1, description="Held-out problems whose pairs measure the Judge's pairwise accuracy.")
+    n_train: int = Field(32, ge=1, description="Problems for trajectories, training pairs and router GRPO.")
+    n_val: int = Field(16, ge=1, description="Held-out problems whose pairs measure the Judge's pairwise accuracy.")
     n_test: int = Field(64, ge=1, description="Held-out problems for the accuracy-vs-cost evaluation.")
     min_ops: int = Field(2, ge=1, description="Fewest operations per synthetic problem (steps = ops + final).")
     max_ops: int = Field(3, ge=1, description="Most operations per synthetic problem.")
@@ -60,17 +60,33 @@ class StepModelConfig(Section):
     vocab_size: int = Field(400, ge=300, description="Tiny only: BPE vocabulary of the offline tokenizer.")
     sft_steps: int = Field(400, ge=0, description="Tiny only: SFT steps at `lr`.")
     sft_decay_steps: int = Field(100, ge=0, description="Tiny only: further SFT steps at lr / 4 (a cheap decay).")
+    target_step_acc: float = Field(
+        0.0, ge=0, le=1,
+        description="Tiny only: after sft_steps, keep training in blocks while the gold-prefix step accuracy on the "
+        "val problems is below this (0 = fixed schedule).",
+    )
+    extra_block: int = Field(100, ge=1, description="Tiny only: steps per extra block (at lr / 2).")
+    max_extra_steps: int = Field(0, ge=0, description="Tiny only: cap on the extra steps.")
     batch_size: int = Field(16, ge=1, description="Tiny only: SFT sequences per step.")
-    lr: float = Field(3e-3, gt=0, description="Tiny only: SFT learning rate.")
+    lr: float = Field(1e-3, gt=0, description="Tiny only: SFT learning rate.")
+    warmup_steps: int = Field(40, ge=0, description="Tiny only: linear warmup steps of the first phase.")
     gpu_memory_utilization: float = Field(0.4, gt=0, le=1, description="vLLM only: GPU memory fraction.")
+    n_params: int = Field(
+        0, ge=0, description="vLLM only: parameter count for the FLOPs estimate (tiny/transformers: counted)."
+    )
 
 
 def _slm() -> StepModelConfig:
-    return StepModelConfig(path="artifacts/roro/models/slm", hidden_size=64, sft_steps=240, sft_decay_steps=60)
+    return StepModelConfig(path="artifacts/roro/models/slm", hidden_size=64, num_layers=2, sft_steps=200,
+                           sft_decay_steps=30, lr=3e-3, warmup_steps=20, target_step_acc=0.5, extra_block=50,
+                           max_extra_steps=200)
 
 
 def _lrm() -> StepModelConfig:
-    return StepModelConfig(path="artifacts/roro/models/lrm", hidden_size=128, sft_steps=400, sft_decay_steps=100)
+    # lr 1e-3 with a 40-step warmup: at 3e-3 the 3-layer model often stalled below 70% step accuracy
+    return StepModelConfig(path="artifacts/roro/models/lrm", hidden_size=128, num_layers=3, sft_steps=350,
+                           sft_decay_steps=50, lr=1e-3, warmup_steps=40, target_step_acc=0.9, extra_block=100,
+                           max_extra_steps=200)
 
 
 class StepsConfig(Section):
@@ -108,17 +124,21 @@ class PairsConfig(Section):
 
 
 class RoleLMConfig(Section):
-    path: str = Field(description="Where the role's checkpoints are saved (one folder per phase).")
+    source: Literal["tiny", "pretrained"] = Field(
+        "tiny", description="'tiny': a Qwen2 built offline here; 'pretrained': start from `init` (HF id or directory)."
+    )
+    init: str | None = Field(None, description="Pretrained only: the model to start from.")
+    path: str = Field(description="Where the trained role model is saved.")
     hidden_size: int = Field(64, ge=16, description="Tiny Qwen2 hidden size.")
     num_layers: int = Field(2, ge=1, description="Tiny Qwen2 layers.")
-    vocab_size: int = Field(700, ge=300, description="Vocabulary of the role's offline tokenizer.")
+    vocab_size: int = Field(500, ge=300, description="Vocabulary of the role's offline tokenizer.")
     warm_steps: int = Field(150, ge=0, description="Round-0 templated SFT steps (format, uninformative content).")
     rft_steps: int = Field(60, ge=0, description="SFT steps on the kept candidates in each round.")
     batch_size: int = Field(16, ge=1, description="SFT sequences per step.")
     lr: float = Field(3e-3, gt=0, description="SFT learning rate.")
     samples: int = Field(4, ge=1, description="Candidates sampled per input in a rejection-sampling round.")
     temperature: float = Field(1.0, gt=0, description="Sampling temperature of the candidates.")
-    max_new_tokens: int = Field(96, ge=8, description="Generation cap of one rubric / judgment.")
+    max_new_tokens: int = Field(48, ge=8, description="Generation cap of one rubric / judgment (in tokens).")
 
 
 def _judge() -> RoleLMConfig:
@@ -126,16 +146,24 @@ def _judge() -> RoleLMConfig:
 
 
 def _rubricor() -> RoleLMConfig:
-    return RoleLMConfig(path="artifacts/roro/rubricor", rft_steps=40)
+    return RoleLMConfig(path="artifacts/roro/rubricor", warm_steps=80, rft_steps=30, max_new_tokens=96)
 
 
 class RubricorJudgeConfig(Section):
     rounds: int = Field(2, ge=0, description="Alternation rounds (each: a Judge phase, then a Rubricor phase).")
     judge: RoleLMConfig = Field(default_factory=_judge, description="The Judge LM.")
     rubricor: RoleLMConfig = Field(default_factory=_rubricor, description="The Rubricor LM.")
-    min_criteria: int = Field(2, ge=1, description="Fewest criteria in a warm-start rubric.")
-    max_criteria: int = Field(3, ge=1, description="Most criteria in a warm-start rubric.")
-    batch_size: int = Field(64, ge=1, description="Prompts per generate() call.")
+    warm_label_noise: float = Field(
+        0.35, ge=0, le=0.5,
+        description="Round-0 Judge targets: probability of flipping each criterion's literal reading (0.5 = pure "
+        "noise).",
+    )
+    score_samples: int = Field(
+        4, ge=1, description="Judgments sampled per trajectory; its process score is their mean (expected score)."
+    )
+    score_temperature: float = Field(1.0, ge=0, description="Sampling temperature of those judgments (0 = greedy).")
+    rubricor_problems: int = Field(16, ge=1, description="Training problems per Rubricor phase.")
+    batch_size: int = Field(256, ge=1, description="Prompts per generate() call (tiny LMs: big batches are cheap).")
     seed: int = Field(17, description="Seed of the warm-start templates and candidate sampling.")
 
 
@@ -158,7 +186,11 @@ class RouterConfig(Section):
         default_factory=lambda: [0.1, 0.5, 1.0],
         description="Cost weights swept for the accuracy-vs-cost curves (RoRo and the outcome-only router).",
     )
-    checkpoint_dir: str = Field("artifacts/roro/router/checkpoints", description="GRPO checkpoints (resume).")
+    checkpoint_dir: str = Field(
+        ".rubricflow/checkpoints/roro",
+        description="GRPO checkpoints (resume point); one sub-directory per run and configuration hash, so a changed "
+        "parameter, step model or Judge never resumes a run made with other settings.",
+    )
 
     @model_validator(mode="after")
     def _check(self) -> "RouterConfig":

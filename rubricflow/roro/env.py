@@ -341,6 +341,26 @@ class RoutingEnv:
                 self._advance(lv, prop, lrm_out.get(id(lv)), state, int(a))
         return [self._finish(lv, policy.name) for lv in lives]
 
+    def enumerate_routes(self, problems: Sequence[Problem]) -> list[Trajectory]:
+        """Every routing decision sequence of every problem (2^steps trajectories each, fewer when routes end
+        early): fills the step cache with the whole decision tree, so later rollouts on these problems are lookups.
+        """
+        lives = [_Live(p, 0, carried=p.start) for p in problems]
+        done: list[_Live] = []
+        while lives:
+            proposals = self._steps(SLM, lives)
+            lrm_steps = self._steps(LRM, lives)
+            nxt: list[_Live] = []
+            for lv, prop, lo in zip(lives, proposals, lrm_steps):
+                us = lv.uncertainties + [prop.uncertainty]
+                state = router_state(us, prop.n_tokens, len(lv.steps), self.token_norm, self.step_norm)
+                for a in (0, 1):
+                    child = _Live(lv.problem, lv.repeat, list(lv.steps), list(us), lv.carried)
+                    self._advance(child, prop, lo if a else None, state, a)
+                    (done if child.done else nxt).append(child)
+            lives = nxt
+        return [self._finish(lv, "enumerate") for lv in done]
+
     def _advance(self, lv: _Live, prop: StepOutput, lrm: StepOutput | None, state: list[float], action: int) -> None:
         k = len(lv.steps)
         p = lv.problem

@@ -163,11 +163,17 @@ class VLLMStepModel:
         self,
         model_path: str,
         name: str,
+        n_params: int,
         max_step_tokens: int = 256,
         uncertainty: UncertaintyKind = "one_minus_min_maxprob",
         gpu_memory_utilization: float = 0.4,
         logprobs_k: int = 20,
     ):
+        if n_params <= 0:
+            raise ValueError(
+                f"roro.{name}.n_params: set the parameter count of {model_path} (for the 2 * params * tokens FLOPs "
+                "estimate); vLLM does not report it"
+            )
         try:
             from vllm import LLM
         except ImportError as e:
@@ -183,11 +189,8 @@ class VLLMStepModel:
         self.max_step_tokens = max_step_tokens
         self.uncertainty = uncertainty
         self.logprobs_k = logprobs_k
-        cfg = self.llm.llm_engine.model_config.hf_config
-        self.vocab_size = int(getattr(cfg, "vocab_size", 32000))
-        # 2 * params * tokens FLOPs estimate: the parameter count from the HF config (no weights on this side)
-        self.n_params = int(self.llm.llm_engine.model_config.get_num_parameters()) if hasattr(
-            self.llm.llm_engine.model_config, "get_num_parameters") else 0
+        self.vocab_size = len(self.tokenizer)
+        self.n_params = n_params
 
     def prompt(self, question: str) -> str:
         return solution_prompt(self.tokenizer, question)

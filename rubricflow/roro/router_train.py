@@ -1,0 +1,228 @@
+"""Router GRPO through the shared updater: the router ``PolicyAdapter``, rollouts and rewards.
+
+An episode is one routed solution: ``prompt`` = the router states it saw (one 5-vector per step), ``actions`` =
+its decisions (0 keep SLM, 1 call LRM), ``group`` = the problem (``group_size`` rollouts per problem are compared).
+Reward of a trajectory (the same for each of its decisions, GRPO's sequence-level advantage)::
+
+    reward = 1[final answer right] + process_weight * judge_score - cost_weight * lrm_tokens / all_lrm_tokens
+
+``judge_score`` is the Judge's process score (``rubric.process_score`` of its judgments; the mean over
+``score_samples`` sampled judgments) under the Rubricor's rubric for the problem; a failed judgment makes the
+reward *missing* (NaN: the updater leaves the episode out), never 0. ``all_lrm_tokens`` is the LRM cost of routing every step of that problem to the LRM, so the cost term is
+a fraction in [0, 1]. ``process_weight = 0`` is the outcome-only GRPO baseline (no Judge calls).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from rubricflow.grpo.types import Episode
+from rubricflow.roro.env import ConstantPolicy, RouterPolicy, RoutingEnv, Trajectory
+from rubricflow.roro.task import Problem
+
+
+class RouterAdapter:
+    """``PolicyAdapter`` for ``models.router.RouterMLP``: log-prob of each recorded decision."""
+
+    def __init__(self, module: torch.nn.Module):
+        self.module = module
+
+    def action_logprobs(self, module: torch.nn.Module, episodes: list[Episode], with_entropy: bool = False):
+        B = len(episodes)
+        T = max(1, max(len(e.actions) for e in episodes))
+        dim = module.state_dim
+        states = torch.zeros((B, T, dim), dtype=torch.float32)
+        actions = torch.zeros((B, T), dtype=torch.long)
+        mask = torch.zeros((B, T), dtype=torch.float32)
+        for i, e in enumerate(episodes):
+            n = len(e.actions)
+            if len(e.prompt) != n:
+                raise ValueError(f"episode {i}: {len(e.prompt)} states for {n} actions (one state per decision)")
+            if n:
+                states[i, :n] = torch.as_tensor(e.prompt, dtype=torch.float32)
+                actions[i, :n] = torch.as_tensor(e.actions, dtype=torch.long)
+                mask[i, :n] = 1.0
+        all_logp = module.log_probs(states)  # [B, T, A]
+        logp = all_logp.gather(-1, actions.unsqueeze(-1)).squeeze(-1) * mask
+        if with_entropy:
+            with torch.no_grad():
+                ent = -(all_logp.exp() * all_logp).sum(-1) * mask
+            return logp, mask, ent
+        return logp, mask
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Process scores (Judge under the Rubricor's rubric), cached per distinct trajectory
+
+
+class ProcessScorer:
+    """Judge process scores for trajectories, memoised by (problem, solution); None = the judgment failed."""
+
+    def __init__(self, judge, rubrics: dict, questions: dict[str, str], samples: int = 4, temperature: float = 1.0,
+                 seed: int = 0):
+        self.judge, self.rubrics, self.questions = judge, rubrics, questions
+        self.samples, self.temperature, self.seed = samples, temperature, seed
+        self.cache: dict[tuple, float | None] = {}
+        self.failures = 0
+
+    def scores(self, trajs: list[Trajectory]) -> list[float | None]:
+        from rubricflow.roro.rubricor_judge import sampled_scores
+
+        todo, seen = [], set()
+        for t in trajs:
+            k = t.key()
+            if k not in self.cache and k not in seen:
+                seen.add(k)
+                todo.append(t)
+        items, keys = [], []
+        for t in todo:
+            r = self.rubrics.get(t.problem_id)
+            if r is None:
+                raise KeyError(f"no rubric for problem {t.problem_id} (run the rubricor-judge stage on it)")
+            if r.failed:
+                self.cache[t.key()] = None  # the Rubricor's output did not parse: no process score
+                continue
+            items.append((self.questions[t.problem_id], r.criteria, t))
+            keys.append(t.key())
+        if items:
+            # the generator reseeds torch's global RNG; fork it so the router's rollout sampling stream (which the
+            # GRPO checkpoints save and restore) is not reset at every Judge call
+            with torch.random.fork_rng():
+                scored = sampled_scores(self.judge, items, self.samples, self.temperature, self.seed)
+            for k, sc in zip(keys, scored):
+                self.cache[k] = sc
+                self.failures += sc is None
+        return [self.cache[t.key()] for t in trajs]
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Rewards
+
+
+def trajectory_reward(outcome: bool, process: float | None, lrm_tokens: int, all_lrm_tokens: int,
+                      process_weight: float, cost_weight: float) -> float:
+    """``outcome + process_weight * process - cost_weight * lrm_tokens / all_lrm_tokens`` (NaN when the process
+    score is needed and missing)."""
+    cost = lrm_tokens / all_lrm_tokens if all_lrm_tokens > 0 else 0.0
+    r = float(outcome) - cost_weight * cost
+    if process_weight > 0:
+        if process is None:
+            return float("nan")
+        r += process_weight * process
+    return r
+
+
+@dataclass
+class RouterRun:
+    tag: str
+    process_weight: float
+    cost_weight: float
+
+
+class _History:
+    """Per-step metrics kept in the checkpoint, so a resumed run reports every step."""
+
+    def __init__(self):
+        self.rows: list[dict] = []
+
+    def state_dict(self) -> dict:
+        return {"rows": self.rows}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.rows = list(state["rows"])
+
+
+def run_key(run: RouterRun, rcfg, seed: int, fingerprints: list[str]) -> str:
+    """Checkpoint sub-directory: tag + hash of everything that decides the run (a changed parameter, model or
+    judge never resumes a run made with other settings)."""
+    import hashlib
+    import json
+
+    d = {"run": [run.tag, run.process_weight, run.cost_weight], "seed": seed, "fp": fingerprints,
+         "router": rcfg.model_dump(mode="json", exclude={"checkpoint_dir", "sweep_cost_weights", "cost_weight"})}
+    d["router"]["grpo"].pop("checkpoint_every", None)
+    return f"{run.tag}-{hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:12]}"
+
+
+def train_router(
+    run: RouterRun,
+    env: RoutingEnv,
+    problems: list[Problem],
+    rcfg,
+    scorer: ProcessScorer | None,
+    checkpoint_dir: str | Path,
+    seed: int,
+    log=None,
+    fingerprints: list[str] | None = None,
+):
+    """GRPO-train a fresh router (or resume its checkpoint); returns ``(router, summary)``."""
+    from models.router import RouterMLP
+    from rubricflow.grpo.engine import make_engine
+    from rubricflow.grpo.trainer import GRPOTrainer
+    from rubricflow.grpo.updater import GRPOUpdater
+
+    if run.process_weight > 0 and scorer is None:
+        raise ValueError(f"router run {run.tag}: process_weight > 0 needs the Judge (scorer)")
+    g = rcfg.grpo
+    torch.manual_seed(seed)
+    router = RouterMLP(hidden=rcfg.hidden, init_call_bias=rcfg.init_call_bias)
+    engine = make_engine(router, g.engine, g.lr, g.weight_decay, g.warmup_steps, g.max_grad_norm)
+    updater = GRPOUpdater(RouterAdapter(router), engine, g)
+    all_lrm = {t.problem_id: t.lrm_tokens for t in env.rollout(problems, ConstantPolicy(1))}
+    if run.process_weight > 0:
+        # every route of every training problem: the step cache then holds the whole decision tree and the Judge
+        # scores all distinct trajectories in a few big batches, so the GRPO steps below are lookups
+        scorer.scores(env.enumerate_routes(problems))
+    policy = RouterPolicy(router, greedy=False, name=run.tag)  # samples from torch's global RNG (checkpointed)
+
+    def rollout_fn(step: int, batch: list[Problem]):
+        trajs = env.rollout(batch, policy, repeats=g.group_size)
+        proc = scorer.scores(trajs) if run.process_weight > 0 else [None] * len(trajs)
+        eps, outs, costs, pvals = [], [], [], []
+        for t, pv in zip(trajs, proc):
+            r = trajectory_reward(t.outcome, pv, t.lrm_tokens, all_lrm[t.problem_id], run.process_weight,
+                                  run.cost_weight)
+            eps.append(Episode(prompt=t.states, actions=t.actions, reward=r, group=t.problem_id, role="router"))
+            outs.append(float(t.outcome))
+            costs.append(t.lrm_tokens / max(1, all_lrm[t.problem_id]))
+            if pv is not None:
+                pvals.append(pv)
+        m = {"accuracy": sum(outs) / len(outs), "lrm_cost_frac": sum(costs) / len(costs),
+             "process_mean": sum(pvals) / len(pvals) if pvals else float("nan"),
+             "call_rate": sum(sum(t.actions) for t in trajs) / max(1, sum(len(t.actions) for t in trajs))}
+        return eps, m
+
+    hist = _History()
+
+    def log_fn(step: int, metrics: dict) -> None:
+        row = {"step": step, **{k: float(v) for k, v in metrics.items() if isinstance(v, (int, float))}}
+        hist.rows.append(row)
+        if log is not None:
+            log(run.tag, row)
+
+    t0 = time.perf_counter()
+    ckpt = Path(checkpoint_dir) / run_key(run, rcfg, seed, list(fingerprints or []))
+    trainer = GRPOTrainer(updater, problems, rollout_fn, g, ckpt, log_fn=log_fn, stateful={"history": hist})
+    res = trainer.run()
+    history = hist.rows
+    tail = history[-5:] or [{}]
+    summary = {
+        "tag": run.tag, "process_weight": run.process_weight, "cost_weight": run.cost_weight,
+        "steps": res["steps"], "resumed_from": res["resumed_from"], "train_s": time.perf_counter() - t0,
+        "final_train_accuracy": _mean(r.get("accuracy") for r in tail),
+        "final_train_cost_frac": _mean(r.get("lrm_cost_frac") for r in tail),
+        "final_reward": _mean(r.get("reward_mean/router") for r in tail),
+        "missing_rewards": sum(r.get("n_missing", 0.0) for r in history),
+        "history": history,
+    }
+    return router.eval(), summary
+
+
+def _mean(xs) -> float:
+    v = [x for x in xs if x is not None and not (isinstance(x, float) and math.isnan(x))]
+    return sum(v) / len(v) if v else float("nan")
