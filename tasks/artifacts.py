@@ -196,6 +196,16 @@ def report_markdown(
     return "\n".join(lines) + "\n"
 
 
+def plot_key(flow: str, spec) -> str:
+    """Artifact key of a plot: ``<flow>-<top-level plot id>``, or the file path without reports/, plots/ and the
+    data suffix (``reports/plots/sft_loss.json`` -> ``<flow>-sft-loss``; images keep theirs: ``...-curriculum-png``)."""
+    if spec.stage is None:
+        return artifact_key(flow, spec.id)
+    p = Path(spec.id)
+    parts = [x for x in p.with_suffix("").parts if x not in ("reports", "plots")]
+    return artifact_key(flow, *parts, *([p.suffix[1:]] if spec.is_image else []))
+
+
 def publish_plots(flow: str, stages: list[str]) -> list[str]:
     """Table + image artifacts for the dvc.yaml plots of ``stages`` that exist; returns the plot ids published."""
     from prefect.artifacts import create_image_artifact, create_table_artifact
@@ -207,7 +217,7 @@ def publish_plots(flow: str, stages: list[str]) -> list[str]:
         if not all(os.path.exists(f) for f in spec.files):
             log.warning("plot %s of stage %s: %s not written", spec.id, spec.stage, spec.files)
             continue
-        key = artifact_key(flow, Path(spec.id).stem)
+        key = plot_key(flow, spec)
         if not spec.is_image:
             create_table_artifact(table_rows(spec), key=f"{key}-table",
                                   description=f"{spec.title or spec.id} (stage {spec.stage}; down-sampled rows)")

@@ -22,9 +22,10 @@ from tasks.inputs import raw_params, stage_inputs
 
 
 def inputs_for(stage: str, cfg):
-    from tasks.registry import stage_function
+    """Declared inputs of a pipeline entry (a stage, or a variant: its own dvc.yaml entry, its base stage's code)."""
+    from tasks.registry import base_stage, stage_function
 
-    fn = stage_function(stage)
+    fn = stage_function(base_stage(stage))
     return stage_inputs(stage, cfg, fn=fn, raw_params=raw_params(), sections=tuple(getattr(fn, "sections", ())))
 
 

@@ -215,6 +215,27 @@ def stage_inputs(
     return inp
 
 
+def cmd_overrides(spec: dict, stage: str = "?") -> dict[str, Any]:
+    """The ``--set key=value`` overrides of a dvc.yaml stage's ``rubricflow ...`` command (values parsed as YAML,
+    like the CLI does)."""
+    import shlex
+
+    cmd = spec.get("cmd")
+    if not isinstance(cmd, str):
+        raise ValueError(f"dvc.yaml stage {stage!r}: expected a single `cmd` string, got {cmd!r}")
+    argv = shlex.split(cmd)
+    out: dict[str, Any] = {}
+    for i, tok in enumerate(argv):
+        item = argv[i + 1] if tok == "--set" and i + 1 < len(argv) else tok[len("--set="):] if tok.startswith("--set=") else None
+        if item is None:
+            continue
+        if "=" not in item:
+            raise ValueError(f"dvc.yaml stage {stage!r}: --set expects key=value, got {item!r}")
+        k, v = item.split("=", 1)
+        out[k.strip()] = yaml.safe_load(v)
+    return out
+
+
 def raw_params(path: str | Path | None = None) -> dict:
     """The params file as written (for keys such as ``profiles`` that the effective config does not hold)."""
     p = Path(path or os.environ.get("RUBRICFLOW_PARAMS", "params.yaml"))

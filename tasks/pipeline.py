@@ -27,7 +27,8 @@ from rubricflow.config import load_config
 from tasks.artifacts import artifact_key, mlflow_links, publish_comparison, publish_plots, report_markdown
 from tasks.cache import inputs_for
 from tasks.concurrency import ensure_judge_limit
-from tasks.registry import resolve
+from tasks.inputs import cmd_overrides, load_dvc_yaml
+from tasks.registry import VARIANTS, resolve
 from tasks.stage import configured, options_for
 
 # The stage whose runs each flow compares across invocations (ablations) in a `<flow>-compare` table artifact.
@@ -81,14 +82,23 @@ def _run(flow, flow_run_id, pipeline_id, profile, overrides, until, track, param
 
     outcomes: list[dict] = []
     failure: BaseException | None = None
+    dvc_stages = load_dvc_yaml()
     for name in resolved.available:
-        inp = inputs_for(name, cfg)
+        stage_cfg = cfg
+        if name in VARIANTS:  # e.g. rucl_outcome = the rucl stage with the dvc.yaml cmd's --set overrides
+            if name not in dvc_stages:
+                raise ValueError(f"pipeline {flow}: variant {name!r} of stage {VARIANTS[name]!r} is defined by its "
+                                 f"dvc.yaml entry (cmd --set overrides), but dvc.yaml has no stage {name!r}")
+            extra = cmd_overrides(dvc_stages[name], name)
+            logger.info("stage %s = %s with %s", name, VARIANTS[name], extra)
+            stage_cfg = load_config(profile=profile, overrides={**overrides, **extra})
+        inp = inputs_for(name, stage_cfg)
         missing_outs = inp.missing_outputs()
         if missing_outs:
             logger.info("stage %s: outputs missing (%s): any cached result is recomputed", name, ", ".join(missing_outs))
         t0 = time.perf_counter()
         state = configured(name, flow, cfg.profile, refresh=bool(missing_outs), cache=inp.declared)(
-            name, cfg, track=track, pipeline=flow, return_state=True
+            name, stage_cfg, track=track, pipeline=flow, return_state=True
         )
         secs = time.perf_counter() - t0
         if state.is_completed():

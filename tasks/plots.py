@@ -97,8 +97,20 @@ def _dvc_doc(path: str | Path = "dvc.yaml") -> dict:
 
 
 def specs_for_stages(stages: list[str]) -> list[PlotSpec]:
-    """The stage-level plots of the given stages (the flow report shows those that ran)."""
-    return [s for s in plot_specs(load_dvc_yaml(), []) if s.stage in set(stages)]
+    """The plots the given stages produced: their stage-level plots, then the top-level plots that read a file one
+    of them declares (outs, metrics or plots), e.g. the RuCL-vs-outcome reward curves after both trainings."""
+    doc = _dvc_doc()
+    dvc_stages = doc.get("stages") or {}
+    wanted = set(stages)
+    specs = [s for s in plot_specs(dvc_stages, []) if s.stage in wanted]
+    produced = set()
+    for name in wanted & set(dvc_stages):
+        for kind in ("outs", "metrics", "plots"):
+            for item in dvc_stages[name].get(kind) or []:
+                produced.update([item] if isinstance(item, str) else [str(k) for k in item])
+    top = [s for s in plot_specs({}, doc.get("plots") or []) if produced & set(s.files)]
+    covered = {f for s in top for f in s.files}  # a top-level plot (with its x/y) supersedes the bare file plot
+    return [s for s in specs if s.is_image or not set(s.files) <= covered] + top
 
 
 # ----------------------------------------------------------------------------------------------------------------

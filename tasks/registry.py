@@ -25,11 +25,17 @@ from rubricflow import stages as _foundation
 # The three pipelines, in execution order. Names are ``@stage`` names (the same names dvc.yaml uses).
 PIPELINES: dict[str, list[str]] = {
     # RuCL: foundation -> rubric pool -> calibrate/stratify -> GRPO with the curriculum -> evaluation
-    "rucl": ["data", "validate", "base_model", "sft", "rubrics", "stratify", "rucl", "rucl_eval"],
+    "rucl": ["data", "validate", "base_model", "sft", "rubrics", "stratify", "rucl", "rucl_outcome", "rucl_eval"],
     # DeltaRubric: preference pairs -> warm-start SFT (builds its own tiny base) -> multi-role GRPO -> judge tables
     "deltarubric": ["deltarubric_pairs", "deltarubric_sft", "deltarubric_train", "deltarubric_eval"],
     # RoRo: step models -> routing trajectories -> preference pairs -> Rubricor + Judge -> router GRPO -> acc vs cost
     "roro": ["roro_models", "roro_trajectories", "roro_pairs", "roro_rubricor_judge", "roro_router", "roro_eval"],
+}
+
+# Variants: dvc.yaml stages that run a registered stage with `rubricflow --set k=v ...` overrides (the overrides are
+# read from the dvc.yaml cmd, the one place they are written). variant -> registered stage.
+VARIANTS: dict[str, str] = {
+    "rucl_outcome": "rucl",  # the outcome-only GRPO baseline that rucl_eval compares against
 }
 
 _DECORATOR = re.compile(r"^\s*@(?:\w+\.)?stage\(", re.MULTILINE)
@@ -104,8 +110,13 @@ def resolve(pipeline: str, until: str | None = None) -> Resolved:
     reg = registry()
     out = Resolved(pipeline)
     for n in names:
-        (out.available if n in reg else out.missing).append(n)
+        (out.available if base_stage(n) in reg else out.missing).append(n)
     return out
+
+
+def base_stage(name: str) -> str:
+    """The registered stage a pipeline entry runs (itself, or the stage a variant runs)."""
+    return VARIANTS.get(name, name)
 
 
 def stage_function(name: str) -> Callable[..., dict]:

@@ -32,7 +32,7 @@ from rubricflow.config import Config
 from tasks.artifacts import CrashHook, ProgressMirror
 from tasks.cache import STAGE_CACHE, inputs_for
 from tasks.concurrency import JUDGE_LIMIT
-from tasks.registry import stage_function
+from tasks.registry import base_stage, stage_function
 
 
 @dataclass(frozen=True)
@@ -62,7 +62,7 @@ NOT_RETRIED = (ValueError, KeyError, AttributeError, ImportError, FileNotFoundEr
 
 
 def options_for(stage: str) -> StageOptions:
-    return STAGE_OPTIONS.get(stage, DEFAULT_OPTIONS)
+    return STAGE_OPTIONS.get(stage, STAGE_OPTIONS.get(base_stage(stage), DEFAULT_OPTIONS))
 
 
 def retry_delay_base() -> float:
@@ -88,7 +88,8 @@ def _retryable(task, task_run, state) -> bool:
     retry_condition_fn=_retryable,
 )
 def stage_task(stage: str, cfg: Config, track: bool = True, pipeline: str = "") -> dict:
-    """Run a registered stage; returns ``{"stage", "metrics", "attempt", "flow_run_id", "inputs_key"}``."""
+    """Run a pipeline entry (a registered stage, or a variant of one with its overrides already in ``cfg``); returns
+    ``{"stage", "metrics", "attempt", "flow_run_id", "inputs_key"}``."""
     logger = get_run_logger()
     ctx = TaskRunContext.get()
     attempt = ctx.task_run.run_count if ctx else 1
@@ -96,7 +97,7 @@ def stage_task(stage: str, cfg: Config, track: bool = True, pipeline: str = "") 
     inp = inputs_for(stage, cfg)
     for note in inp.notes:
         logger.warning(note)
-    fn = stage_function(stage)
+    fn = stage_function(base_stage(stage))
     opts = options_for(stage)
     mirror = ProgressMirror(stage)
     hooks = [mirror]

@@ -131,6 +131,20 @@ def test_registry_import_error_names_the_module(tmp_path):
         sys.path.remove(str(tmp_path))
 
 
+def test_variants_take_their_overrides_from_the_dvc_yaml_command(monkeypatch):
+    from tasks import registry
+    from tasks.inputs import cmd_overrides
+
+    spec = {"cmd": "rubricflow --set rucl.name=rucl_outcome --set=rucl.reward.mode=outcome --set rucl.reward.alpha=1 train"}
+    assert cmd_overrides(spec) == {"rucl.name": "rucl_outcome", "rucl.reward.mode": "outcome", "rucl.reward.alpha": 1}
+    with pytest.raises(ValueError, match="stage 'v': --set expects key=value, got 'oops'"):
+        cmd_overrides({"cmd": "rubricflow --set oops train"}, "v")
+    monkeypatch.setitem(registry.PIPELINES, "demo", ["sft", "sft_short"])
+    monkeypatch.setitem(registry.VARIANTS, "sft_short", "sft")
+    assert registry.resolve("demo").available == ["sft", "sft_short"]
+    assert registry.base_stage("sft_short") == "sft" and registry.base_stage("sft") == "sft"
+
+
 def test_crash_hook_fires_once_on_the_first_attempt_only(monkeypatch):
     from tasks.artifacts import CrashHook, InjectedCrash
 
@@ -214,6 +228,23 @@ def test_plot_specs_from_stage_and_top_level_sections():
     assert specs["reports/curve.png"].is_image
     c = specs["curriculum"]
     assert (c.files, c.y, c.title) == (["reports/rucl/curriculum.json"], ["curriculum/lambda_t", "reward/s_f"], "Curriculum")
+
+
+def test_plots_of_the_stages_that_ran_with_unique_artifact_keys(proj):
+    from tasks.artifacts import plot_key
+    from tasks.plots import specs_for_stages
+
+    doc = {"plots": [{"rucl_curriculum": {"x": "step", "y": {"reports/rucl/curriculum.json": ["reward/s_f"]}}},
+                     {"vs": {"x": "step", "y": {"reports/rucl/curriculum.json": "reward/total",
+                                                "reports/rucl_outcome/curriculum.json": "reward/total"}}}],
+           "stages": {"sft": {"plots": [{"reports/plots/sft_loss.json": {"x": "step", "y": "loss"}}]},
+                      "rucl": {"plots": ["reports/rucl/curriculum.json", "reports/rucl/curriculum.png"]}}}
+    (proj / "dvc.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
+    ids = [s.id for s in specs_for_stages(["rucl"])]
+    # the bare curriculum.json plot is superseded by the top-level plots that read it; sft did not run
+    assert ids == ["reports/rucl/curriculum.png", "rucl_curriculum", "vs"]
+    keys = [plot_key("rucl", s) for s in specs_for_stages(["rucl", "sft"])]
+    assert keys == ["rucl-sft-loss", "rucl-rucl-curriculum-png", "rucl-rucl-curriculum", "rucl-vs"]
 
 
 def test_offline_html_inlines_every_plot_and_loads_no_script(proj):
