@@ -143,6 +143,20 @@ def sft():
     run_stage(sft_stage)
 
 
+@app.command("resolve-params")
+def resolve_params(
+    out: Annotated[Path, typer.Option(help="Folder for one JSON file per effective config section.")] = Path(
+        "reports/params"
+    ),
+):
+    """Write the effective config (profile applied), one file per section: the params DVC stages depend on."""
+    from rubricflow.config import write_resolved
+
+    cfg = load_cfg()
+    written = write_resolved(cfg, out)
+    typer.echo(f"resolved profile {cfg.profile!r}: {', '.join(sorted(written))} -> {out}")
+
+
 @app.command("show-config")
 def show_config():
     """Print the effective configuration (profile overlay applied) as YAML."""

@@ -136,6 +136,7 @@ def _method_sections() -> dict[str, Any]:
     from rubricflow.deltarubric.config import DeltaRubricConfig
     from rubricflow.judge.config import JudgeConfig
     from rubricflow.rubrics.config import RubricsConfig
+    from rubricflow.roro.config import RoRoConfig
     from rubricflow.rucl.config import RuCLConfig
 
     return {
@@ -143,6 +144,7 @@ def _method_sections() -> dict[str, Any]:
         "rubrics": (RubricsConfig, "RuCL Phase I: rubric pool, calibration, coverage filter and tiers."),
         "rucl": (RuCLConfig, "RuCL Phase II: hybrid reward, curriculum, GRPO and engine."),
         "deltarubric": (DeltaRubricConfig, "DeltaRubric: preference pairs, roles, multi-role GRPO, evaluation."),
+        "roro": (RoRoConfig, "RoRo: step models, routing trajectories, pairs, Rubricor-Judge, router GRPO, eval."),
     }
 
 
@@ -256,3 +258,33 @@ def config_hash(cfg: BaseModel) -> str:
 
     blob = json.dumps(cfg.model_dump(mode="json"), sort_keys=True).encode()
     return hashlib.sha256(blob).hexdigest()[:16]
+
+
+def write_resolved(cfg: BaseModel, out_dir: str | os.PathLike) -> dict[str, str]:
+    """Write each top-level section of the effective config to ``out_dir/<section>.json``.
+
+    DVC stages depend on these files instead of on raw params.yaml keys: a profile overlay makes one raw key
+    affect many effective values, and editing an unrelated part of ``profiles`` would otherwise invalidate every
+    stage. Files are rewritten only when their content changes (DVC hashes content, not mtime, anyway).
+    """
+    import json
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    data = cfg.model_dump(mode="json")
+    scalars = {k: v for k, v in data.items() if not isinstance(v, dict)}
+    sections = {k: v for k, v in data.items() if isinstance(v, dict)}
+    sections["run"] = scalars  # profile, seed, artifacts_dir, reports_dir
+    written = {}
+    for name, value in sections.items():
+        path = out / f"{name}.json"
+        text = json.dumps(value, indent=1, sort_keys=True) + "\n"
+        if not path.exists() or path.read_text() != text:
+            tmp = path.with_suffix(".json.tmp")
+            tmp.write_text(text)
+            os.replace(tmp, path)
+        written[name] = str(path)
+    for stale in out.glob("*.json"):
+        if stale.stem not in sections:
+            stale.unlink()
+    return written

@@ -85,13 +85,18 @@ def staged_dir(final: str | Path):
     shutil.rmtree(old, ignore_errors=True)
 
 
-def stage(name: str, sections: tuple[str, ...] = ()):
-    """Register a stage; the wrapper handles tracking and the metrics report."""
+def stage(name: str, sections: tuple[str, ...] = (), report_name: Callable[[Any], str] | None = None):
+    """Register a stage; the wrapper handles tracking and the metrics report.
+
+    ``report_name(cfg)`` names one run of a stage that has variants (e.g. RuCL's outcome-only baseline): the
+    report file, the MLflow run and the DVC stage then use that name instead of ``name``.
+    """
 
     def deco(fn: StageFn) -> StageFn:
         @functools.wraps(fn)
         def wrapper(cfg: Config, *args, track: bool = True, prefect_flow_run_id: str | None = None, **kw) -> dict:
             t0 = time.perf_counter()
+            run_name = report_name(cfg) if report_name else name
             params = {s: getattr(cfg, s).model_dump(mode="json") for s in sections if hasattr(cfg, s)}
             params["profile"] = cfg.profile
             params["seed"] = cfg.seed
@@ -101,7 +106,7 @@ def stage(name: str, sections: tuple[str, ...] = ()):
                 from rubricflow.tracking import stage_run
 
                 with stage_run(
-                    name,
+                    run_name,
                     experiment=cfg.tracking.experiment,
                     params=params,
                     tags={"profile": cfg.profile},
@@ -113,7 +118,7 @@ def stage(name: str, sections: tuple[str, ...] = ()):
                     run.log_metrics({k: v for k, v in _flat(metrics).items()})
                     metrics["mlflow_run_id"] = run.run_id
             metrics.setdefault("duration_s", round(time.perf_counter() - t0, 2))
-            write_json(reports_dir(cfg) / f"{name}.json", metrics)
+            write_json(reports_dir(cfg) / f"{run_name}.json", metrics)
             return metrics
 
         wrapper.stage_name, wrapper.sections = name, sections  # read by the tasks layer (cache keys)

@@ -82,3 +82,25 @@ def test_every_field_has_a_description():
 
     walk(Config, "")
     assert missing == []
+
+
+def test_resolved_sections_change_only_where_the_effective_config_changes(tmp_path):
+    from rubricflow.config import write_resolved
+
+    base = {"profile": "tiny", "profiles": {"tiny": {"sft": {"steps": 5}}, "gpu": {"sft": {"steps": 500}}}}
+    out = tmp_path / "resolved"
+    write_resolved(config_from_dict(base), out)
+    before = {p.name: p.read_text() for p in out.glob("*.json")}
+    assert {"run.json", "data.json", "sft.json", "rucl.json", "judge.json"} <= set(before)
+    assert '"steps": 5' in before["sft.json"] and '"profile": "tiny"' in before["run.json"]
+
+    # editing the gpu profile changes nothing the tiny pipeline depends on
+    base["profiles"]["gpu"]["sft"]["steps"] = 7
+    write_resolved(config_from_dict(base), out)
+    assert {p.name: p.read_text() for p in out.glob("*.json")} == before
+
+    # a top-level override changes exactly its section
+    base["sft"] = {"steps": 9}
+    write_resolved(config_from_dict(base), out)
+    after = {p.name: p.read_text() for p in out.glob("*.json")}
+    assert [n for n in after if after[n] != before[n]] == ["sft.json"]

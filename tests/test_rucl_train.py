@@ -164,3 +164,35 @@ def test_run_key_separates_trajectories_but_not_step_counts(tmp_path):
     assert run_key(base, 0, "d") != run_key(base, 1, "d")
     alt = base.model_copy(update={"reward": base.reward.model_copy(update={"alpha": 0.5})})
     assert run_key(base, 0, "d") != run_key(alt, 0, "d")
+
+
+def test_shuffle_control_permutes_rewards_within_the_batch(setup):
+    """The control experiment keeps the batch's rewards but detaches them from the responses that earned them."""
+    from models.generation import Completion
+    from models.loader import load_policy
+    from rubricflow.data.schema import read_dataset
+    from rubricflow.rucl.rollout import RuCLRollout
+
+    root = setup
+    _, proc = load_policy(root / "sft")
+    samples = read_dataset(root / "data", split="train")[:6]
+    texts = ["red = 1, green = 0, blue = 0. so red = 1. \\boxed{1}", "\\boxed{0}", "blah", "\\boxed{3}"]
+
+    class FixedGen:
+        def generate(self, reqs, n=1, **kw):
+            return [[Completion([5, 6], texts[(i + k) % len(texts)], True) for k in range(n)] for i in range(len(reqs))]
+
+    def rewards(shuffle: bool):
+        cfg = make_cfg(root, "shuffle", reward={"shuffle_control": shuffle})
+        sched = CurriculumScheduler(0.3, 2, 2, 0.5, "linear")
+        ro = RuCLRollout(FixedGen(), proc, ProgrammaticJudge(), load_tiers(root / "tiers.json"), sched, cfg,
+                         root / "data")
+        episodes, metrics = ro(0, samples)
+        return [e.reward for e in episodes], metrics
+
+    plain, m_plain = rewards(False)
+    shuffled, m_shuf = rewards(True)
+    assert sorted(plain) == sorted(shuffled)  # the same multiset of rewards ...
+    assert plain != shuffled  # ... assigned to other responses
+    assert len(set(plain)) > 1
+    assert m_plain["reward/total"] == pytest.approx(m_shuf["reward/total"])  # logged stats are the true rewards

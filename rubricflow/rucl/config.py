@@ -22,6 +22,11 @@ class RewardConfig(Section):
         "weighted equally (no tiers); 'outcome': final-answer correctness only (alpha = 1, no judge calls).",
     )
     alpha: float = Field(0.7, ge=0, le=1, description="Weight of the outcome term (paper: 0.7 best).")
+    shuffle_control: bool = Field(
+        False,
+        description="Control experiment: permute the rewards within each rollout batch before the advantages "
+        "(breaks the reward-response link; a working reward signal must beat this control).",
+    )
 
 
 class CurriculumConfig(Section):
@@ -36,6 +41,12 @@ class CurriculumConfig(Section):
 
 
 class RuCLConfig(Section):
+    name: str = Field(
+        "rucl",
+        pattern=r"^[a-z][a-z0-9_]*$",
+        description="Run name: the report (reports/<name>.json, reports/<name>/) and MLflow stage name; variants "
+        "such as the outcome-only baseline use their own name and out_dir.",
+    )
     init_from: str = Field("artifacts/models/sft", description="Policy checkpoint to start from (the SFT model).")
     tiers_path: str = Field(
         "artifacts/rubrics/tiers.json", description="Rubric tiers written by the stratify stage (foundational/advanced)."
@@ -48,6 +59,14 @@ class RuCLConfig(Section):
     )
     train_split: Literal["train", "val", "test", "calib"] = Field("train", description="Dataset split for rollouts.")
     eval_samples: int = Field(64, ge=0, description="Test-split samples for the before/after evaluation (0 = skip).")
+    eval_policies: dict[str, str] = Field(
+        default_factory=lambda: {
+            "sft": "artifacts/models/sft",
+            "outcome": "artifacts/models/rucl_outcome",
+            "rucl": "artifacts/models/rucl",
+        },
+        description="rucl_eval: policies compared on held-out samples, name -> checkpoint directory.",
+    )
     reward: RewardConfig = Field(default_factory=RewardConfig, description="Hybrid reward.")
     curriculum: CurriculumConfig = Field(default_factory=CurriculumConfig, description="Advanced-rubric schedule.")
     grpo: GRPOConfig = Field(

@@ -73,11 +73,18 @@ def rucl_eval_impl(cfg, run=None) -> dict:
     rubrics = load_tiers(rcfg.tiers_path) if Path(rcfg.tiers_path).exists() else []
     judge = make_judge(_section(cfg, "judge"), image_root=data_dir) if rubrics else None
     result: dict[str, Any] = {"eval_samples": len(samples), "rubrics": [r.id for r in rubrics]}
-    for name, path in (("sft", rcfg.init_from), ("rucl", rcfg.out_dir)):
+    missing = {n: p for n, p in rcfg.eval_policies.items() if not (Path(p) / "config.json").exists()}
+    if missing:
+        raise FileNotFoundError(f"rucl.eval_policies: no checkpoint for {missing}; train them first (dvc repro)")
+    for name, path in rcfg.eval_policies.items():
         model, proc = load_policy(path)
         resp = greedy_responses(model, proc, data_dir, samples, cfg.generation)
         result[name] = score_responses(samples, resp, judge, rubrics, data_dir)
-    result["accuracy_gain"] = result["rucl"]["accuracy"] - result["sft"]["accuracy"]
+    base = result.get("sft")
+    if base is not None:
+        for name in rcfg.eval_policies:
+            if name != "sft":
+                result[f"accuracy_gain/{name}"] = result[name]["accuracy"] - base["accuracy"]
     return result
 
 

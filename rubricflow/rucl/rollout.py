@@ -19,6 +19,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import torch
+
 from rubricflow.answers import outcome_score
 from rubricflow.curriculum import CurriculumScheduler
 from rubricflow.grpo.types import Episode
@@ -101,6 +103,12 @@ class RuCLRollout:
             episodes.append(
                 Episode({"text": r.prompt, "images": r.images}, actions, b.total, s.id, meta={"text": c.text})
             )
+        if a.shuffle_control:
+            # Control: the same rewards, assigned to random episodes of the batch (seeded per step).
+            perm = torch.randperm(len(episodes), generator=torch.Generator().manual_seed(self.rcfg.grpo.seed + step))
+            rewards = [episodes[i].reward for i in perm.tolist()]
+            for e, r in zip(episodes, rewards):
+                e.reward = r
         summ = batch_summary(breakdowns)
         s_f = summ["s_f"]
         if self.engine is not None and getattr(self.engine, "world_size", 1) > 1:

@@ -29,7 +29,7 @@ from rubricflow.rucl.config import RuCLConfig
 
 # Settings that may change between an interrupted run and its resumption without changing what is trained.
 _RESUMABLE_FIELDS = {"grpo": {"steps", "checkpoint_every", "keep_checkpoints", "eval_every"}}
-_OUTPUT_FIELDS = {"out_dir", "checkpoint_dir", "eval_samples"}
+_OUTPUT_FIELDS = {"name", "out_dir", "checkpoint_dir", "eval_samples", "eval_policies"}
 
 
 class NoRun:
@@ -258,14 +258,14 @@ def rucl_stage_impl(cfg, run=None) -> dict:
         from rubricflow.judge.factory import make_judge
 
         judge = make_judge(_section(cfg, "judge"), image_root=cfg.data.out_dir)
-    return train_rucl(rcfg, cfg.data.out_dir, judge, rubrics, Path(cfg.reports_dir) / "rucl", cfg.generation,
+    return train_rucl(rcfg, cfg.data.out_dir, judge, rubrics, Path(cfg.reports_dir) / rcfg.name, cfg.generation,
                       run=run, seed=cfg.seed)
 
 
 def _register():
     from rubricflow.stages import NullRun, stage
 
-    @stage("rucl", sections=("rucl", "judge", "generation"))
+    @stage("rucl", sections=("rucl", "judge", "generation"), report_name=lambda cfg: cfg.rucl.name)
     def rucl_stage(cfg, run=NullRun()) -> dict:
         """RuCL Phase II: GRPO with the stratified rubric reward and the curriculum (see rubricflow.rucl.train)."""
         return rucl_stage_impl(cfg, run=run)
