@@ -109,7 +109,8 @@ class TransformersGenerator:
         try:
             for i in range(0, len(expanded), self.batch_size):
                 chunk = expanded[i : i + self.batch_size]
-                enc = self.encode(chunk)
+                device = next(self.model.parameters()).device
+                enc = {k: v.to(device) for k, v in self.encode(chunk).items()}
                 greedy = temperature <= 0
                 gen = self.model.generate(
                     **enc,
@@ -166,10 +167,21 @@ class VLLMGenerator:
         self.suppress = suppressed_token_ids(self.tokenizer)
 
     def sync_weights(self, model: torch.nn.Module) -> None:
-        # Push trainer weights into the engine (same process, colocated as in verl/TRL "colocate" mode).
+        # Push trainer weights into the engine (same process, colocated as in verl/TRL "colocate" mode). Under
+        # ZeRO-3 the parameters are partitioned: gather each one for the copy.
         engine = self.llm.llm_engine
         worker = engine.model_executor.driver_worker.worker
-        worker.model_runner.model.load_weights(model.state_dict().items())
+        target = worker.model_runner.model
+        params = dict(model.named_parameters())
+        partitioned = any(hasattr(p, "ds_id") for p in params.values())
+        if partitioned:
+            import deepspeed
+
+            for name, p in params.items():
+                with deepspeed.zero.GatheredParameters([p], modifier_rank=None):
+                    target.load_weights([(name, p.data)])
+        else:
+            target.load_weights(model.state_dict().items())
         self.llm.reset_prefix_cache()
 
     def generate(self, requests, n=1, max_new_tokens=48, temperature=1.0, top_p=1.0, seed=None):
