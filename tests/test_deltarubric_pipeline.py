@@ -106,9 +106,12 @@ def test_stages_end_to_end(tmp_path):
     curve = json.loads((tmp_path / "reports" / "plots" / "deltarubric_train.json").read_text())
     assert [r["step"] for r in curve] == [0, 1]
     assert (tmp_path / "policy" / "config.json").exists()
-    # a second run with the same settings resumes from the finished checkpoint instead of retraining
+    # a second run with the same settings resumes from the finished checkpoint instead of retraining, and still
+    # reports the whole curve (kept next to the checkpoints)
     m2 = train_stage(cfg, track=False)
-    assert m2["resumed_from"] == 2
+    assert m2["resumed_from"] == 2 and m2["probe_accuracy_start"] == m["probe_accuracy_start"]
+    curve2 = json.loads((tmp_path / "reports" / "plots" / "deltarubric_train.json").read_text())
+    assert curve2 == curve
 
     m = eval_stage(cfg, track=False)
     assert set(m) == {"sft/synthetic-test", "grpo/synthetic-test", "duration_s"}

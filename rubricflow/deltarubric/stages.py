@@ -201,6 +201,7 @@ def train_stage(cfg: Config, run=NullRun(), log_fn=None) -> dict:
         save(model, proc, tmp)
     write_json(Path(cfg.reports_dir) / "plots" / "deltarubric_train.json", out["curve"])
     last = out["curve"][-5:]
+    probes = [r["probe/accuracy"] for r in out["curve"] if "probe/accuracy" in r]
 
     def tail_mean(key: str) -> float | None:
         xs = [r[key] for r in last if key in r]
@@ -210,7 +211,7 @@ def train_stage(cfg: Config, run=NullRun(), log_fn=None) -> dict:
         "steps": out["steps"],
         "resumed_from": out["resumed_from"],
         "train_seconds": round(time.perf_counter() - t0, 1),
-        "probe_accuracy_start": out["probe"][0]["probe/accuracy"] if out["probe"] else None,
+        "probe_accuracy_start": probes[0] if probes else None,
         "probe_accuracy_end": out["final_probe"].get("probe/accuracy"),
         "planner_format_violation_end": out["final_probe"].get("probe/format_violation"),
         "last5": {k: tail_mean(k) for k in ("verifier/accuracy", "no_rubric/accuracy", "planner/reward",

@@ -10,6 +10,7 @@ forked, so probing does not change the training samples) and once after the last
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Callable
 from pathlib import Path
@@ -38,7 +39,8 @@ def train_policy(
     log_fn: LogFn | None = None,
     progress: Callable[[int], None] | None = None,
 ) -> dict:
-    """Run ``cfg.grpo.steps`` multi-role GRPO steps in place on ``model``; returns ``{"curve", "probe", ...}``."""
+    """Run ``cfg.grpo.steps`` multi-role GRPO steps in place on ``model`` (resuming from ``checkpoint_dir``);
+    returns ``{"curve": per-step rows, "final_probe", "steps", "resumed_from", "run_time_s"}``."""
     from rubricflow.grpo.causal_lm import CausalLMAdapter
     from rubricflow.grpo.engine import make_engine
     from rubricflow.grpo.trainer import GRPOTrainer
@@ -50,13 +52,9 @@ def train_policy(
     tok = getattr(processor, "tokenizer", processor)
     eos = tok.convert_tokens_to_ids("<|im_end|>")
     max_tokens = {"planner": cfg.planner_max_tokens, "verifier": cfg.verifier_max_tokens}
-    probes: list[dict] = []
-
     def probe(step: int) -> dict[str, float]:
         with torch.random.fork_rng(devices=[]):
-            p = planner_probe(gen, processor, val_items, cfg.n_checklists, max_tokens, g.temperature, seed=g.seed + step)
-        probes.append({"step": step, **p})
-        return p
+            return planner_probe(gen, processor, val_items, cfg.n_checklists, max_tokens, g.temperature, seed=g.seed + step)
 
     def rollout_fn(step: int, items: list[Item]):
         metrics: dict[str, float] = {}
@@ -66,12 +64,15 @@ def train_policy(
         metrics.update(m)
         return episodes, metrics
 
-    curve: list[dict] = []
+    # per-step rows are appended to <checkpoint_dir>/steps.jsonl, so a resumed run reports the whole curve
+    steps_path = Path(checkpoint_dir) / "steps.jsonl"
+    steps_path.parent.mkdir(parents=True, exist_ok=True)
 
     def on_step(step: int, metrics: dict) -> None:
         gen.sync_weights(model)  # a no-op for the in-process transformers backend; vLLM gets the new weights
         row = {"step": step, **_finite(metrics)}
-        curve.append(row)
+        with steps_path.open("a") as f:
+            f.write(json.dumps(row) + "\n")
         if log_fn is not None:
             log_fn(step, _finite(metrics))
         if progress is not None:
@@ -82,4 +83,16 @@ def train_policy(
     final = probe(g.steps) if val_items else {}
     if log_fn is not None and final:
         log_fn(g.steps, final)
-    return {"curve": curve, "probe": probes, "final_probe": final, **info}
+    return {"curve": read_curve(steps_path, g.steps), "final_probe": final, **info}
+
+
+def read_curve(path: Path, steps: int) -> list[dict]:
+    """Rows of steps.jsonl, one per step < ``steps`` (the last write wins: a step repeated after a crash between
+    logging and checkpointing is logged twice)."""
+    rows: dict[int, dict] = {}
+    if path.exists():
+        for line in path.read_text().splitlines():
+            if line.strip():
+                r = json.loads(line)
+                rows[int(r["step"])] = r
+    return [rows[k] for k in sorted(rows) if k < steps]
