@@ -78,7 +78,9 @@ class DRTrainConfig(Section):
         "'dapo' = token-mean loss with clip-higher (grpo.clip_high).",
     )
     planner_max_tokens: int = Field(40, ge=4, description="Completion cap of planner checklists.")
-    verifier_max_tokens: int = Field(96, ge=4, description="Completion cap of verifier outputs (all judge modes).")
+    verifier_max_tokens: int = Field(
+        128, ge=4, description="Completion cap of verifier outputs (all judge modes; 4 evidence lines need ~100)."
+    )
     probe_every: int = Field(5, ge=0, description="Planner probe on validation pairs every N steps (0 = start and end only).")
     probe_pairs: int = Field(16, ge=1, description="Validation pairs in the planner probe.")
     grpo: GRPOConfig = Field(
