@@ -46,3 +46,29 @@ def test_planner_reward_errors():
         planner_reward(True, None, 0.5)
     with pytest.raises(ValueError, match="'relative' or 'absolute'"):
         planner_reward(True, 0.5, 0.5, "ratio")
+
+
+def test_relative_equals_absolute_within_a_group_unless_a_checklist_is_malformed():
+    """Documents the GRPO consequence stated in rewards.py: acc0 is constant within a pair's planner group, so
+    centring removes it; the two modes differ only through malformed checklists (and the batch std)."""
+    import torch
+
+    import rubricflow.config  # noqa: F401
+    from rubricflow.grpo.core import grouped_advantages
+
+    acc0, accs = 0.4, [0.2, 0.8, 1.0, 0.6]
+
+    def adv(mode, valid, scale):
+        r = [planner_reward(v, a if v else None, acc0, mode) for v, a in zip(valid, accs)]
+        return grouped_advantages(torch.tensor(r), ["p"] * len(r), ["planner"] * len(r), scale)
+
+    for scale in ("group", "none"):
+        assert torch.allclose(adv("relative", [True] * 4, scale), adv("absolute", [True] * 4, scale), atol=1e-6)
+        with_bad = [True, True, False, True]
+        assert not torch.allclose(adv("relative", with_bad, scale), adv("absolute", with_bad, scale), atol=1e-3)
+    # the guidance bonus is a per-group factor: group-std scaling cancels it, "none" keeps it
+    c = torch.tensor([1.0, 0.0, 1.0, 1.0])
+    for scale, same in (("group", True), ("none", False)):
+        a0 = grouped_advantages(c * (1 + 0.4 * (1 - 0.0)), ["g"] * 4, ["verifier"] * 4, scale)
+        a1 = grouped_advantages(c, ["g"] * 4, ["verifier"] * 4, scale)
+        assert torch.allclose(a0, a1, atol=1e-3) is same
