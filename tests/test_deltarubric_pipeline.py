@@ -46,6 +46,9 @@ def test_config_section_defaults_and_algorithm_switch():
     for section in (dr.pairs, dr.sft, dr.train, dr.eval):
         for name, f in type(section).model_fields.items():
             assert f.description, f"{type(section).__name__}.{name} has no description"
+    # a partial override of the GRPO block keeps DeltaRubric's defaults (not the generic GRPO ones)
+    g3 = config_from_dict({"deltarubric": {"train": {"grpo": {"seed": 3}}}}).deltarubric.train.grpo
+    assert (g3.seed, g3.steps, g3.prompts_per_step, g3.scale_rewards) == (3, 20, 2, "batch")
     with pytest.raises(Exception, match="planner_reward"):
         config_from_dict({"deltarubric": {"train": {"planner_reward": "ratio"}}})
 
