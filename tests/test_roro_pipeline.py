@@ -9,9 +9,9 @@ import pytest
 from rubricflow.roro.config import RoRoConfig
 
 
-def tiny_roro(tmp_path) -> RoRoConfig:
+def tiny_roro_dict(tmp_path) -> dict:
     a, d = tmp_path / "artifacts" / "roro", tmp_path / "data" / "roro"
-    return RoRoConfig.model_validate({
+    return {
         "data_dir": str(d), "out_dir": str(a),
         "task": {"n_sft": 300, "n_train": 10, "n_val": 6, "n_test": 12},
         "slm": {"path": str(a / "models" / "slm"), "hidden_size": 32, "num_layers": 1, "sft_steps": 30,
@@ -27,7 +27,11 @@ def tiny_roro(tmp_path) -> RoRoConfig:
                    "sweep_cost_weights": [0.5], "cost_weight": 0.5,
                    "checkpoint_dir": str(a / "router" / "checkpoints")},
         "eval": {"thresholds": [0.1, 0.5], "random_rates": [0.5], "random_repeats": 1},
-    })
+    }
+
+
+def tiny_roro(tmp_path) -> RoRoConfig:
+    return RoRoConfig.model_validate(tiny_roro_dict(tmp_path))
 
 
 @pytest.mark.slow
@@ -90,3 +94,20 @@ def test_roro_pipeline_end_to_end(tmp_path):
     assert {c["method"] for c in curve} >= {"roro", "outcome-only", "threshold", "random"}
     assert (out / "curve.csv").read_text().startswith("method,param,lrm_tokens,lrm_cost_frac,accuracy")
     assert "roro" in (out / "table.txt").read_text()
+
+    # the CLI: `rubricflow route-eval` (through the stage wrapper) prints the table and writes the stage report
+    import yaml
+    from typer.testing import CliRunner
+
+    from flows.cli import app
+
+    params = tmp_path / "params.yaml"
+    params.write_text(yaml.safe_dump({"reports_dir": str(tmp_path / "reports"), "roro": tiny_roro_dict(tmp_path)}))
+    res = CliRunner().invoke(app, ["--params", str(params), "--no-track", "route-eval"])
+    assert res.exit_code == 0, res.output
+    assert "method" in res.output and "LRM tok/problem" in res.output and "outcome-only" in res.output
+    assert "at that cost outcome-only" in res.output
+    report = json.loads((tmp_path / "reports" / "roro_eval.json").read_text())
+    assert report["n_test"] == 12 and report["roro_accuracy"] is not None
+    res = CliRunner().invoke(app, ["--params", str(params), "--no-track", "route-eval", "--from-file"])
+    assert res.exit_code == 0 and "random-matched" in res.output

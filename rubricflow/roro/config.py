@@ -119,7 +119,7 @@ class PairsConfig(Section):
     cost_margin: int = Field(
         0, ge=0, description="LRM-token difference that must be exceeded for cost to decide a pair."
     )
-    max_pairs_per_problem: int = Field(6, ge=1, description="Pairs kept per problem (sampled, all reasons mixed).")
+    max_pairs_per_problem: int = Field(12, ge=1, description="Pairs kept per problem (sampled, all reasons mixed).")
     seed: int = Field(13, description="Seed of the pair subsampling.")
 
 
@@ -132,8 +132,9 @@ class RoleLMConfig(Section):
     hidden_size: int = Field(64, ge=16, description="Tiny Qwen2 hidden size.")
     num_layers: int = Field(2, ge=1, description="Tiny Qwen2 layers.")
     vocab_size: int = Field(500, ge=300, description="Vocabulary of the role's offline tokenizer.")
-    warm_steps: int = Field(150, ge=0, description="Round-0 templated SFT steps (format, uninformative content).")
-    rft_steps: int = Field(60, ge=0, description="SFT steps on the kept candidates in each round.")
+    warm_steps: int = Field(300, ge=0, description="Round-0 templated SFT steps (format, uninformative content).")
+    rft_steps: int = Field(40, ge=0, description="SFT steps on the kept candidates in each round.")
+    rft_lr: float = Field(1e-3, gt=0, description="Learning rate of the rejection-sampling SFT (gentler than warm-up).")
     batch_size: int = Field(16, ge=1, description="SFT sequences per step.")
     lr: float = Field(3e-3, gt=0, description="SFT learning rate.")
     samples: int = Field(4, ge=1, description="Candidates sampled per input in a rejection-sampling round.")
@@ -146,7 +147,7 @@ def _judge() -> RoleLMConfig:
 
 
 def _rubricor() -> RoleLMConfig:
-    return RoleLMConfig(path="artifacts/roro/rubricor", warm_steps=80, rft_steps=30, max_new_tokens=96)
+    return RoleLMConfig(path="artifacts/roro/rubricor", warm_steps=80, rft_steps=30, samples=6, max_new_tokens=96)
 
 
 class RubricorJudgeConfig(Section):
@@ -154,14 +155,21 @@ class RubricorJudgeConfig(Section):
     judge: RoleLMConfig = Field(default_factory=_judge, description="The Judge LM.")
     rubricor: RoleLMConfig = Field(default_factory=_rubricor, description="The Rubricor LM.")
     warm_label_noise: float = Field(
-        0.35, ge=0, le=0.5,
+        0.2, ge=0, le=0.5,
         description="Round-0 Judge targets: probability of flipping each criterion's literal reading (0.5 = pure "
         "noise).",
     )
     score_samples: int = Field(
-        4, ge=1, description="Judgments sampled per trajectory; its process score is their mean (expected score)."
+        0, ge=0,
+        description="How a trajectory's process score is read: 0 = probability-weighted (one greedy judgment, "
+        "expected score from the Judge's token probabilities); n > 0 = mean over n sampled judgments.",
     )
     score_temperature: float = Field(1.0, ge=0, description="Sampling temperature of those judgments (0 = greedy).")
+    fixed_families: bool = Field(
+        True,
+        description="Rubricor candidates must list the criterion families of rubricflow.roro.prompts.FAMILIES in "
+        "order (what the tiny Judge was warm-started on); off for free-form rubrics of real models.",
+    )
     rubricor_problems: int = Field(16, ge=1, description="Training problems per Rubricor phase.")
     batch_size: int = Field(256, ge=1, description="Prompts per generate() call (tiny LMs: big batches are cheap).")
     seed: int = Field(17, description="Seed of the warm-start templates and candidate sampling.")
@@ -169,8 +177,8 @@ class RubricorJudgeConfig(Section):
 
 def _router_grpo() -> GRPOConfig:
     return GRPOConfig(
-        steps=40, group_size=8, prompts_per_step=8, lr=3e-3, loss_agg="grpo", scale_rewards="group",
-        checkpoint_every=20, keep_checkpoints=1, clip_high=0.28, max_new_tokens=8, seed=19,
+        steps=120, group_size=8, prompts_per_step=8, lr=1e-2, loss_agg="grpo", scale_rewards="group",
+        checkpoint_every=50, keep_checkpoints=1, clip_high=0.28, max_new_tokens=8, seed=19,
     )
 
 
@@ -181,9 +189,9 @@ class RouterConfig(Section):
     process_weight: float = Field(
         0.5, ge=0, description="Weight of the Judge's process score (under the Rubricor's rubric) in the reward."
     )
-    cost_weight: float = Field(0.5, ge=0, description="Cost term weight of the main RoRo router.")
+    cost_weight: float = Field(0.4, ge=0, description="Cost term weight of the main RoRo router (one of the sweep).")
     sweep_cost_weights: list[float] = Field(
-        default_factory=lambda: [0.1, 0.5, 1.0],
+        default_factory=lambda: [0.2, 0.4, 0.6],
         description="Cost weights swept for the accuracy-vs-cost curves (RoRo and the outcome-only router).",
     )
     checkpoint_dir: str = Field(

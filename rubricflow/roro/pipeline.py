@@ -31,10 +31,6 @@ def _write_json(path: Path, obj) -> Path:
     return path
 
 
-def metrics_path(rc: RoRoConfig, stage: str) -> Path:
-    return Path(rc.out_dir) / "metrics" / f"{stage}.json"
-
-
 # ----------------------------------------------------------------------------------------------------------------
 # Problems
 
@@ -163,7 +159,6 @@ def run_models(rc: RoRoConfig, log: Log | None = None) -> dict:
         out.update({f"{name}_{k}": v for k, v in m.items()})
         if log:
             log("models", {f"{name}_{k}": v for k, v in m.items()})
-    _write_json(metrics_path(rc, "models"), out)
     return out
 
 
@@ -261,7 +256,6 @@ def run_trajectories(rc: RoRoConfig, log: Log | None = None) -> dict:
                                 [s.slm_uncertainty for s in steps if s.slm_correct is True]),
         "policies": summ, "duration_s": time.perf_counter() - t0,
     }
-    _write_json(metrics_path(rc, "trajectories"), out)
     return out
 
 
@@ -323,7 +317,6 @@ def run_pairs(rc: RoRoConfig, log: Log | None = None) -> dict:
         out[f"{split}_pairs"] = len(ps)
         for reason in pc.order:
             out[f"{split}_{reason}"] = sum(1 for p in ps if p.reason == reason)
-    _write_json(metrics_path(rc, "pairs"), out)
     return out
 
 
@@ -333,6 +326,11 @@ def run_pairs(rc: RoRoConfig, log: Log | None = None) -> dict:
 
 def rubrics_path(rc: RoRoConfig) -> Path:
     return Path(rc.out_dir) / "rubrics.jsonl"
+
+
+def rounds_path(rc: RoRoConfig) -> Path:
+    """Held-out pairwise accuracy after each alternation phase (a DVC plot: x=phase_index)."""
+    return Path(rc.out_dir) / "rubricor_judge_rounds.json"
 
 
 def run_rubricor_judge(rc: RoRoConfig, log: Log | None = None) -> dict:
@@ -367,12 +365,14 @@ def run_rubricor_judge(rc: RoRoConfig, log: Log | None = None) -> dict:
         "rounds": rows,
         "heldout_pairwise_acc_round0": rows[0]["heldout_pairwise_acc"],
         "heldout_pairwise_acc_final": rows[-1]["heldout_pairwise_acc"],
-        "heldout_pairwise_acc_best": max(r["heldout_pairwise_acc"] for r in rows),
+        "heldout_pairwise_acc_selected": next(r["heldout_pairwise_acc"] for r in rows if r["selected"]),
+        "selected_phase": next(f"{r['round']}/{r['phase']}" for r in rows if r["selected"]),
         "rubric_failed_frac": sum(r.failed for r in rubrics.values()) / max(1, len(rubrics)),
         "judge_generations": judge.n_generated, "rubricor_generations": rubricor.n_generated,
         "duration_s": time.perf_counter() - t0,
     }
-    _write_json(metrics_path(rc, "rubricor_judge"), out)
+    _write_json(rounds_path(rc), [{"phase_index": i, "round": r["round"], "phase": r["phase"],
+                                   "heldout_pairwise_acc": r["heldout_pairwise_acc"]} for i, r in enumerate(rows)])
     return out
 
 
@@ -433,6 +433,8 @@ def run_router(rc: RoRoConfig, log: Log | None = None) -> dict:
         fps += [model_fingerprint("judge", rc.rubricor_judge.judge.path), _file_hash(rubrics_path(rc))]
     out_dir = router_dir(rc)
     out_dir.mkdir(parents=True, exist_ok=True)
+    for stale in list(out_dir.glob("*.pt")) + list((out_dir / "history").glob("*.json")):
+        stale.unlink()  # routers of an earlier sweep must not show up in the evaluation
     summaries = []
     for i, run in enumerate(runs):
         router, summ = train_router(run, env, probs, rc.router, scorer, rc.router.checkpoint_dir, rc.seed,
@@ -449,7 +451,7 @@ def run_router(rc: RoRoConfig, log: Log | None = None) -> dict:
         "step_cache_hits": env.cache.hits, "step_cache_misses": env.cache.misses,
         "duration_s": time.perf_counter() - t0,
     }
-    _write_json(metrics_path(rc, "router"), out)
+    _write_json(router_dir(rc) / "summary.json", out)
     return out
 
 
@@ -515,5 +517,4 @@ def run_eval(rc: RoRoConfig, log: Log | None = None) -> dict:
         "plots": {k: str(v) for k, v in paths.items()}, "duration_s": time.perf_counter() - t0,
     }
     _write_json(eval_dir(rc) / "table.json", {"rows": rows, "matched": matched})
-    _write_json(metrics_path(rc, "eval"), {k: v for k, v in out.items() if k != "rows"})
     return out

@@ -71,7 +71,7 @@ class ProcessScorer:
         self.failures = 0
 
     def scores(self, trajs: list[Trajectory]) -> list[float | None]:
-        from rubricflow.roro.rubricor_judge import sampled_scores
+        from rubricflow.roro.rubricor_judge import expected_scores, sampled_scores
 
         todo, seen = [], set()
         for t in trajs:
@@ -93,7 +93,8 @@ class ProcessScorer:
             # the generator reseeds torch's global RNG; fork it so the router's rollout sampling stream (which the
             # GRPO checkpoints save and restore) is not reset at every Judge call
             with torch.random.fork_rng():
-                scored = sampled_scores(self.judge, items, self.samples, self.temperature, self.seed)
+                scored = (expected_scores(self.judge, items) if self.samples == 0
+                          else sampled_scores(self.judge, items, self.samples, self.temperature, self.seed))
             for k, sc in zip(keys, scored):
                 self.cache[k] = sc
                 self.failures += sc is None

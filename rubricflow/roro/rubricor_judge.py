@@ -26,7 +26,9 @@ sampled mean is its expected score, as in self-consistency judging.
 
 After warm start and after every phase, the held-out pairwise accuracy is measured on pairs of held-out problems
 (rubrics written greedily by the current Rubricor, scores from the current Judge). A pair counts 1 when the
-chosen trajectory scores higher, 0.5 on a tie, 0 when lower or when a score is missing.
+chosen trajectory scores higher, 0.5 on a tie, 0 when lower or when a score is missing. The Judge and Rubricor
+kept at the end (for the router's process reward) are those of the phase with the best accuracy on the
+*training* pairs; held-out pairs are never used for selection.
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ import torch
 from rubricflow.roro.env import Trajectory
 from rubricflow.roro.pairs import Pair
 from rubricflow.roro.prompts import (
+    FAMILIES,
     chat,
     judge_input,
     noisy_judgments,
@@ -184,6 +187,58 @@ def sampled_scores(judge: RoleLM, items: list[tuple[str, list[dict], Trajectory]
     return [mean_score(row) for row in judge_scores(judge, items, n=n, temperature=temperature, seed=seed)]
 
 
+@torch.no_grad()
+def expected_scores(judge: RoleLM, items: list[tuple[str, list[dict], Trajectory]]) -> list[float | None]:
+    """Probability-weighted process score per item (G-Eval style), read off one teacher-forced pass.
+
+    The greedy judgment is generated and parsed (a failed parse or a missing criterion: None, missing); its
+    canonical JSON is scored by the Judge and, at each criterion's value slots, the next-token distribution gives
+    ``P(satisfied = true)`` (first token of ``true`` vs ``false``) and ``E[score]`` over {0.5, 1.0} (first digit
+    ``0`` vs ``1``), both conditioned on the greedy values before them. The score is then
+    ``sum weight * E[score] * P(satisfied)``: the paper's formula in expectation. One sampled judgment moves a
+    tiny Judge's ordering by chance; this estimate moves only with what it learned.
+    """
+    from rubricflow.sft import encode_pairs
+
+    if not items:
+        return []
+    tok = judge.tokenizer
+    texts = [row[0] for row in judge.generate([judge_input(q, r, t) for q, r, t in items])]
+    parsed = [parse_judgment(x, r) for x, (q, r, t) in zip(texts, items)]
+    first = lambda w: tok(w, add_special_tokens=False)["input_ids"][0]  # noqa: E731
+    t_id, f_id, one_id, zero_id = first("true"), first("false"), first("1"), first("0")
+    score_sep = tok(', "satisfied": ', add_special_tokens=False)["input_ids"][-1]
+    value_sep = tok('", "score": ', add_special_tokens=False)["input_ids"][-1]
+    out: list[float | None] = [None] * len(items)
+    todo = [i for i, pj in enumerate(parsed) if not pj.failed and not pj.missing]
+    model = judge.model
+    for b in range(0, len(todo), judge.gen.batch_size):
+        idx = todo[b : b + judge.gen.batch_size]
+        prompts = [chat(tok, judge_input(*items[i])) for i in idx]
+        targets = [tok(render_judgment_json(parsed[i].judgments), add_special_tokens=False)["input_ids"] for i in idx]
+        batch = encode_pairs(tok, prompts, None, targets)
+        comp = batch.pop("completion_mask")
+        logp = torch.log_softmax(model(**batch).logits.float(), dim=-1)
+        for row, i in enumerate(idx):
+            pos = comp[row].nonzero().flatten().tolist()
+            ids = batch["input_ids"][row].tolist()
+            weights = {c["criterion"]: c["weight"] for c in items[i][1]}
+            total, k = 0.0, 0
+            crits = [j["criterion"] for j in parsed[i].judgments]
+            for p in pos:
+                if ids[p] == value_sep and k < len(crits):  # next token: first digit of the score
+                    lp = logp[row, p]
+                    p1, p0 = lp[one_id].exp().item(), lp[zero_id].exp().item()
+                    e_score = (p1 * 1.0 + p0 * 0.5) / max(p1 + p0, 1e-12)
+                elif ids[p] == score_sep and k < len(crits):  # next token: first token of true / false
+                    lp = logp[row, p]
+                    pt, pf = lp[t_id].exp().item(), lp[f_id].exp().item()
+                    total += weights[crits[k]] * e_score * pt / max(pt + pf, 1e-12)
+                    k += 1
+            out[i] = total if k == len(crits) else None
+    return out
+
+
 def pair_credit(s_chosen: float | None, s_rejected: float | None) -> float:
     """1 if the chosen trajectory scores higher, 0.5 on a tie, 0 if lower or a score is missing."""
     if s_chosen is None or s_rejected is None:
@@ -201,7 +256,7 @@ def pairwise_accuracy(judge: RoleLM, rubrics: dict[str, ParsedRubric], views: di
                    if not rubrics[trajectories[i].problem_id].failed})
     items = [(views[trajectories[i].problem_id].question, rubrics[trajectories[i].problem_id].criteria,
               trajectories[i]) for i in need]
-    scores = dict(zip(need, sampled_scores(judge, items, n, temperature, seed)))
+    scores = dict(zip(need, expected_scores(judge, items) if n == 0 else sampled_scores(judge, items, n, temperature, seed)))
     credits = [pair_credit(scores.get(p.chosen), scores.get(p.rejected)) for p in pairs]
     strict = [1.0 if c == 1.0 else 0.0 for c in credits]
     n_fail = sum(1 for i in need if scores[i] is None)
@@ -290,7 +345,7 @@ def judge_phase(judge: RoleLM, rubrics: dict[str, ParsedRubric], views: dict[str
     n_kept = sum(1 for p in usable if p.chosen in picked and p.rejected in picked
                  and picked[p.chosen].score > picked[p.rejected].score)
     n_cand = sum(len(v) for v in cands.values())
-    losses = judge.sft(examples, cfg.rft_steps, cfg.batch_size, cfg.lr, seed)
+    losses = judge.sft(examples, cfg.rft_steps, cfg.batch_size, cfg.rft_lr, seed)
     return {
         "ordered_pairs": float(n_kept),
         "kept_trajectories": float(len(examples)),
@@ -300,9 +355,16 @@ def judge_phase(judge: RoleLM, rubrics: dict[str, ParsedRubric], views: dict[str
     }
 
 
+def warm_style_weights(criteria: list[dict]) -> list[dict]:
+    """Parsed (normalised) weights back to the warm-start style, one decimal with the largest at 0.9, so that the
+    Rubricor's training targets keep one weight format."""
+    top = max(c["weight"] for c in criteria)
+    return [{**c, "weight": round(0.9 * c["weight"] / top, 1) if top > 0 else 0.0} for c in criteria]
+
+
 def rubricor_phase(rubricor: RoleLM, judge: RoleLM, views: dict[str, ProblemView], trajectories: list[Trajectory],
                    pairs: list[Pair], cfg, seed: int, n_problems: int, score_samples: int,
-                   score_temperature: float) -> dict[str, float]:
+                   score_temperature: float, fixed_families: bool = True) -> dict[str, float]:
     """Rejection sampling over rubrics with the Judge fixed; SFT the Rubricor on each problem's best rubric
     (``n_problems`` training problems per phase, drawn with ``seed``)."""
     by_pid: dict[str, list[Pair]] = defaultdict(list)
@@ -314,6 +376,11 @@ def rubricor_phase(rubricor: RoleLM, judge: RoleLM, views: dict[str, ProblemView
     texts = rubricor.generate([rubricor_input(views[p].question, views[p].slm_uncertainties) for p in pids],
                               n=cfg.samples, temperature=cfg.temperature, seed=seed)
     cands = {pid: [parse_rubric(x) for x in row] for pid, row in zip(pids, texts)}
+    if fixed_families:  # the tiny Judge reads the fixed family list: a rubric that drops or repeats one is unusable
+        names = [n for n, _ in FAMILIES]
+        for pid in pids:
+            cands[pid] = [r if [c["criterion"] for c in r.criteria] == names else ParsedRubric("failed", reason="not the family list", raw=r.raw)
+                          for r in cands[pid]]
     # one batched Judge call over every (candidate rubric, paired trajectory)
     items, keys = [], []
     for pid in pids:
@@ -324,7 +391,8 @@ def rubricor_phase(rubricor: RoleLM, judge: RoleLM, views: dict[str, ProblemView
             for i in idx:
                 items.append((views[pid].question, r.criteria, trajectories[i]))
                 keys.append((pid, ci, i))
-    scores = dict(zip(keys, sampled_scores(judge, items, score_samples, score_temperature, seed)))
+    scores = dict(zip(keys, expected_scores(judge, items) if score_samples == 0
+                          else sampled_scores(judge, items, score_samples, score_temperature, seed)))
     examples, accs = [], []
     for pid in pids:
         best = None
@@ -342,9 +410,9 @@ def rubricor_phase(rubricor: RoleLM, judge: RoleLM, views: dict[str, ProblemView
         if best is not None and best[0][0] > 0:
             accs.append(best[0][0])
             examples.append((rubricor_input(views[pid].question, views[pid].slm_uncertainties),
-                             render_rubric_json(best[1].criteria)))
+                             render_rubric_json(warm_style_weights(best[1].criteria))))
     n_cand = sum(len(v) for v in cands.values())
-    losses = rubricor.sft(examples, cfg.rft_steps, cfg.batch_size, cfg.lr, seed)
+    losses = rubricor.sft(examples, cfg.rft_steps, cfg.batch_size, cfg.rft_lr, seed)
     return {
         "kept_problems": float(len(examples)),
         "problems": float(len(pids)),
@@ -377,15 +445,23 @@ def alternate(
 
     rows: list[dict] = []
     clock = [time.perf_counter()]
+    best: dict = {"acc": -1.0}
 
     def evaluate(round_: int, phase: str, extra: dict) -> None:
         val_rubrics = write_rubrics(rubricor, views, val_pids)
         held = pairwise_accuracy(judge, val_rubrics, views, trajectories, val_pairs, rj_cfg.score_samples,
                                  rj_cfg.score_temperature, rj_cfg.seed + 7)
+        train = pairwise_accuracy(judge, write_rubrics(rubricor, views, train_pids), views, trajectories,
+                                  train_pairs, rj_cfg.score_samples, rj_cfg.score_temperature, rj_cfg.seed + 7)
         row = {"round": round_, "phase": phase, **{f"heldout_{k}": v for k, v in held.items()},
-               **{f"{phase}_{k}": v for k, v in extra.items()}, "phase_s": time.perf_counter() - clock[0]}
-        clock[0] = time.perf_counter()
+               "train_pairwise_acc": train["pairwise_acc"], **{f"{phase}_{k}": v for k, v in extra.items()},
+               "phase_s": time.perf_counter() - clock[0]}
+        if train["pairwise_acc"] > best["acc"]:  # model selection on the *training* pairs only
+            best.update(acc=train["pairwise_acc"], index=len(rows),
+                        judge={k: v.detach().clone() for k, v in judge.model.state_dict().items()},
+                        rubricor={k: v.detach().clone() for k, v in rubricor.model.state_dict().items()})
         rows.append(row)
+        clock[0] = time.perf_counter()
         if log is not None:
             log(row)
 
@@ -396,8 +472,15 @@ def alternate(
         evaluate(r, "judge", jm)
         rm = rubricor_phase(rubricor, judge, views, trajectories, train_pairs, rj_cfg.rubricor,
                             rj_cfg.seed + 100 * r + 1, rj_cfg.rubricor_problems, rj_cfg.score_samples,
-                            rj_cfg.score_temperature)
+                            rj_cfg.score_temperature, rj_cfg.fixed_families)
         evaluate(r, "rubricor", rm)
+    # keep the phase whose Judge + Rubricor ordered the training pairs best (never chosen on held-out pairs)
+    judge.model.load_state_dict(best["judge"])
+    rubricor.model.load_state_dict(best["rubricor"])
+    judge._greedy.clear()
+    rubricor._greedy.clear()
+    for i, row in enumerate(rows):
+        row["selected"] = i == best["index"]
     return rows
 
 
