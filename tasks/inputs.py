@@ -236,6 +236,21 @@ def cmd_overrides(spec: dict, stage: str = "?") -> dict[str, Any]:
     return out
 
 
+def resolve_params_stage(dvc_stages: dict) -> tuple[str, str] | None:
+    """``(stage name, out dir)`` of the dvc.yaml stage that runs ``rubricflow resolve-params`` (it writes the
+    effective config, one JSON per section, that the other stages depend on), or None if there is none."""
+    import shlex
+
+    for name, spec in dvc_stages.items():
+        argv = shlex.split(spec.get("cmd") or "") if isinstance(spec.get("cmd"), str) else []
+        if "resolve-params" in argv and argv[0] == "rubricflow":
+            rest = argv[argv.index("resolve-params") + 1:]
+            out = next((rest[i + 1] for i, a in enumerate(rest[:-1]) if a == "--out"), None)
+            out = out or next((a[len("--out="):] for a in rest if a.startswith("--out=")), "reports/params")
+            return name, out
+    return None
+
+
 def raw_params(path: str | Path | None = None) -> dict:
     """The params file as written (for keys such as ``profiles`` that the effective config does not hold)."""
     p = Path(path or os.environ.get("RUBRICFLOW_PARAMS", "params.yaml"))

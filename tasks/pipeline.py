@@ -5,7 +5,8 @@
 1. sets ``RUBRICFLOW_PIPELINE_ID=prefect-<flow run id>`` for the run, so every stage's MLflow child run hangs
    under one parent run (tagged with the flow run id), and restores the previous value afterwards;
 2. loads the config (params.yaml, profile, overrides) once: a bad parameter fails the flow before any work;
-3. resolves the pipeline's stage list (tasks.registry), logging stages that are not registered yet by name;
+3. resolves the pipeline's stage list (tasks.registry), logging stages that are not registered yet by name, and
+   writes the effective parameters where dvc.yaml's ``rubricflow resolve-params`` stage does (stages depend on them);
 4. creates the ``judge-calls`` concurrency limit if a stage needs it and it is missing;
 5. runs each stage as ``tasks.stage.stage_task`` (cache hit = skipped; missing outputs force a rerun);
 6. publishes a markdown report artifact (also logged to the MLflow parent run), the plots of the stages that
@@ -23,11 +24,11 @@ from prefect import get_run_logger
 from prefect.artifacts import create_markdown_artifact
 from prefect.context import FlowRunContext
 
-from rubricflow.config import load_config
+from rubricflow.config import load_config, write_resolved
 from tasks.artifacts import artifact_key, mlflow_links, publish_comparison, publish_plots, report_markdown
 from tasks.cache import inputs_for
 from tasks.concurrency import ensure_judge_limit
-from tasks.inputs import cmd_overrides, load_dvc_yaml
+from tasks.inputs import cmd_overrides, load_dvc_yaml, resolve_params_stage
 from tasks.registry import VARIANTS, resolve
 from tasks.stage import configured, options_for
 
@@ -83,6 +84,12 @@ def _run(flow, flow_run_id, pipeline_id, profile, overrides, until, track, param
     outcomes: list[dict] = []
     failure: BaseException | None = None
     dvc_stages = load_dvc_yaml()
+    resolver = resolve_params_stage(dvc_stages)
+    if resolver is not None:
+        # dvc.yaml's `params` stage: the effective config (profile + this run's overrides), one JSON per section;
+        # the stages depend on those files, so they also key the Prefect cache exactly as they key DVC's.
+        written = write_resolved(cfg, resolver[1])
+        logger.info("stage %s: resolved parameters into %s (%s)", resolver[0], resolver[1], ", ".join(sorted(written)))
     for name in resolved.available:
         stage_cfg = cfg
         if name in VARIANTS:  # e.g. rucl_outcome = the rucl stage with the dvc.yaml cmd's --set overrides

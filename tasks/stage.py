@@ -107,8 +107,8 @@ def stage_task(stage: str, cfg: Config, track: bool = True, pipeline: str = "") 
         hooks.append(crash)
     for h in hooks:
         rf_progress.add_listener(h)
-    if attempt > 1:
-        logger.info("stage %s: attempt %d (a resumable stage continues from its latest checkpoint)", stage, attempt)
+    if attempt > 1:  # warnings: retries must be visible at rubricflow's default PREFECT_LOGGING_LEVEL (WARNING)
+        logger.warning("stage %s: attempt %d (a resumable stage continues from its latest checkpoint)", stage, attempt)
     slot = contextlib.nullcontext()
     if opts.judge:
         from prefect.concurrency.sync import concurrency
@@ -121,7 +121,7 @@ def stage_task(stage: str, cfg: Config, track: bool = True, pipeline: str = "") 
         for h in hooks:
             rf_progress.remove_listener(h)
     if metrics.get("resumed_from") is not None:
-        logger.info("stage %s resumed from checkpoint step %s", stage, metrics["resumed_from"])
+        logger.warning("stage %s resumed from checkpoint step %s", stage, metrics["resumed_from"])
     return {
         "stage": stage,
         "metrics": metrics,

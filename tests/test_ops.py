@@ -145,6 +145,16 @@ def test_variants_take_their_overrides_from_the_dvc_yaml_command(monkeypatch):
     assert registry.base_stage("sft_short") == "sft" and registry.base_stage("sft") == "sft"
 
 
+def test_the_resolve_params_stage_is_found_with_its_output_folder():
+    from tasks.inputs import resolve_params_stage
+
+    assert resolve_params_stage({"params": {"cmd": "rubricflow resolve-params --out reports/params"},
+                                 "data": {"cmd": "rubricflow data"}}) == ("params", "reports/params")
+    assert resolve_params_stage({"p": {"cmd": "rubricflow --profile gpu resolve-params --out=x/y"}}) == ("p", "x/y")
+    assert resolve_params_stage({"p": {"cmd": "rubricflow resolve-params"}}) == ("p", "reports/params")
+    assert resolve_params_stage({"data": {"cmd": "rubricflow data"}}) is None
+
+
 def test_crash_hook_fires_once_on_the_first_attempt_only(monkeypatch):
     from tasks.artifacts import CrashHook, InjectedCrash
 
