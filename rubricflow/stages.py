@@ -118,7 +118,8 @@ def stage(name: str, sections: tuple[str, ...] = (), report_name: Callable[[Any]
                     run.log_metrics({k: v for k, v in _flat(metrics).items()})
                     metrics["mlflow_run_id"] = run.run_id
             metrics.setdefault("duration_s", round(time.perf_counter() - t0, 2))
-            write_json(reports_dir(cfg) / f"{run_name}.json", metrics)
+            # the MLflow run id stays out of the DVC metrics file (it would differ on every run in `dvc exp show`)
+            write_json(reports_dir(cfg) / f"{run_name}.json", {k: v for k, v in metrics.items() if k != "mlflow_run_id"})
             return metrics
 
         wrapper.stage_name, wrapper.sections = name, sections  # read by the tasks layer (cache keys)

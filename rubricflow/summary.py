@@ -70,6 +70,8 @@ def print_summary(cfg: Config, pipeline_id: str | None = None, elapsed_s: float 
         print(line)
     if parent is not None:
         print(f"mlflow      parent run {parent.info.run_id} in experiment '{cfg.tracking.experiment}'")
+        if parent.info.status == "RUNNING":
+            tracking.finish_parent(parent.info.run_id, children)
     print("open        make ui   (Prefect http://127.0.0.1:4200, MLflow http://127.0.0.1:5000)")
     print("            or: .venv/bin/mlflow ui --backend-store-uri " + _uri())
     print("=" * 73)

@@ -251,6 +251,14 @@ def backfill_dvc_tags(pid: str | None = None, experiment: str = "rubricflow", lo
     return n
 
 
+def finish_parent(parent_id: str, children) -> None:
+    """Close a pipeline's parent run: FAILED if any stage run failed, else FINISHED."""
+    import mlflow
+
+    failed = any(c.info.status == "FAILED" for c in children)
+    mlflow.tracking.MlflowClient().set_terminated(parent_id, status="FAILED" if failed else "FINISHED")
+
+
 def run_url(run_id: str, experiment_id: str | None = None, ui: str = "http://127.0.0.1:5000") -> str:
     exp = experiment_id or "0"
     return f"{ui}/#/experiments/{exp}/runs/{run_id}"

@@ -118,6 +118,7 @@ def train_rucl(
     from rubricflow.grpo.trainer import GRPOTrainer
     from rubricflow.grpo.updater import GRPOUpdater
     from rubricflow.rucl.plots import plot_curriculum
+    from rubricflow.progress import progress
     from rubricflow.rucl.rollout import RuCLRollout
 
     run = run or NoRun()
@@ -152,6 +153,7 @@ def train_rucl(
     rollout = RuCLRollout(gen, proc, judge, rubrics, sched, rcfg, data_dir, engine)
     updater = GRPOUpdater(CausalLMAdapter(module, proc, temperature=g.temperature), engine, g, ref_module=ref)
     history = MetricsHistory()
+    bar = None
 
     def rollout_fn(step: int, samples: list):
         gen.sync_weights(module)  # vLLM: push the updated weights; transformers: same tensors already
@@ -162,6 +164,8 @@ def train_rucl(
         reports.mkdir(parents=True, exist_ok=True)
 
     def log(step: int, m: dict) -> None:
+        if bar is not None:  # a resumed run jumps straight to its checkpoint's step
+            bar.advance(step + 1 - bar.done, reward=m.get("reward/total"), lam=m.get("curriculum/lambda_t"))
         row = {"step": step, **m}
         history.rows.append(_json_safe(row))
         run.log_metrics(m, step=step)
@@ -177,7 +181,9 @@ def train_rucl(
     trainer = GRPOTrainer(updater, train, rollout_fn, g, ckpt_dir, log_fn=log,
                           stateful={"curriculum": sched, "history": history},
                           eval_fn=eval_fn if (test and g.eval_every) else None)
-    summary = trainer.run(steps if steps is not None else g.steps)
+    n_steps = steps if steps is not None else g.steps
+    with progress(f"{rcfg.name} train", total=n_steps, show=main) as bar:
+        summary = trainer.run(n_steps)
 
     result: dict[str, Any] = {
         "steps": summary["steps"],
