@@ -15,7 +15,7 @@ def tiny_roro_dict(tmp_path) -> dict:
         "data_dir": str(d), "out_dir": str(a),
         "task": {"n_sft": 300, "n_train": 10, "n_val": 6, "n_test": 12},
         "slm": {"path": str(a / "models" / "slm"), "hidden_size": 32, "num_layers": 1, "sft_steps": 30,
-                "sft_decay_steps": 0},
+                "sft_decay_steps": 0, "target_step_acc": 0.0},
         "lrm": {"path": str(a / "models" / "lrm"), "hidden_size": 64, "num_layers": 2, "sft_steps": 60,
                 "sft_decay_steps": 10, "target_step_acc": 0.99, "extra_block": 10, "max_extra_steps": 10},
         "trajectories": {"random_rates": [0.5], "random_repeats": 1, "thresholds": [0.3]},

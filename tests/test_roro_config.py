@@ -1,0 +1,29 @@
+"""RoRo config: partial overrides keep each role's own defaults; bad values name the key."""
+
+import pytest
+
+from rubricflow.config import ConfigError, config_from_dict
+
+
+def test_partial_role_overrides_merge_onto_the_role_defaults():
+    cfg = config_from_dict({"roro": {"slm": {"path": "x"}, "router": {"grpo": {"steps": 5}}}},
+                           overrides={"roro.lrm.sft_steps": 10})
+    r = cfg.roro
+    assert (r.slm.path, r.slm.hidden_size, r.slm.num_layers) == ("x", 64, 2)  # still the small model
+    assert (r.lrm.sft_steps, r.lrm.hidden_size, r.lrm.num_layers, r.lrm.lr) == (10, 128, 3, 1e-3)
+    assert (r.router.grpo.steps, r.router.grpo.lr, r.router.grpo.group_size) == (5, 1e-2, 8)
+    assert r.rubricor_judge.rubricor.warm_steps == 80 and r.rubricor_judge.judge.warm_steps == 300
+
+
+def test_router_defaults_follow_the_paper():
+    r = config_from_dict({}).roro.router
+    assert r.hidden == 128 and r.cost_weight in r.sweep_cost_weights
+
+
+def test_errors_name_the_key():
+    with pytest.raises(ConfigError, match="roro.task"):
+        config_from_dict({"roro": {"task": {"min_ops": 3, "max_ops": 2}}})
+    with pytest.raises(ConfigError, match="gsm8k_path"):
+        config_from_dict({"roro": {"task": {"source": "gsm8k"}}})
+    with pytest.raises(ConfigError, match="roro.slm.backnd"):
+        config_from_dict({"roro": {"slm": {"backnd": "vllm"}}})
