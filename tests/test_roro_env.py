@@ -194,3 +194,16 @@ def test_enumerate_routes_covers_the_decision_tree():
     calls = (slm.calls, lrm.calls)
     env.rollout([P], RandomPolicy(0.5, seed=3), repeats=16)
     assert (slm.calls, lrm.calls) == calls  # every rollout is now a cache lookup
+
+
+def test_vllm_step_model_reports_what_is_missing():
+    import importlib.util
+
+    from models.generation import BackendUnavailable
+    from rubricflow.roro.steps import VLLMStepModel
+
+    with pytest.raises(ValueError, match=r"roro.lrm.n_params"):
+        VLLMStepModel("Qwen/Qwen2.5-14B-Instruct", "lrm", n_params=0)
+    if importlib.util.find_spec("vllm") is None:
+        with pytest.raises(BackendUnavailable, match="roro.lrm.backend=vllm but the `vllm` package is not importable"):
+            VLLMStepModel("Qwen/Qwen2.5-14B-Instruct", "lrm", n_params=14_700_000_000)
