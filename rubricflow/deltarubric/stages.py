@@ -185,7 +185,9 @@ def train_stage(cfg: Config, run=NullRun(), log_fn=None) -> dict:
     d = _pairs_dir(dr)
     model, proc = load_policy(dr.sft.out_dir, dtype=cfg.models.policy.dtype)
     train_items = load_items(d, read_pairs(d, "train"))
-    val_items = load_items(d, read_pairs(d, "val", limit=dr.train.probe_pairs))
+    val = read_pairs(d, "val")
+    val = val[:: max(1, len(val) // dr.train.probe_pairs)][: dr.train.probe_pairs]  # spread over the tasks
+    val_items = load_items(d, val)
     gen = _generator(cfg, model, proc, model_path=dr.sft.out_dir, batch_size=dr.eval.batch_size)
 
     def log(step: int, m: dict) -> None:
