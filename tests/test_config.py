@@ -104,3 +104,22 @@ def test_resolved_sections_change_only_where_the_effective_config_changes(tmp_pa
     write_resolved(config_from_dict(base), out)
     after = {p.name: p.read_text() for p in out.glob("*.json")}
     assert [n for n in after if after[n] != before[n]] == ["sft.json"]
+
+
+def test_no_top_level_key_shadows_a_profile_key():
+    """Top-level keys win over the profile, so a key set in both would silently ignore the profile's value."""
+    import yaml
+
+    raw = yaml.safe_load(open("params.yaml"))
+    profiles = raw.pop("profiles")
+
+    def leaves(d, prefix=""):
+        for k, v in d.items():
+            if isinstance(v, dict):
+                yield from leaves(v, f"{prefix}{k}.")
+            else:
+                yield f"{prefix}{k}"
+
+    top = set(leaves(raw))
+    shadowed = {name: sorted(set(leaves(p or {})) & top) for name, p in profiles.items()}
+    assert shadowed == {name: [] for name in profiles}
