@@ -19,15 +19,18 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, Field, ValidationError
+
+from rubricflow.deltarubric.config import DeltaRubricConfig
+from rubricflow.judge.config import JudgeConfig
+from rubricflow.roro.config import RoRoConfig
+from rubricflow.rubrics.config import RubricsConfig
+from rubricflow.rucl.config import RuCLConfig
+from rubricflow.section import Section
 
 
 class ConfigError(ValueError):
     """Invalid parameters; the message names the file and the dotted key."""
-
-
-class Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", validate_assignment=True, use_enum_values=True)
 
 
 class Profile(str, Enum):
@@ -131,23 +134,6 @@ class TrackingConfig(Section):
 # Top level
 
 
-def _method_sections() -> dict[str, Any]:
-    """Sections defined next to their owners (pydantic-only modules, cheap to import)."""
-    from rubricflow.deltarubric.config import DeltaRubricConfig
-    from rubricflow.judge.config import JudgeConfig
-    from rubricflow.rubrics.config import RubricsConfig
-    from rubricflow.roro.config import RoRoConfig
-    from rubricflow.rucl.config import RuCLConfig
-
-    return {
-        "judge": (JudgeConfig, "Judge backend (programmatic / openai-compatible / local), cache and retries."),
-        "rubrics": (RubricsConfig, "RuCL Phase I: rubric pool, calibration, coverage filter and tiers."),
-        "rucl": (RuCLConfig, "RuCL Phase II: hybrid reward, curriculum, GRPO and engine."),
-        "deltarubric": (DeltaRubricConfig, "DeltaRubric: preference pairs, roles, multi-role GRPO, evaluation."),
-        "roro": (RoRoConfig, "RoRo: step models, routing trajectories, pairs, Rubricor-Judge, router GRPO, eval."),
-    }
-
-
 class Config(Section):
     profile: Profile = Field(Profile.tiny, description="Active profile (overlay from `profiles`).")
     seed: int = Field(1234, description="Global seed for training and sampling.")
@@ -158,22 +144,20 @@ class Config(Section):
     sft: SFTConfig = Field(default_factory=SFTConfig, description="SFT warm start.")
     generation: GenerationConfig = Field(default_factory=GenerationConfig, description="Rollout generation.")
     tracking: TrackingConfig = Field(default_factory=TrackingConfig, description="MLflow tracking.")
-
-    @model_validator(mode="after")
-    def _check(self) -> "Config":
-        return self
-
-
-def _compose() -> type[Config]:
-    from pydantic import create_model
-
-    fields = {
-        name: (cls, Field(default_factory=cls, description=desc)) for name, (cls, desc) in _method_sections().items()
-    }
-    return create_model("Config", __base__=Config, **fields)
-
-
-Config = _compose()  # noqa: F811  (the full config: foundation sections + method sections)
+    # method sections, defined next to their owners
+    judge: JudgeConfig = Field(
+        default_factory=JudgeConfig, description="Judge backend (programmatic / openai-compatible / local), cache, retries."
+    )
+    rubrics: RubricsConfig = Field(
+        default_factory=RubricsConfig, description="RuCL Phase I: rubric pool, calibration, coverage filter and tiers."
+    )
+    rucl: RuCLConfig = Field(default_factory=RuCLConfig, description="RuCL Phase II: hybrid reward, curriculum, GRPO.")
+    deltarubric: DeltaRubricConfig = Field(
+        default_factory=DeltaRubricConfig, description="DeltaRubric: pairs, roles, multi-role GRPO, evaluation."
+    )
+    roro: RoRoConfig = Field(
+        default_factory=RoRoConfig, description="RoRo: step models, trajectories, pairs, Rubricor-Judge, router GRPO."
+    )
 
 
 # ----------------------------------------------------------------------------------------------------------------

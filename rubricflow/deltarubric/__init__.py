@@ -6,7 +6,6 @@ parsing (the roles' templates and parsers), roles (role = template + parser + re
 targets (SFT targets from facts), rollout (multi-role episodes), evaluate (judge accuracy tables), stages.
 """
 
-import rubricflow.config  # noqa: F401  (rubricflow.config composes method sections, ours included: load it first)
 from rubricflow.deltarubric.data import (
     PairDataError,
     PreferencePair,

@@ -11,7 +11,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from rubricflow.config import Section
+from rubricflow.section import Section
 from rubricflow.grpo.config import GRPOConfig
 
 

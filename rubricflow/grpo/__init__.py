@@ -6,22 +6,6 @@ Heavy pieces (engines, adapters, trainer) import torch/transformers lazily throu
 exports the public API by name.
 """
 
-# rubricflow.config composes the method sections (rucl.grpo holds a GRPOConfig) when first imported; importing it
-# before our own config module keeps that order whichever module a caller imports first.
-import rubricflow.config  # noqa: F401,I001
-from rubricflow.grpo.config import EngineConfig, GRPOConfig
-from rubricflow.grpo.core import (
-    aggregate,
-    clipped_surrogate,
-    group_advantages,
-    grouped_advantages,
-    grpo_loss,
-    kl_k3,
-    token_entropy,
-    token_logprobs,
-)
-from rubricflow.grpo.types import Episode, PolicyAdapter
-
 __all__ = [
     "EngineConfig",
     "GRPOConfig",
@@ -49,8 +33,15 @@ __all__ = [
 
 
 def __getattr__(name: str):
-    # lazy: keep `import rubricflow.grpo` light (no transformers / deepspeed import for config or math users)
+    # lazy: keep `import rubricflow.grpo` light (config users must not pay for torch / transformers / deepspeed)
     lazy = {
+        "EngineConfig": "rubricflow.grpo.config",
+        "GRPOConfig": "rubricflow.grpo.config",
+        "Episode": "rubricflow.grpo.types",
+        "PolicyAdapter": "rubricflow.grpo.types",
+        **{n: "rubricflow.grpo.core" for n in ("aggregate", "clipped_surrogate", "group_advantages",
+                                                 "grouped_advantages", "grpo_loss", "kl_k3", "token_entropy",
+                                                 "token_logprobs")},
         "CausalLMAdapter": "rubricflow.grpo.causal_lm",
         "GRPOUpdater": "rubricflow.grpo.updater",
         "Engine": "rubricflow.grpo.engine",

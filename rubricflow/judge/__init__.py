@@ -4,9 +4,6 @@ Backends are imported lazily where they pull heavy dependencies (openai client, 
 are the public API.
 """
 
-# rubricflow.config composes the method sections (this package's config among them) when it is first imported;
-# importing it before our own config module keeps that order whichever module a caller imports first.
-import rubricflow.config  # noqa: F401,I001
 from rubricflow.judge.cache import CachedJudge, JudgeCache, cache_key
 from rubricflow.judge.config import JudgeConfig, LocalJudgeConfig, OpenAIJudgeConfig
 from rubricflow.judge.factory import JudgeConfigError, api_key_resolver, make_backend, make_judge

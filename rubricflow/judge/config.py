@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from rubricflow.config import Section
+from rubricflow.section import Section
 
 
 class OpenAIJudgeConfig(Section):

@@ -5,9 +5,6 @@
 (``rubricflow.roro.config``, composed into ``rubricflow.config.Config``) stays cheap.
 """
 
-# rubricflow.config composes the method sections (this package's config among them) when it is first imported;
-# importing it before our own config module keeps that order whichever module a caller imports first.
-import rubricflow.config  # noqa: F401,I001
 
 __all__ = ["process_score", "score_judgments"]
 

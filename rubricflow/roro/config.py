@@ -12,7 +12,7 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from rubricflow.config import Section
+from rubricflow.section import Section
 from rubricflow.grpo.config import GRPOConfig
 
 

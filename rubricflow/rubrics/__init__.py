@@ -1,9 +1,6 @@
 """RuCL Phase I: generalized rubric pool (default or teacher-written), calibration, coverage filtering and
 competence-based stratification into foundational and advanced tiers."""
 
-# rubricflow.config composes the method sections (this package's config among them) when it is first imported;
-# importing it before our own config module keeps that order whichever module a caller imports first.
-import rubricflow.config  # noqa: F401,I001
 from rubricflow.rubrics.config import RubricsConfig
 from rubricflow.rubrics.pool import (
     DEFAULT_POOL_PATH,

@@ -10,7 +10,7 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from rubricflow.config import Section
+from rubricflow.section import Section
 
 
 class RubricsConfig(Section):

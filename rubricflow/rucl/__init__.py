@@ -4,6 +4,3 @@ The reward and the curriculum are method-agnostic modules (rubricflow.rewards, r
 wires them to rollouts, the judge and the GRPO engine.
 """
 
-# rubricflow.config composes the method sections (rucl.grpo holds a GRPOConfig) when first imported; importing it
-# before our own config module keeps that order whichever module a caller imports first.
-import rubricflow.config  # noqa: F401,I001
