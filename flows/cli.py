@@ -176,21 +176,15 @@ def summary(
     print_summary(cfg, pipeline_id, elapsed)
 
 
-def _register_optional() -> None:
-    """Method sub-commands live next to their owners (flows/cli_<method>.py)."""
-    import importlib
+def _register_methods() -> None:
+    """Method sub-commands live next to their owners (flows/cli_<method>.py); all of them are required."""
+    from flows import cli_deltarubric, cli_ops, cli_roro, cli_rucl
 
-    for mod in ("flows.cli_rucl", "flows.cli_deltarubric", "flows.cli_roro", "flows.cli_ops"):
-        try:
-            m = importlib.import_module(mod)
-        except ModuleNotFoundError as e:
-            if e.name == mod:
-                continue
-            raise
+    for m in (cli_rucl, cli_deltarubric, cli_roro, cli_ops):
         m.register(app)
 
 
-_register_optional()
+_register_methods()
 
 if __name__ == "__main__":
     sys.exit(app())
