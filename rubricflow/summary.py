@@ -36,18 +36,69 @@ def key_lines(cfg: Config) -> list[str]:
         lines.append(f"            after:  {_fmt_acc(m['accuracy_after'])}")
         if m.get("majority_baseline"):
             lines.append(f"            chance: {_fmt_acc(m['majority_baseline'])} (most frequent answer)")
-    for name, fn in _EXTRA:
-        if (m := _load(r / f"{name}.json")):
-            lines.extend(fn(m))
+    lines.extend(_rucl_lines(r))
+    lines.extend(_deltarubric_lines(r))
+    lines.extend(_roro_lines(r))
     return lines
 
 
-# Method packages append (report name, formatter) here via register_summary.
-_EXTRA: list[tuple[str, object]] = []
+def _rucl_lines(r: Path) -> list[str]:
+    out = []
+    if (m := _load(r / "stratify.json")):
+        tiers = _tiers(r / "rubrics" / "stratification.json")
+        out.append(f"stratify    {m['n_candidates']} candidates, {m['n_low_coverage']} dropped for coverage, "
+                   f"kept {m['n_kept']}: foundational {tiers.get('foundational', m['n_foundational'])} "
+                   f"(pass {m['mean_pass_foundational']:.2f}), advanced {tiers.get('advanced', m['n_advanced'])} "
+                   f"(pass {m['mean_pass_advanced']:.2f}); {m['n_judge_failed']} failed judgments")
+    if (m := _load(r / "rucl.json")):
+        t = m.get("transition_step")
+        out.append(f"rucl        {m['steps']} GRPO steps, curriculum transition at step "
+                   f"{t if t is not None else 'never'}, lambda_t at end {m['lambda_final']:.2f}")
+    if (m := _load(r / "rucl_eval.json")):
+        out.append(f"rucl eval   held-out ({m['eval_samples']}): " + ", ".join(
+            f"{name} {m[name]['accuracy']:.1%} (S_F {m[name]['s_f']:.2f}, S_A {m[name]['s_a']:.2f})"
+            for name in ("sft", "outcome", "rucl") if isinstance(m.get(name), dict)))
+    return out
 
 
-def register_summary(name: str, fn) -> None:
-    _EXTRA.append((name, fn))
+def _tiers(path: Path) -> dict[str, str]:
+    rows = _load(path)
+    if not isinstance(rows, list):
+        return {}
+    tiers: dict[str, list[str]] = {}
+    for row in rows:
+        if row.get("tier"):
+            tiers.setdefault(row["tier"], []).append(row["id"])
+    return {k: "/".join(v) for k, v in tiers.items()}
+
+
+def _deltarubric_lines(r: Path) -> list[str]:
+    m = _load(r / "deltarubric_eval.json")
+    if not m:
+        return []
+    out = []
+    order = ("no_rubric", "static", "deltarubric", "oracle")
+    sets = sorted((k for k, v in m.items() if isinstance(v, dict)), key=lambda k: (not k.startswith("sft/"), k))
+    for key in sets:
+        accs = m[key]
+        modes = [k for k in order if k in accs] + sorted(
+            k for k in accs if k not in order and not k.endswith("_format_violation"))
+        out.append(f"{'deltarubric' if not out else '':<12}{key}: " + ", ".join(
+            f"{k} {accs[k]:.1%}" for k in modes) + " (pair accuracy)")
+    return out
+
+
+def _roro_lines(r: Path) -> list[str]:
+    out = []
+    if (m := _load(r / "roro_rubricor_judge.json")):
+        accs = " -> ".join(f"{row['heldout_pairwise_acc']:.2f}" for row in m["rounds"])
+        out.append(f"roro judge  held-out pairwise accuracy per phase: {accs} (kept {m['selected_phase']})")
+    if (m := _load(r / "roro_eval.json")):
+        by = {row["method"]: row for row in m["rows"] if row.get("param") is None}
+        ends = ", ".join(f"{k} {by[k]['accuracy']:.1%}" for k in ("all-slm", "all-lrm") if k in by)
+        out.append(f"roro route  {ends}; RoRo {m['roro_accuracy']:.1%} at LRM cost {m['roro_lrm_cost_frac']:.2f} "
+                   f"vs outcome-only {m['outcome_only_accuracy_at_roro_cost']:.1%} at the same cost")
+    return out
 
 
 def print_summary(cfg: Config, pipeline_id: str | None = None, elapsed_s: float | None = None) -> None:

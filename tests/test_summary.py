@@ -1,0 +1,55 @@
+"""The end-of-run summary reads every pipeline's report and prints its key numbers."""
+
+import json
+
+from rubricflow.config import load_config
+from rubricflow.summary import key_lines
+
+
+def _write(path, obj):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(obj, sort_keys=True))
+
+
+def test_summary_has_a_line_per_pipeline(tmp_path):
+    cfg = load_config("params.yaml", overrides={"reports_dir": str(tmp_path)})
+    r = tmp_path
+    _write(r / "sft.json", {"accuracy_before": {"overall": 0.0}, "accuracy_after": {"overall": 0.47},
+                            "majority_baseline": {"overall": 0.32}})
+    _write(r / "stratify.json", {"n_candidates": 20, "n_low_coverage": 3, "n_kept": 6, "n_foundational": 2,
+                                 "n_advanced": 4, "mean_pass_foundational": 0.84, "mean_pass_advanced": 0.21,
+                                 "n_judge_failed": 0})
+    _write(r / "rubrics" / "stratification.json", [
+        {"id": "C08", "tier": "foundational"}, {"id": "C11", "tier": "foundational"},
+        {"id": "C01", "tier": "advanced"}, {"id": "C02", "tier": None}])
+    _write(r / "rucl.json", {"steps": 40, "transition_step": 14, "lambda_final": 0.5})
+    _write(r / "rucl_eval.json", {"eval_samples": 192,
+                                  "sft": {"accuracy": 0.46875, "s_f": 0.87, "s_a": 0.23},
+                                  "outcome": {"accuracy": 0.479, "s_f": 0.85, "s_a": 0.28},
+                                  "rucl": {"accuracy": 0.484, "s_f": 0.95, "s_a": 0.48}})
+    _write(r / "deltarubric_eval.json", {
+        "grpo/synthetic-test": {"no_rubric": 0.5, "deltarubric": 0.385, "deltarubric_format_violation": 0.24},
+        "sft/synthetic-test": {"no_rubric": 0.5, "deltarubric": 0.5}, "duration_s": 20.0})
+    _write(r / "roro_rubricor_judge.json", {"rounds": [{"heldout_pairwise_acc": 0.365},
+                                                       {"heldout_pairwise_acc": 0.535}],
+                                            "selected_phase": "1/judge"})
+    _write(r / "roro_eval.json", {"rows": [{"method": "all-slm", "param": None, "accuracy": 0.328},
+                                           {"method": "all-lrm", "param": None, "accuracy": 0.969},
+                                           {"method": "threshold", "param": 0.1, "accuracy": 0.9}],
+                                  "roro_accuracy": 0.891, "roro_lrm_cost_frac": 0.673,
+                                  "outcome_only_accuracy_at_roro_cost": 0.892})
+    text = "\n".join(key_lines(cfg))
+    assert "after:  overall 47%" in text
+    assert "foundational C08/C11 (pass 0.84), advanced C01 (pass 0.21)" in text
+    assert "transition at step 14" in text
+    assert "sft 46.9% (S_F 0.87, S_A 0.23)" in text and "rucl 48.4% (S_F 0.95, S_A 0.48)" in text
+    dr = [line for line in text.splitlines() if "synthetic-test" in line]
+    assert dr[0].split()[1].startswith("sft/") and dr[1].strip().startswith("grpo/")  # before, then after
+    assert "no_rubric 50.0%, deltarubric 38.5%" in dr[1] and "format" not in dr[1]
+    assert "0.36 -> 0.54 (kept 1/judge)" in text
+    assert "all-slm 32.8%, all-lrm 96.9%; RoRo 89.1% at LRM cost 0.67 vs outcome-only 89.2%" in text
+
+
+def test_summary_skips_pipelines_that_did_not_run(tmp_path):
+    cfg = load_config("params.yaml", overrides={"reports_dir": str(tmp_path)})
+    assert key_lines(cfg) == []
