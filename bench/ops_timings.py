@@ -79,6 +79,15 @@ def main() -> None:
     env = {**os.environ, "PREFECT_HOME": str(tmp / "prefect"), "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
            "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false", "MLFLOW_DISABLE_TELEMETRY": "true", "DVC_NO_ANALYTICS": "1"}
     py = str(BIN / "python")
+    # `dvc repro` in a stale project would run (and first delete the outputs of) the changed stages: refuse
+    # before timing anything, using the read-only `dvc status`.
+    st = subprocess.run([str(BIN / "dvc"), "status", "--quiet"], cwd=args.project, env=env,
+                        capture_output=True, text=True)
+    if st.returncode != 0:
+        shutil.rmtree(tmp, ignore_errors=True)
+        out = subprocess.run([str(BIN / "dvc"), "status"], cwd=args.project, env=env, capture_output=True, text=True)
+        raise SystemExit(f"{args.project}: the DVC pipeline is not up to date, so `dvc repro` would not be a no-op; "
+                         f"run `make run` there first.\n`dvc status`:\n{out.stdout[-800:]}{out.stderr[-400:]}")
     results: dict[str, list[float]] = {}
     try:
         for _ in range(args.rounds):
@@ -98,8 +107,8 @@ def main() -> None:
             results.setdefault("dvc version cpu", []).append(c)
             w, c, proc = run_timed([str(BIN / "dvc"), "repro"], args.project, env)
             if proc.returncode != 0 or "Running stage" in proc.stdout:
-                print(f"note: `dvc repro` in {args.project} was not a no-op (rc {proc.returncode}):\n"
-                      f"{(proc.stdout + proc.stderr)[-800:]}", file=sys.stderr)
+                raise SystemExit(f"`dvc repro` in {args.project} was not a no-op (rc {proc.returncode}); its time is "
+                                 f"not a no-op timing:\n{(proc.stdout + proc.stderr)[-800:]}")
             results.setdefault("dvc repro (no-op)", []).append(w)
             results.setdefault("dvc repro (no-op) cpu", []).append(c)
     finally:
