@@ -142,6 +142,13 @@ def test_deployment_run_visible_in_prefect_and_mlflow_uis(tmp_path):
 
             page.goto(f"{mlflow_ui}/#/experiments/{exp['experiment_id']}/runs", wait_until="networkidle")
             page.get_by_text(parent_name).first.wait_for()
+            assistant = page.get_by_role("button", name="Close")  # MLflow 3's assistant side panel, if shown
+            if assistant.count():
+                assistant.first.click()
+            # expand the pipeline's parent run: its nested stage runs appear as rows under it
+            page.get_by_role("row").filter(has_text=parent_name).locator("button").first.click()
+            for stage in ("data", "validate", "base_model", "sft"):
+                page.get_by_role("row").filter(has=page.get_by_text(stage, exact=True)).first.wait_for()
             shots["mlflow run list"] = SHOTS / "mlflow-run-list.png"
             page.screenshot(path=shots["mlflow run list"], full_page=True)
             ctx.close()
