@@ -210,6 +210,9 @@ def stage_run(
         TAG_STAGE: stage,
         "mlflow.parentRunId": parent_id,
         "git_commit": commit,
+        # what MLflow's UI shows in its Source column (otherwise the entry script: `dvc`, Prefect's engine.py)
+        "mlflow.source.name": f"rubricflow {stage}",
+        **({"mlflow.source.git.commit": commit.removesuffix("-dirty")} if commit != "unknown" else {}),
         **(tags or {}),
     }
     if flow_run:

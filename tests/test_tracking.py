@@ -29,6 +29,8 @@ def test_stages_of_one_pipeline_share_a_parent(mlflow_tmp, monkeypatch, tmp_path
     assert sft_run.data.tags["prefect_flow_run_id"] == "fr-123"
     assert '"step": 4' in sft_run.data.tags["event.curriculum_transition"]
     assert len(data_run.data.tags["git_commit"]) >= 7
+    assert data_run.data.tags["mlflow.source.name"] == "rubricflow data"
+    assert data_run.data.tags["mlflow.source.git.commit"] == data_run.data.tags["git_commit"].removesuffix("-dirty")
 
     monkeypatch.setenv("RUBRICFLOW_PIPELINE_ID", "pipe-test-2")
     with tracking.stage_run("data", experiment="t") as r3:
