@@ -46,6 +46,20 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
+class MetricsHistory:
+    """Per-step metrics as checkpointed state (pass it in the trainer's ``stateful``), so the metrics and plots
+    of a resumed run cover every step, not only those after the resume."""
+
+    def __init__(self):
+        self.rows: list[dict] = []
+
+    def state_dict(self) -> dict:
+        return {"rows": self.rows}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.rows = list(state["rows"])
+
+
 class CheckpointManager:
     def __init__(self, root: str | Path, keep_last: int = 2, engine: Engine | None = None):
         if keep_last < 1:

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import torch
 
+from rubricflow.grpo.checkpoint import MetricsHistory
 from rubricflow.grpo.types import Episode
 from rubricflow.roro.env import ConstantPolicy, RouterPolicy, RoutingEnv, Trajectory
 from rubricflow.roro.task import Problem
@@ -125,19 +126,6 @@ class RouterRun:
     cost_weight: float
 
 
-class _History:
-    """Per-step metrics kept in the checkpoint, so a resumed run reports every step."""
-
-    def __init__(self):
-        self.rows: list[dict] = []
-
-    def state_dict(self) -> dict:
-        return {"rows": self.rows}
-
-    def load_state_dict(self, state: dict) -> None:
-        self.rows = list(state["rows"])
-
-
 def run_key(run: RouterRun, rcfg, seed: int, fingerprints: list[str]) -> str:
     """Checkpoint sub-directory: tag + hash of everything that decides the run (a changed parameter, model or
     judge never resumes a run made with other settings)."""
@@ -198,7 +186,7 @@ def train_router(
              "call_rate": sum(sum(t.actions) for t in trajs) / max(1, sum(len(t.actions) for t in trajs))}
         return eps, m
 
-    hist = _History()
+    hist = MetricsHistory()
 
     def log_fn(step: int, metrics: dict) -> None:
         row = {"step": step, **{k: float(v) for k, v in metrics.items() if isinstance(v, (int, float))}}

@@ -47,19 +47,6 @@ class NoRun:
         pass
 
 
-class MetricsHistory:
-    """Per-step metrics kept in the checkpoint, so the plot of a resumed run covers every step."""
-
-    def __init__(self):
-        self.rows: list[dict] = []
-
-    def state_dict(self) -> dict:
-        return {"rows": self.rows}
-
-    def load_state_dict(self, state: dict) -> None:
-        self.rows = list(state["rows"])
-
-
 def run_key(rcfg: RuCLConfig, seed: int, data_dir: str | Path) -> str:
     """Checkpoint sub-directory name: hash of everything that decides the trajectory."""
     d = rcfg.model_dump(mode="json")
@@ -113,6 +100,7 @@ def train_rucl(
     from rubricflow.curriculum import CurriculumScheduler
     from rubricflow.data.schema import read_dataset
     from rubricflow.evaluation import evaluate_policy
+    from rubricflow.grpo.checkpoint import MetricsHistory
     from rubricflow.grpo.causal_lm import CausalLMAdapter
     from rubricflow.grpo.engine import make_engine
     from rubricflow.grpo.trainer import GRPOTrainer
