@@ -14,6 +14,10 @@ so its CPU time does not compete with the client's event loop. Last line, for co
 >= 0.9 at 100 ms latency): ``judge efficiency=<x> speedup_vs_sequential=<y>``.
 
     RUBRICFLOW_THREADS=1 .venv/bin/python bench/judge_throughput.py [--latency-ms 100] [--levels 1,4,16,32]
+
+``--client-cpus`` / ``--server-cpus`` pin the two processes (Linux CPU affinity), e.g. ``--client-cpus 0,1
+--server-cpus 0,1`` reproduces the 2-core CI box on a bigger machine and ``--client-cpus 0 --server-cpus 1``
+gives each side a core of its own.
 """
 
 from __future__ import annotations
@@ -43,12 +47,28 @@ def requests(n: int, tag: str) -> list[JudgeRequest]:
     ]
 
 
-def start_server(latency_ms: float) -> tuple[subprocess.Popen, str]:
+def parse_cpus(spec: str | None) -> set[int] | None:
+    """'0,1' or '0-3' -> {0, 1} / {0, 1, 2, 3}; None or '' -> None (no pinning)."""
+    if not spec:
+        return None
+    cpus: set[int] = set()
+    for part in spec.split(","):
+        lo, _, hi = part.partition("-")
+        cpus.update(range(int(lo), int(hi or lo) + 1))
+    available = os.sched_getaffinity(0)
+    if not cpus <= available:
+        raise SystemExit(f"--client-cpus/--server-cpus {spec!r}: CPUs {sorted(cpus - available)} are not available here")
+    return cpus
+
+
+def start_server(latency_ms: float, cpus: set[int] | None = None) -> tuple[subprocess.Popen, str]:
     proc = subprocess.Popen(
         [sys.executable, "-m", "rubricflow.judge.testing_server", "--latency-ms", str(latency_ms)],
         stdout=subprocess.PIPE,
         text=True,
     )
+    if cpus:
+        os.sched_setaffinity(proc.pid, cpus)
     line = proc.stdout.readline().strip() if proc.stdout else ""
     if not line.startswith("PORT "):
         proc.kill()
@@ -71,19 +91,25 @@ def main() -> None:
     ap.add_argument("--levels", default="1,4,16,32", help="concurrency levels (16 is the headline)")
     ap.add_argument("--per-slot", type=int, default=12, help="requests per concurrency slot at each level")
     ap.add_argument("--sequential", type=int, default=24, help="requests in the sequential baseline")
+    ap.add_argument("--client-cpus", help="pin the client (this process) to these CPUs, e.g. 0 or 0,1")
+    ap.add_argument("--server-cpus", help="pin the loopback server to these CPUs")
     args = ap.parse_args()
+    client_cpus, server_cpus = parse_cpus(args.client_cpus), parse_cpus(args.server_cpus)
+    if client_cpus:
+        os.sched_setaffinity(0, client_cpus)
     latency = args.latency_ms / 1000
     levels = [int(x) for x in args.levels.split(",")]
     if 16 not in levels:
         levels.append(16)
-    proc, url = start_server(args.latency_ms)
+    proc, url = start_server(args.latency_ms, server_cpus)
     try:
         run_level(url, 4, 8, "warmup")  # imports, first connections
         wall, _, st = run_level(url, 1, args.sequential, "seq")
         seq_tp = args.sequential / wall
         print(
             f"loopback latency {args.latency_ms:g} ms, {len(RUBRICS)} rubrics per request, {os.cpu_count()} CPUs, "
-            f"load average {os.getloadavg()[0]:.2f}"
+            f"load average {os.getloadavg()[0]:.2f}, python {sys.version.split()[0]}, "
+            f"client CPUs {sorted(os.sched_getaffinity(0))}, server CPUs {sorted(os.sched_getaffinity(proc.pid))}"
         )
         print(f"sequential baseline: {args.sequential} requests in {wall:.2f} s = {seq_tp:.2f} req/s", end=" ")
         print(f"(ideal {1 / latency:.2f})")

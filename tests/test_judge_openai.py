@@ -85,6 +85,31 @@ def test_concurrency_is_bounded(server):
     assert server.max_in_flight == 3
 
 
+def test_fan_out_runs_with_the_heap_frozen_and_restores_the_gc_state():
+    """Full collections skip the startup heap while judge calls are in flight; the process's own freeze is kept."""
+    import gc
+
+    seen = []
+
+    def verdict(rubric_id, response):  # runs in the server thread while the client's fan-out is in flight
+        seen.append(gc.get_freeze_count())
+        return loopback_verdict(rubric_id, response)
+
+    with LoopbackJudgeServer(verdict_fn=verdict) as srv:
+        assert gc.get_freeze_count() == 0
+        out = fast_judge(srv.base_url).judge([req(i) for i in range(4)])
+        assert [o.status for o in out] == ["ok"] * 4
+        assert seen and min(seen) > 0  # frozen during the calls
+        assert gc.get_freeze_count() == 0  # and unfrozen after
+        gc.freeze()  # a process that froze its heap itself keeps exactly that
+        try:
+            before = gc.get_freeze_count()
+            fast_judge(srv.base_url).judge([req(i) for i in range(4, 6)])
+            assert gc.get_freeze_count() > 0.99 * before  # not unfrozen (a few frozen objects die meanwhile)
+        finally:
+            gc.unfreeze()
+
+
 FAULTS = {
     # fault -> (status, reason substring); max_retries=1 so "*1" faults recover on the retry
     "http500": ("failed", "http 500"),
