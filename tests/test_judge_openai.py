@@ -92,19 +92,21 @@ def test_fan_out_runs_with_the_heap_frozen_and_restores_the_gc_state():
     seen = []
 
     def verdict(rubric_id, response):  # runs in the server thread while the client's fan-out is in flight
-        seen.append(gc.get_freeze_count())
+        if not seen:  # get_freeze_count walks the frozen heap (millions of objects in a full test session): once
+            seen.append(gc.get_freeze_count())
         return loopback_verdict(rubric_id, response)
 
     with LoopbackJudgeServer(verdict_fn=verdict) as srv:
         assert gc.get_freeze_count() == 0
-        out = fast_judge(srv.base_url).judge([req(i) for i in range(4)])
+        out = fast_judge(srv.base_url, timeout_s=30).judge([req(i) for i in range(4)])
         assert [o.status for o in out] == ["ok"] * 4
-        assert seen and min(seen) > 0  # frozen during the calls
+        assert seen and seen[0] > 0  # frozen during the calls
         assert gc.get_freeze_count() == 0  # and unfrozen after
         gc.freeze()  # a process that froze its heap itself keeps exactly that
         try:
             before = gc.get_freeze_count()
-            fast_judge(srv.base_url).judge([req(i) for i in range(4, 6)])
+            out = fast_judge(srv.base_url, timeout_s=30).judge([req(i) for i in range(4, 6)])
+            assert [o.status for o in out] == ["ok"] * 2
             assert gc.get_freeze_count() > 0.99 * before  # not unfrozen (a few frozen objects die meanwhile)
         finally:
             gc.unfreeze()
