@@ -371,7 +371,8 @@ class OpenAIJudge:
         # Freeze the objects alive now (imports, models, these requests) for the fan-out: a full collection over a
         # heap with torch/openai/pydantic loaded stalls the event loop ~100 ms here, and every in-flight judge call
         # with it (concurrency 4: efficiency 0.83 -> 0.90 on the 2-core box). Young collections still run; the
-        # heap is unfrozen afterwards. A process that froze its own heap already keeps it as it was.
+        # heap is unfrozen afterwards. A process that froze its own heap already keeps it as it was (the check walks
+        # the frozen list, so it is free unless the process froze objects itself).
         freeze = gc.get_freeze_count() == 0
         if freeze:
             gc.freeze()
