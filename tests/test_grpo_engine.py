@@ -40,6 +40,44 @@ def test_torch_engine_refuses_several_processes(monkeypatch):
         TorchEngine(torch.nn.Linear(2, 2))
 
 
+def test_engine_device_is_checked_not_ignored(monkeypatch):
+    import torch
+    from pydantic import ValidationError
+
+    from rubricflow.grpo.config import EngineConfig
+    from rubricflow.grpo.engine import TorchEngine
+
+    with pytest.raises(ValidationError, match="device applies to kind=torch only"):
+        EngineConfig(kind="deepspeed", device="cuda")
+    with pytest.raises(ValidationError, match="'cpu' or 'cuda'"):
+        EngineConfig(kind="torch", device="gpu")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)  # as on CI; also where a GPU is present
+    with pytest.raises(RuntimeError, match="engine.device=cuda but torch .* sees no CUDA device"):
+        TorchEngine(torch.nn.Linear(2, 2), EngineConfig(kind="torch", device="cuda"))
+
+
+def test_reference_module_follows_the_policy_device():
+    """The updater moves the frozen reference to wherever the engine put the policy (meta device here: any
+    device other than the reference's own shows the move without a GPU)."""
+    import torch
+
+    from rubricflow.grpo import GRPOConfig, GRPOUpdater
+
+    class Adapter:
+        pass
+
+    class MetaEngine:
+        kind, rank, world_size = "meta", 0, 1
+        module = torch.nn.Linear(2, 2, device="meta")
+
+    ref = torch.nn.Linear(2, 2)
+    GRPOUpdater(Adapter(), MetaEngine(), GRPOConfig(beta=0.1), ref_module=ref)
+    assert ref.weight.device.type == "meta" and not ref.weight.requires_grad
+    ref2 = torch.nn.Linear(2, 2)
+    GRPOUpdater(Adapter(), MetaEngine(), GRPOConfig(beta=0.0), ref_module=ref2)  # no KL: reference unused, untouched
+    assert ref2.weight.device.type == "cpu"
+
+
 def child(out: str) -> None:
     """Run in a fresh process: torch vs DeepSpeed ZeRO 0-3 on the same tiny policy and episodes."""
     import rubricflow.env

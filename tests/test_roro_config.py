@@ -27,3 +27,12 @@ def test_errors_name_the_key():
         config_from_dict({"roro": {"task": {"source": "gsm8k"}}})
     with pytest.raises(ConfigError, match="roro.slm.backnd"):
         config_from_dict({"roro": {"slm": {"backnd": "vllm"}}})
+    with pytest.raises(ConfigError, match=r"roro\.router.*grpo\.engine\.device.*expected 'cpu'"):
+        config_from_dict({"roro": {"router": {"grpo": {"engine": {"device": "cuda"}}}}})
+
+
+def test_engine_device_errors_name_the_key():
+    cfg = config_from_dict({"rucl": {"grpo": {"engine": {"device": "cuda"}}}})  # a single-GPU torch run: accepted
+    assert cfg.rucl.grpo.engine.device == "cuda"
+    with pytest.raises(ConfigError, match=r"rucl\.grpo\.engine.*device applies to kind=torch only"):
+        config_from_dict({"rucl": {"grpo": {"engine": {"kind": "deepspeed", "device": "cuda"}}}})

@@ -36,6 +36,11 @@ class EngineConfig(Section):
         description="CPU only: DeepSpeed's shared-memory all-reduce op for several local processes. It is JIT-compiled "
         "on first use (minutes; cached in TORCH_EXTENSIONS_DIR); off = plain gloo all-reduce.",
     )
+    device: Literal["cpu", "cuda"] = Field(
+        "cpu",
+        description="engine.kind=torch only: where the policy trains ('cuda' = the current CUDA device; an error "
+        "where torch sees none). DeepSpeed places the module on its own accelerator.",
+    )
     adam_betas: tuple[float, float] = Field((0.9, 0.999), description="AdamW betas.")
     adam_eps: float = Field(1e-8, gt=0, description="AdamW epsilon.")
 
@@ -43,6 +48,11 @@ class EngineConfig(Section):
     def _check(self) -> "EngineConfig":
         if self.offload_optimizer and self.zero_stage == 0:
             raise ValueError("offload_optimizer needs zero_stage >= 1 (DeepSpeed offloads ZeRO optimizer partitions)")
+        if self.kind == "deepspeed" and self.device != "cpu":
+            raise ValueError(
+                "device applies to kind=torch only: DeepSpeed places the module on its own accelerator "
+                "(CUDA where there is one); remove engine.device"
+            )
         return self
 
 

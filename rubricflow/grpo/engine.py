@@ -88,7 +88,12 @@ class TorchEngine:
                 f"engine.kind=torch runs one process but WORLD_SIZE={os.environ['WORLD_SIZE']}; "
                 "use engine.kind=deepspeed for several processes"
             )
-        self.module = module
+        if cfg.device == "cuda" and not torch.cuda.is_available():
+            raise RuntimeError(
+                f"engine.device=cuda but torch {torch.__version__} sees no CUDA device "
+                f"(built with CUDA {torch.version.cuda}); set engine.device=cpu or run on a GPU machine"
+            )
+        self.module = module.to(cfg.device)
         self.rank, self.world_size = 0, 1
         self.max_grad_norm = max_grad_norm
         self.optimizer = torch.optim.AdamW(

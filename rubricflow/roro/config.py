@@ -227,6 +227,11 @@ class RouterConfig(Section):
     def _check(self) -> "RouterConfig":
         if not self.sweep_cost_weights:
             raise ValueError("sweep_cost_weights must list at least one cost weight")
+        if self.grpo.engine.device != "cpu":
+            raise ValueError(
+                "grpo.engine.device: the router is a small MLP trained on the CPU (its rollouts sample on the CPU); "
+                "expected 'cpu'"
+            )
         return self
 
 
