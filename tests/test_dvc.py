@@ -30,6 +30,24 @@ def test_every_dvc_stage_is_part_of_a_flow():
     assert sorted(set(dvc) - runnable) == [], "dvc.yaml stages that are neither registered stages nor VARIANTS"
 
 
+def test_params_stage_depends_on_every_config_module():
+    """reports/params is the resolved config: a new field or default in any config module must re-run the params
+    stage (and, through its outputs, the stages that read them), not leave the resolved files stale."""
+    import sys
+
+    import rubricflow.config  # noqa: F401  (imports every section's config module)
+
+    modules = {
+        Path(m.__file__).resolve().relative_to(ROOT).as_posix()
+        for name, m in sys.modules.items()
+        if name.startswith("rubricflow") and getattr(m, "__file__", None)
+        and (name.endswith(".config") or name in ("rubricflow.config", "rubricflow.section"))
+    }
+    assert "rubricflow/grpo/config.py" in modules and "rubricflow/roro/config.py" in modules
+    deps = set(yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]["params"]["deps"])
+    assert sorted(modules - deps) == []
+
+
 def _dvc(project: Path, env: dict, *args: str, timeout: float = 900) -> subprocess.CompletedProcess:
     proc = subprocess.run([str(ROOT / ".venv/bin/dvc"), *args], cwd=project, env=env, capture_output=True, text=True,
                           timeout=timeout)
