@@ -15,13 +15,7 @@ from typing import Any
 import torch
 
 from rubricflow.grpo.core import token_entropy, token_logprobs
-from rubricflow.grpo.types import Episode
-
-
-def _device_of(module: torch.nn.Module) -> torch.device:
-    for p in module.parameters():
-        return p.device
-    return torch.device("cpu")
+from rubricflow.grpo.types import Episode, module_device
 
 
 def _prompt_parts(prompt: Any) -> tuple[str, list]:
@@ -107,7 +101,7 @@ class CausalLMAdapter:
         # Only those positions are projected onto the vocabulary (2-D integer ``logits_to_keep``).
         L = b["inputs"]["input_ids"].shape[1]
         pos = ((p_len - 1).unsqueeze(1) + torch.arange(T).unsqueeze(0)).clamp(min=0, max=L - 1)  # [B, T]
-        dev = _device_of(module)
+        dev = module_device(module)
         inputs = {k: v.to(dev) if torch.is_tensor(v) else v for k, v in b["inputs"].items()}
         out = module(**inputs, logits_to_keep=pos.to(dev), use_cache=False)
         sel = out.logits  # [B, T, V]

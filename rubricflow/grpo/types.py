@@ -16,6 +16,13 @@ from typing import Any, Protocol, runtime_checkable
 import torch
 
 
+def module_device(module: torch.nn.Module) -> torch.device:
+    """The device of ``module``'s first parameter (CPU for a module without parameters)."""
+    for p in module.parameters():
+        return p.device
+    return torch.device("cpu")
+
+
 @dataclass
 class Episode:
     """One rollout sample.

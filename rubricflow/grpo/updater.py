@@ -28,7 +28,7 @@ import torch
 from rubricflow.grpo.config import GRPOConfig
 from rubricflow.grpo.core import grouped_advantages, grpo_loss
 from rubricflow.grpo.engine import Engine
-from rubricflow.grpo.types import Episode, PolicyAdapter
+from rubricflow.grpo.types import Episode, PolicyAdapter, module_device
 
 
 def _pad(rows: list[torch.Tensor], T: int) -> torch.Tensor:
@@ -70,12 +70,6 @@ def reward_stats(episodes: list[Episode], adv: torch.Tensor) -> dict[str, float]
     return out
 
 
-def _first_device(module: torch.nn.Module) -> torch.device | None:
-    for p in module.parameters():
-        return p.device
-    return None
-
-
 class GRPOUpdater:
     def __init__(
         self,
@@ -93,8 +87,8 @@ class GRPOUpdater:
         self.ref_module = ref_module if cfg.beta > 0 else None
         if self.ref_module is not None:
             self.ref_module.eval().requires_grad_(False)
-            dev = _first_device(engine.module)
-            if dev is not None and _first_device(self.ref_module) != dev:
+            dev = module_device(engine.module)
+            if module_device(self.ref_module) != dev:
                 self.ref_module.to(dev)  # the reference scores the policy's batches: it lives where the policy does
         self.log_entropy = log_entropy
         self.shuffle = torch.Generator().manual_seed(cfg.seed + 7919 * getattr(engine, "rank", 0))
