@@ -32,10 +32,8 @@ def text_policy():
 
 
 def episodes(model, tok, n_prompts=4, group=4):
-    outs = TransformersGenerator(model, tok).generate(
-        [GenRequest(chat_prompt(tok, p["question"])) for p in toy_prompts(n_prompts)], n=group, max_new_tokens=8, seed=0
-    )
     prompts = [chat_prompt(tok, p["question"]) for p in toy_prompts(n_prompts)]
+    outs = TransformersGenerator(model, tok).generate([GenRequest(p) for p in prompts], n=group, max_new_tokens=8, seed=0)
     return [Episode(p, c.token_ids, float(i % 3), f"q{j}") for j, (p, cs) in enumerate(zip(prompts, outs)) for i, c in enumerate(cs)]
 
 
