@@ -1,5 +1,9 @@
 """The ``rubricflow`` command line: one subcommand per pipeline stage (what dvc.yaml runs), plus tools.
 
+The stage commands are generated from the manifest (``rubricflow.pipelines``): ``rubricflow <spec.cli>`` runs the
+stage, older names stay as aliases. A stage whose command takes arguments or prints more than its metrics has a
+hand-written command in ``flows/cli_<method>.py`` (``COMMANDS``), registered under the same name.
+
 Global options come before the subcommand: ``rubricflow --profile gpu --set rucl.reward.mode=outcome train``.
 Every stage reads params.yaml (``--params``) through the typed config, so invalid parameters fail before any
 work with a message naming the key.
@@ -68,14 +72,15 @@ def load_cfg():
         raise typer.Exit(2) from None
 
 
-def run_stage(fn, *args, **kw) -> dict:
-    """Run a stage with uniform error reporting: known errors print their message and exit non-zero."""
+def run_stage(spec, **kw) -> dict:
+    """Run a manifest stage with uniform error reporting: known errors print their message and exit non-zero."""
     from rubricflow.config import ConfigError
     from rubricflow.data.validate import ValidationFailed
+    from tasks.secrets import load_secret
 
     cfg = load_cfg()
     try:
-        metrics = fn(cfg, *args, track=state.track, **kw)
+        metrics = spec(cfg, track=state.track, secret_resolver=load_secret, **kw)
     except (ValidationFailed, ConfigError, FileNotFoundError, ValueError) as e:
         typer.echo(f"error: {e}", err=True)
         raise typer.Exit(1) from None
@@ -88,24 +93,6 @@ def _brief(m: dict) -> dict:
 
 
 # ---------------------------------------------------------------------------------------------------- foundation
-
-
-@app.command()
-def data():
-    """Generate the synthetic multimodal dataset (counting, bar chart, coordinate geometry)."""
-    from rubricflow.stages import data_stage
-
-    run_stage(data_stage)
-
-
-@app.command()
-def validate(
-    data_dir: Annotated[Optional[Path], typer.Argument(help="Dataset directory (default: data.out_dir).")] = None,
-):
-    """Great Expectations gate on a dataset; non-zero exit naming expectation, column and offending ids."""
-    from rubricflow.stages import validate_stage
-
-    run_stage(validate_stage, str(data_dir) if data_dir else None)
 
 
 @app.command()
@@ -125,22 +112,6 @@ def ingest(
         typer.echo(f"error: {e}", err=True)
         raise typer.Exit(1) from None
     typer.echo(f"ingested {n} records from {src} ({format}) into {out}")
-
-
-@app.command("base-model")
-def base_model():
-    """Build the tiny policy offline (or check that a pretrained one resolves)."""
-    from rubricflow.stages import base_model_stage
-
-    run_stage(base_model_stage)
-
-
-@app.command()
-def sft():
-    """SFT warm start on gold reasoning traces; reports held-out accuracy before/after."""
-    from rubricflow.stages import sft_stage
-
-    run_stage(sft_stage)
 
 
 @app.command("resolve-params")
@@ -173,18 +144,46 @@ def summary(
     from rubricflow.summary import print_summary
 
     cfg = load_cfg()
-    print_summary(cfg, pipeline_id, elapsed)
+    print_summary(cfg.reports_dir, cfg.tracking, pipeline_id, elapsed)
 
 
-def _register_methods() -> None:
-    """Method sub-commands live next to their owners (flows/cli_<method>.py); all of them are required."""
-    from flows import cli_deltarubric, cli_ops, cli_roro, cli_rucl
+def validate(
+    data_dir: Annotated[Optional[Path], typer.Argument(help="Dataset directory (default: data.out_dir).")] = None,
+):
+    """Great Expectations gate on a dataset; non-zero exit naming expectation, column and offending ids."""
+    from rubricflow.pipelines import stage
 
-    for m in (cli_rucl, cli_deltarubric, cli_roro, cli_ops):
+    run_stage(stage("validate"), data_dir=str(data_dir) if data_dir else None)
+
+
+def _stage_command(spec):
+    def command():
+        run_stage(spec)
+
+    command.__doc__ = spec.help
+    return command
+
+
+def register_stage_commands(app: typer.Typer, custom: dict) -> None:
+    """One command per manifest stage (``custom[stage name]`` where a stage has its own), plus its aliases."""
+    from rubricflow.pipelines import STAGES
+
+    for spec in STAGES.values():
+        fn = custom.get(spec.name) or _stage_command(spec)
+        app.command(spec.cli, help=spec.help)(fn)
+        for alias in spec.aliases:
+            app.command(alias, help=f"Alias of `rubricflow {spec.cli}` (kept for one release). {spec.help}")(fn)
+
+
+def _register() -> None:
+    from flows import cli_deltarubric, cli_ops, cli_roro
+
+    register_stage_commands(app, {"validate": validate, **cli_roro.COMMANDS})
+    for m in (cli_deltarubric, cli_ops):
         m.register(app)
 
 
-_register_methods()
+_register()
 
 if __name__ == "__main__":
     sys.exit(app())

@@ -1,9 +1,6 @@
-"""DeltaRubric commands for the ``rubricflow`` CLI (registered by flows/cli.py through ``register(app)``).
+"""DeltaRubric tools of the ``rubricflow`` CLI (registered by flows/cli.py through ``register(app)``; the stage
+commands ``rubricflow deltarubric-pairs`` ... ``deltarubric-eval`` are generated from the manifest):
 
-* ``rubricflow deltarubric-pairs``  synthetic preference pairs + data gate
-* ``rubricflow deltarubric-sft``    warm start (tiny base model built here on the tiny profile)
-* ``rubricflow deltarubric-train``  multi-role GRPO (planner + verifier, decoupled advantages)
-* ``rubricflow deltarubric-eval``   judge tables of the SFT and trained policies (synthetic test + benchmarks)
 * ``rubricflow eval-judge``         judge table of any policy directories on any pair directories
 """
 
@@ -16,35 +13,7 @@ import typer
 
 
 def register(app: typer.Typer) -> None:
-    from flows.cli import load_cfg, run_stage
-
-    @app.command("deltarubric-pairs")
-    def deltarubric_pairs():
-        """Generate synthetic preference pairs (decisive and partial visual errors) and run the pair data gate."""
-        from rubricflow.deltarubric.stages import pairs_stage
-
-        run_stage(pairs_stage)
-
-    @app.command("deltarubric-sft")
-    def deltarubric_sft():
-        """Warm-start the shared planner/verifier policy on templated checklists and verdicts from facts."""
-        from rubricflow.deltarubric.stages import sft_stage
-
-        run_stage(sft_stage)
-
-    @app.command("deltarubric-train")
-    def deltarubric_train():
-        """Multi-role GRPO: N checklists x M guided verdicts per pair, decoupled per-role advantages."""
-        from rubricflow.deltarubric.stages import train_stage
-
-        run_stage(train_stage)
-
-    @app.command("deltarubric-eval")
-    def deltarubric_eval():
-        """Accuracy with no rubric / static rubric / DeltaRubric checklists, before (SFT) and after GRPO."""
-        from rubricflow.deltarubric.stages import eval_stage
-
-        run_stage(eval_stage)
+    from flows.cli import load_cfg
 
     @app.command("eval-judge")
     def eval_judge(
@@ -58,11 +27,11 @@ def register(app: typer.Typer) -> None:
         """Print verifier accuracy per judge mode (and format violations) for policies x pair sets."""
         from rubricflow.deltarubric.data import PairDataError
         from rubricflow.deltarubric.evaluate import MODES, format_table
-        from rubricflow.deltarubric.stages import judge_tables, section
-        from rubricflow.stages import write_json
+        from rubricflow.deltarubric.stages import judge_tables
+        from rubricflow.io import write_json
 
         cfg = load_cfg()
-        dr = section(cfg)
+        dr = cfg.deltarubric
         bad = [m for m in mode if m not in MODES]
         if bad:
             typer.echo(f"error: --mode {bad[0]!r}: expected one of {MODES}", err=True)
@@ -75,7 +44,7 @@ def register(app: typer.Typer) -> None:
             sets[p.name] = (str(p), sp, limit)
         modes = tuple(mode) or ("no_rubric", "static", "deltarubric", "oracle")
         try:
-            tables = judge_tables(cfg, models, sets, modes)
+            tables = judge_tables(dr, cfg.models, cfg.generation, models, sets, modes)
         except (PairDataError, FileNotFoundError, ValueError) as e:
             typer.echo(f"error: {e}", err=True)
             raise typer.Exit(1) from None

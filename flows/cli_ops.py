@@ -34,7 +34,7 @@ def compare(
     from rich.table import Table
 
     from flows.cli import load_cfg
-    from tasks.compare import DEFAULT_METRICS, _fmt, compare_runs
+    from rubricflow.tracking.compare import DEFAULT_METRICS, _fmt, compare_runs
 
     exp = experiment or load_cfg().tracking.experiment
     try:
@@ -61,7 +61,7 @@ def plots(
     out: Annotated[Path, typer.Option(help="HTML file to write.")] = Path("reports/plots/index.html"),
 ):
     """Render every dvc.yaml plot with matplotlib into one self-contained HTML page (works offline)."""
-    from tasks.plots import plot_specs, write_offline_html
+    from rubricflow.tracking.plots import plot_specs, write_offline_html
 
     specs = plot_specs()
     path = write_offline_html(out, specs)

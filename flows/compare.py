@@ -9,7 +9,7 @@ from prefect import flow
 from pydantic import Field
 
 from tasks.artifacts import publish_comparison
-from tasks.compare import DEFAULT_METRICS
+from rubricflow.tracking.compare import DEFAULT_METRICS
 
 
 @flow(name="compare", description="Compare MLflow runs of one stage (ablations): differing params, final metrics.")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from rubricflow.config import GenerationConfig
+from rubricflow.sections import GenerationConfig
 
 
 def policy_requests(processor, data_dir: str | Path, samples) -> list:

@@ -6,6 +6,10 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict
 
 
+class ConfigError(ValueError):
+    """Invalid parameters; the message names the file and the dotted key."""
+
+
 class Section(BaseModel):
     """A params.yaml section: unknown keys are errors, assignments are validated, enums dump as values."""
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from rubricflow.config import Config
+from rubricflow.sections import TrackingConfig
 
 
 def _load(path: Path) -> dict | None:
@@ -21,9 +21,9 @@ def _fmt_acc(d: dict | None) -> str:
     return ", ".join(f"{k} {v:.0%}" for k, v in d.items())
 
 
-def key_lines(cfg: Config) -> list[str]:
-    """One line per stage report that exists, with its key numbers."""
-    r = Path(cfg.reports_dir)
+def key_lines(reports_dir: str | Path) -> list[str]:
+    """One line per stage report under ``reports_dir`` that exists, with its key numbers."""
+    r = Path(reports_dir)
     lines = []
     if (m := _load(r / "data.json")):
         lines.append(f"data        {m['n_samples']} samples {m.get('splits')}")
@@ -101,12 +101,14 @@ def _roro_lines(r: Path) -> list[str]:
     return out
 
 
-def print_summary(cfg: Config, pipeline_id: str | None = None, elapsed_s: float | None = None) -> None:
+def print_summary(
+    reports_dir: str | Path, tracking_cfg: TrackingConfig, pipeline_id: str | None = None, elapsed_s: float | None = None
+) -> None:
     from rubricflow import tracking
 
     try:
-        tracking.backfill_dvc_tags(pipeline_id, cfg.tracking.experiment)
-        parent, children = tracking.pipeline_runs(pipeline_id, cfg.tracking.experiment)
+        tracking.backfill_dvc_tags(pipeline_id, tracking_cfg.experiment)
+        parent, children = tracking.pipeline_runs(pipeline_id, tracking_cfg.experiment)
     except Exception as e:  # noqa: BLE001 - the summary must still print the local reports
         parent, children = None, []
         print(f"(MLflow runs unavailable: {e})")
@@ -117,10 +119,10 @@ def print_summary(cfg: Config, pipeline_id: str | None = None, elapsed_s: float 
         print("ran         " + ", ".join(c.data.tags.get("rubricflow.stage", "?") for c in children))
     else:
         print("ran         nothing new (all stages up to date); numbers below are from the last runs")
-    for line in key_lines(cfg):
+    for line in key_lines(reports_dir):
         print(line)
     if parent is not None:
-        print(f"mlflow      parent run {parent.info.run_id} in experiment '{cfg.tracking.experiment}'")
+        print(f"mlflow      parent run {parent.info.run_id} in experiment '{tracking_cfg.experiment}'")
         if parent.info.status == "RUNNING":
             tracking.finish_parent(parent.info.run_id, children)
     print("open        make ui   (Prefect http://127.0.0.1:4200, MLflow http://127.0.0.1:5000)")

@@ -6,7 +6,7 @@
   its duration and key metrics, the curriculum transition step when a stage reports one, and links to the MLflow
   runs (``$RUBRICFLOW_MLFLOW_UI``, default http://127.0.0.1:5000, the UI ``make ui`` starts).
 * :func:`publish_plots` turns the dvc.yaml plots of the stages that ran into a table artifact (down-sampled rows)
-  and an image artifact (a PNG data URI, rendered by tasks.plots).
+  and an image artifact (a PNG data URI, rendered by rubricflow.tracking.plots).
 """
 
 from __future__ import annotations
@@ -156,7 +156,6 @@ def report_markdown(
     flow_run_id: str,
     pipeline_id: str,
     outcomes: list[dict],
-    missing: list[str],
     parent_run_id: str | None = None,
     links: dict[str, str] | None = None,
     params: dict | None = None,
@@ -188,8 +187,6 @@ def report_markdown(
         secs = o.get("seconds")
         lines.append(f"| {o['stage']} | {o['status']} | {secs:.1f} | {km} | {mlf} |" if secs is not None
                      else f"| {o['stage']} | {o['status']} | - | {km} | {mlf} |")
-    if missing:
-        lines += ["", f"Not registered yet (skipped): {', '.join(missing)}"]
     cached = [o["stage"] for o in outcomes if o["status"] == "cached"]
     if cached:
         lines += ["", f"Cached (inputs unchanged, results reused from an earlier run): {', '.join(cached)}"]
@@ -210,7 +207,7 @@ def publish_plots(flow: str, stages: list[str]) -> list[str]:
     """Table + image artifacts for the dvc.yaml plots of ``stages`` that exist; returns the plot ids published."""
     from prefect.artifacts import create_image_artifact, create_table_artifact
 
-    from tasks.plots import data_uri, render, specs_for_stages, table_rows
+    from rubricflow.tracking.plots import data_uri, render, specs_for_stages, table_rows
 
     done = []
     for spec in specs_for_stages(stages):
@@ -229,10 +226,10 @@ def publish_plots(flow: str, stages: list[str]) -> list[str]:
 
 
 def publish_comparison(experiment: str, stage: str, metrics: list[str] | None = None, key_prefix: str = "compare") -> dict:
-    """Table + markdown artifacts of ``tasks.compare.compare_runs``; returns the comparison as a dict."""
+    """Table + markdown artifacts of ``rubricflow.tracking.compare.compare_runs``; returns the comparison as a dict."""
     from prefect.artifacts import create_markdown_artifact, create_table_artifact
 
-    from tasks.compare import compare_runs
+    from rubricflow.tracking.compare import compare_runs
 
     cmp = compare_runs(experiment, stage, metrics)
     rows = [{c: r.get(c) for c in cmp.columns} for r in cmp.rows]

@@ -1,7 +1,7 @@
 """The stage tasks' Prefect cache policy: rerunning a flow with the same inputs skips finished stages.
 
 ``STAGE_CACHE = (INPUTS - "cfg" - "pipeline") + StageInputsPolicy()``: the task's plain inputs (stage name, tracking
-flag) plus the key of :mod:`tasks.inputs` (declared params, dep file contents, stage source), computed when the task
+flag) plus the key of :mod:`rubricflow.stage_inputs` (declared params, dep file contents, stage source), computed when the task
 starts, i.e. after the upstream stages wrote their outputs. The whole ``Config`` is *not* hashed: changing
 ``rucl.reward.mode`` must not rerun ``data``.
 
@@ -18,20 +18,18 @@ from typing import Any
 
 from prefect.cache_policies import INPUTS, CachePolicy
 
-from tasks.inputs import raw_params, stage_inputs
+from rubricflow import pipelines
+from rubricflow.stage_inputs import spec_inputs
 
 
 def inputs_for(stage: str, cfg):
-    """Declared inputs of a pipeline entry (a stage, or a variant: its own dvc.yaml entry, its base stage's code)."""
-    from tasks.registry import base_stage, stage_function
-
-    fn = stage_function(base_stage(stage))
-    return stage_inputs(stage, cfg, fn=fn, raw_params=raw_params(), sections=tuple(getattr(fn, "sections", ())))
+    """Declared inputs of a manifest stage (a variant: its own dvc.yaml entry and overrides, its function's code)."""
+    return spec_inputs(pipelines.stage(stage), cfg)
 
 
 @dataclass
 class StageInputsPolicy(CachePolicy):
-    """Key = hash of the stage's declared inputs (see tasks.inputs)."""
+    """Key = hash of the stage's declared inputs (see rubricflow.stage_inputs)."""
 
     def compute_key(self, task_ctx, inputs: dict[str, Any], flow_parameters: dict[str, Any], **kwargs) -> str | None:
         stage, cfg = inputs.get("stage"), inputs.get("cfg")

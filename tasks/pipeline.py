@@ -5,8 +5,8 @@
 1. sets ``RUBRICFLOW_PIPELINE_ID=prefect-<flow run id>`` for the run, so every stage's MLflow child run hangs
    under one parent run (tagged with the flow run id), and restores the previous value afterwards;
 2. loads the config (params.yaml, profile, overrides) once: a bad parameter fails the flow before any work;
-3. resolves the pipeline's stage list (tasks.registry), logging stages that are not registered yet by name, and
-   writes the effective parameters where dvc.yaml's ``rubricflow resolve-params`` stage does (stages depend on them);
+3. takes the pipeline's stage list from the manifest (``rubricflow.pipelines``) and writes the effective parameters
+   where dvc.yaml's ``params`` stage does (``rubricflow resolve-params``; the stages depend on those files);
 4. creates the ``judge-calls`` concurrency limit if a stage needs it and it is missing;
 5. runs each stage as ``tasks.stage.stage_task`` (cache hit = skipped; missing outputs force a rerun);
 6. publishes a markdown report artifact (also logged to the MLflow parent run), the plots of the stages that
@@ -24,16 +24,12 @@ from prefect import get_run_logger
 from prefect.artifacts import create_markdown_artifact
 from prefect.context import FlowRunContext
 
+from rubricflow import pipelines
 from rubricflow.config import load_config, write_resolved
 from tasks.artifacts import artifact_key, mlflow_links, publish_comparison, publish_plots, report_markdown
 from tasks.cache import inputs_for
 from tasks.concurrency import ensure_judge_limit
-from tasks.inputs import cmd_overrides, load_dvc_yaml, resolve_params_stage
-from tasks.registry import VARIANTS, resolve
-from tasks.stage import configured, options_for
-
-# The stage whose runs each flow compares across invocations (ablations) in a `<flow>-compare` table artifact.
-COMPARE_STAGE = {"rucl": "rucl", "deltarubric": "deltarubric_train", "roro": "roro_router"}
+from tasks.stage import configured
 
 
 def _parent_run(pipeline_id: str, experiment: str) -> str | None:
@@ -72,40 +68,32 @@ def run_pipeline(
 
 def _run(flow, flow_run_id, pipeline_id, profile, overrides, until, track, params_for_report, logger) -> dict:
     cfg = load_config(profile=profile, overrides=overrides)
-    resolved = resolve(flow, until)
-    logger.info(resolved.message())
-    if resolved.missing:
-        logger.warning("stages not registered yet, skipped: %s", ", ".join(resolved.missing))
-    if any(options_for(s).judge for s in resolved.available):
+    pipe = pipelines.pipeline(flow)
+    specs = pipe.until(until)
+    logger.info("pipeline %s: stages %s", flow, ", ".join(s.name for s in specs))
+    if any(s.judge for s in specs):
         limit, created = ensure_judge_limit()
         logger.info("judge-calls concurrency limit: %d slots%s", limit, " (created)" if created else "")
     logger.info("pipeline id %s (MLflow experiment %r)", pipeline_id, cfg.tracking.experiment)
 
     outcomes: list[dict] = []
     failure: BaseException | None = None
-    dvc_stages = load_dvc_yaml()
-    resolver = resolve_params_stage(dvc_stages)
-    if resolver is not None:
-        # dvc.yaml's `params` stage: the effective config (profile + this run's overrides), one JSON per section;
-        # the stages depend on those files, so they also key the Prefect cache exactly as they key DVC's.
-        written = write_resolved(cfg, resolver[1])
-        logger.info("stage %s: resolved parameters into %s (%s)", resolver[0], resolver[1], ", ".join(sorted(written)))
-    for name in resolved.available:
-        stage_cfg = cfg
-        if name in VARIANTS:  # e.g. rucl_outcome = the rucl stage with the dvc.yaml cmd's --set overrides
-            if name not in dvc_stages:
-                raise ValueError(f"pipeline {flow}: variant {name!r} of stage {VARIANTS[name]!r} is defined by its "
-                                 f"dvc.yaml entry (cmd --set overrides), but dvc.yaml has no stage {name!r}")
-            extra = cmd_overrides(dvc_stages[name], name)
-            logger.info("stage %s = %s with %s", name, VARIANTS[name], extra)
-            stage_cfg = load_config(profile=profile, overrides={**overrides, **extra})
-        inp = inputs_for(name, stage_cfg)
+    # dvc.yaml's `params` stage: the effective config (profile + this run's overrides), one JSON per section; the
+    # stages depend on those files, so they also key the Prefect cache exactly as they key DVC's.
+    written = write_resolved(cfg, pipelines.PARAMS_DIR)
+    logger.info("stage %s: resolved parameters into %s (%s)", pipelines.PARAMS_STAGE, pipelines.PARAMS_DIR,
+                ", ".join(sorted(written)))
+    for spec in specs:
+        name = spec.name
+        if spec.overrides:  # e.g. rucl_outcome = the rucl stage with rucl.reward.mode=outcome ...
+            logger.info("stage %s = %s with %s", name, spec.base, dict(spec.overrides))
+        inp = inputs_for(name, cfg)
         missing_outs = inp.missing_outputs()
         if missing_outs:
             logger.info("stage %s: outputs missing (%s): any cached result is recomputed", name, ", ".join(missing_outs))
         t0 = time.perf_counter()
         state = configured(name, flow, cfg.profile, refresh=bool(missing_outs), cache=inp.declared)(
-            name, stage_cfg, track=track, pipeline=flow, return_state=True
+            name, cfg, track=track, pipeline=flow, return_state=True
         )
         secs = time.perf_counter() - t0
         if state.is_completed():
@@ -126,7 +114,7 @@ def _run(flow, flow_run_id, pipeline_id, profile, overrides, until, track, param
     parent = _parent_run(pipeline_id, cfg.tracking.experiment) if track else None
     run_ids = [o["metrics"].get("mlflow_run_id") for o in outcomes if o["status"] != "cached"]
     links = mlflow_links([r for r in [parent, *run_ids] if r])
-    md = report_markdown(flow, flow_run_id, pipeline_id, outcomes, resolved.missing, parent, links,
+    md = report_markdown(flow, flow_run_id, pipeline_id, outcomes, parent, links,
                          params=params_for_report)
     create_markdown_artifact(md, key=artifact_key(flow, "report"), description=f"{flow} run report")
     if parent:
@@ -137,7 +125,7 @@ def _run(flow, flow_run_id, pipeline_id, profile, overrides, until, track, param
     except Exception as e:  # noqa: BLE001 - a plot must not turn a finished training into a failed run
         logger.warning("plot artifacts failed: %s", e)
         plots = []
-    compare_stage = COMPARE_STAGE.get(flow)
+    compare_stage = pipe.compare
     if track and compare_stage in ran:
         try:
             publish_comparison(cfg.tracking.experiment, compare_stage, key_prefix=flow + "-compare")
@@ -151,7 +139,6 @@ def _run(flow, flow_run_id, pipeline_id, profile, overrides, until, track, param
         "pipeline_id": pipeline_id,
         "stages": {o["stage"]: o["status"] for o in outcomes},
         "ran": ran,
-        "missing": resolved.missing,
         "mlflow_parent_run_id": parent,
         "plots": plots,
         "metrics": {o["stage"]: o["metrics"] for o in outcomes},

@@ -1,68 +1,42 @@
-"""The Prefect task that runs one registered stage: the same function ``rubricflow <stage>`` and ``dvc repro`` call.
+"""The Prefect task that runs one manifest stage: the same ``StageSpec`` ``rubricflow <stage>`` and ``dvc repro`` run.
 
-``stage_task(stage, cfg)`` looks the stage up in the registry and calls ``fn(cfg, track=..., prefect_flow_run_id=...)``
-(the stage opens its MLflow child run under the pipeline's parent, keyed by ``$RUBRICFLOW_PIPELINE_ID`` which the
-flow sets). Around the call it
+``stage_task(stage, cfg)`` looks the stage up in the manifest (``rubricflow.pipelines``) and calls
+``spec(cfg, track=..., prefect_flow_run_id=..., secret_resolver=...)`` (the stage opens its MLflow child run under
+the pipeline's parent, keyed by ``$RUBRICFLOW_PIPELINE_ID`` which the flow sets; a variant applies its own
+overrides). Around the call it
 
 * mirrors ``rubricflow.progress`` into Prefect progress artifacts (:class:`tasks.artifacts.ProgressMirror`);
 * holds a ``judge-calls`` global concurrency slot when the stage calls judges (:mod:`tasks.concurrency`);
 * installs the crash hook ``RUBRICFLOW_INJECT_CRASH=<stage>:<k>`` (first attempt only; tests and drills);
 * is cached by :data:`tasks.cache.STAGE_CACHE` (declared params + dep file contents + stage source).
 
-Per-stage options live in :data:`STAGE_OPTIONS`: retries with exponential backoff and jitter for the stages that
-call judges or run long enough to be interrupted (GRPO training resumes from its latest checkpoint on a retry,
-so a retry costs at most ``checkpoint_every`` steps), the judge slot, tags. Errors that a retry cannot fix
-(bad config, failed data gate, missing file or section: ``ValueError``/``KeyError``/``AttributeError``/
-``ImportError``/``FileNotFoundError``) are not retried.
+Retries, the judge slot and the resumable tag come from the spec (``@stage(retries=..., judge=..., resumable=...)``):
+stages that call judges or run long enough to be interrupted are retried with exponential backoff and jitter (GRPO
+training resumes from its latest checkpoint on a retry, so a retry costs at most ``checkpoint_every`` steps).
+Errors that a retry cannot fix (bad config, failed data gate, missing file or section: ``ValueError``/``KeyError``/
+``AttributeError``/``ImportError``/``FileNotFoundError``/``TypeError``) are not retried.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-from dataclasses import dataclass
 
 from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 from prefect.context import TaskRunContext
 from prefect.tasks import exponential_backoff
 
+from rubricflow import pipelines
 from rubricflow import progress as rf_progress
 from rubricflow.config import Config
 from tasks.artifacts import CrashHook, ProgressMirror
 from tasks.cache import STAGE_CACHE, inputs_for
 from tasks.concurrency import JUDGE_LIMIT
-from tasks.registry import base_stage, stage_function
+from tasks.secrets import load_secret
 
 
-@dataclass(frozen=True)
-class StageOptions:
-    retries: int = 0  # attempts after the first
-    judge: bool = False  # holds one `judge-calls` slot while running
-    resumable: bool = False  # resumes from a checkpoint on retry (documentation + a tag)
-    timeout_s: float | None = None
-
-
-_TRAIN = StageOptions(retries=3, judge=True, resumable=True)
-STAGE_OPTIONS: dict[str, StageOptions] = {
-    "sft": StageOptions(retries=1),
-    "stratify": StageOptions(retries=3, judge=True),
-    "rucl": _TRAIN,
-    "rucl_eval": StageOptions(retries=3, judge=True),
-    "deltarubric_sft": StageOptions(retries=1),
-    "deltarubric_train": StageOptions(retries=3, resumable=True),
-    "deltarubric_eval": StageOptions(retries=2, judge=True),
-    # RoRo's Rubricor and Judge are small LMs trained in-process (no judge server); the router GRPO resumes.
-    "roro_models": StageOptions(retries=1),
-    "roro_rubricor_judge": StageOptions(retries=1),
-    "roro_router": StageOptions(retries=3, resumable=True),
-}
-DEFAULT_OPTIONS = StageOptions()
 NOT_RETRIED = (ValueError, KeyError, AttributeError, ImportError, FileNotFoundError, TypeError)
-
-
-def options_for(stage: str) -> StageOptions:
-    return STAGE_OPTIONS.get(stage, STAGE_OPTIONS.get(base_stage(stage), DEFAULT_OPTIONS))
 
 
 def retry_delay_base() -> float:
@@ -88,7 +62,7 @@ def _retryable(task, task_run, state) -> bool:
     retry_condition_fn=_retryable,
 )
 def stage_task(stage: str, cfg: Config, track: bool = True, pipeline: str = "") -> dict:
-    """Run a pipeline entry (a registered stage, or a variant of one with its overrides already in ``cfg``); returns
+    """Run a manifest stage on the pipeline's config (a variant applies its own overrides); returns
     ``{"stage", "metrics", "attempt", "flow_run_id", "inputs_key"}``."""
     logger = get_run_logger()
     ctx = TaskRunContext.get()
@@ -97,8 +71,7 @@ def stage_task(stage: str, cfg: Config, track: bool = True, pipeline: str = "") 
     inp = inputs_for(stage, cfg)
     for note in inp.notes:
         logger.warning(note)
-    fn = stage_function(base_stage(stage))
-    opts = options_for(stage)
+    spec = pipelines.stage(stage)
     mirror = ProgressMirror(stage)
     hooks = [mirror]
     crash = CrashHook.from_env(stage, attempt)
@@ -110,13 +83,13 @@ def stage_task(stage: str, cfg: Config, track: bool = True, pipeline: str = "") 
     if attempt > 1:  # warnings: retries must be visible at rubricflow's default PREFECT_LOGGING_LEVEL (WARNING)
         logger.warning("stage %s: attempt %d (a resumable stage continues from its latest checkpoint)", stage, attempt)
     slot = contextlib.nullcontext()
-    if opts.judge:
+    if spec.judge:
         from prefect.concurrency.sync import concurrency
 
         slot = concurrency(JUDGE_LIMIT, occupy=1, strict=True)
     try:
         with slot:
-            metrics = fn(cfg, track=track, prefect_flow_run_id=flow_run_id)
+            metrics = spec(cfg, track=track, prefect_flow_run_id=flow_run_id, secret_resolver=load_secret)
     finally:
         for h in hooks:
             rf_progress.remove_listener(h)
@@ -134,20 +107,20 @@ def stage_task(stage: str, cfg: Config, track: bool = True, pipeline: str = "") 
 def configured(stage: str, pipeline: str, profile: str, refresh: bool = False, cache: bool = True):
     """``stage_task`` with the stage's name, tags, retries, backoff, and its caching: ``refresh`` recomputes and
     overwrites the cached result (outputs missing); ``cache=False`` runs uncached (stage not in dvc.yaml)."""
-    opts = options_for(stage)
+    spec = pipelines.stage(stage)
     tags = {"rubricflow", f"pipeline:{pipeline}", f"stage:{stage}", f"profile:{profile}"}
-    if opts.judge:
+    if spec.judge:
         tags.add(JUDGE_LIMIT)
-    if opts.resumable:
+    if spec.resumable:
         tags.add("resumable")
     return stage_task.with_options(
         name=stage,
         task_run_name=stage,
         tags=sorted(tags),
-        retries=opts.retries,
-        retry_delay_seconds=exponential_backoff(backoff_factor=retry_delay_base()) if opts.retries else 0,
-        retry_jitter_factor=0.5 if opts.retries else None,
-        timeout_seconds=opts.timeout_s,
+        retries=spec.retries,
+        retry_delay_seconds=exponential_backoff(backoff_factor=retry_delay_base()) if spec.retries else 0,
+        retry_jitter_factor=0.5 if spec.retries else None,
+        timeout_seconds=spec.timeout_s,
         refresh_cache=refresh,
         **({} if cache else {"cache_policy": NO_CACHE}),
     )

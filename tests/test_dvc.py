@@ -14,20 +14,32 @@ import yaml
 from tests.ops_helpers import ROOT, make_project, project_env
 
 
-def test_every_dvc_stage_is_part_of_a_flow():
-    """dvc.yaml and the Prefect flows run the same stages: a dvc.yaml stage that no flow covers (a registered
-    stage, a `--set` variant of one in tasks.registry.VARIANTS, or the `resolve-params` stage every flow run
-    performs itself) would silently be missing from the Prefect pipelines."""
-    from tasks.inputs import resolve_params_stage
-    from tasks.registry import PIPELINES, VARIANTS, discover, registry
+def test_dvc_yaml_equals_the_manifest():
+    """dvc.yaml and the manifest (rubricflow.pipelines, which the CLI and the Prefect flows are built from) name the
+    same stages with the same commands: a stage only one of them has, or a command that differs (a variant whose
+    overrides live in its cmd), fails here instead of at run time."""
+    from rubricflow import pipelines
 
-    discover()
     dvc = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]
-    resolver = resolve_params_stage(dvc)
-    covered = {s for stages in PIPELINES.values() for s in stages} | ({resolver[0]} if resolver else set())
-    assert sorted(set(dvc) - covered) == [], "dvc.yaml stages missing from tasks.registry.PIPELINES"
-    runnable = set(registry()) | set(VARIANTS) | ({resolver[0]} if resolver else set())
-    assert sorted(set(dvc) - runnable) == [], "dvc.yaml stages that are neither registered stages nor VARIANTS"
+    expected = {name: spec.command for name, spec in pipelines.STAGES.items()}
+    expected[pipelines.PARAMS_STAGE] = pipelines.PARAMS_COMMAND
+    assert {name: st.get("cmd") for name, st in dvc.items()} == expected
+
+
+def test_every_stage_command_exists_in_the_cli():
+    """The dvc.yaml commands resolve: each manifest stage is a `rubricflow` command (and its old names still are)."""
+    import typer.main
+
+    from flows.cli import app
+    from rubricflow import pipelines
+
+    commands = typer.main.get_command(app).commands
+    for spec in pipelines.STAGES.values():
+        assert spec.cli in commands, spec.name
+        assert all(a in commands for a in spec.aliases), spec.name
+        assert commands[spec.cli].help.startswith(spec.help)
+    assert "train" in commands and "route-eval" in commands  # aliases of rucl / roro-eval for one release
+    assert "resolve-params" in commands
 
 
 def test_params_stage_depends_on_every_config_module():
@@ -41,7 +53,7 @@ def test_params_stage_depends_on_every_config_module():
         Path(m.__file__).resolve().relative_to(ROOT).as_posix()
         for name, m in sys.modules.items()
         if name.startswith("rubricflow") and getattr(m, "__file__", None)
-        and (name.endswith(".config") or name in ("rubricflow.config", "rubricflow.section"))
+        and (name.endswith(".config") or name in ("rubricflow.config", "rubricflow.section", "rubricflow.sections"))
     }
     assert "rubricflow/grpo/config.py" in modules and "rubricflow/roro/config.py" in modules
     deps = set(yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]["params"]["deps"])

@@ -46,3 +46,32 @@ def test_the_checker_catches_an_upward_import(tmp_path, monkeypatch):
     found = violations()
     assert any("upward: models -> flows" in v for v in found)
     assert any("imports prefect" in v for v in found)
+
+
+# The composition root: only entry points (tasks/, flows/) and tests import it. Core code receives its sections.
+COMPOSITION_ROOT = "rubricflow.config"
+
+
+def config_importers(root: Path | None = None) -> list[str]:
+    root = root or ROOT
+    bad = []
+    for pkg in ("models", "rubricflow"):
+        for f in sorted((root / pkg).rglob("*.py")):
+            if f.relative_to(root).as_posix() == "rubricflow/config.py":
+                continue
+            for mod, line in imports_of(f):
+                if mod == COMPOSITION_ROOT or mod.startswith(COMPOSITION_ROOT + "."):
+                    bad.append(f"{f.relative_to(root)}:{line} imports {mod}")
+    return bad
+
+
+def test_no_core_module_imports_the_composition_root():
+    assert config_importers() == []
+
+
+def test_the_composition_root_checker_catches_an_import(tmp_path):
+    (tmp_path / "models").mkdir()
+    (tmp_path / "rubricflow" / "rucl").mkdir(parents=True)
+    (tmp_path / "rubricflow" / "config.py").write_text("from rubricflow.sections import DataConfig\n")
+    (tmp_path / "rubricflow" / "rucl" / "x.py").write_text("def f():\n    from rubricflow.config import Config\n")
+    assert config_importers(tmp_path) == ["rubricflow/rucl/x.py:2 imports rubricflow.config"]

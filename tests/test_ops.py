@@ -28,9 +28,9 @@ def proj(tmp_path, monkeypatch):
 
 
 def _inputs(stage, cfg, dvc, memo_dir):
-    from tasks.inputs import HashMemo, stage_inputs
+    from rubricflow.stage_inputs import HashMemo, stage_inputs
 
-    import tasks.inputs as ti
+    import rubricflow.stage_inputs as ti
 
     ti._memo = HashMemo(memo_dir / "memo.sqlite")
     return stage_inputs(stage, cfg, dvc_stages=dvc, raw_params={"profiles": {"tiny": {"a": 1}}}, sections=("data",))
@@ -76,7 +76,7 @@ def test_stage_outside_dvc_yaml_is_not_trusted_for_caching_and_says_so(proj, tmp
 
 
 def test_hash_memo_reuses_hashes_until_the_file_changes(tmp_path):
-    from tasks.inputs import HashMemo
+    from rubricflow.stage_inputs import HashMemo
 
     memo = HashMemo(tmp_path / "m.sqlite")
     f = tmp_path / "w.bin"
@@ -92,67 +92,79 @@ def test_hash_memo_reuses_hashes_until_the_file_changes(tmp_path):
 
 
 # ----------------------------------------------------------------------------------------------------------------
-# registry, crash hook
+# manifest, stage framework, crash hook
 
 
-def test_registry_discovers_every_stage_module_and_reports_missing_names(monkeypatch):
-    from rubricflow.stages import REGISTRY
-    from tasks import registry
+def test_manifest_pipelines_and_until():
+    from rubricflow import pipelines
 
-    mods = registry.discover()
-    assert "rubricflow.stages" in mods
-    for name in ("data", "validate", "base_model", "sft"):
-        assert name in REGISTRY
-    monkeypatch.setitem(registry.PIPELINES, "demo", ["data", "not_yet", "validate"])
-    r = registry.resolve("demo")
-    assert (r.available, r.missing) == (["data", "validate"], ["not_yet"])
-    assert "not registered yet (skipped): not_yet" in r.message()
-    assert registry.resolve("demo", until="data").available == ["data"]
-    with pytest.raises(ValueError, match="`until` stage 'sft' is not one of"):
-        registry.resolve("demo", until="sft")
+    rucl = pipelines.pipeline("rucl")
+    assert rucl.stage_names[:4] == ["data", "validate", "base_model", "sft"]
+    assert [s.name for s in rucl.until("sft")] == ["data", "validate", "base_model", "sft"]
+    with pytest.raises(ValueError, match="`until` stage 'roro_eval' is not one of"):
+        rucl.until("roro_eval")
     with pytest.raises(KeyError, match="unknown pipeline 'nope'"):
-        registry.resolve("nope")
+        pipelines.pipeline("nope")
+    with pytest.raises(KeyError, match="unknown stage 'nope'"):
+        pipelines.stage("nope")
+    # every stage once; the compared stage of each pipeline is one of its stages
+    assert len(pipelines.STAGES) == sum(len(p.stages) for p in pipelines.PIPELINES.values())
+    assert all(p.compare in p.stage_names for p in pipelines.PIPELINES.values())
 
 
-def test_registry_import_error_names_the_module(tmp_path):
-    from tasks.registry import discover
+def test_stage_takes_its_sections_by_name_and_a_context(tmp_path):
+    from rubricflow.config import load_config
+    from rubricflow.sections import DataConfig, SFTConfig
+    from rubricflow.stage import StageContext, stage
 
-    pkg = tmp_path / "fakepkg"
-    pkg.mkdir()
-    (pkg / "__init__.py").write_text("")
-    (pkg / "broken.py").write_text("from rubricflow.stages import stage\n@stage('x')\ndef f(cfg): ...\nraise RuntimeError('boom')\n")
-    import sys
+    seen = {}
 
-    sys.path.insert(0, str(tmp_path))
-    try:
-        with pytest.raises(ImportError, match="stage module fakepkg.broken failed to import: RuntimeError: boom"):
-            discover(pkg)
-    finally:
-        sys.path.remove(str(tmp_path))
+    @stage("demo", retries=2, judge=True)
+    def demo(data: DataConfig, sft: SFTConfig, ctx: StageContext, extra: int = 0) -> dict:
+        """Demo stage."""
+        seen.update(data=data, sft=sft, ctx=ctx, extra=extra)
+        return {"steps": sft.steps}
 
-
-def test_variants_take_their_overrides_from_the_dvc_yaml_command(monkeypatch):
-    from tasks import registry
-    from tasks.inputs import cmd_overrides
-
-    spec = {"cmd": "rubricflow --set rucl.name=rucl_outcome --set=rucl.reward.mode=outcome --set rucl.reward.alpha=1 train"}
-    assert cmd_overrides(spec) == {"rucl.name": "rucl_outcome", "rucl.reward.mode": "outcome", "rucl.reward.alpha": 1}
-    with pytest.raises(ValueError, match="stage 'v': --set expects key=value, got 'oops'"):
-        cmd_overrides({"cmd": "rubricflow --set oops train"}, "v")
-    monkeypatch.setitem(registry.PIPELINES, "demo", ["sft", "sft_short"])
-    monkeypatch.setitem(registry.VARIANTS, "sft_short", "sft")
-    assert registry.resolve("demo").available == ["sft", "sft_short"]
-    assert registry.base_stage("sft_short") == "sft" and registry.base_stage("sft") == "sft"
+    assert (demo.sections, demo.retries, demo.judge, demo.cli, demo.help) == (("data", "sft"), 2, True, "demo", "Demo stage.")
+    cfg = load_config(overrides={"reports_dir": str(tmp_path), "seed": 7})
+    out = demo(cfg, track=False, extra=3, secret_resolver=str.upper)
+    assert seen["data"] is cfg.data and seen["sft"] is cfg.sft and seen["extra"] == 3
+    assert (seen["ctx"].seed, seen["ctx"].reports_dir, seen["ctx"].secret_resolver("k")) == (7, tmp_path, "K")
+    assert json.loads((tmp_path / "demo.json").read_text())["steps"] == cfg.sft.steps == out["steps"]
+    with pytest.raises(TypeError, match="must take a `ctx: StageContext` parameter"):
+        stage("bad")(lambda data: {})
 
 
-def test_the_resolve_params_stage_is_found_with_its_output_folder():
-    from tasks.inputs import resolve_params_stage
+def test_a_variant_is_data_its_overrides_reach_the_function(tmp_path):
+    from rubricflow.config import ConfigError, load_config
+    from rubricflow.sections import SFTConfig
+    from rubricflow.stage import StageContext, stage
 
-    assert resolve_params_stage({"params": {"cmd": "rubricflow resolve-params --out reports/params"},
-                                 "data": {"cmd": "rubricflow data"}}) == ("params", "reports/params")
-    assert resolve_params_stage({"p": {"cmd": "rubricflow --profile gpu resolve-params --out=x/y"}}) == ("p", "x/y")
-    assert resolve_params_stage({"p": {"cmd": "rubricflow resolve-params"}}) == ("p", "reports/params")
-    assert resolve_params_stage({"data": {"cmd": "rubricflow data"}}) is None
+    @stage("demo")
+    def demo(sft: SFTConfig, ctx: StageContext) -> dict:
+        """Demo."""
+        return {"steps": sft.steps, "lr": sft.lr}
+
+    short = demo.variant("demo_short", {"sft.steps": 3})
+    assert (short.name, short.cli, short.base, short.fn) == ("demo_short", "demo-short", "demo", demo.fn)
+    cfg = load_config(overrides={"reports_dir": str(tmp_path)})
+    assert short(cfg, track=False)["steps"] == 3 and demo(cfg, track=False)["steps"] == cfg.sft.steps != 3
+    assert json.loads((tmp_path / "demo_short.json").read_text())["steps"] == 3
+    assert cfg.sft.steps != 3  # the composed config is not modified
+    with pytest.raises(ConfigError, match="override `sft.nope`: no such config key"):
+        demo.variant("v", {"sft.nope": 1})(cfg, track=False)
+
+
+def test_rucl_outcome_variant_is_the_outcome_only_baseline():
+    from rubricflow.config import load_config
+    from rubricflow.pipelines import stage
+
+    spec = stage("rucl_outcome")
+    assert spec.base == "rucl" and spec.fn is stage("rucl").fn and spec.retries == stage("rucl").retries
+    cfg = spec.configure(load_config())
+    assert (cfg.rucl.reward.mode, cfg.rucl.name, cfg.rucl.out_dir) == ("outcome", "rucl_outcome",
+                                                                        "artifacts/models/rucl_outcome")
+    assert spec.report_name(cfg) == "rucl_outcome"
 
 
 def test_crash_hook_fires_once_on_the_first_attempt_only(monkeypatch):
@@ -199,17 +211,16 @@ def test_report_names_stages_status_transition_links_and_skips():
          "metrics": {"transition_step": 17, "final/reward_total": 0.81234, "accuracy_after": {"overall": 0.75, "x": 1},
                      "mlflow_run_id": "bbb222", "duration_s": 60}},
     ]
-    md = report_markdown("rucl", "fr-1", "prefect-fr-1", outcomes, ["rucl_eval"], "ppp",
+    md = report_markdown("rucl", "fr-1", "prefect-fr-1", outcomes, "ppp",
                          {"ppp": "http://m/#/experiments/1/runs/ppp", "bbb222": "http://m/#/experiments/1/runs/bbb222"},
                          params={"profile": "tiny", "rucl.reward.mode": "outcome"})
     assert "- curriculum transition: step **17** (stage rucl)" in md
     assert "[ppp](http://m/#/experiments/1/runs/ppp)" in md
     assert "| rucl | ran (attempt 2) | 61.2 | transition_step: 17; final/reward_total: 0.8123; accuracy_after: 0.75 | [run](http://m/#/experiments/1/runs/bbb222) |" in md
     assert "| data | cached | 0.4 | n_samples: 20 | `aaa111` |" in md
-    assert "Not registered yet (skipped): rucl_eval" in md
     assert "`rucl.reward.mode=outcome`" in md
     no_switch = report_markdown("rucl", "f", "p", [{"stage": "rucl", "status": "ran", "seconds": 1,
-                                                   "metrics": {"transition_step": None}}], [])
+                                                   "metrics": {"transition_step": None}}])
     assert "curriculum transition: none" in no_switch
 
 
@@ -225,7 +236,7 @@ def _write_plot_data(root: Path) -> None:
 
 
 def test_plot_specs_from_stage_and_top_level_sections():
-    from tasks.plots import plot_specs
+    from rubricflow.tracking.plots import plot_specs
 
     stages = {"sft": {"plots": [{"reports/plots/sft_loss.json": {"x": "step", "y": "loss", "cache": False}}]},
               "stratify": {"plots": [{"r/s.csv": {"template": "bar_horizontal", "x": "pass_rate", "y": "id"}}]},
@@ -242,7 +253,7 @@ def test_plot_specs_from_stage_and_top_level_sections():
 
 def test_plots_of_the_stages_that_ran_with_unique_artifact_keys(proj):
     from tasks.artifacts import plot_key
-    from tasks.plots import specs_for_stages
+    from rubricflow.tracking.plots import specs_for_stages
 
     doc = {"plots": [{"rucl_curriculum": {"x": "step", "y": {"reports/rucl/curriculum.json": ["reward/s_f"]}}},
                      {"vs": {"x": "step", "y": {"reports/rucl/curriculum.json": "reward/total",
@@ -259,7 +270,7 @@ def test_plots_of_the_stages_that_ran_with_unique_artifact_keys(proj):
 
 def test_offline_html_inlines_every_plot_and_loads_no_script(proj):
     """The dvc.yaml plots of the repository rendered offline: inline SVG, no <script>, no remote URL."""
-    from tasks.plots import PlotSpec, plot_specs, table_rows, write_offline_html
+    from rubricflow.tracking.plots import PlotSpec, plot_specs, table_rows, write_offline_html
 
     _write_plot_data(proj)
     specs = plot_specs()
@@ -276,7 +287,7 @@ def test_offline_html_inlines_every_plot_and_loads_no_script(proj):
 
 
 def test_plot_with_unknown_column_names_the_file(tmp_path):
-    from tasks.plots import PlotSpec, render
+    from rubricflow.tracking.plots import PlotSpec, render
 
     f = tmp_path / "c.json"
     f.write_text(json.dumps([{"step": 0, "loss": 1.0}]))
@@ -322,7 +333,7 @@ def mlflow_runs(tmp_path, monkeypatch):
 
 
 def test_compare_table_shows_differing_params_final_metrics_and_transition(mlflow_runs):
-    from tasks.compare import compare_runs
+    from rubricflow.tracking.compare import compare_runs
 
     cmp = compare_runs("abl", "rucl")
     assert cmp.differing_params == ["rucl.curriculum.shape", "rucl.reward.mode"]  # sorted; seed is the same
@@ -362,9 +373,15 @@ def test_local_deployments_come_from_prefect_yaml():
 
     assert local_deployments() == ["rucl-local", "deltarubric-local", "roro-local"]
     doc = yaml.safe_load((ROOT / "prefect.yaml").read_text())
+    import importlib
+
+    from prefect import Flow
+
     for d in doc["deployments"]:
         mod, func = d["entrypoint"].split(":")
-        assert (ROOT / mod).exists() and f"def {func}(" in (ROOT / mod).read_text()
+        assert (ROOT / mod).exists()
+        obj = getattr(importlib.import_module(mod.removesuffix(".py").replace("/", ".")), func)
+        assert isinstance(obj, Flow) and obj.name == func
 
 
 def test_deploy_without_a_server_says_how_to_start_one(monkeypatch):

@@ -12,7 +12,7 @@ from rubricflow.rubrics import (
     load_default_pool,
     load_pool,
     parse_teacher_rubrics,
-    pool_stage,
+    write_pool,
 )
 
 
@@ -130,20 +130,20 @@ def test_teacher_that_cannot_deliver_is_an_error():
         generate_pool(t, 20, [], max_calls=2)
 
 
-def test_pool_stage_default_and_teacher(tmp_path):
+def test_write_pool_default_and_teacher(tmp_path):
     cfg = RubricsConfig(pool_path=str(tmp_path / "candidates.json"))
-    res = pool_stage(cfg)
+    res = write_pool(cfg)
     doc = json.loads((tmp_path / "candidates.json").read_text())
     assert res["metrics"]["n_candidates"] == 20 and res["source"] == "default pool v1"
     assert len(doc["rubrics"]) == 20 and {"id", "text", "category", "check", "provenance"} <= set(doc["rubrics"][0])
-    res = pool_stage(
+    res = write_pool(
         cfg.model_copy(update={"n_candidates": 8, "keep_k": 4}), teacher=FakeTeacher([teacher_json(rubric_texts(8))])
     )
     pool = load_pool(tmp_path / "candidates.json")
     assert res["source"] == "teacher" and len(pool.rubrics) == 8 and pool.provenance["teacher_backend"] == "fake"
 
 
-def test_pool_stage_with_an_openai_teacher_makes_one_call(tmp_path, monkeypatch):
+def test_write_pool_with_an_openai_teacher_makes_one_call(tmp_path, monkeypatch):
     """rubrics.teacher=openai: the judge section's endpoint, teacher_model overriding the model, one request."""
     from rubricflow.judge import JudgeConfig
     from rubricflow.judge.config import OpenAIJudgeConfig
@@ -160,7 +160,7 @@ def test_pool_stage_with_an_openai_teacher_makes_one_call(tmp_path, monkeypatch)
         rcfg = RubricsConfig(
             pool_path=str(tmp_path / "candidates.json"), teacher="openai", teacher_model="teacher-model"
         )
-        res = pool_stage(rcfg, jcfg)
+        res = write_pool(rcfg, jcfg)
         assert srv.requests == 1
         body = srv.bodies[0]
         assert body["model"] == "teacher-model"

@@ -1,4 +1,4 @@
-"""stratify_stage end to end on a synthetic calibration split: gold traces mixed with corrupted ones as the
+"""stratify_pool end to end on a synthetic calibration split: gold traces mixed with corrupted ones as the
 "policy" (an untrained tiny policy only produces garbage), programmatic judge, files written, both tiers."""
 
 import csv
@@ -10,7 +10,7 @@ import pytest
 from rubricflow.data.synthetic import build_synthetic_dataset
 from rubricflow.data.traces import render_trace
 from rubricflow.judge import JudgeConfig
-from rubricflow.rubrics import RubricsConfig, load_tiers, pool_stage, stratify_stage
+from rubricflow.rubrics import RubricsConfig, load_tiers, write_pool, stratify_pool
 
 N_PER_TASK = 16
 
@@ -50,10 +50,10 @@ def cfg(tmp_path, **kw):
     return RubricsConfig(**{**base, **kw})
 
 
-def test_stratify_stage_on_gold_and_corrupted_responses(dataset, tmp_path):
+def test_stratify_pool_on_gold_and_corrupted_responses(dataset, tmp_path):
     rc = cfg(tmp_path)
-    pool_stage(rc)
-    res = stratify_stage(rc, JudgeConfig(), dataset, responder=responder)
+    write_pool(rc)
+    res = stratify_pool(rc, JudgeConfig(), dataset, responder=responder)
     m = res["metrics"]
     n = 3 * N_PER_TASK * 5
     assert m["n_judgments"] == n and m["n_judge_ok"] == n and m["n_judge_failed"] == 0
@@ -109,12 +109,12 @@ def test_teacher_rubrics_with_the_programmatic_judge_fail_before_sampling(datase
     )
     called = []
     with pytest.raises(ValueError, match=r"no checker for rubric\(s\) T01 \(check=None\), T02"):
-        stratify_stage(rc, JudgeConfig(), dataset, responder=lambda s: called.append(1))
+        stratify_pool(rc, JudgeConfig(), dataset, responder=lambda s: called.append(1))
     assert called == []
 
 
 @pytest.mark.slow
-def test_stratify_stage_samples_from_a_policy_checkpoint(dataset, tmp_path):
+def test_stratify_pool_samples_from_a_policy_checkpoint(dataset, tmp_path):
     """The real sampling path: load_policy + TransformersGenerator on a (random) tiny Qwen2.5-VL."""
     from models.tiny import TinyDims, build_tiny_vl, save
 
@@ -122,8 +122,8 @@ def test_stratify_stage_samples_from_a_policy_checkpoint(dataset, tmp_path):
     model, proc = build_tiny_vl(corpus, TinyDims(hidden_size=64, num_heads=2, num_kv_heads=1, vocab_size=320))
     policy = save(model, proc, tmp_path / "policy")
     rc = cfg(tmp_path, policy_path=str(policy), calib_max_prompts=3, samples_per_prompt=2, max_new_tokens=8)
-    pool_stage(rc)
-    res = stratify_stage(rc, JudgeConfig(), dataset, seed=3)
+    write_pool(rc)
+    res = stratify_pool(rc, JudgeConfig(), dataset, seed=3)
     assert (
         res["metrics"]["n_judgments"] == 6 and res["rule"]["n_prompts"] == 3 and res["rule"]["samples_per_prompt"] == 2
     )

@@ -38,7 +38,7 @@ def test_summary_has_a_line_per_pipeline(tmp_path):
                                            {"method": "threshold", "param": 0.1, "accuracy": 0.9}],
                                   "roro_accuracy": 0.891, "roro_lrm_cost_frac": 0.673,
                                   "outcome_only_accuracy_at_roro_cost": 0.892})
-    text = "\n".join(key_lines(cfg))
+    text = "\n".join(key_lines(cfg.reports_dir))
     assert "after:  overall 47%" in text
     assert "foundational C08/C11 (pass 0.84), advanced C01 (pass 0.21)" in text
     assert "transition at step 14" in text
@@ -52,4 +52,4 @@ def test_summary_has_a_line_per_pipeline(tmp_path):
 
 def test_summary_skips_pipelines_that_did_not_run(tmp_path):
     cfg = load_config("params.yaml", overrides={"reports_dir": str(tmp_path)})
-    assert key_lines(cfg) == []
+    assert key_lines(cfg.reports_dir) == []

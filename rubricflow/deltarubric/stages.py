@@ -1,7 +1,8 @@
-"""DeltaRubric pipeline stages: pairs -> sft -> train -> eval (each ``fn(cfg) -> metrics``).
+"""DeltaRubric pipeline stages: pairs -> sft -> train -> eval.
 
-Registered with the foundation's ``@stage`` wrapper (MLflow child run, ``reports/<name>.json``), called by the CLI
-(``rubricflow deltarubric-<stage>``), dvc.yaml and the Prefect flow. Outputs:
+Each is a ``@stage`` (``rubricflow.stage``: MLflow child run, ``reports/<name>.json``) taking the ``deltarubric``
+section (and the shared ones it reads), run by the CLI (``rubricflow deltarubric-<stage>``), dvc.yaml and the
+Prefect flow. Outputs:
 
 * ``deltarubric_pairs``  ``deltarubric.pairs.out_dir`` (parquet + images), gated by ``validate_pairs``;
 * ``deltarubric_sft``    the tiny base model (``sft.base_dir``, tokenizer trained on DeltaRubric's texts) and the
@@ -18,29 +19,19 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from rubricflow.config import Config, ConfigError
 from rubricflow.deltarubric.config import DeltaRubricConfig
-from rubricflow.stages import NullRun, stage, staged_dir, write_json
-
-
-def section(cfg: Config) -> DeltaRubricConfig:
-    dr = getattr(cfg, "deltarubric", None)
-    if dr is None:
-        raise ConfigError(
-            "config: no `deltarubric` section (rubricflow.config.Config needs a field "
-            "`deltarubric: DeltaRubricConfig` from rubricflow.deltarubric.config)"
-        )
-    return dr
+from rubricflow.io import staged_dir, write_json
+from rubricflow.sections import GenerationConfig, ModelsConfig
+from rubricflow.stage import StageContext, stage
 
 
 def _max_tokens(dr: DeltaRubricConfig) -> dict[str, int]:
     return {"planner": dr.train.planner_max_tokens, "verifier": dr.train.verifier_max_tokens}
 
 
-def _generator(cfg: Config, model, proc, model_path: str | None = None, batch_size: int | None = None):
+def _generator(g: GenerationConfig, model, proc, model_path: str | None = None, batch_size: int | None = None):
     from models.generation import make_generator
 
-    g = cfg.generation
     return make_generator(
         g.backend, model, proc, model_path=model_path, batch_size=batch_size or g.eval_batch_size,
         gpu_memory_utilization=g.vllm_gpu_memory_utilization, tensor_parallel_size=g.vllm_tensor_parallel_size,
@@ -61,13 +52,13 @@ def _gate(dr: DeltaRubricConfig) -> None:
 # ================================================================================================================
 
 
-@stage("deltarubric_pairs", sections=("deltarubric",))
-def pairs_stage(cfg: Config, run=NullRun()) -> dict:
+@stage("deltarubric_pairs")
+def pairs_stage(deltarubric: DeltaRubricConfig, ctx: StageContext) -> dict:
     """Generate the synthetic preference pairs and run the data gate before publishing them."""
     from rubricflow.deltarubric.data import validate_pairs
     from rubricflow.deltarubric.synthetic import build_pairs
 
-    p = section(cfg).pairs
+    p = deltarubric.pairs
     sizes = {"train": p.train, "val": p.val, "test": p.test}
     with staged_dir(p.out_dir) as tmp:
         pairs = build_pairs(tmp, list(p.tasks), sizes, p.seed, p.image_size, p.partial_frac)
@@ -87,14 +78,14 @@ def pairs_stage(cfg: Config, run=NullRun()) -> dict:
 # ================================================================================================================
 
 
-def build_or_load_base(cfg: Config, dr: DeltaRubricConfig, train_pairs):
+def build_or_load_base(models: ModelsConfig, dr: DeltaRubricConfig, train_pairs, seed: int):
     """Tiny profile: build a fresh tiny model whose tokenizer is trained on DeltaRubric's prompts and targets;
     pretrained: load ``models.policy.path``."""
     from models.loader import load_policy
     from models.tiny import TinyDims, build_tiny_text, build_tiny_vl, save
     from rubricflow.deltarubric.warmstart import tokenizer_corpus
 
-    spec = cfg.models.policy
+    spec = models.policy
     if spec.source == "pretrained":
         return load_policy(spec.path, dtype=spec.dtype)
     dims = TinyDims(
@@ -103,14 +94,14 @@ def build_or_load_base(cfg: Config, dr: DeltaRubricConfig, train_pairs):
         vision_depth=spec.vision_depth, vocab_size=spec.vocab_size, image_size=dr.pairs.image_size,
     )
     build = build_tiny_vl if spec.arch == "qwen2_5_vl" else build_tiny_text
-    model, proc = build(tokenizer_corpus(train_pairs, dr.sft, cfg.seed), dims, seed=cfg.seed)
+    model, proc = build(tokenizer_corpus(train_pairs, dr.sft, seed), dims, seed=seed)
     with staged_dir(dr.sft.base_dir) as tmp:
         save(model, proc, tmp)
     return model, proc
 
 
-@stage("deltarubric_sft", sections=("deltarubric", "models"))
-def sft_stage(cfg: Config, run=NullRun(), log_fn=None) -> dict:
+@stage("deltarubric_sft", retries=1)
+def sft_stage(deltarubric: DeltaRubricConfig, models: ModelsConfig, ctx: StageContext, log_fn=None) -> dict:
     """Warm start on templated plans / verdicts from facts (the judge table after SFT is part of the eval stage)."""
     from models.tiny import save
     from rubricflow.deltarubric.data import read_pairs
@@ -119,14 +110,14 @@ def sft_stage(cfg: Config, run=NullRun(), log_fn=None) -> dict:
     from rubricflow.progress import progress
     from rubricflow.sft import train_sft
 
-    dr = section(cfg)
+    dr = deltarubric
     _gate(dr)
     d = _pairs_dir(dr)
     train = read_pairs(d, "train")
     if not train:
         raise ValueError(f"{d}: no train pairs; set deltarubric.pairs.train > 0")
-    model, proc = build_or_load_base(cfg, dr, train)
-    examples = sft_examples(proc, load_items(d, train), dr.sft, seed=cfg.seed)
+    model, proc = build_or_load_base(models, dr, train, ctx.seed)
+    examples = sft_examples(proc, load_items(d, train), dr.sft, seed=ctx.seed)
     curve: list[dict] = []
 
     def log(step: int, m: dict) -> None:
@@ -134,19 +125,19 @@ def sft_stage(cfg: Config, run=NullRun(), log_fn=None) -> dict:
         if log_fn is not None:
             log_fn(step, m)
         if step % 10 == 0:
-            run.log_metrics(m, step=step)
+            ctx.run.log_metrics(m, step=step)
 
     t0 = time.perf_counter()
     with progress("deltarubric sft", total=dr.sft.steps) as bar:
         losses = train_sft(
             model, proc, examples, steps=dr.sft.steps, batch_size=dr.sft.batch_size, lr=dr.sft.lr,
-            warmup_steps=dr.sft.warmup_steps, seed=cfg.seed,
+            warmup_steps=dr.sft.warmup_steps, seed=ctx.seed,
             log_fn=lambda s, m: (log(s, m), bar.advance(1, loss=m["sft/loss"])),
         )
     sft_s = time.perf_counter() - t0
     with staged_dir(dr.sft.out_dir) as tmp:
         save(model, proc, tmp)
-    write_json(Path(cfg.reports_dir) / "plots" / "deltarubric_sft_loss.json", curve)
+    write_json(ctx.reports_dir / "plots" / "deltarubric_sft_loss.json", curve)
     tail = losses[-20:]
     return {
         "train_examples": len(examples),
@@ -160,18 +151,20 @@ def sft_stage(cfg: Config, run=NullRun(), log_fn=None) -> dict:
 # ================================================================================================================
 
 
-def _checkpoint_dir(cfg: Config, dr: DeltaRubricConfig) -> Path:
+def _checkpoint_dir(ctx: StageContext, dr: DeltaRubricConfig) -> Path:
     """Resume only a run with identical settings: the folder is keyed by the train + sft + pairs config hash."""
     import hashlib
     import json
 
     blob = json.dumps({k: getattr(dr, k).model_dump(mode="json") for k in ("pairs", "sft", "train")}, sort_keys=True)
     key = hashlib.sha256(blob.encode()).hexdigest()[:16]
-    return Path(cfg.artifacts_dir) / "deltarubric" / "checkpoints" / f"{key}-seed{cfg.seed}"
+    return ctx.artifacts_dir / "deltarubric" / "checkpoints" / f"{key}-seed{ctx.seed}"
 
 
-@stage("deltarubric_train", sections=("deltarubric",))
-def train_stage(cfg: Config, run=NullRun(), log_fn=None) -> dict:
+@stage("deltarubric_train", retries=3, resumable=True)
+def train_stage(
+    deltarubric: DeltaRubricConfig, models: ModelsConfig, generation: GenerationConfig, ctx: StageContext, log_fn=None
+) -> dict:
     """Multi-role GRPO from the SFT checkpoint; saves the policy and the per-step role metrics."""
     from models.loader import load_policy
     from models.tiny import save
@@ -180,28 +173,28 @@ def train_stage(cfg: Config, run=NullRun(), log_fn=None) -> dict:
     from rubricflow.deltarubric.train import train_policy
     from rubricflow.progress import progress
 
-    dr = section(cfg)
+    dr = deltarubric
     _gate(dr)
     d = _pairs_dir(dr)
-    model, proc = load_policy(dr.sft.out_dir, dtype=cfg.models.policy.dtype)
+    model, proc = load_policy(dr.sft.out_dir, dtype=models.policy.dtype)
     train_items = load_items(d, read_pairs(d, "train"))
     val = read_pairs(d, "val")
     val = val[:: max(1, len(val) // dr.train.probe_pairs)][: dr.train.probe_pairs]  # spread over the tasks
     val_items = load_items(d, val)
-    gen = _generator(cfg, model, proc, model_path=dr.sft.out_dir, batch_size=dr.eval.batch_size)
+    gen = _generator(generation, model, proc, model_path=dr.sft.out_dir, batch_size=dr.eval.batch_size)
 
     def log(step: int, m: dict) -> None:
-        run.log_metrics(m, step=step)
+        ctx.run.log_metrics(m, step=step)
         if log_fn is not None:
             log_fn(step, m)
 
     t0 = time.perf_counter()
     with progress("deltarubric train", total=dr.train.grpo.steps) as bar:
-        out = train_policy(model, proc, gen, train_items, val_items, dr.train, _checkpoint_dir(cfg, dr),
+        out = train_policy(model, proc, gen, train_items, val_items, dr.train, _checkpoint_dir(ctx, dr),
                            log_fn=log, progress=bar.advance)
     with staged_dir(dr.train.out_dir) as tmp:
         save(model, proc, tmp)
-    write_json(Path(cfg.reports_dir) / "plots" / "deltarubric_train.json", out["curve"])
+    write_json(ctx.reports_dir / "plots" / "deltarubric_train.json", out["curve"])
     last = out["curve"][-5:]
     probes = [r["probe/accuracy"] for r in out["curve"] if "probe/accuracy" in r]
 
@@ -224,7 +217,8 @@ def train_stage(cfg: Config, run=NullRun(), log_fn=None) -> dict:
 # ================================================================================================================
 
 
-def judge_tables(cfg: Config, model_dirs: dict[str, str], pair_sets: dict[str, tuple[str, str | None, int]],
+def judge_tables(dr: DeltaRubricConfig, models: ModelsConfig, generation: GenerationConfig,
+                 model_dirs: dict[str, str], pair_sets: dict[str, tuple[str, str | None, int]],
                  modes: tuple[str, ...], examples: int = 0) -> dict[str, dict]:
     """``{"<model>/<set>": evaluate_judge(...)}`` for every model directory and pair set
     (``name -> (dir, split or None, limit)``); every benchmark directory passes the data gate first."""
@@ -232,35 +226,36 @@ def judge_tables(cfg: Config, model_dirs: dict[str, str], pair_sets: dict[str, t
     from rubricflow.deltarubric.data import read_pairs, validate_pairs
     from rubricflow.deltarubric.evaluate import evaluate_judge, load_items
 
-    dr = section(cfg)
     sets = {}
     for name, (d, split, limit) in pair_sets.items():
         validate_pairs(d, balance_tol=None)  # benchmarks need not be A/B balanced; everything else must hold
         sets[name] = load_items(d, read_pairs(d, split, limit=limit or None))
     out: dict[str, dict] = {}
     for mname, mdir in model_dirs.items():
-        model, proc = load_policy(mdir, dtype=cfg.models.policy.dtype)
-        gen = _generator(cfg, model, proc, model_path=mdir, batch_size=dr.eval.batch_size)
+        model, proc = load_policy(mdir, dtype=models.policy.dtype)
+        gen = _generator(generation, model, proc, model_path=mdir, batch_size=dr.eval.batch_size)
         for sname, items in sets.items():
             out[f"{mname}/{sname}"] = evaluate_judge(gen, proc, items, modes, _max_tokens(dr), examples=examples)
     return out
 
 
-@stage("deltarubric_eval", sections=("deltarubric",))
-def eval_stage(cfg: Config, run=NullRun()) -> dict:
+@stage("deltarubric_eval", retries=2, judge=True)
+def eval_stage(
+    deltarubric: DeltaRubricConfig, models: ModelsConfig, generation: GenerationConfig, ctx: StageContext
+) -> dict:
     """Judge accuracy (no-rubric / static / DeltaRubric / oracle) of the SFT and the trained policy on the
     held-out synthetic pairs and every configured benchmark; writes the tables and prints them."""
     from rubricflow.deltarubric.evaluate import format_table
 
-    dr = section(cfg)
+    dr = deltarubric
     _gate(dr)
     sets = {"synthetic-test": (str(_pairs_dir(dr)), "test", dr.eval.test_pairs)}
     for b in dr.eval.benchmarks:
         if not Path(b).is_dir():
             raise FileNotFoundError(f"deltarubric.eval.benchmarks: {b} is not a directory (ingest it first)")
         sets[Path(b).name] = (b, None, dr.eval.benchmark_limit)
-    models = {"sft": dr.sft.out_dir, "grpo": dr.train.out_dir}
-    tables = judge_tables(cfg, models, sets, ("no_rubric", "static", "deltarubric", "oracle"), examples=3)
+    policies = {"sft": dr.sft.out_dir, "grpo": dr.train.out_dir}
+    tables = judge_tables(dr, models, generation, policies, sets, ("no_rubric", "static", "deltarubric", "oracle"), examples=3)
     write_json(Path(dr.eval.out_dir) / "eval.json", tables)
     text = format_table(tables)
     (Path(dr.eval.out_dir) / "eval.txt").write_text(text + "\n")

@@ -1,23 +1,14 @@
-"""RoRo pipeline stages (``rubricflow roro-models`` ... ``rubricflow route-eval``, dvc.yaml, Prefect tasks).
+"""RoRo pipeline stages (``rubricflow roro-models`` ... ``rubricflow roro-eval``, dvc.yaml, Prefect tasks).
 
-Each stage takes the full ``Config``, uses its ``roro`` section and calls the matching ``rubricflow.roro.pipeline``
-function; tracking (an MLflow child run, ``reports/<stage>.json``) comes from the ``@stage`` wrapper. Per-step
+Each stage takes the ``roro`` section and calls the matching ``rubricflow.roro.pipeline`` function; tracking (an
+MLflow child run, ``reports/<stage>.json``) comes from the ``@stage`` framework (``rubricflow.stage``). Per-step
 training curves (Judge/Rubricor phases, router GRPO steps) are logged to the run as they happen.
 """
 
 from __future__ import annotations
 
-from rubricflow.stages import NullRun, stage
-
-
-def _roro(cfg):
-    sec = getattr(cfg, "roro", None)
-    if sec is None:
-        raise AttributeError(
-            "Config has no `roro` section: compose rubricflow.roro.config.RoRoConfig into rubricflow.config.Config "
-            "(the `roro` entry of _method_sections)"
-        )
-    return sec
+from rubricflow.roro.config import RoRoConfig
+from rubricflow.stage import StageContext, stage
 
 
 def _logger(run):
@@ -32,51 +23,51 @@ def _logger(run):
     return log
 
 
-@stage("roro_models", sections=("roro",))
-def models_stage(cfg, run=NullRun()) -> dict:
+@stage("roro_models", retries=1)
+def models_stage(roro: RoRoConfig, ctx: StageContext) -> dict:
     """Train the small (SLM) and large (LRM) step models on step-by-step arithmetic solutions."""
     from rubricflow.roro.pipeline import run_models
 
-    return run_models(_roro(cfg), log=_logger(run))
+    return run_models(roro, log=_logger(ctx.run))
 
 
-@stage("roro_trajectories", sections=("roro",))
-def trajectories_stage(cfg, run=NullRun()) -> dict:
+@stage("roro_trajectories")
+def trajectories_stage(roro: RoRoConfig, ctx: StageContext) -> dict:
     """Route train/val problems with all-SLM, all-LRM, random and threshold policies; store the trajectories."""
     from rubricflow.roro.pipeline import run_trajectories
 
-    return run_trajectories(_roro(cfg), log=_logger(run))
+    return run_trajectories(roro, log=_logger(ctx.run))
 
 
-@stage("roro_pairs", sections=("roro",))
-def pairs_stage(cfg, run=NullRun()) -> dict:
+@stage("roro_pairs")
+def pairs_stage(roro: RoRoConfig, ctx: StageContext) -> dict:
     """Preference pairs by outcome, then LRM cost, then process quality."""
     from rubricflow.roro.pipeline import run_pairs
 
-    return run_pairs(_roro(cfg), log=_logger(run))
+    return run_pairs(roro, log=_logger(ctx.run))
 
 
-@stage("roro_rubricor_judge", sections=("roro",))
-def rubricor_judge_stage(cfg, run=NullRun()) -> dict:
+@stage("roro_rubricor_judge", retries=1)
+def rubricor_judge_stage(roro: RoRoConfig, ctx: StageContext) -> dict:
     """Warm start + alternating rejection-sampling fine-tuning of the Judge and the Rubricor."""
     from rubricflow.roro.pipeline import run_rubricor_judge
 
-    return run_rubricor_judge(_roro(cfg), log=_logger(run))
+    return run_rubricor_judge(roro, log=_logger(ctx.run))
 
 
-@stage("roro_router", sections=("roro",))
-def router_stage(cfg, run=NullRun()) -> dict:
+@stage("roro_router", retries=3, resumable=True)
+def router_stage(roro: RoRoConfig, ctx: StageContext) -> dict:
     """GRPO routers (RoRo: outcome + process - cost; outcome-only) over the cost-weight sweep."""
     from rubricflow.roro.pipeline import run_router
 
-    return run_router(_roro(cfg), log=_logger(run))
+    return run_router(roro, log=_logger(ctx.run))
 
 
-@stage("roro_eval", sections=("roro",))
-def eval_stage(cfg, run=NullRun()) -> dict:
+@stage("roro_eval", aliases=("route-eval",))
+def eval_stage(roro: RoRoConfig, ctx: StageContext) -> dict:
     """Accuracy vs LRM cost on held-out problems: routers and baselines, curve PNG + data, the table."""
     from rubricflow.roro.pipeline import eval_dir, run_eval
 
-    out = run_eval(_roro(cfg), log=_logger(run))
-    run.log_artifact(eval_dir(_roro(cfg)))
+    out = run_eval(roro, log=_logger(ctx.run))
+    ctx.run.log_artifact(eval_dir(roro))
     return out

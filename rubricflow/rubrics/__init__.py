@@ -15,15 +15,15 @@ from rubricflow.rubrics.pool import (
 from rubricflow.rubrics.stratify import coverage_and_pass_rates, informativeness, select_and_stratify, summarize
 from rubricflow.rubrics.teacher import TEACHER_PROMPT_VERSION, generate_pool, parse_teacher_rubrics
 
-_STAGE_NAMES = ("calibration_requests", "pool_stage", "sample_policy_responses", "stratify_stage")
+_BUILD_NAMES = ("calibration_requests", "sample_policy_responses", "stratify_pool", "write_pool")
 
 
 def __getattr__(name: str):
-    # the stage module registers tracked stages and imports models lazily; keep `import rubricflow.rubrics` light
-    if name in _STAGE_NAMES:
-        from rubricflow.rubrics import stage
+    # the build module imports the judge factory and models; keep `import rubricflow.rubrics` light
+    if name in _BUILD_NAMES:
+        from rubricflow.rubrics import build
 
-        return getattr(stage, name)
+        return getattr(build, name)
     raise AttributeError(f"module 'rubricflow.rubrics' has no attribute {name!r}")
 
 
@@ -41,11 +41,11 @@ __all__ = [
     "load_pool",
     "load_tiers",
     "parse_teacher_rubrics",
-    "pool_stage",
     "sample_policy_responses",
     "save_pool",
     "select_and_stratify",
-    "stratify_stage",
+    "stratify_pool",
     "summarize",
     "validate_rubrics",
+    "write_pool",
 ]

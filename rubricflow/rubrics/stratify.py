@@ -1,6 +1,6 @@
 """RuCL Phase I statistics (paper section 3.2, appendix D): coverage, pass rate, selection and tiers.
 
-Pure functions over judgments; the stage (rubricflow.rubrics.stage) samples responses and writes the files.
+Pure functions over judgments; rubricflow.rubrics.build samples responses and writes the files.
 
 Per candidate rubric, over the judged responses:
 

@@ -9,12 +9,16 @@ advanced rubric, the reward-hacking symptom RuCL targets (right answer, wrong re
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from rubricflow.answers import outcome_score
+from rubricflow.judge.config import JudgeConfig
 from rubricflow.judge.protocol import JudgeRequest
 from rubricflow.rewards import tier_map, tier_scores
+from rubricflow.rucl.config import RuCLConfig
+from rubricflow.sections import GenerationConfig
 
 
 def _mean(xs) -> float | None:
@@ -55,30 +59,35 @@ def score_responses(samples, responses: list[str], judge, rubrics, data_dir: str
     return out
 
 
-def rucl_eval_impl(cfg, run=None) -> dict:
+def evaluate_policies(
+    rcfg: RuCLConfig,
+    judge_cfg: JudgeConfig,
+    data_dir: str | Path,
+    generation: GenerationConfig,
+    secret_resolver: Callable[[str], str] | None = None,
+) -> dict:
+    """Greedy responses of every ``rucl.eval_policies`` checkpoint on the test split, scored by
+    :func:`score_responses`; plus each policy's accuracy gain over ``sft``."""
     from models.loader import load_policy
     from rubricflow.data.schema import read_dataset
     from rubricflow.evaluation import greedy_responses
     from rubricflow.judge.factory import make_judge
     from rubricflow.rubrics.pool import load_tiers
-    from rubricflow.rucl.train import _section
 
-    rcfg = _section(cfg, "rucl")
-    data_dir = cfg.data.out_dir
     test = read_dataset(data_dir, split="test")
     per_task = rcfg.eval_samples or len(test)
     samples = []
     for task in sorted({s.task for s in test}):
         samples += [s for s in test if s.task == task][:per_task]
     rubrics = load_tiers(rcfg.tiers_path) if Path(rcfg.tiers_path).exists() else []
-    judge = make_judge(_section(cfg, "judge"), image_root=data_dir) if rubrics else None
+    judge = make_judge(judge_cfg, secret_resolver, image_root=data_dir) if rubrics else None
     result: dict[str, Any] = {"eval_samples": len(samples), "rubrics": [r.id for r in rubrics]}
     missing = {n: p for n, p in rcfg.eval_policies.items() if not (Path(p) / "config.json").exists()}
     if missing:
         raise FileNotFoundError(f"rucl.eval_policies: no checkpoint for {missing}; train them first (dvc repro)")
     for name, path in rcfg.eval_policies.items():
         model, proc = load_policy(path)
-        resp = greedy_responses(model, proc, data_dir, samples, cfg.generation)
+        resp = greedy_responses(model, proc, data_dir, samples, generation)
         result[name] = score_responses(samples, resp, judge, rubrics, data_dir)
     base = result.get("sft")
     if base is not None:
@@ -86,17 +95,3 @@ def rucl_eval_impl(cfg, run=None) -> dict:
             if name != "sft":
                 result[f"accuracy_gain/{name}"] = result[name]["accuracy"] - base["accuracy"]
     return result
-
-
-def _register():
-    from rubricflow.stages import NullRun, stage
-
-    @stage("rucl_eval", sections=("rucl", "judge", "generation"))
-    def rucl_eval_stage(cfg, run=NullRun()) -> dict:
-        """Held-out accuracy and rubric scores of the SFT start vs the RuCL policy (see rubricflow.rucl.evaluate)."""
-        return rucl_eval_impl(cfg, run=run)
-
-    return rucl_eval_stage
-
-
-rucl_eval_stage = _register()

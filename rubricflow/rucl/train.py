@@ -1,7 +1,7 @@
 """RuCL Phase II: GRPO from the SFT checkpoint with the hybrid reward and the performance-triggered curriculum.
 
-``train_rucl(...)`` does the work and is testable without the pipeline config; ``rucl_stage(cfg)`` is the
-pipeline stage (``rubricflow rucl``, DVC, Prefect) that resolves paths, the judge and the tiers from ``Config``.
+``train_rucl(...)`` does the work from its sections; the pipeline stage (``rubricflow.rucl.stages``: ``rubricflow
+rucl``, DVC, Prefect) resolves the judge and the tiers and calls it.
 
 Outputs:
 
@@ -26,25 +26,12 @@ from pathlib import Path
 from typing import Any
 
 from rubricflow.rucl.config import RuCLConfig
+from rubricflow.sections import GenerationConfig
+from rubricflow.stage import NullRun
 
 # Settings that may change between an interrupted run and its resumption without changing what is trained.
 _RESUMABLE_FIELDS = {"grpo": {"steps", "checkpoint_every", "keep_checkpoints", "eval_every"}}
 _OUTPUT_FIELDS = {"name", "out_dir", "checkpoint_dir", "eval_samples", "eval_policies"}
-
-
-class NoRun:
-    """Tracking stand-in (same methods as rubricflow.tracking.StageRun)."""
-
-    run_id = None
-
-    def log_metrics(self, *a, **k):
-        pass
-
-    def event(self, *a, **k):
-        pass
-
-    def log_artifact(self, *a, **k):
-        pass
 
 
 def run_key(rcfg: RuCLConfig, seed: int, data_dir: str | Path) -> str:
@@ -96,7 +83,6 @@ def train_rucl(
     from models.generation import make_generator
     from models.loader import load_policy
     from models.tiny import save
-    from rubricflow.config import GenerationConfig
     from rubricflow.curriculum import CurriculumScheduler
     from rubricflow.data.schema import read_dataset
     from rubricflow.evaluation import evaluate_policy
@@ -109,7 +95,7 @@ def train_rucl(
     from rubricflow.progress import progress
     from rubricflow.rucl.rollout import RuCLRollout
 
-    run = run or NoRun()
+    run = run or NullRun()
     gen_cfg = gen_cfg or GenerationConfig()
     g = rcfg.grpo
     reports = Path(reports_dir)
@@ -226,45 +212,3 @@ def train_rucl(
 
 # ------------------------------------------------------------------------------------------------------------
 # the pipeline stage
-
-
-def _section(cfg, name: str):
-    sec = getattr(cfg, name, None)
-    if sec is None:
-        raise AttributeError(
-            f"Config has no `{name}` section: compose it into rubricflow.config.Config "
-            f"({'rubricflow.rucl.config.RuCLConfig' if name == 'rucl' else 'rubricflow.judge.config.JudgeConfig'})"
-        )
-    return sec
-
-
-def rucl_stage_impl(cfg, run=None) -> dict:
-    from rubricflow.rubrics.pool import load_tiers
-    from rubricflow.stages import require_gate
-
-    rcfg = _section(cfg, "rucl")
-    require_gate(cfg)
-    mode = rcfg.reward.mode
-    judge, rubrics = None, []
-    if mode != "outcome" or Path(rcfg.tiers_path).exists():
-        rubrics = load_tiers(rcfg.tiers_path)
-    if mode != "outcome":
-        from rubricflow.judge.factory import make_judge
-
-        judge = make_judge(_section(cfg, "judge"), image_root=cfg.data.out_dir)
-    return train_rucl(rcfg, cfg.data.out_dir, judge, rubrics, Path(cfg.reports_dir) / rcfg.name, cfg.generation,
-                      run=run, seed=cfg.seed)
-
-
-def _register():
-    from rubricflow.stages import NullRun, stage
-
-    @stage("rucl", sections=("rucl", "judge", "generation"), report_name=lambda cfg: cfg.rucl.name)
-    def rucl_stage(cfg, run=NullRun()) -> dict:
-        """RuCL Phase II: GRPO with the stratified rubric reward and the curriculum (see rubricflow.rucl.train)."""
-        return rucl_stage_impl(cfg, run=run)
-
-    return rucl_stage
-
-
-rucl_stage = _register()

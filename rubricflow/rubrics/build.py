@@ -1,11 +1,11 @@
-"""RuCL Phase I stages: write the candidate pool; calibrate, filter and stratify it.
+"""RuCL Phase I: write the candidate pool; calibrate, filter and stratify it.
 
-Plain functions (no tracking, no Prefect): the lead's ``@stage`` wrappers, the CLI, DVC and the Prefect tasks
-call them and log what they return (``{"metrics": {...}, "paths": {...}}``).
+Plain functions over their sections (no tracking, no Prefect); the stages in ``rubricflow.rubrics.stages`` call
+them and log what they return (``{"metrics": {...}, "paths": {...}}``).
 
-* ``pool_stage``: the default pool shipped in the repo (provenance "default pool v1") or, with
+* ``write_pool``: the default pool shipped in the repo (provenance "default pool v1") or, with
   ``rubrics.teacher`` set, K candidates from a teacher backend in O(1) calls -> ``rubrics.pool_path``.
-* ``stratify_stage``: sample ``samples_per_prompt`` responses per calibration prompt from the policy
+* ``stratify_pool``: sample ``samples_per_prompt`` responses per calibration prompt from the policy
   (``models.loader.load_policy`` + ``TransformersGenerator``; prompts via ``processor.chat_prompt``), judge every
   candidate on every response, compute coverage and pass rates, select and stratify
   (rubricflow.rubrics.stratify), write the table (JSON list of rows + CSV), the summary (flat JSON) and the
@@ -51,7 +51,7 @@ def make_teacher(rcfg: RubricsConfig, jcfg: JudgeConfig, secret_resolver: Callab
     return make_backend(jcfg.model_copy(update=overrides), secret_resolver)
 
 
-def pool_stage(
+def write_pool(
     rcfg: RubricsConfig,
     jcfg: JudgeConfig | None = None,
     data_dir: str | Path | None = None,
@@ -186,7 +186,7 @@ def tiers_pool(pool: RubricPool, rows: list[dict], rule: dict) -> RubricPool:
     )
 
 
-def stratify_stage(
+def stratify_pool(
     rcfg: RubricsConfig,
     jcfg: JudgeConfig,
     data_dir: str | Path,
@@ -257,32 +257,3 @@ def stratify_stage(
     paths = write_table(rows, summary, rcfg.table_dir)
     paths["tiers"] = str(save_pool(tiers_pool(pool, rows, rule), rcfg.tiers_path))
     return {"metrics": summary, "paths": paths, "rule": rule}
-
-
-# ------------------------------------------------------------------------------------------------------------
-# tracked pipeline stages (`rubricflow rubrics`, `rubricflow stratify`; dvc.yaml; the Prefect `rucl` flow)
-
-
-def _register():
-    from rubricflow.stages import NullRun, require_gate, stage
-
-    @stage("rubrics", sections=("rubrics", "judge"))
-    def rubrics_stage(cfg, run=NullRun(), secret_resolver=None) -> dict:
-        """RuCL Phase I: the generalized candidate pool (default pool, or a teacher in O(1) calls)."""
-        out = pool_stage(cfg.rubrics, cfg.judge, cfg.data.out_dir, secret_resolver=secret_resolver)
-        run.log_artifact(out["paths"]["pool"], "rubrics")
-        return {**out["metrics"], "source": out["source"]}
-
-    @stage("stratify", sections=("rubrics", "judge"))
-    def stratify_tracked(cfg, run=NullRun(), secret_resolver=None) -> dict:
-        """Calibrate every candidate on policy samples, filter by coverage, keep k, split into tiers."""
-        require_gate(cfg)
-        out = stratify_stage(cfg.rubrics, cfg.judge, cfg.data.out_dir, secret_resolver=secret_resolver, seed=cfg.seed)
-        for p in out["paths"].values():
-            run.log_artifact(p, "rubrics")
-        return dict(out["metrics"])
-
-    return rubrics_stage, stratify_tracked
-
-
-rubrics_stage, stratify_tracked = _register()

@@ -6,7 +6,7 @@ code included) and its ``params`` (dotted keys of params.yaml). The key hashes
 * the stage name,
 * the effective value (profile overlay and flow overrides applied) of each declared param key; a key that is not
   part of the effective config (e.g. ``profiles``) is taken from the raw params file,
-* the effective config sections the ``@stage`` decorator logs (``sections=``), plus ``profile`` and ``seed``,
+* the effective config sections the stage function takes, plus ``profile`` and ``seed``,
 * the content (md5) of every dep file, recursively for directories,
 * the source file of the stage function.
 
@@ -14,7 +14,7 @@ A stage that is not in ``dvc.yaml`` has unknown input files: ``declared`` is Fal
 (a key without its inputs could serve a stale result) and :func:`stage_inputs` says so in ``notes`` (the task
 logs it). Content hashes of large files are memoised by (path, size, mtime, inode) in
 ``.rubricflow/filehash.sqlite`` as DVC's state db does, so an unchanged 15 GB checkpoint is not re-read.
-This module has no Prefect import: it is the pure half of :mod:`tasks.cache`.
+This module has no Prefect import: :mod:`tasks.cache` builds the Prefect cache policy on it.
 """
 
 from __future__ import annotations
@@ -31,8 +31,8 @@ from typing import Any
 
 import yaml
 
-from rubricflow.config import Config
 from rubricflow.env import STATE_DIR
+from rubricflow.stage import StageSpec
 
 _MISSING = "<missing>"
 
@@ -180,13 +180,13 @@ def _source_hash(fn) -> str:
 
 def stage_inputs(
     stage: str,
-    cfg: Config,
+    cfg: Any,
     fn=None,
     dvc_stages: dict | None = None,
     raw_params: dict | None = None,
     sections: tuple[str, ...] = (),
 ) -> StageInputs:
-    """Collect the declared inputs of ``stage`` (see the module docstring)."""
+    """Collect the declared inputs of ``stage`` (see the module docstring); ``cfg`` is the composed config."""
     dvc_stages = load_dvc_yaml() if dvc_stages is None else dvc_stages
     eff = cfg.model_dump(mode="json")
     inp = StageInputs(stage)
@@ -215,45 +215,16 @@ def stage_inputs(
     return inp
 
 
-def cmd_overrides(spec: dict, stage: str = "?") -> dict[str, Any]:
-    """The ``--set key=value`` overrides of a dvc.yaml stage's ``rubricflow ...`` command (values parsed as YAML,
-    like the CLI does)."""
-    import shlex
-
-    cmd = spec.get("cmd")
-    if not isinstance(cmd, str):
-        raise ValueError(f"dvc.yaml stage {stage!r}: expected a single `cmd` string, got {cmd!r}")
-    argv = shlex.split(cmd)
-    out: dict[str, Any] = {}
-    for i, tok in enumerate(argv):
-        item = argv[i + 1] if tok == "--set" and i + 1 < len(argv) else tok[len("--set="):] if tok.startswith("--set=") else None
-        if item is None:
-            continue
-        if "=" not in item:
-            raise ValueError(f"dvc.yaml stage {stage!r}: --set expects key=value, got {item!r}")
-        k, v = item.split("=", 1)
-        out[k.strip()] = yaml.safe_load(v)
-    return out
-
-
-def resolve_params_stage(dvc_stages: dict) -> tuple[str, str] | None:
-    """``(stage name, out dir)`` of the dvc.yaml stage that runs ``rubricflow resolve-params`` (it writes the
-    effective config, one JSON per section, that the other stages depend on), or None if there is none."""
-    import shlex
-
-    for name, spec in dvc_stages.items():
-        argv = shlex.split(spec.get("cmd") or "") if isinstance(spec.get("cmd"), str) else []
-        if "resolve-params" in argv and argv[0] == "rubricflow":
-            rest = argv[argv.index("resolve-params") + 1:]
-            out = next((rest[i + 1] for i, a in enumerate(rest[:-1]) if a == "--out"), None)
-            out = out or next((a[len("--out="):] for a in rest if a.startswith("--out=")), "reports/params")
-            return name, out
-    return None
-
-
 def raw_params(path: str | Path | None = None) -> dict:
     """The params file as written (for keys such as ``profiles`` that the effective config does not hold)."""
     p = Path(path or os.environ.get("RUBRICFLOW_PARAMS", "params.yaml"))
     if not p.exists():
         return {}
     return yaml.safe_load(p.read_text()) or {}
+
+
+def spec_inputs(spec: StageSpec, cfg: Any, dvc_stages: dict | None = None) -> StageInputs:
+    """:func:`stage_inputs` of a manifest stage: its dvc.yaml entry, its sections (with its overrides applied to
+    ``cfg``) and the source of its function."""
+    return stage_inputs(spec.name, spec.configure(cfg), fn=spec.fn, dvc_stages=dvc_stages, raw_params=raw_params(),
+                        sections=spec.sections)

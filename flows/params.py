@@ -6,9 +6,6 @@ dotted path; the default is the value params.yaml gives for the default profile.
 those defaults are applied (``changed()``), as ``--set``-style dotted overrides, so an untouched form changes
 nothing and a profile overlay is never pinned to another profile's value. ``extra`` takes any other dotted key
 (``{"rucl.curriculum.peak": 0.3}``), exactly like ``dvc exp run -S``; unknown keys fail with the key named.
-
-Method sections that are not yet composed into ``rubricflow.config.Config`` are looked up in their own section
-classes (``SECTION_CLASSES``), so the form can be built before the lead wires the section in.
 """
 
 from __future__ import annotations
@@ -22,38 +19,10 @@ from pydantic.fields import FieldInfo
 from rubricflow.config import Config, ConfigError, load_config
 
 
-def _section_classes() -> dict[str, type[BaseModel]]:
-    out: dict[str, type[BaseModel]] = {}
-    try:
-        from rubricflow.rucl.config import RuCLConfig
-
-        out["rucl"] = RuCLConfig
-    except ImportError:  # pragma: no cover - the package exists in this repo
-        pass
-    try:
-        from rubricflow.deltarubric.config import DeltaRubricConfig
-
-        out["deltarubric"] = DeltaRubricConfig
-    except ImportError:  # pragma: no cover
-        pass
-    try:
-        from rubricflow.roro.config import RoRoConfig
-
-        out["roro"] = RoRoConfig
-    except ImportError:  # pragma: no cover
-        pass
-    return out
-
-
-SECTION_CLASSES = _section_classes()
-
-
 def field_at(path: str) -> FieldInfo:
-    """The FieldInfo of a dotted config path (Config first, then SECTION_CLASSES for its first part)."""
+    """The FieldInfo of a dotted config path of ``Config``."""
     parts = path.split(".")
     model: type[BaseModel] = Config
-    if parts[0] not in Config.model_fields and parts[0] in SECTION_CLASSES:
-        model, parts = SECTION_CLASSES[parts[0]], parts[1:]
     info = None
     for i, part in enumerate(parts):
         if part not in model.model_fields:
@@ -69,26 +38,16 @@ def field_at(path: str) -> FieldInfo:
 
 
 def default_values(paths: list[str], profile: str | None = None) -> dict[str, Any]:
-    """Effective value of each path in params.yaml (default profile); a field's own default if the section is
-    not in the effective config yet."""
+    """Effective value of each path in params.yaml (default profile)."""
     eff = load_config(profile=profile).model_dump(mode="json")
     out = {}
     for p in paths:
+        field_at(p)  # names the path if it is not a config field
         node: Any = eff
         for part in p.split("."):
-            if isinstance(node, dict) and part in node:
-                node = node[part]
-            else:
-                node = _field_default(p)
-                break
+            node = node[part]
         out[p] = node
     return out
-
-
-def _field_default(path: str) -> Any:
-    info = field_at(path)
-    val = info.get_default(call_default_factory=True)
-    return val.model_dump(mode="json") if isinstance(val, BaseModel) else val
 
 
 class Overrides(BaseModel):

@@ -1,0 +1,43 @@
+"""One factory for the pipeline flows: ``make_flow("rucl")`` is the Prefect flow of the manifest's ``rucl`` pipeline.
+
+Each flow takes typed parameters, so the Prefect UI renders a form: the profile (dropdown), the pipeline's knobs
+(``Pipeline.knobs`` in ``rubricflow.pipelines``: typed fields copied from the config, defaults from params.yaml,
+plus an ``extra`` map for any other dotted key) and ``until`` (a dropdown of the pipeline's stages). The body is
+:func:`tasks.pipeline.run_pipeline`: the stages run as Prefect tasks, the same ``StageSpec``s ``dvc repro`` runs.
+"""
+
+# No `from __future__ import annotations` here: Prefect reads the generated flow's annotations as objects to build
+# its parameter schema, and they refer to models created inside make_flow.
+
+import rubricflow.env  # noqa: F401  (project-local state before prefect loads)
+import tasks  # noqa: F401  (Prefect defaults of the orchestration layer, before prefect loads)
+
+from typing import Literal, Optional
+
+from prefect import Flow, flow
+from pydantic import Field
+
+from flows.params import Overrides, overrides_model
+from rubricflow.config import Profile
+from rubricflow.pipelines import pipeline
+from tasks.pipeline import run_pipeline
+
+
+def make_flow(name: str, overrides_name: str) -> tuple[Flow, type[Overrides]]:
+    """The flow of pipeline ``name`` and its parameter model (named ``overrides_name`` in the UI form)."""
+    pipe = pipeline(name)
+    overrides_cls = overrides_model(overrides_name, pipe.knobs, pipe.knobs_help)
+    stage_choice = Literal[tuple(pipe.stage_names)]  # type: ignore[valid-type]
+
+    def run(
+        profile: Profile = Field(Profile.tiny, description="Profile overlay of params.yaml (tiny: CPU; gpu: cluster)."),
+        overrides: overrides_cls = Field(overrides_cls(), description="Method parameters (defaults: params.yaml)."),
+        until: Optional[stage_choice] = Field(None, description="Stop after this stage (empty: run the whole pipeline)."),
+    ) -> dict:
+        profile = Profile(profile)
+        changed = overrides.changed()
+        return run_pipeline(name, profile.value, changed, until, params_for_report={"profile": profile.value, **changed})
+
+    run.__name__ = run.__qualname__ = name
+    run.__doc__ = f"{pipe.description} Stages: {' -> '.join(pipe.stage_names)}."
+    return flow(name=name, description=pipe.description, log_prints=True)(run), overrides_cls

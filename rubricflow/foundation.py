@@ -1,0 +1,184 @@
+"""Foundation stages: data -> validate -> base model -> SFT (shared by the pipelines that train the VL policy).
+
+Each is a ``@stage`` (``rubricflow.stage``): it takes its config sections by name and a ``StageContext``. Outputs
+are written to a staging path and renamed into place, so a failed stage leaves earlier outputs intact.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rubricflow.io import staged_dir, write_json
+from rubricflow.sections import DataConfig, GenerationConfig, ModelsConfig, SFTConfig
+from rubricflow.stage import StageContext, stage
+
+
+# ================================================================================================================
+# data
+
+
+@stage("data")
+def data_stage(data: DataConfig, ctx: StageContext) -> dict:
+    """Generate the synthetic multimodal dataset (deterministic by seed)."""
+    from rubricflow.data.synthetic import build_synthetic_dataset
+    from rubricflow.progress import progress
+
+    d = data
+    sizes = d.splits.model_dump()
+    total = sum(sizes.values()) * len(d.tasks)
+    with staged_dir(d.out_dir) as tmp, progress("data", total=total) as bar:
+        samples = build_synthetic_dataset(tmp, list(d.tasks), sizes, d.seed, d.image_size, progress=bar.advance)
+    counts: dict[str, int] = {}
+    for s in samples:
+        counts[s.split] = counts.get(s.split, 0) + 1
+    return {"n_samples": len(samples), "splits": counts, "tasks": len(d.tasks)}
+
+
+# ================================================================================================================
+# validate
+
+
+def stamp_path(reports_dir: str | Path, data_dir: str | Path) -> Path:
+    return Path(reports_dir) / "validation" / f"{Path(data_dir).name}.json"
+
+
+@stage("validate")
+def validate_stage(data: DataConfig, ctx: StageContext, data_dir: str | None = None) -> dict:
+    """Great Expectations gate; writes the validation stamp only on success."""
+    from rubricflow.data.validate import validate_dataset, write_stamp
+
+    data_dir = data_dir or data.out_dir
+    required = [s for s, n in data.splits.model_dump().items() if n > 0] if data_dir == data.out_dir else []
+    report = validate_dataset(data_dir, min_split_size=data.min_split_size, required_splits=required)
+    write_stamp(report, stamp_path(ctx.reports_dir, data_dir))
+    return {"n_rows": report.n_rows, "expectations": report.expectations, "splits": report.split_counts}
+
+
+def require_gate(data: DataConfig, ctx: StageContext, data_dir: str | Path | None = None) -> None:
+    """Fail unless ``data_dir`` (default ``data.out_dir``) passed ``validate`` and has not changed since."""
+    from rubricflow.data.validate import require_validated
+
+    data_dir = data_dir or data.out_dir
+    require_validated(data_dir, stamp_path(ctx.reports_dir, data_dir))
+
+
+# ================================================================================================================
+# base model
+
+
+def tokenizer_corpus(data: DataConfig) -> list[str]:
+    """Text the offline tokenizer is trained on: task questions, gold traces and the methods' prompt words."""
+    from rubricflow.data.schema import read_dataset
+    from rubricflow.data.traces import render_trace
+
+    samples = read_dataset(data.out_dir, split="train")
+    corpus = [s.question for s in samples] + [render_trace(s.facts, s.answer) for s in samples]
+    corpus += [
+        "Response A Response B Check: Verdict: A B favours evidence checklist relevance factual consistency "
+        "key visual information reasoning clarity completeness neutral question image answer",
+        "step Start with Add Subtract Multiply by #### criterion weight score satisfied rubric",
+    ]
+    return corpus
+
+
+@stage("base_model")
+def base_model_stage(models: ModelsConfig, data: DataConfig, ctx: StageContext) -> dict:
+    """Build the tiny policy (offline tokenizer + Qwen2.5-VL config) — or check a pretrained one resolves."""
+    from models.loader import load_policy
+    from models.tiny import TinyDims, build_tiny_text, build_tiny_vl, save
+
+    spec = models.policy
+    if spec.source == "pretrained":
+        model, _ = load_policy(spec.path, dtype=spec.dtype)
+        return {"params": sum(p.numel() for p in model.parameters()), "source": "pretrained"}
+    require_gate(data, ctx)
+    dims = TinyDims(
+        hidden_size=spec.hidden_size,
+        num_layers=spec.num_layers,
+        num_heads=spec.num_heads,
+        num_kv_heads=max(1, spec.num_heads // 2),
+        vision_hidden_size=spec.vision_hidden_size,
+        vision_depth=spec.vision_depth,
+        vocab_size=spec.vocab_size,
+        image_size=data.image_size,
+    )
+    corpus = tokenizer_corpus(data)
+    build = build_tiny_vl if spec.arch == "qwen2_5_vl" else build_tiny_text
+    model, proc = build(corpus, dims, seed=ctx.seed)
+    with staged_dir(spec.path) as tmp:
+        save(model, proc, tmp)
+    n = sum(p.numel() for p in model.parameters())
+    return {"params": n, "vocab": len(getattr(proc, "tokenizer", proc)), "source": "tiny", "arch": spec.arch}
+
+
+# ================================================================================================================
+# SFT warm start
+
+
+def sft_examples(processor, data_dir: str | Path, samples) -> list:
+    from rubricflow.data.schema import load_images
+    from rubricflow.data.traces import render_trace
+    from rubricflow.sft import SFTExample
+
+    return [
+        SFTExample(
+            processor.chat_prompt(s.question, n_images=len(s.images)),
+            render_trace(s.facts, s.answer),
+            load_images(data_dir, s),
+        )
+        for s in samples
+    ]
+
+
+@stage("sft", retries=1)
+def sft_stage(
+    sft: SFTConfig, models: ModelsConfig, data: DataConfig, generation: GenerationConfig, ctx: StageContext
+) -> dict:
+    """Fine-tune the base policy on gold reasoning traces; report held-out accuracy before and after."""
+    from models.loader import load_policy
+    from rubricflow.data.schema import read_dataset
+    from rubricflow.evaluation import evaluate_policy, majority_baseline
+    from rubricflow.progress import progress
+    from rubricflow.sft import train_sft
+
+    require_gate(data, ctx)
+    model, proc = load_policy(models.policy.path, dtype=models.policy.dtype)
+    data_dir = data.out_dir
+    train = read_dataset(data_dir, split="train")
+    test = read_dataset(data_dir, split="test")[: sft.eval_samples * len(data.tasks)]
+    before = evaluate_policy(model, proc, data_dir, test, generation)
+    examples = sft_examples(proc, data_dir, train)
+    loss_log: list[dict] = []
+
+    def log(step: int, m: dict) -> None:
+        loss_log.append({"step": step, "loss": m["sft/loss"]})
+        if step % 10 == 0:
+            ctx.run.log_metrics(m, step=step)
+
+    with progress("sft", total=sft.steps) as bar:
+        losses = train_sft(
+            model,
+            proc,
+            examples,
+            steps=sft.steps,
+            batch_size=sft.batch_size,
+            lr=sft.lr,
+            warmup_steps=sft.warmup_steps,
+            weight_decay=sft.weight_decay,
+            seed=ctx.seed,
+            log_fn=lambda s, m: (log(s, m), bar.advance(1, loss=m["sft/loss"])),
+        )
+    after = evaluate_policy(model, proc, data_dir, test, generation)
+    from models.tiny import save
+
+    with staged_dir(sft.out_dir) as tmp:
+        save(model, proc, tmp)
+    write_json(ctx.reports_dir / "plots" / "sft_loss.json", loss_log)
+    return {
+        "accuracy_before": before,
+        "accuracy_after": after,
+        "majority_baseline": majority_baseline(train, test),
+        "final_loss": losses[-1] if losses else None,
+        "train_examples": len(examples),
+        "eval_samples": len(test),
+    }

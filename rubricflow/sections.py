@@ -1,0 +1,117 @@
+"""Config sections shared by every pipeline: data, models, SFT, generation, tracking.
+
+Method sections live next to their owners (``rubricflow/<method>/config.py``); ``rubricflow.config`` composes all
+of them into ``Config`` and is imported only by the entry points (``tasks/``, ``flows/``) and tests. Core modules
+take the section they need from here (or from their method's config module), never the composed ``Config``.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import Literal
+
+from pydantic import Field
+
+from rubricflow.section import ConfigError, Section
+
+__all__ = [
+    "ConfigError", "DataConfig", "GenerationConfig", "ModelSpec", "ModelsConfig", "Profile", "SFTConfig",
+    "SplitSizes", "TrackingConfig",
+]
+
+
+class Profile(str, Enum):
+    tiny = "tiny"
+    gpu = "gpu"
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Data
+
+
+class SplitSizes(Section):
+    train: int = Field(320, ge=0, description="Training samples per task.")
+    val: int = Field(48, ge=0, description="Validation samples per task (used for SFT early reporting).")
+    test: int = Field(64, ge=0, description="Held-out samples per task for evaluation.")
+    calib: int = Field(48, ge=0, description="Calibration samples per task (rubric coverage / pass rates).")
+
+
+class DataConfig(Section):
+    out_dir: str = Field("data/synthetic", description="Where the synthetic dataset (parquet + images) is written.")
+    tasks: list[Literal["counting", "barchart", "geometry"]] = Field(
+        default_factory=lambda: ["counting", "barchart", "geometry"],
+        description="Synthetic multimodal tasks to generate.",
+    )
+    splits: SplitSizes = Field(default_factory=SplitSizes, description="Samples per split and task.")
+    image_size: int = Field(
+        56, ge=28, le=1024, description="Square image side in pixels (56 px = 4 visual tokens for Qwen2.5-VL)."
+    )
+    seed: int = Field(1234, description="Generator seed; the dataset is a pure function of seed and sizes.")
+    min_split_size: int = Field(8, ge=1, description="Validation gate: smallest allowed non-empty split.")
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Models
+
+
+class ModelSpec(Section):
+    source: Literal["tiny", "pretrained"] = Field(
+        "tiny", description="'tiny': built offline from a production architecture config; 'pretrained': a real id/path."
+    )
+    arch: Literal["qwen2_5_vl", "qwen2"] = Field("qwen2_5_vl", description="Architecture family.")
+    path: str = Field(
+        "artifacts/models/base-vl",
+        description="Tiny: directory the built model is saved to. Pretrained: HF model id or local directory.",
+    )
+    hidden_size: int = Field(128, ge=16, description="Tiny only: text hidden size.")
+    num_layers: int = Field(2, ge=1, description="Tiny only: text decoder layers.")
+    num_heads: int = Field(4, ge=1, description="Tiny only: attention heads.")
+    vision_hidden_size: int = Field(64, ge=16, description="Tiny only: vision tower width.")
+    vision_depth: int = Field(2, ge=1, description="Tiny only: vision tower blocks.")
+    vocab_size: int = Field(640, ge=300, description="Tiny only: BPE vocabulary size of the offline tokenizer.")
+    dtype: Literal["float32", "bfloat16", "float16"] = Field("float32", description="Weights dtype at load time.")
+
+
+class ModelsConfig(Section):
+    policy: ModelSpec = Field(default_factory=ModelSpec, description="The (vision-)language policy trained by RL.")
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# SFT warm start
+
+
+class SFTConfig(Section):
+    out_dir: str = Field("artifacts/models/sft", description="Where the SFT checkpoint is saved.")
+    steps: int = Field(300, ge=0, description="Optimizer steps.")
+    batch_size: int = Field(32, ge=1, description="Sequences per step.")
+    lr: float = Field(3e-3, gt=0, description="AdamW learning rate (constant after warmup).")
+    warmup_steps: int = Field(20, ge=0, description="Linear warmup steps.")
+    weight_decay: float = Field(0.0, ge=0, description="AdamW weight decay.")
+    eval_samples: int = Field(96, ge=1, description="Held-out samples (test split) for before/after accuracy.")
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Generation
+
+
+class GenerationConfig(Section):
+    backend: Literal["transformers", "vllm"] = Field(
+        "transformers", description="Rollout engine: transformers generate (CPU) or vLLM (GPU profiles)."
+    )
+    max_new_tokens: int = Field(48, ge=1, description="Completion length cap.")
+    temperature: float = Field(1.0, ge=0, description="Sampling temperature for rollouts (0 = greedy).")
+    top_p: float = Field(1.0, gt=0, le=1, description="Nucleus sampling for rollouts.")
+    eval_batch_size: int = Field(64, ge=1, description="Prompts per generate() call in evaluation.")
+    vllm_gpu_memory_utilization: float = Field(0.45, gt=0, le=1, description="vLLM: GPU memory fraction.")
+    vllm_tensor_parallel_size: int = Field(1, ge=1, description="vLLM: tensor parallel degree.")
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Tracking
+
+
+class TrackingConfig(Section):
+    experiment: str = Field("rubricflow", description="MLflow experiment name.")
+    tracking_uri: str | None = Field(
+        None, description="MLflow tracking URI; default is the SQLite store under .rubricflow/mlflow."
+    )
