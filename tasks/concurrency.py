@@ -1,7 +1,7 @@
 """The global concurrency limit on judge calls.
 
 Every task of a judge-calling stage (rubric stratification, RuCL training with rubric rewards, judge-based
-evaluation; see ``tasks.stage.STAGE_OPTIONS``) holds one slot of the Prefect global concurrency limit
+evaluation: the stages declared with ``@stage(judge=True)``) holds one slot of the Prefect global concurrency limit
 ``judge-calls`` while it runs, so N flow runs on the same judge server queue instead of overloading it (a
 vLLM judge serves a bounded number of concurrent requests; the judge backends bound the requests *within* one
 process themselves). The slot count is ``$RUBRICFLOW_JUDGE_CONCURRENCY`` (default 2) when the limit is created;

@@ -147,7 +147,7 @@ def test_flow_parameters_are_a_typed_form_with_params_yaml_defaults(project):
 TOY_STEPS = 12
 
 
-def _toy_grpo_stage(cfg, run=None) -> dict:
+def _toy_grpo_stage(ctx) -> dict:
     """A resumable training stage: GRPOTrainer on the toy task, checkpoint every 2 steps, progress per step."""
     from models.generation import GenRequest, TransformersGenerator
     from rubricflow.grpo.causal_lm import CausalLMAdapter
@@ -189,14 +189,13 @@ def _toy_grpo_stage(cfg, run=None) -> dict:
 def test_retry_resumes_training_from_its_checkpoint(prefect_api, project, monkeypatch):
     from prefect import flow
 
-    from rubricflow import stages
-    from tasks import registry, stage as stage_mod
+    from rubricflow import pipelines
+    from rubricflow.stage import stage
     from tasks.concurrency import JUDGE_LIMIT
 
-    monkeypatch.setitem(stages.REGISTRY, "toy_grpo", None)  # undo removes the key again
-    stages.stage("toy_grpo")(_toy_grpo_stage)
-    monkeypatch.setitem(registry.PIPELINES, "toy", ["toy_grpo"])
-    monkeypatch.setitem(stage_mod.STAGE_OPTIONS, "toy_grpo", stage_mod.StageOptions(retries=2, judge=True, resumable=True))
+    spec = stage("toy_grpo", retries=2, judge=True, resumable=True)(_toy_grpo_stage)
+    monkeypatch.setitem(pipelines.STAGES, "toy_grpo", spec)
+    monkeypatch.setitem(pipelines.PIPELINES, "toy", pipelines.Pipeline("toy", "toy", (spec,), compare="toy_grpo"))
     monkeypatch.setenv("RUBRICFLOW_INJECT_CRASH", "toy_grpo:2")
 
     from tasks.pipeline import run_pipeline
