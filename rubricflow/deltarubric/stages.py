@@ -20,7 +20,8 @@ from pathlib import Path
 
 from rubricflow.config import Config, ConfigError
 from rubricflow.deltarubric.config import DeltaRubricConfig
-from rubricflow.stages import NullRun, stage, staged_dir, write_json
+from rubricflow.io import staged_dir, write_json
+from rubricflow.stages import NullRun, stage
 
 
 def section(cfg: Config) -> DeltaRubricConfig:

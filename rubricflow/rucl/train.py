@@ -183,7 +183,7 @@ def train_rucl(
     }
     with _gathered(engine):
         if main:
-            from rubricflow.stages import staged_dir
+            from rubricflow.io import staged_dir
 
             with staged_dir(rcfg.out_dir) as tmp:
                 save(module, proc, tmp)
