@@ -15,12 +15,9 @@ from typing import Any, Protocol
 
 import torch
 
+from models.errors import BackendUnavailable
 from models.processor import text_tokenizer
 from models.tokenizer import VISION_TOKENS
-
-
-class BackendUnavailable(RuntimeError):
-    """A configured optional component (vLLM, a GPU) is missing."""
 
 
 @dataclass
