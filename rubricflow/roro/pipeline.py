@@ -267,7 +267,8 @@ def pairs_path(rc: RoRoConfig) -> Path:
     return Path(rc.data_dir) / "pairs.parquet"
 
 
-def read_pairs(path: Path):
+def read_trajectory_pairs(path: Path):
+    """The stored trajectory pairs per split (``{"train": [Pair, ...], "val": [...]}``)."""
     import pyarrow.parquet as pq
 
     from rubricflow.roro.pairs import Pair
@@ -282,11 +283,11 @@ def read_pairs(path: Path):
 def run_pairs(rc: RoRoConfig, log: Log | None = None) -> dict:
     import pyarrow as pa
 
-    from rubricflow.roro.pairs import build_pairs
+    from rubricflow.roro.pairs import build_trajectory_pairs
 
     trajs = read_trajectories(trajectories_path(rc))
     pc = rc.pairs
-    pairs = build_pairs(trajs, pc.order, pc.cost_margin, pc.max_pairs_per_problem, pc.seed)
+    pairs = build_trajectory_pairs(trajs, pc.order, pc.cost_margin, pc.max_pairs_per_problem, pc.seed)
     split_of = {t.problem_id: t.split for t in trajs}
     rows = [p.to_row(split_of[p.problem_id]) for p in pairs]
     write_parquet(pairs_path(rc), pa.Table.from_pylist(rows, schema=pa.schema([
@@ -322,19 +323,19 @@ def run_rubricor_judge(rc: RoRoConfig, log: Log | None = None) -> dict:
         build_role_lms,
         problem_views,
         save_rubrics,
-        tokenizer_corpus,
+        routing_tokenizer_corpus,
         write_rubrics,
     )
 
     t0 = time.perf_counter()
     trajs = read_trajectories(trajectories_path(rc))
-    pairs = read_pairs(pairs_path(rc))
+    pairs = read_trajectory_pairs(pairs_path(rc))
     if not pairs["train"] or not pairs["val"]:
         raise ValueError(f"{pairs_path(rc)}: need train and val pairs, got {len(pairs['train'])} / {len(pairs['val'])}")
     rj = rc.rubricor_judge
     views = problem_views(trajs)
     torch.manual_seed(rj.seed)
-    corpus = tokenizer_corpus(views, trajs, rj.seed)
+    corpus = routing_tokenizer_corpus(views, trajs, rj.seed)
     judge, rubricor = build_role_lms(corpus, rj.judge, rj.rubricor, rj.batch_size, rj.seed)
     rows = alternate(judge, rubricor, rj, trajs, pairs["train"], pairs["val"],
                      log=(lambda row: log("rubricor_judge", row)) if log else None)
