@@ -15,11 +15,9 @@ from typing import Any, Protocol
 
 import torch
 
+from models.errors import BackendUnavailable
+from models.processor import text_tokenizer
 from models.tokenizer import VISION_TOKENS
-
-
-class BackendUnavailable(RuntimeError):
-    """A configured optional component (vLLM, a GPU) is missing."""
 
 
 @dataclass
@@ -73,7 +71,7 @@ class TransformersGenerator:
     def __init__(self, model: torch.nn.Module, processor, batch_size: int = 64):
         self.model = model
         self.processor = processor
-        self.tokenizer = getattr(processor, "tokenizer", processor)
+        self.tokenizer = text_tokenizer(processor)
         self.is_vl = hasattr(processor, "image_processor")
         self.batch_size = batch_size
         self.suppress = suppressed_token_ids(self.tokenizer)

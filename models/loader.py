@@ -60,8 +60,3 @@ def load_policy(path_or_id: str | Path, dtype: str = "float32", device: str | to
         model = AutoModelForCausalLM.from_pretrained(str(path_or_id), dtype=torch_dtype)
         proc = AutoTokenizer.from_pretrained(str(path_or_id))
     return model.to(device).eval(), proc
-
-
-def tokenizer_of(processor):
-    """The tokenizer inside a processor (or the tokenizer itself)."""
-    return getattr(processor, "tokenizer", processor)

@@ -16,6 +16,15 @@ import torch
 IMAGE_TOKEN = "<|image_pad|>"
 
 
+def text_tokenizer(processor):
+    """The text tokenizer behind ``processor``.
+
+    A vision processor (``VisionTextProcessor``, a transformers ``ProcessorMixin``) holds it as ``.tokenizer``; a
+    text-only model's "processor" is the tokenizer itself and is returned unchanged.
+    """
+    return getattr(processor, "tokenizer", processor)
+
+
 class VisionTextProcessor:
     """Tokenizer + image processor for Qwen2-VL style models (images only, no video)."""
 

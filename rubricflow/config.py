@@ -26,6 +26,7 @@ import yaml
 from pydantic import BaseModel, Field, ValidationError
 
 from rubricflow.deltarubric.config import DeltaRubricConfig
+from rubricflow.io import atomic_write_text
 from rubricflow.judge.config import JudgeConfig
 from rubricflow.roro.config import RoRoConfig
 from rubricflow.rubrics.config import RubricsConfig
@@ -182,9 +183,7 @@ def write_resolved(cfg: BaseModel, out_dir: str | os.PathLike) -> dict[str, str]
         path = out / f"{name}.json"
         text = json.dumps(value, indent=1, sort_keys=True) + "\n"
         if not path.exists() or path.read_text() != text:
-            tmp = path.with_suffix(".json.tmp")
-            tmp.write_text(text)
-            os.replace(tmp, path)
+            atomic_write_text(path, text)
         written[name] = str(path)
     for stale in out.glob("*.json"):
         if stale.stem not in sections:

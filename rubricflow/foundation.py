@@ -85,6 +85,7 @@ def tokenizer_corpus(data: DataConfig) -> list[str]:
 def base_model_stage(models: ModelsConfig, data: DataConfig, ctx: StageContext) -> dict:
     """Build the tiny policy (offline tokenizer + Qwen2.5-VL config) — or check a pretrained one resolves."""
     from models.loader import load_policy
+    from models.processor import text_tokenizer
     from models.tiny import TinyDims, build_tiny_text, build_tiny_vl, save
 
     spec = models.policy
@@ -108,7 +109,7 @@ def base_model_stage(models: ModelsConfig, data: DataConfig, ctx: StageContext) 
     with staged_dir(spec.path) as tmp:
         save(model, proc, tmp)
     n = sum(p.numel() for p in model.parameters())
-    return {"params": n, "vocab": len(getattr(proc, "tokenizer", proc)), "source": "tiny", "arch": spec.arch}
+    return {"params": n, "vocab": len(text_tokenizer(proc)), "source": "tiny", "arch": spec.arch}
 
 
 # ================================================================================================================

@@ -19,6 +19,8 @@ from typing import Any
 
 import torch
 
+from models.processor import text_tokenizer
+
 
 @dataclass
 class SFTExample:
@@ -27,17 +29,13 @@ class SFTExample:
     images: list[Any] = field(default_factory=list)
 
 
-def _tokenizer(processor):
-    return getattr(processor, "tokenizer", processor)
-
-
 def encode_pairs(processor, prompts: list[str], images: list[list] | None, targets: list[list[int]]):
     """Right-padded batch of prompt+completion ids with a mask of completion positions.
 
     Returns a dict with model inputs (input_ids, attention_mask, [mm_token_type_ids, pixel_values,
     image_grid_thw]) plus ``completion_mask`` (1 on completion tokens) — shared by SFT and GRPO log-prob code.
     """
-    tok = _tokenizer(processor)
+    tok = text_tokenizer(processor)
     is_vl = hasattr(processor, "image_processor")
     if is_vl and images is not None and any(images):
         enc = processor(prompts, images, padding_side="right")
@@ -64,7 +62,7 @@ def encode_pairs(processor, prompts: list[str], images: list[list] | None, targe
 
 
 def target_ids(processor, text: str) -> list[int]:
-    tok = _tokenizer(processor)
+    tok = text_tokenizer(processor)
     eos = tok.convert_tokens_to_ids("<|im_end|>")
     return tok(text, add_special_tokens=False)["input_ids"] + [eos]
 

@@ -342,3 +342,16 @@ def test_secret_block_resolved_lazily_once(server):
     judge.judge([req(2)])
     assert calls == ["judge-key"]
     assert server.headers[-1]["Authorization"] == f"Bearer {SECRET}"
+
+
+def test_missing_aiohttp_client_raises_the_shared_backend_unavailable(monkeypatch):
+    import openai
+
+    from models.errors import BackendUnavailable
+    from models.generation import BackendUnavailable as GenerationBackendUnavailable
+
+    assert GenerationBackendUnavailable is BackendUnavailable  # one class: `except` on either name catches both
+    monkeypatch.delattr(openai, "DefaultAioHttpClient", raising=False)
+    j = fast_judge("http://127.0.0.1:9/v1", http_client="aiohttp")
+    with pytest.raises(GenerationBackendUnavailable, match="judge.openai.http_client=aiohttp"):
+        j._client()

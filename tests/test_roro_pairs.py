@@ -3,7 +3,7 @@
 import pytest
 
 from rubricflow.roro.env import LRM, SLM, StepRecord, Trajectory
-from rubricflow.roro.pairs import build_pairs, compare, dedupe
+from rubricflow.roro.pairs import build_trajectory_pairs, compare, dedupe
 
 
 def traj(pid, writers, slm_correct, outcome, lrm_tokens_per_call=5, policy="p"):
@@ -54,7 +54,7 @@ def test_no_criterion_no_pair():
         compare(a, b, order=["speed"])
 
 
-def test_build_pairs_orders_and_caps_per_problem():
+def test_build_trajectory_pairs_orders_and_caps_per_problem():
     ts = [
         traj("a", [S, S, S], [True, False, True], False),  # 0
         traj("a", [S, L, S], [True, False, True], True),  # 1
@@ -62,10 +62,10 @@ def test_build_pairs_orders_and_caps_per_problem():
         traj("b", [S, S], [True, True], True),  # 3
         traj("b", [L, S], [True, True], True),  # 4
     ]
-    pairs = build_pairs(ts)
+    pairs = build_trajectory_pairs(ts)
     got = {(p.chosen, p.rejected, p.reason) for p in pairs}
     assert got == {(1, 0, "outcome"), (2, 0, "outcome"), (1, 2, "cost"), (3, 4, "cost")}
-    capped = build_pairs(ts, max_per_problem=2, seed=0)
+    capped = build_trajectory_pairs(ts, max_per_problem=2, seed=0)
     a_pairs = [p for p in capped if p.problem_id == "a"]
     assert len(a_pairs) == 2 and {p.reason for p in a_pairs} == {"outcome", "cost"}  # round-robin over reasons
     assert all(ts[p.chosen].problem_id == ts[p.rejected].problem_id for p in capped)

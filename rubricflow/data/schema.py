@@ -8,14 +8,14 @@ dataset can be moved or versioned by DVC as one unit.
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+
+from rubricflow.io import write_json, write_parquet
 
 SPLITS = ("train", "val", "test", "calib")
 ANSWER_TYPES = ("int", "float", "choice", "text")
@@ -72,28 +72,18 @@ class Sample:
         )
 
 
-def _atomic_write_bytes(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    with os.fdopen(fd, "wb") as f:
-        f.write(data)
-    os.replace(tmp, path)
-
-
 def write_dataset(out_dir: str | Path, samples: list[Sample], manifest: dict | None = None) -> Path:
     """Write ``samples.parquet`` and ``manifest.json`` atomically (images must already be under out_dir)."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     table = pa.Table.from_pylist([s.to_row() for s in samples], schema=ARROW_SCHEMA)
-    sink = pa.BufferOutputStream()
-    pq.write_table(table, sink)
-    _atomic_write_bytes(out / PARQUET, sink.getvalue().to_pybytes())
+    write_parquet(out / PARQUET, table)
     counts: dict[str, dict[str, int]] = {}
     for s in samples:
         counts.setdefault(s.task, {}).setdefault(s.split, 0)
         counts[s.task][s.split] += 1
     man = {"n_samples": len(samples), "counts": counts, **(manifest or {})}
-    _atomic_write_bytes(out / MANIFEST, json.dumps(man, indent=2, sort_keys=True).encode())
+    write_json(out / MANIFEST, man, default=None)
     return out
 
 

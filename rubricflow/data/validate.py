@@ -13,11 +13,11 @@ import contextlib
 import hashlib
 import io
 import json
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from rubricflow.data.schema import ANSWER_TYPES, COLUMNS, PARQUET, SPLITS
+from rubricflow.io import write_json
 
 
 class ValidationFailed(ValueError):
@@ -202,12 +202,7 @@ def validate_dataset(
 
 
 def write_stamp(report: GateReport, out: str | Path) -> Path:
-    out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_suffix(out.suffix + ".tmp")
-    tmp.write_text(json.dumps(report.__dict__, indent=2, sort_keys=True))
-    os.replace(tmp, out)
-    return out
+    return write_json(out, report.__dict__, default=None)
 
 
 def require_validated(data_dir: str | Path, stamp: str | Path) -> None:

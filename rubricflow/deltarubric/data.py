@@ -34,7 +34,8 @@ from typing import Any, Literal
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from rubricflow.data.schema import MANIFEST, SPLITS, _atomic_write_bytes
+from rubricflow.data.schema import MANIFEST, SPLITS
+from rubricflow.io import write_json, write_parquet
 
 PAIRS_PARQUET = "pairs.parquet"
 VERDICTS = ("A", "B")
@@ -126,15 +127,13 @@ def write_pairs(out_dir: str | Path, pairs: list[PreferencePair], manifest: dict
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     table = pa.Table.from_pylist([p.to_row() for p in pairs], schema=PAIR_SCHEMA)
-    sink = pa.BufferOutputStream()
-    pq.write_table(table, sink)
-    _atomic_write_bytes(out / PAIRS_PARQUET, sink.getvalue().to_pybytes())
+    write_parquet(out / PAIRS_PARQUET, table)
     counts: dict[str, dict[str, int]] = {}
     for p in pairs:
         counts.setdefault(p.split, {}).setdefault(p.preferred, 0)
         counts[p.split][p.preferred] += 1
     man = {"n_pairs": len(pairs), "preferred_counts": counts, **(manifest or {})}
-    _atomic_write_bytes(out / MANIFEST, json.dumps(man, indent=2, sort_keys=True).encode())
+    write_json(out / MANIFEST, man, default=None)
     return out
 
 

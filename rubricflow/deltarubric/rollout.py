@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from models.generation import Completion, GenRequest
+from models.processor import text_tokenizer
 from rubricflow.deltarubric.config import DRTrainConfig
 from rubricflow.deltarubric.data import PreferencePair
 from rubricflow.deltarubric.rewards import accuracy
@@ -32,7 +33,7 @@ def chat(processor, text: str, n_images: int) -> str:
     """The chat-formatted generation prompt (VLM processor, or a text tokenizer with images dropped)."""
     if hasattr(processor, "chat_prompt"):
         return processor.chat_prompt(text, n_images=n_images)
-    tok = getattr(processor, "tokenizer", processor)
+    tok = text_tokenizer(processor)
     return tok.apply_chat_template([{"role": "user", "content": text}], tokenize=False, add_generation_prompt=True)
 
 

@@ -83,7 +83,7 @@ def build_or_load_base(models: ModelsConfig, dr: DeltaRubricConfig, train_pairs,
     pretrained: load ``models.policy.path``."""
     from models.loader import load_policy
     from models.tiny import TinyDims, build_tiny_text, build_tiny_vl, save
-    from rubricflow.deltarubric.warmstart import tokenizer_corpus
+    from rubricflow.deltarubric.warmstart import pair_tokenizer_corpus
 
     spec = models.policy
     if spec.source == "pretrained":
@@ -94,7 +94,7 @@ def build_or_load_base(models: ModelsConfig, dr: DeltaRubricConfig, train_pairs,
         vision_depth=spec.vision_depth, vocab_size=spec.vocab_size, image_size=dr.pairs.image_size,
     )
     build = build_tiny_vl if spec.arch == "qwen2_5_vl" else build_tiny_text
-    model, proc = build(tokenizer_corpus(train_pairs, dr.sft, seed), dims, seed=seed)
+    model, proc = build(pair_tokenizer_corpus(train_pairs, dr.sft, seed), dims, seed=seed)
     with staged_dir(dr.sft.base_dir) as tmp:
         save(model, proc, tmp)
     return model, proc

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import torch
 
+from models.processor import text_tokenizer
 from rubricflow.deltarubric.config import DRTrainConfig, effective_grpo
 from rubricflow.deltarubric.evaluate import planner_probe
 from rubricflow.deltarubric.rollout import Item, collect, score
@@ -49,7 +50,7 @@ def train_policy(
     g = effective_grpo(cfg)
     engine = make_engine(model, g.engine, g.lr, g.weight_decay, g.warmup_steps, g.max_grad_norm)
     updater = GRPOUpdater(CausalLMAdapter(model, processor, g.temperature), engine, g)
-    tok = getattr(processor, "tokenizer", processor)
+    tok = text_tokenizer(processor)
     eos = tok.convert_tokens_to_ids("<|im_end|>")
     max_tokens = {"planner": cfg.planner_max_tokens, "verifier": cfg.verifier_max_tokens}
     def probe(step: int) -> dict[str, float]:

@@ -62,8 +62,9 @@ def sft_examples(processor, items: list[Item], cfg: DRSFTConfig, seed: int = 0) 
     return out
 
 
-def tokenizer_corpus(pairs: list[PreferencePair], cfg: DRSFTConfig, seed: int = 0) -> list[str]:
-    """Every prompt and target text of the SFT set (the tiny tokenizer is trained on it)."""
+def pair_tokenizer_corpus(pairs: list[PreferencePair], cfg: DRSFTConfig, seed: int = 0) -> list[str]:
+    """Every role prompt and target text of the warm-start SFT set built from these preference pairs (the tiny
+    DeltaRubric tokenizer is trained on it)."""
     rng = random.Random(seed)
     texts = ["user assistant system"] * 8  # the chat template's role names
     for p in pairs:

@@ -14,6 +14,7 @@ from typing import Any
 
 import torch
 
+from models.processor import text_tokenizer
 from rubricflow.grpo.core import token_entropy, token_logprobs
 from rubricflow.grpo.types import Episode, module_device
 
@@ -39,7 +40,7 @@ class CausalLMAdapter:
     def __init__(self, module: torch.nn.Module, processor, temperature: float = 1.0):
         self.module = module
         self.processor = processor
-        self.tokenizer = getattr(processor, "tokenizer", processor)
+        self.tokenizer = text_tokenizer(processor)
         self.is_vl = hasattr(processor, "image_processor")
         self.temperature = temperature
         pad = self.tokenizer.pad_token_id

@@ -37,6 +37,7 @@ from typing import Any
 from pydantic import SecretStr
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
 
+from models.errors import BackendUnavailable
 from rubricflow.judge.parse import parse_judgment
 from rubricflow.judge.prompt import PROMPT_VERSION, SYSTEM_PROMPT, response_format, user_prompt
 from rubricflow.judge.protocol import JudgeRequest, Judgment
@@ -44,10 +45,6 @@ from rubricflow.judge.protocol import JudgeRequest, Judgment
 log = logging.getLogger("rubricflow.judge.openai")
 
 RETRY_STATUSES = {408, 409, 429, 500, 502, 503, 504}
-
-
-class BackendUnavailable(RuntimeError):
-    """A configured optional component is missing (named in the message)."""
 
 
 _SSL: dict[str, Any] = {}

@@ -28,6 +28,7 @@ from typing import Protocol
 
 import torch
 
+from rubricflow.io import write_jsonl
 from rubricflow.roro.features import router_state
 from rubricflow.roro.steps import StepModel, StepOutput, prefix_text
 from rubricflow.roro.task import Problem, answer_correct, check_step, is_final
@@ -182,14 +183,8 @@ class StepCache:
         return [self.entries[(fingerprint, p)] for p in prefixes]
 
     def save(self, path: str | Path) -> Path:
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.tmp")
-        with tmp.open("w") as f:
-            for (fp, prefix), o in sorted(self.entries.items()):
-                f.write(json.dumps({"model": fp, "prefix": prefix, **asdict(o)}) + "\n")
-        tmp.replace(path)
-        return path
+        return write_jsonl(path, ({"model": fp, "prefix": prefix, **asdict(o)}
+                                  for (fp, prefix), o in sorted(self.entries.items())))
 
     def load(self, path: str | Path) -> int:
         """Add the entries of a saved cache; returns how many were read."""

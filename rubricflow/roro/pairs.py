@@ -76,7 +76,7 @@ def dedupe(trajectories: list[Trajectory]) -> list[Trajectory]:
     return out
 
 
-def build_pairs(
+def build_trajectory_pairs(
     trajectories: list[Trajectory],
     order: tuple[str, ...] | list[str] = CRITERIA,
     cost_margin: int = 0,

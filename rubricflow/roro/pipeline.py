@@ -11,24 +11,15 @@ and writes under ``rc.data_dir`` / ``rc.out_dir``. ``rubricflow.roro.stages`` wr
 
 from __future__ import annotations
 
-import json
-import os
 import time
 from collections.abc import Callable
 from pathlib import Path
 
+from rubricflow.io import write_json, write_parquet
 from rubricflow.roro.config import RoRoConfig, StepModelConfig
 from rubricflow.roro.task import Problem, make_problems, read_gsm8k
 
 Log = Callable[[str, dict], None]
-
-
-def _write_json(path: Path, obj) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(obj, indent=2, sort_keys=True, default=str))
-    os.replace(tmp, path)
-    return path
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -197,13 +188,8 @@ def cache_path(rc: RoRoConfig) -> Path:
 
 def write_trajectories(path: Path, trajs) -> Path:
     import pyarrow as pa
-    import pyarrow.parquet as pq
 
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    pq.write_table(pa.Table.from_pylist([t.to_row() for t in trajs]), tmp)
-    os.replace(tmp, path)
-    return path
+    return write_parquet(path, pa.Table.from_pylist([t.to_row() for t in trajs]))
 
 
 def read_trajectories(path: Path):
@@ -281,7 +267,8 @@ def pairs_path(rc: RoRoConfig) -> Path:
     return Path(rc.data_dir) / "pairs.parquet"
 
 
-def read_pairs(path: Path):
+def read_trajectory_pairs(path: Path):
+    """The stored trajectory pairs per split (``{"train": [Pair, ...], "val": [...]}``)."""
     import pyarrow.parquet as pq
 
     from rubricflow.roro.pairs import Pair
@@ -295,22 +282,17 @@ def read_pairs(path: Path):
 
 def run_pairs(rc: RoRoConfig, log: Log | None = None) -> dict:
     import pyarrow as pa
-    import pyarrow.parquet as pq
 
-    from rubricflow.roro.pairs import build_pairs
+    from rubricflow.roro.pairs import build_trajectory_pairs
 
     trajs = read_trajectories(trajectories_path(rc))
     pc = rc.pairs
-    pairs = build_pairs(trajs, pc.order, pc.cost_margin, pc.max_pairs_per_problem, pc.seed)
+    pairs = build_trajectory_pairs(trajs, pc.order, pc.cost_margin, pc.max_pairs_per_problem, pc.seed)
     split_of = {t.problem_id: t.split for t in trajs}
     rows = [p.to_row(split_of[p.problem_id]) for p in pairs]
-    path = pairs_path(rc)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    pq.write_table(pa.Table.from_pylist(rows, schema=pa.schema([
+    write_parquet(pairs_path(rc), pa.Table.from_pylist(rows, schema=pa.schema([
         ("problem_id", pa.string()), ("chosen", pa.int64()), ("rejected", pa.int64()), ("reason", pa.string()),
-        ("split", pa.string())])), tmp)
-    os.replace(tmp, path)
+        ("split", pa.string())])))
     out = {"n_pairs": len(pairs)}
     for split in ("train", "val"):
         ps = [p for p in pairs if split_of[p.problem_id] == split]
@@ -341,19 +323,19 @@ def run_rubricor_judge(rc: RoRoConfig, log: Log | None = None) -> dict:
         build_role_lms,
         problem_views,
         save_rubrics,
-        tokenizer_corpus,
+        routing_tokenizer_corpus,
         write_rubrics,
     )
 
     t0 = time.perf_counter()
     trajs = read_trajectories(trajectories_path(rc))
-    pairs = read_pairs(pairs_path(rc))
+    pairs = read_trajectory_pairs(pairs_path(rc))
     if not pairs["train"] or not pairs["val"]:
         raise ValueError(f"{pairs_path(rc)}: need train and val pairs, got {len(pairs['train'])} / {len(pairs['val'])}")
     rj = rc.rubricor_judge
     views = problem_views(trajs)
     torch.manual_seed(rj.seed)
-    corpus = tokenizer_corpus(views, trajs, rj.seed)
+    corpus = routing_tokenizer_corpus(views, trajs, rj.seed)
     judge, rubricor = build_role_lms(corpus, rj.judge, rj.rubricor, rj.batch_size, rj.seed)
     rows = alternate(judge, rubricor, rj, trajs, pairs["train"], pairs["val"],
                      log=(lambda row: log("rubricor_judge", row)) if log else None)
@@ -371,7 +353,7 @@ def run_rubricor_judge(rc: RoRoConfig, log: Log | None = None) -> dict:
         "judge_generations": judge.n_generated, "rubricor_generations": rubricor.n_generated,
         "duration_s": time.perf_counter() - t0,
     }
-    _write_json(rounds_path(rc), [{"phase_index": i, "round": r["round"], "phase": r["phase"],
+    write_json(rounds_path(rc), [{"phase_index": i, "round": r["round"], "phase": r["phase"],
                                    "heldout_pairwise_acc": r["heldout_pairwise_acc"]} for i, r in enumerate(rows)])
     return out
 
@@ -442,7 +424,7 @@ def run_router(rc: RoRoConfig, log: Log | None = None) -> dict:
         save_router(router, out_dir / f"{run.tag}.pt",
                     meta={"tag": run.tag, "process_weight": run.process_weight, "cost_weight": run.cost_weight})
         history = summ.pop("history")
-        _write_json(out_dir / "history" / f"{run.tag}.json", history)
+        write_json(out_dir / "history" / f"{run.tag}.json", history)
         summaries.append(summ)
     out = {
         "runs": summaries,
@@ -451,7 +433,7 @@ def run_router(rc: RoRoConfig, log: Log | None = None) -> dict:
         "step_cache_hits": env.cache.hits, "step_cache_misses": env.cache.misses,
         "duration_s": time.perf_counter() - t0,
     }
-    _write_json(router_dir(rc) / "summary.json", out)
+    write_json(router_dir(rc) / "summary.json", out)
     return out
 
 
@@ -516,5 +498,5 @@ def run_eval(rc: RoRoConfig, log: Log | None = None) -> dict:
         "roro_minus_outcome_at_cost": (main["roro_accuracy"] - main["outcome-only_accuracy_at_cost"]) if main else None,
         "plots": {k: str(v) for k, v in paths.items()}, "duration_s": time.perf_counter() - t0,
     }
-    _write_json(eval_dir(rc) / "table.json", {"rows": rows, "matched": matched})
+    write_json(eval_dir(rc) / "table.json", {"rows": rows, "matched": matched})
     return out

@@ -294,7 +294,9 @@ def warm_start_examples(views: dict[str, ProblemView], trajectories: list[Trajec
     return rub, jud
 
 
-def tokenizer_corpus(views: dict[str, ProblemView], trajectories: list[Trajectory], seed: int) -> list[str]:
+def routing_tokenizer_corpus(views: dict[str, ProblemView], trajectories: list[Trajectory], seed: int) -> list[str]:
+    """Chat markers plus the Rubricor and Judge warm-start texts built from these routing trajectories (the tiny
+    Judge and Rubricor tokenizers are trained on it)."""
     rng = random.Random(seed)
     rub, jud = warm_start_examples(views, trajectories, rng, per_problem=2)
     chat_marks = ["<|im_start|>user\n", "<|im_end|>\n<|im_start|>assistant\n"] * 20

@@ -15,12 +15,12 @@ them and log what they return (``{"metrics": {...}, "paths": {...}}``).
 from __future__ import annotations
 
 import csv
-import json
+import io
 import logging
-import os
 from collections.abc import Callable
 from pathlib import Path
 
+from rubricflow.io import atomic_write_text, write_json
 from rubricflow.judge.config import JudgeConfig
 from rubricflow.judge.protocol import JudgeBackend, JudgeRequest, Judgment, Rubric
 from rubricflow.rubrics.config import RubricsConfig
@@ -143,13 +143,6 @@ def calibration_requests(data_dir: str | Path, samples: list, responses: list[li
     ]
 
 
-def _atomic_text(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
-
-
 def write_table(rows: list[dict], summary: dict, table_dir: str | Path) -> dict[str, str]:
     d = Path(table_dir)
     out = {
@@ -158,15 +151,13 @@ def write_table(rows: list[dict], summary: dict, table_dir: str | Path) -> dict[
         "summary": d / "stratification_summary.json",
     }
     ordered = [{c: r.get(c) for c in TABLE_COLUMNS} for r in rows]
-    _atomic_text(out["table_json"], json.dumps(ordered, indent=2, ensure_ascii=False) + "\n")
-    d.mkdir(parents=True, exist_ok=True)
-    tmp = out["table_csv"].with_name(".stratification.csv.tmp")
-    with open(tmp, "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(TABLE_COLUMNS))
-        w.writeheader()
-        w.writerows(ordered)
-    os.replace(tmp, out["table_csv"])
-    _atomic_text(out["summary"], json.dumps(summary, indent=2) + "\n")
+    write_json(out["table_json"], ordered, sort_keys=False, default=None, ensure_ascii=False, trailing_newline=True)
+    buf = io.StringIO(newline="")
+    w = csv.DictWriter(buf, fieldnames=list(TABLE_COLUMNS))
+    w.writeheader()
+    w.writerows(ordered)
+    atomic_write_text(out["table_csv"], buf.getvalue())
+    write_json(out["summary"], summary, sort_keys=False, default=None, trailing_newline=True)
     return {k: str(v) for k, v in out.items()}
 
 

@@ -11,11 +11,11 @@ The same format, with ``tier`` set and calibration numbers added, is the tiers f
 from __future__ import annotations
 
 import json
-import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from rubricflow.io import write_json
 from rubricflow.judge.protocol import Rubric
 
 DEFAULT_POOL_PATH = Path(__file__).resolve().parents[1] / "resources" / "rubric_pool_default.json"
@@ -105,12 +105,7 @@ def load_pool(path: str | Path) -> RubricPool:
 
 def save_pool(pool: RubricPool, path: str | Path) -> Path:
     """Write atomically (a failed write leaves the previous file intact)."""
-    p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    tmp = p.with_name(f".{p.name}.tmp")
-    tmp.write_text(json.dumps(pool.to_json(), indent=2, ensure_ascii=False) + "\n")
-    os.replace(tmp, p)
-    return p
+    return write_json(path, pool.to_json(), sort_keys=False, default=None, ensure_ascii=False, trailing_newline=True)
 
 
 def load_default_pool(path: str | Path | None = None) -> RubricPool:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from rubricflow.io import atomic_path
+
 
 def plot_curriculum(history: list[dict], path: str | Path, transition_step: int | None = None,
                     threshold: float | None = None, title: str = "RuCL curriculum") -> Path:
@@ -39,9 +41,8 @@ def plot_curriculum(history: list[dict], path: str | Path, transition_step: int 
     ax.legend(fontsize=7, loc="lower right")
     ax.grid(alpha=0.3)
     fig.tight_layout()
-    tmp = path.with_name(f".{path.name}.tmp.png")
-    fig.savefig(tmp)
+    with atomic_path(path, suffix=".png") as tmp:  # the temporary name ends in .png: savefig infers the format
+        fig.savefig(tmp)
     plt.close(fig)
-    tmp.replace(path)
     return path
 

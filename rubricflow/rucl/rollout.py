@@ -21,6 +21,7 @@ from typing import Any
 
 import torch
 
+from models.processor import text_tokenizer
 from rubricflow.answers import outcome_score
 from rubricflow.curriculum import CurriculumScheduler
 from rubricflow.grpo.types import Episode
@@ -55,7 +56,7 @@ class RuCLRollout:
         self.tiers = tier_map(self.rubrics) if self.rubrics else {}
         self.scheduler, self.rcfg, self.engine = scheduler, rcfg, engine
         self.data_dir = Path(data_dir)
-        tok = getattr(processor, "tokenizer", processor)
+        tok = text_tokenizer(processor)
         self.eos_id = tok.convert_tokens_to_ids("<|im_end|>")
         self.last: dict[str, Any] = {}  # the last step's per-sample details (for reports and tests)
 
