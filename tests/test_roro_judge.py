@@ -4,7 +4,7 @@ import random
 
 import pytest
 
-from rubricflow.roro.env import LRM, SLM, StepRecord, Trajectory
+from rubricflow.roro.routing import LRM, SLM, StepRecord, Trajectory
 from rubricflow.roro.prompts import (
     ADDED_TOKENS,
     FAMILIES,

@@ -109,7 +109,7 @@ def train_step_model(spec: StepModelConfig, sft: list[Problem], val: list[Proble
 
 def load_step_model(spec: StepModelConfig, name: str, rc: RoRoConfig):
     """A StepModel for ``spec`` (transformers or vLLM) and its cache fingerprint."""
-    from rubricflow.roro.env import model_fingerprint
+    from rubricflow.roro.routing import model_fingerprint
     from rubricflow.roro.steps import TransformersStepModel, VLLMStepModel
 
     if spec.backend == "vllm":
@@ -167,7 +167,7 @@ def run_models(rc: RoRoConfig, log: Log | None = None) -> dict:
 
 
 def make_env(rc: RoRoConfig, cache_path: str | Path | None = None):
-    from rubricflow.roro.env import RoutingEnv, StepCache
+    from rubricflow.roro.routing import RoutingEnv, StepCache
 
     slm, slm_fp = load_step_model(rc.slm, "slm", rc)
     lrm, lrm_fp = load_step_model(rc.lrm, "lrm", rc)
@@ -178,7 +178,7 @@ def make_env(rc: RoRoConfig, cache_path: str | Path | None = None):
 
 
 def collection_policies(rc: RoRoConfig) -> list:
-    from rubricflow.roro.env import ConstantPolicy, RandomPolicy, ThresholdPolicy
+    from rubricflow.roro.routing import ConstantPolicy, RandomPolicy, ThresholdPolicy
 
     tc = rc.trajectories
     pols: list = [ConstantPolicy(0), ConstantPolicy(1)]
@@ -209,7 +209,7 @@ def write_trajectories(path: Path, trajs) -> Path:
 def read_trajectories(path: Path):
     import pyarrow.parquet as pq
 
-    from rubricflow.roro.env import Trajectory
+    from rubricflow.roro.routing import Trajectory
 
     if not Path(path).exists():
         raise FileNotFoundError(f"{path}: no trajectories; run `rubricflow roro-trajectories` first")
@@ -428,7 +428,7 @@ def run_router(rc: RoRoConfig, log: Log | None = None) -> dict:
     scorer = load_judge_scorer(rc, probs) if any(r.process_weight > 0 for r in runs) else None
     fps = [env.fp["SLM"], env.fp["LRM"]]
     if scorer is not None:
-        from rubricflow.roro.env import model_fingerprint
+        from rubricflow.roro.routing import model_fingerprint
 
         fps += [model_fingerprint("judge", rc.rubricor_judge.judge.path), _file_hash(rubrics_path(rc))]
     out_dir = router_dir(rc)
@@ -465,7 +465,7 @@ def eval_dir(rc: RoRoConfig) -> Path:
 
 def run_eval(rc: RoRoConfig, log: Log | None = None) -> dict:
     from models.router import load_router
-    from rubricflow.roro.env import ConstantPolicy, RandomPolicy, RouterPolicy, ThresholdPolicy
+    from rubricflow.roro.routing import ConstantPolicy, RandomPolicy, RouterPolicy, ThresholdPolicy
     from rubricflow.roro.evaluate import format_table, interpolate, summarize, write_curve
 
     t0 = time.perf_counter()

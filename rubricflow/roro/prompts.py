@@ -41,7 +41,7 @@ from __future__ import annotations
 import random
 import re
 
-from rubricflow.roro.env import Trajectory
+from rubricflow.roro.routing import Trajectory
 
 RUBRICOR_TASK = "Write a routing rubric."
 JUDGE_TASK = "Judge the routing."

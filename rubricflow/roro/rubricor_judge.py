@@ -43,7 +43,7 @@ from pathlib import Path
 
 import torch
 
-from rubricflow.roro.env import Trajectory
+from rubricflow.roro.routing import Trajectory
 from rubricflow.roro.pairs import Pair
 from rubricflow.roro.prompts import (
     FAMILIES,
