@@ -56,7 +56,7 @@ from rubricflow.roro.prompts import (
 from rubricflow.roro.rubric import (
     ParsedJudgment,
     ParsedRubric,
-    parse_judgment,
+    parse_criterion_judgments,
     parse_rubric,
     render_judgment_json,
     render_rubric_json,
@@ -172,7 +172,7 @@ def judge_scores(judge: RoleLM, items: list[tuple[str, list[dict], Trajectory]],
     if not items:
         return []
     texts = judge.generate([judge_input(q, r, t) for q, r, t in items], n=n, temperature=temperature, seed=seed)
-    return [[parse_judgment(x, r) for x in row] for (q, r, t), row in zip(items, texts)]
+    return [[parse_criterion_judgments(x, r) for x in row] for (q, r, t), row in zip(items, texts)]
 
 
 def mean_score(row: list[ParsedJudgment]) -> float | None:
@@ -204,7 +204,7 @@ def expected_scores(judge: RoleLM, items: list[tuple[str, list[dict], Trajectory
         return []
     tok = judge.tokenizer
     texts = [row[0] for row in judge.generate([judge_input(q, r, t) for q, r, t in items])]
-    parsed = [parse_judgment(x, r) for x, (q, r, t) in zip(texts, items)]
+    parsed = [parse_criterion_judgments(x, r) for x, (q, r, t) in zip(texts, items)]
     first = lambda w: tok(w, add_special_tokens=False)["input_ids"][0]  # noqa: E731
     t_id, f_id, one_id, zero_id = first("true"), first("false"), first("1"), first("0")
     score_sep = tok(', "satisfied": ', add_special_tokens=False)["input_ids"][-1]
