@@ -338,7 +338,7 @@ def run_rubricor_judge(rc: RoRoConfig, log: Log | None = None) -> dict:
 
     from rubricflow.roro.rubricor_judge import (
         alternate,
-        build_role_lms,
+        build_rubric_lms,
         problem_views,
         save_rubrics,
         tokenizer_corpus,
@@ -354,7 +354,7 @@ def run_rubricor_judge(rc: RoRoConfig, log: Log | None = None) -> dict:
     views = problem_views(trajs)
     torch.manual_seed(rj.seed)
     corpus = tokenizer_corpus(views, trajs, rj.seed)
-    judge, rubricor = build_role_lms(corpus, rj.judge, rj.rubricor, rj.batch_size, rj.seed)
+    judge, rubricor = build_rubric_lms(corpus, rj.judge, rj.rubricor, rj.batch_size, rj.seed)
     rows = alternate(judge, rubricor, rj, trajs, pairs["train"], pairs["val"],
                      log=(lambda row: log("rubricor_judge", row)) if log else None)
     judge.save(rj.judge.path)
@@ -404,7 +404,7 @@ def router_runs(rc: RoRoConfig) -> list:
 def load_judge_scorer(rc: RoRoConfig, probs: list[Problem]):
     from models.loader import load_policy
     from rubricflow.roro.router_train import ProcessScorer
-    from rubricflow.roro.rubricor_judge import RoleLM, load_rubrics
+    from rubricflow.roro.rubricor_judge import RubricLM, load_rubrics
 
     rj = rc.rubricor_judge
     if not (Path(rj.judge.path) / "config.json").exists():
@@ -412,7 +412,7 @@ def load_judge_scorer(rc: RoRoConfig, probs: list[Problem]):
     if not rubrics_path(rc).exists():
         raise FileNotFoundError(f"{rubrics_path(rc)}: no rubrics; run `rubricflow roro-rubricor-judge`")
     model, tok = load_policy(rj.judge.path)
-    judge = RoleLM(model, tok, "judge", rj.batch_size, rj.judge.max_new_tokens)
+    judge = RubricLM(model, tok, "judge", rj.batch_size, rj.judge.max_new_tokens)
     return ProcessScorer(judge, load_rubrics(rubrics_path(rc)), {p.id: p.question for p in probs}, rj.score_samples,
                          rj.score_temperature, rj.seed)
 
