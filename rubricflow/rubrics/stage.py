@@ -1,7 +1,7 @@
 """RuCL Phase I stages: write the candidate pool; calibrate, filter and stratify it.
 
-Plain functions (no tracking, no Prefect): the lead's ``@stage`` wrappers, the CLI, DVC and the Prefect tasks
-call them and log what they return (``{"metrics": {...}, "paths": {...}}``).
+Plain functions (no tracking, no Prefect): the ``@stage`` wrappers (rubricflow.stages), the CLI, DVC and the
+Prefect tasks call them and log what they return (``{"metrics": {...}, "paths": {...}}``).
 
 * ``pool_stage``: the default pool shipped in the repo (provenance "default pool v1") or, with
   ``rubrics.teacher`` set, K candidates from a teacher backend in O(1) calls -> ``rubrics.pool_path``.
