@@ -45,7 +45,7 @@ def load(model_dir):
 
 
 def prompts_for(tok, n):
-    from rubricflow.grpo.toy import chat_prompt, toy_prompts
+    from rubricflow.testing.toy_task import chat_prompt, toy_prompts
 
     return [{"id": p["id"], "prompt": chat_prompt(tok, p["question"])} for p in toy_prompts(n)]
 
@@ -65,7 +65,7 @@ def run_rubricflow(model_dir, a, seed, sampler="cached") -> tuple[dict, float]:
     from models.generation import GenRequest, TransformersGenerator
     from rubricflow.grpo.sampler import CachedSampler
     from rubricflow.grpo import CausalLMAdapter, Episode, GRPOConfig, GRPOUpdater, TorchEngine
-    from rubricflow.grpo.toy import target_token_id, toy_reward
+    from rubricflow.testing.toy_task import target_token_id, toy_reward
     from rubricflow.grpo.trainer import GRPOTrainer
 
     model, tok = load(model_dir)
@@ -100,7 +100,7 @@ def run_trl(model_dir, a, seed) -> tuple[dict, float]:
     from transformers import TrainerCallback
     from trl import GRPOConfig, GRPOTrainer
 
-    from rubricflow.grpo.toy import target_token_id, toy_reward
+    from rubricflow.testing.toy_task import target_token_id, toy_reward
 
     model, tok = load(model_dir)
     tid, eos = target_token_id(tok), tok.eos_token_id
@@ -161,7 +161,7 @@ def main() -> None:
         sys.exit("bench/grpo_vs_trl.py needs the `trl` package: .venv/bin/pip install torch==2.13.0 trl==1.16.0")
 
     from models.tiny import save
-    from rubricflow.grpo.toy import build_toy_policy
+    from rubricflow.testing.toy_task import build_toy_policy
 
     print(f"torch {torch.__version__}, trl {trl.__version__}, threads {torch.get_num_threads()}; "
           f"tiny Qwen2 hidden {a.hidden} x {a.layers} layers; {a.prompts_per_step} prompts x {a.group_size} "

@@ -9,7 +9,7 @@ concurrency level c the bench labels a batch and prints
 
 ``cpu_ms/req`` is the client's CPU time per judged request and ``cpu_ceiling`` the req/s a fully available core
 could drive at that cost: when ``c / latency`` approaches the ceiling (or the machine is shared), the client, not
-the concurrency, is the limit. The server runs in its own process (``python -m rubricflow.judge.testing_server``)
+the concurrency, is the limit. The server runs in its own process (``python -m rubricflow.testing.judge_server``)
 so its CPU time does not compete with the client's event loop. Last line, for concurrency 16 (target: efficiency
 >= 0.9 at 100 ms latency): ``judge efficiency=<x> speedup_vs_sequential=<y>``.
 
@@ -63,7 +63,7 @@ def parse_cpus(spec: str | None) -> set[int] | None:
 
 def start_server(latency_ms: float, cpus: set[int] | None = None) -> tuple[subprocess.Popen, str]:
     proc = subprocess.Popen(
-        [sys.executable, "-m", "rubricflow.judge.testing_server", "--latency-ms", str(latency_ms)],
+        [sys.executable, "-m", "rubricflow.testing.judge_server", "--latency-ms", str(latency_ms)],
         stdout=subprocess.PIPE,
         text=True,
     )

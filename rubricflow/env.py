@@ -64,8 +64,8 @@ def setup_environment() -> None:
 def configure_threads(n: int | None = None) -> int:
     """Set torch's intra-op threads explicitly (default: $RUBRICFLOW_THREADS or 1).
 
-    With any other load on a 2-core machine, 2 torch threads ran 10-40x slower than 1, so tests, CI and
-    benchmarks use 1 unless told otherwise.
+    On a small machine with any other load, more torch threads are much slower than one (the measurement is in
+    docs/operations.md, "Measurements behind defaults"), so tests, CI and benchmarks use 1 unless told otherwise.
     """
     import torch
 

@@ -1,8 +1,9 @@
 """Prefect tasks wrapping the rubricflow stage functions (see tasks/stage.py), and what the flows share.
 
 Importing this package sets Prefect defaults the orchestration layer relies on (values exported by the user win):
-a temporary Prefect server (a flow run without PREFECT_API_URL) may take 20 s to come up on a quiet 2-core machine
-and several minutes on a loaded one, far beyond Prefect's default 20 s startup timeout. Flows import ``tasks``
+a temporary Prefect server (a flow run without PREFECT_API_URL) can take far longer than Prefect's default 20 s
+startup timeout to come up on a loaded machine (start-up times: ``bench/ops_timings.py``, docs/operations.md,
+"Timings"). Flows import ``tasks``
 before ``prefect`` so the value is read when Prefect builds its settings.
 """
 

@@ -65,7 +65,7 @@ class ScriptedGen:
 
 @pytest.fixture(scope="module")
 def setup(tmp_path_factory):
-    from rubricflow.grpo.toy import build_toy_policy
+    from rubricflow.testing.toy_task import build_toy_policy
 
     d = tmp_path_factory.mktemp("pairs")
     build_pairs(d, ["counting"], {"train": 2}, seed=11, partial_frac=0.0)

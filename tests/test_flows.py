@@ -153,7 +153,7 @@ def _toy_grpo_stage(ctx) -> dict:
     from rubricflow.grpo.causal_lm import CausalLMAdapter
     from rubricflow.grpo.config import EngineConfig, GRPOConfig
     from rubricflow.grpo.engine import make_engine
-    from rubricflow.grpo.toy import build_toy_policy, chat_prompt, target_token_id, toy_prompts, toy_reward
+    from rubricflow.testing.toy_task import build_toy_policy, chat_prompt, target_token_id, toy_prompts, toy_reward
     from rubricflow.grpo.trainer import GRPOTrainer
     from rubricflow.grpo.types import Episode
     from rubricflow.grpo.updater import GRPOUpdater

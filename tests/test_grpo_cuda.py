@@ -10,7 +10,7 @@ from PIL import Image
 from models.generation import GenRequest, TransformersGenerator
 from rubricflow.grpo import CausalLMAdapter, Episode, GRPOConfig, GRPOUpdater, TorchEngine
 from rubricflow.grpo.sampler import CachedSampler
-from rubricflow.grpo.toy import build_toy_policy, chat_prompt, toy_prompts
+from rubricflow.testing.toy_task import build_toy_policy, chat_prompt, toy_prompts
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="torch sees no CUDA device")
 

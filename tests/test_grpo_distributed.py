@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[1]
 def test_two_process_deepspeed_grpo(tmp_path):
     steps = 3
     torchrun = Path(sys.executable).parent / "torchrun"
-    cmd = [str(torchrun), "--standalone", "--nproc_per_node", "2", "-m", "rubricflow.grpo.toy_train",
+    cmd = [str(torchrun), "--standalone", "--nproc_per_node", "2", "-m", "rubricflow.testing.toy_train",
            "--out", str(tmp_path), "--steps", str(steps), "--engine", "deepspeed", "--zero-stage", "2",
            "--checkpoint-every", "0"]
     env = {**os.environ, "RUBRICFLOW_THREADS": "1"}

@@ -91,7 +91,7 @@ def child(out: str) -> None:
     from rubricflow.grpo import CausalLMAdapter, Episode, GRPOConfig, GRPOUpdater
     from rubricflow.grpo.config import EngineConfig
     from rubricflow.grpo.engine import DeepSpeedEngine, TorchEngine
-    from rubricflow.grpo.toy import build_toy_policy, chat_prompt
+    from rubricflow.testing.toy_task import build_toy_policy, chat_prompt
 
     base, tok = build_toy_policy("text", seed=1)
     g = torch.Generator().manual_seed(0)

@@ -7,7 +7,7 @@ import torch
 
 from models.generation import GenRequest, TransformersGenerator
 from rubricflow.grpo.sampler import CachedSampler
-from rubricflow.grpo.toy import build_toy_policy, chat_prompt
+from rubricflow.testing.toy_task import build_toy_policy, chat_prompt
 
 
 @pytest.fixture(scope="module")

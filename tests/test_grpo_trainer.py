@@ -7,7 +7,7 @@ import torch
 
 from rubricflow.grpo import CausalLMAdapter, Episode, GRPOConfig, GRPOUpdater, TorchEngine
 from rubricflow.grpo.checkpoint import CheckpointManager
-from rubricflow.grpo.toy import build_toy_policy, chat_prompt, toy_prompts
+from rubricflow.testing.toy_task import build_toy_policy, chat_prompt, toy_prompts
 from rubricflow.grpo.trainer import GRPOTrainer
 
 

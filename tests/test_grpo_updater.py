@@ -10,7 +10,7 @@ from PIL import Image
 from models.generation import GenRequest, TransformersGenerator
 from rubricflow.grpo import CausalLMAdapter, Episode, GRPOConfig, GRPOUpdater, TorchEngine
 from rubricflow.grpo.core import token_logprobs
-from rubricflow.grpo.toy import build_toy_policy, chat_prompt, target_token_id, toy_prompts, toy_reward
+from rubricflow.testing.toy_task import build_toy_policy, chat_prompt, target_token_id, toy_prompts, toy_reward
 
 
 @pytest.fixture(scope="module")

@@ -22,7 +22,7 @@ from rubricflow.judge import (
 from rubricflow.judge import prompt as prompt_mod
 from rubricflow.judge.config import OpenAIJudgeConfig
 from rubricflow.judge.openai_backend import OpenAIJudge, retry_after_seconds
-from rubricflow.judge.testing_server import LoopbackJudgeServer, loopback_verdict
+from rubricflow.testing.judge_server import LoopbackJudgeServer, loopback_verdict
 
 RUBRICS = [Rubric("R01", "The counts stated match the image."), Rubric("R02", "The boxed answer is present.")]
 

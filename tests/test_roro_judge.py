@@ -4,7 +4,7 @@ import random
 
 import pytest
 
-from rubricflow.roro.env import LRM, SLM, StepRecord, Trajectory
+from rubricflow.roro.routing import LRM, SLM, StepRecord, Trajectory
 from rubricflow.roro.prompts import (
     ADDED_TOKENS,
     FAMILIES,
@@ -14,7 +14,7 @@ from rubricflow.roro.prompts import (
     rubricor_input,
     u_digit,
 )
-from rubricflow.roro.rubric import parse_judgment, parse_rubric, render_judgment_json, render_rubric_json
+from rubricflow.roro.rubric import parse_criterion_judgments, parse_rubric, render_judgment_json, render_rubric_json
 from rubricflow.roro.rubricor_judge import ProblemView, mean_score, pair_credit, problem_views, warm_start_examples
 
 
@@ -48,7 +48,7 @@ def test_warm_start_targets_are_the_paper_shapes():
     pr = parse_rubric(render_rubric_json(rub))
     assert pr.status == "ok" and sum(c["weight"] for c in pr.criteria) == pytest.approx(1.0)
     js = random_judgments(rng, pr.criteria)
-    pj = parse_judgment(render_judgment_json(js), pr.criteria)
+    pj = parse_criterion_judgments(render_judgment_json(js), pr.criteria)
     assert pj.status == "ok" and pj.missing == []
     views = problem_views([_traj()])
     assert views == {"p1": ProblemView("Start with 7. Add 5. Multiply by 2.", [0.12, 0.71, 0.0])}

@@ -2,7 +2,7 @@
 
 import pytest
 
-from rubricflow.roro.env import LRM, SLM, StepRecord, Trajectory
+from rubricflow.roro.routing import LRM, SLM, StepRecord, Trajectory
 from rubricflow.roro.pairs import build_trajectory_pairs, compare, dedupe
 
 

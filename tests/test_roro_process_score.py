@@ -6,7 +6,7 @@ import pytest
 
 from rubricflow.roro.rubric import (
     load_json,
-    parse_judgment,
+    parse_criterion_judgments,
     parse_rubric,
     process_score,
     render_judgment_json,
@@ -66,30 +66,31 @@ def test_empty_judgments_score_zero_all_missing():
     assert res.score == 0.0 and len(res.missing) == 3
 
 
-def test_parse_judgment_strict_ok_and_score():
+def test_parse_criterion_judgments_strict_ok_and_score():
     text = render_judgment_json([
         {"criterion": "LRM at step 2", "score": 1.0, "satisfied": True},
         {"criterion": "at most 1 LRM steps", "score": 1.0, "satisfied": False},
         {"criterion": "every step is right", "score": 0.5, "satisfied": True},
     ])
-    pj = parse_judgment(text, RUBRIC)
+    pj = parse_criterion_judgments(text, RUBRIC)
     assert pj.status == "ok" and pj.reason is None
     assert pj.score == pytest.approx(0.5 + 0.1)
 
 
-def test_parse_judgment_repaired_truncated_and_missing():
+def test_parse_criterion_judgments_repaired_truncated_and_missing():
     text = 'Here: {"criterion_judgments": [{"criterion": "LRM at step 2", "score": 0.5, "satisfied": true}, {"crit'
-    pj = parse_judgment(text, RUBRIC)
+    pj = parse_criterion_judgments(text, RUBRIC)
     assert pj.status == "repaired"
     assert pj.score == pytest.approx(0.25)
     assert pj.missing == ["at most 1 LRM steps", "every step is right"]
     assert "missing: 2 criteria" in pj.reason
 
 
-def test_parse_judgment_failed_is_missing_not_zero():
-    pj = parse_judgment("I think it is fine.", RUBRIC)
+def test_parse_criterion_judgments_failed_is_missing_not_zero():
+    pj = parse_criterion_judgments("I think it is fine.", RUBRIC)
     assert pj.status == "failed" and pj.score is None
-    pj = parse_judgment('{"criterion_judgments": [{"criterion": "LRM at step 2", "score": 3, "satisfied": true}]}', RUBRIC)
+    text = '{"criterion_judgments": [{"criterion": "LRM at step 2", "score": 3, "satisfied": true}]}'
+    pj = parse_criterion_judgments(text, RUBRIC)
     assert pj.status == "failed" and pj.score is None
     assert "not a number in [0, 1]" in pj.reason
 

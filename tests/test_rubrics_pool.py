@@ -147,7 +147,7 @@ def test_write_pool_with_an_openai_teacher_makes_one_call(tmp_path, monkeypatch)
     """rubrics.teacher=openai: the judge section's endpoint, teacher_model overriding the model, one request."""
     from rubricflow.judge import JudgeConfig
     from rubricflow.judge.config import OpenAIJudgeConfig
-    from rubricflow.judge.testing_server import LoopbackJudgeServer
+    from rubricflow.testing.judge_server import LoopbackJudgeServer
 
     payload = teacher_json(rubric_texts(20))
     monkeypatch.setenv("RUBRICFLOW_TEST_TEACHER_KEY", "sk-teacher-abcdef")

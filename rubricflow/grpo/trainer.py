@@ -8,7 +8,7 @@
         episodes, metrics = rollout_fn(step, prompts)           # the method: generate, judge, reward
         metrics          |= updater.update(episodes)            # GRPO
         metrics          |= eval_fn(step) every cfg.eval_every steps and after the last one (if given)
-        log_fn(step, metrics)                                   # the lead wires MLflow here
+        log_fn(step, metrics)                                   # the stage logs to MLflow here
         checkpoint every cfg.checkpoint_every steps and after the last one
 
 A checkpoint restores everything that decides what happens next: engine (model, optimizer, LR schedule), the

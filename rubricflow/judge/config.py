@@ -1,4 +1,4 @@
-"""``judge:`` section of params.yaml (pydantic only; composed into rubricflow.config.Config by the lead).
+"""``judge:`` section of params.yaml (pydantic only; composed into rubricflow.config.Config).
 
 The API key itself never appears here: only the *name* of an environment variable or of a Prefect Secret block
 that holds it. It is resolved lazily, at the first call, by the openai backend (see factory.make_judge).

@@ -18,7 +18,7 @@ from rubricflow.grpo.config import GRPOConfig
 
 def _with_defaults(data, factories: dict):
     """Partial nested sections (``--set roro.slm.sft_steps=100``, a profile listing a few keys) are merged onto
-    that role's own defaults, not the class defaults: the SLM and the LRM share a class but not their sizes."""
+    that model's own defaults, not the class defaults: the SLM and the LRM share a class but not their sizes."""
     if not isinstance(data, dict):
         return data
     out = dict(data)
@@ -136,15 +136,15 @@ class PairsConfig(Section):
     seed: int = Field(13, description="Seed of the pair subsampling.")
 
 
-class RoleLMConfig(Section):
+class RubricLMConfig(Section):
     source: Literal["tiny", "pretrained"] = Field(
         "tiny", description="'tiny': a Qwen2 built offline here; 'pretrained': start from `init` (HF id or directory)."
     )
     init: str | None = Field(None, description="Pretrained only: the model to start from.")
-    path: str = Field(description="Where the trained role model is saved.")
+    path: str = Field(description="Where the trained model is saved.")
     hidden_size: int = Field(64, ge=16, description="Tiny Qwen2 hidden size.")
     num_layers: int = Field(2, ge=1, description="Tiny Qwen2 layers.")
-    vocab_size: int = Field(500, ge=300, description="Vocabulary of the role's offline tokenizer.")
+    vocab_size: int = Field(500, ge=300, description="Vocabulary of the model's offline tokenizer.")
     warm_steps: int = Field(300, ge=0, description="Round-0 templated SFT steps (format, uninformative content).")
     rft_steps: int = Field(40, ge=0, description="SFT steps on the kept candidates in each round.")
     rft_lr: float = Field(1e-3, gt=0, description="Learning rate of the rejection-sampling SFT (gentler than warm-up).")
@@ -155,23 +155,23 @@ class RoleLMConfig(Section):
     max_new_tokens: int = Field(48, ge=8, description="Generation cap of one rubric / judgment (in tokens).")
 
 
-def _judge() -> RoleLMConfig:
-    return RoleLMConfig(path="artifacts/roro/judge")
+def _judge() -> RubricLMConfig:
+    return RubricLMConfig(path="artifacts/roro/judge")
 
 
-def _rubricor() -> RoleLMConfig:
-    return RoleLMConfig(path="artifacts/roro/rubricor", warm_steps=80, rft_steps=30, samples=6, max_new_tokens=96)
+def _rubricor() -> RubricLMConfig:
+    return RubricLMConfig(path="artifacts/roro/rubricor", warm_steps=80, rft_steps=30, samples=6, max_new_tokens=96)
 
 
 class RubricorJudgeConfig(Section):
     @model_validator(mode="before")
     @classmethod
-    def _role_defaults(cls, data):
+    def _lm_defaults(cls, data):
         return _with_defaults(data, {"judge": _judge, "rubricor": _rubricor})
 
     rounds: int = Field(2, ge=0, description="Alternation rounds (each: a Judge phase, then a Rubricor phase).")
-    judge: RoleLMConfig = Field(default_factory=_judge, description="The Judge LM.")
-    rubricor: RoleLMConfig = Field(default_factory=_rubricor, description="The Rubricor LM.")
+    judge: RubricLMConfig = Field(default_factory=_judge, description="The Judge LM.")
+    rubricor: RubricLMConfig = Field(default_factory=_rubricor, description="The Rubricor LM.")
     warm_label_noise: float = Field(
         0.2, ge=0, le=0.5,
         description="Round-0 Judge targets: probability of flipping each criterion's literal reading (0.5 = pure "
@@ -250,7 +250,7 @@ class RoRoEvalConfig(Section):
 class RoRoConfig(Section):
     @model_validator(mode="before")
     @classmethod
-    def _role_defaults(cls, data):
+    def _lm_defaults(cls, data):
         return _with_defaults(data, {"slm": _slm, "lrm": _lrm})
 
     data_dir: str = Field("data/roro", description="Problems, trajectories, pairs and the step cache.")

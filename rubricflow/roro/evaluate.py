@@ -15,7 +15,7 @@ import csv
 import json
 from pathlib import Path
 
-from rubricflow.roro.env import Trajectory
+from rubricflow.roro.routing import Trajectory
 
 COLUMNS = ("method", "param", "accuracy", "lrm_tokens", "lrm_cost_frac", "lrm_call_rate", "lrm_flops", "total_flops", "n")
 

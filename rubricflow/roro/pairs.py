@@ -19,7 +19,7 @@ import random
 from collections import defaultdict
 from dataclasses import dataclass
 
-from rubricflow.roro.env import Trajectory
+from rubricflow.roro.routing import Trajectory
 
 CRITERIA = ("outcome", "cost", "process")
 

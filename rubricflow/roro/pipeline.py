@@ -100,7 +100,7 @@ def train_step_model(spec: StepModelConfig, sft: list[Problem], val: list[Proble
 
 def load_step_model(spec: StepModelConfig, name: str, rc: RoRoConfig):
     """A StepModel for ``spec`` (transformers or vLLM) and its cache fingerprint."""
-    from rubricflow.roro.env import model_fingerprint
+    from rubricflow.roro.routing import model_fingerprint
     from rubricflow.roro.steps import TransformersStepModel, VLLMStepModel
 
     if spec.backend == "vllm":
@@ -158,7 +158,7 @@ def run_models(rc: RoRoConfig, log: Log | None = None) -> dict:
 
 
 def make_env(rc: RoRoConfig, cache_path: str | Path | None = None):
-    from rubricflow.roro.env import RoutingEnv, StepCache
+    from rubricflow.roro.routing import RoutingEnv, StepCache
 
     slm, slm_fp = load_step_model(rc.slm, "slm", rc)
     lrm, lrm_fp = load_step_model(rc.lrm, "lrm", rc)
@@ -169,7 +169,7 @@ def make_env(rc: RoRoConfig, cache_path: str | Path | None = None):
 
 
 def collection_policies(rc: RoRoConfig) -> list:
-    from rubricflow.roro.env import ConstantPolicy, RandomPolicy, ThresholdPolicy
+    from rubricflow.roro.routing import ConstantPolicy, RandomPolicy, ThresholdPolicy
 
     tc = rc.trajectories
     pols: list = [ConstantPolicy(0), ConstantPolicy(1)]
@@ -195,7 +195,7 @@ def write_trajectories(path: Path, trajs) -> Path:
 def read_trajectories(path: Path):
     import pyarrow.parquet as pq
 
-    from rubricflow.roro.env import Trajectory
+    from rubricflow.roro.routing import Trajectory
 
     if not Path(path).exists():
         raise FileNotFoundError(f"{path}: no trajectories; run `rubricflow roro-trajectories` first")
@@ -320,7 +320,7 @@ def run_rubricor_judge(rc: RoRoConfig, log: Log | None = None) -> dict:
 
     from rubricflow.roro.rubricor_judge import (
         alternate,
-        build_role_lms,
+        build_rubric_lms,
         problem_views,
         save_rubrics,
         routing_tokenizer_corpus,
@@ -336,7 +336,7 @@ def run_rubricor_judge(rc: RoRoConfig, log: Log | None = None) -> dict:
     views = problem_views(trajs)
     torch.manual_seed(rj.seed)
     corpus = routing_tokenizer_corpus(views, trajs, rj.seed)
-    judge, rubricor = build_role_lms(corpus, rj.judge, rj.rubricor, rj.batch_size, rj.seed)
+    judge, rubricor = build_rubric_lms(corpus, rj.judge, rj.rubricor, rj.batch_size, rj.seed)
     rows = alternate(judge, rubricor, rj, trajs, pairs["train"], pairs["val"],
                      log=(lambda row: log("rubricor_judge", row)) if log else None)
     judge.save(rj.judge.path)
@@ -386,7 +386,7 @@ def router_runs(rc: RoRoConfig) -> list:
 def load_judge_scorer(rc: RoRoConfig, probs: list[Problem]):
     from models.loader import load_policy
     from rubricflow.roro.router_train import ProcessScorer
-    from rubricflow.roro.rubricor_judge import RoleLM, load_rubrics
+    from rubricflow.roro.rubricor_judge import RubricLM, load_rubrics
 
     rj = rc.rubricor_judge
     if not (Path(rj.judge.path) / "config.json").exists():
@@ -394,7 +394,7 @@ def load_judge_scorer(rc: RoRoConfig, probs: list[Problem]):
     if not rubrics_path(rc).exists():
         raise FileNotFoundError(f"{rubrics_path(rc)}: no rubrics; run `rubricflow roro-rubricor-judge`")
     model, tok = load_policy(rj.judge.path)
-    judge = RoleLM(model, tok, "judge", rj.batch_size, rj.judge.max_new_tokens)
+    judge = RubricLM(model, tok, "judge", rj.batch_size, rj.judge.max_new_tokens)
     return ProcessScorer(judge, load_rubrics(rubrics_path(rc)), {p.id: p.question for p in probs}, rj.score_samples,
                          rj.score_temperature, rj.seed)
 
@@ -410,7 +410,7 @@ def run_router(rc: RoRoConfig, log: Log | None = None) -> dict:
     scorer = load_judge_scorer(rc, probs) if any(r.process_weight > 0 for r in runs) else None
     fps = [env.fp["SLM"], env.fp["LRM"]]
     if scorer is not None:
-        from rubricflow.roro.env import model_fingerprint
+        from rubricflow.roro.routing import model_fingerprint
 
         fps += [model_fingerprint("judge", rc.rubricor_judge.judge.path), _file_hash(rubrics_path(rc))]
     out_dir = router_dir(rc)
@@ -447,7 +447,7 @@ def eval_dir(rc: RoRoConfig) -> Path:
 
 def run_eval(rc: RoRoConfig, log: Log | None = None) -> dict:
     from models.router import load_router
-    from rubricflow.roro.env import ConstantPolicy, RandomPolicy, RouterPolicy, ThresholdPolicy
+    from rubricflow.roro.routing import ConstantPolicy, RandomPolicy, RouterPolicy, ThresholdPolicy
     from rubricflow.roro.evaluate import format_table, interpolate, summarize, write_curve
 
     t0 = time.perf_counter()

@@ -30,7 +30,7 @@ Judge then never has to copy free text into ``criterion_judgments`` (it failed t
 all of its learning goes into the judgments themselves. The parsing and the process score are generic: any
 criteria (a real Rubricor's) work the same way.
 
-Round-0 warm start: both roles learn the output *format* with deliberately noisy or uninformative content, so
+Round-0 warm start: both LMs learn the output *format* with deliberately noisy or uninformative content, so
 the alternation has room to learn: the Rubricor gets random weights and parameters; the Judge gets each
 criterion's literal reading of the visible trajectory (``literal_satisfied``) flipped with probability
 ``label_noise`` (0.5 = pure noise) and a random ``score``.
@@ -41,7 +41,7 @@ from __future__ import annotations
 import random
 import re
 
-from rubricflow.roro.env import Trajectory
+from rubricflow.roro.routing import Trajectory
 
 RUBRICOR_TASK = "Write a routing rubric."
 JUDGE_TASK = "Judge the routing."
@@ -55,7 +55,7 @@ FAMILIES = (
 )
 
 
-# JSON boilerplate of the canonical renderings and the criterion names, added to the role LMs' tokenizer as whole
+# JSON boilerplate of the canonical renderings and the criterion names, added to the rubric LMs' tokenizer as whole
 # tokens: a judgment of two criteria is then about 20 tokens instead of 70, and copying a criterion name into
 # ``criterion_judgments`` is copying one token. The text (and its parsing) is unchanged.
 ADDED_TOKENS = [

@@ -23,7 +23,7 @@ import torch
 
 from rubricflow.grpo.checkpoint import MetricsHistory
 from rubricflow.grpo.types import Episode
-from rubricflow.roro.env import ConstantPolicy, RouterPolicy, RoutingEnv, Trajectory
+from rubricflow.roro.routing import ConstantPolicy, RouterPolicy, RoutingEnv, Trajectory
 from rubricflow.roro.task import Problem
 
 

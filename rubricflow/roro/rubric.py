@@ -227,7 +227,7 @@ class ParsedJudgment:
         return self.status == "failed"
 
 
-def parse_judgment(text: str | None, rubric: list[dict]) -> ParsedJudgment:
+def parse_criterion_judgments(text: str | None, rubric: list[dict]) -> ParsedJudgment:
     """Judge text -> judgments of ``rubric``'s criteria and the process score (see the module docstring)."""
     obj, status, notes = load_json(text)
     if status == "failed":

@@ -8,7 +8,7 @@ reward, and costs one SFT pass per phase — affordable inside the CPU budget, w
 judge generations per step is not. Every kept target is re-rendered as canonical JSON, so format never drifts.
 
 Round 0 (``warm``): templated SFT with deliberately uninformative content (``prompts.random_rubric`` /
-``random_judgments``): both roles learn the output shapes, not what makes routing good.
+``random_judgments``): both LMs learn the output shapes, not what makes routing good.
 
 Round r >= 1:
 
@@ -43,7 +43,7 @@ from pathlib import Path
 
 import torch
 
-from rubricflow.roro.env import Trajectory
+from rubricflow.roro.routing import Trajectory
 from rubricflow.roro.pairs import Pair
 from rubricflow.roro.prompts import (
     FAMILIES,
@@ -56,18 +56,18 @@ from rubricflow.roro.prompts import (
 from rubricflow.roro.rubric import (
     ParsedJudgment,
     ParsedRubric,
-    parse_judgment,
+    parse_criterion_judgments,
     parse_rubric,
     render_judgment_json,
     render_rubric_json,
 )
 
 # ----------------------------------------------------------------------------------------------------------------
-# A role LM: sampling + SFT
+# A rubric LM (the Rubricor or the Judge): sampling + SFT
 
 
-class RoleLM:
-    """A tiny causal LM playing one role; greedy outputs are memoised until the next SFT."""
+class RubricLM:
+    """A tiny causal LM acting as the Rubricor or the Judge; greedy outputs are memoised until the next SFT."""
 
     def __init__(self, model, tokenizer, name: str, batch_size: int = 64, max_new_tokens: int = 96):
         from models.generation import TransformersGenerator
@@ -113,7 +113,9 @@ class RoleLM:
         return save(self.model, self.tokenizer, path)
 
 
-def build_role_lms(corpus: list[str], judge_cfg, rubricor_cfg, batch_size: int, seed: int) -> tuple[RoleLM, RoleLM]:
+def build_rubric_lms(
+    corpus: list[str], judge_cfg, rubricor_cfg, batch_size: int, seed: int
+) -> tuple[RubricLM, RubricLM]:
     """The Judge and the Rubricor: fresh tiny Qwen2s with an offline tokenizer trained on ``corpus`` (plus the
     ``prompts.ADDED_TOKENS``), or pretrained models loaded from ``init``."""
     from models.tiny import TinyDims, build_tiny_text
@@ -127,14 +129,14 @@ def build_role_lms(corpus: list[str], judge_cfg, rubricor_cfg, batch_size: int, 
             if not rc.init:
                 raise ValueError(f"roro.rubricor_judge.{name}.init: a pretrained {name} needs a model id or directory")
             model, tok = load_policy(rc.init)
-            out.append(RoleLM(model, tok, name, batch_size, rc.max_new_tokens))
+            out.append(RubricLM(model, tok, name, batch_size, rc.max_new_tokens))
             continue
         dims = TinyDims(hidden_size=rc.hidden_size, num_layers=rc.num_layers, num_heads=4, num_kv_heads=2,
                         vocab_size=rc.vocab_size, max_positions=1024)
         model, tok = build_tiny_text(corpus, dims, seed=seed + i)
         tok.add_tokens(ADDED_TOKENS)
         model.resize_token_embeddings(len(tok), mean_resizing=False)
-        out.append(RoleLM(model, tok, name, batch_size, rc.max_new_tokens))
+        out.append(RubricLM(model, tok, name, batch_size, rc.max_new_tokens))
     return out[0], out[1]
 
 
@@ -144,7 +146,7 @@ def build_role_lms(corpus: list[str], judge_cfg, rubricor_cfg, batch_size: int, 
 
 @dataclass
 class ProblemView:
-    """What the roles know about a problem: its text and the SLM's uncertainty profile (all-SLM route)."""
+    """What the Rubricor and the Judge know about a problem: its text and the SLM's uncertainty profile (all-SLM route)."""
 
     question: str
     slm_uncertainties: list[float]
@@ -161,18 +163,18 @@ def problem_views(trajectories: list[Trajectory]) -> dict[str, ProblemView]:
     return views
 
 
-def write_rubrics(rubricor: RoleLM, views: dict[str, ProblemView], pids: list[str]) -> dict[str, ParsedRubric]:
+def write_rubrics(rubricor: RubricLM, views: dict[str, ProblemView], pids: list[str]) -> dict[str, ParsedRubric]:
     texts = rubricor.generate([rubricor_input(views[p].question, views[p].slm_uncertainties) for p in pids])
     return {p: parse_rubric(t[0]) for p, t in zip(pids, texts)}
 
 
-def judge_scores(judge: RoleLM, items: list[tuple[str, list[dict], Trajectory]], n: int = 1,
+def judge_scores(judge: RubricLM, items: list[tuple[str, list[dict], Trajectory]], n: int = 1,
                  temperature: float = 0.0, seed: int | None = None) -> list[list[ParsedJudgment]]:
     """Judgments (parsed, with process scores) of each (question, rubric, trajectory)."""
     if not items:
         return []
     texts = judge.generate([judge_input(q, r, t) for q, r, t in items], n=n, temperature=temperature, seed=seed)
-    return [[parse_judgment(x, r) for x in row] for (q, r, t), row in zip(items, texts)]
+    return [[parse_criterion_judgments(x, r) for x in row] for (q, r, t), row in zip(items, texts)]
 
 
 def mean_score(row: list[ParsedJudgment]) -> float | None:
@@ -181,14 +183,14 @@ def mean_score(row: list[ParsedJudgment]) -> float | None:
     return sum(vals) / len(vals) if vals else None
 
 
-def sampled_scores(judge: RoleLM, items: list[tuple[str, list[dict], Trajectory]], n: int, temperature: float,
+def sampled_scores(judge: RubricLM, items: list[tuple[str, list[dict], Trajectory]], n: int, temperature: float,
                    seed: int) -> list[float | None]:
     """Expected process score per item: the mean over ``n`` sampled judgments (greedy when temperature is 0)."""
     return [mean_score(row) for row in judge_scores(judge, items, n=n, temperature=temperature, seed=seed)]
 
 
 @torch.no_grad()
-def expected_scores(judge: RoleLM, items: list[tuple[str, list[dict], Trajectory]]) -> list[float | None]:
+def expected_scores(judge: RubricLM, items: list[tuple[str, list[dict], Trajectory]]) -> list[float | None]:
     """Probability-weighted process score per item (G-Eval style), read off one teacher-forced pass.
 
     The greedy judgment is generated and parsed (a failed parse or a missing criterion: None, missing); its
@@ -204,7 +206,7 @@ def expected_scores(judge: RoleLM, items: list[tuple[str, list[dict], Trajectory
         return []
     tok = judge.tokenizer
     texts = [row[0] for row in judge.generate([judge_input(q, r, t) for q, r, t in items])]
-    parsed = [parse_judgment(x, r) for x, (q, r, t) in zip(texts, items)]
+    parsed = [parse_criterion_judgments(x, r) for x, (q, r, t) in zip(texts, items)]
     first = lambda w: tok(w, add_special_tokens=False)["input_ids"][0]  # noqa: E731
     t_id, f_id, one_id, zero_id = first("true"), first("false"), first("1"), first("0")
     score_sep = tok(', "satisfied": ', add_special_tokens=False)["input_ids"][-1]
@@ -248,7 +250,7 @@ def pair_credit(s_chosen: float | None, s_rejected: float | None) -> float:
     return 0.5 if s_chosen == s_rejected else 0.0
 
 
-def pairwise_accuracy(judge: RoleLM, rubrics: dict[str, ParsedRubric], views: dict[str, ProblemView],
+def pairwise_accuracy(judge: RubricLM, rubrics: dict[str, ParsedRubric], views: dict[str, ProblemView],
                       trajectories: list[Trajectory], pairs: list[Pair], n: int = 4, temperature: float = 1.0,
                       seed: int = 0) -> dict[str, float]:
     """Judge scores (sampled means) under ``rubrics``; accuracy (ties 0.5), strict accuracy, failure rates."""
@@ -307,7 +309,7 @@ def routing_tokenizer_corpus(views: dict[str, ProblemView], trajectories: list[T
 # The alternation
 
 
-def judge_phase(judge: RoleLM, rubrics: dict[str, ParsedRubric], views: dict[str, ProblemView],
+def judge_phase(judge: RubricLM, rubrics: dict[str, ParsedRubric], views: dict[str, ProblemView],
                 trajectories: list[Trajectory], pairs: list[Pair], cfg, seed: int) -> dict[str, float]:
     """Rejection sampling over judgments with the rubrics fixed; SFT the Judge on the kept ones."""
     usable = [p for p in pairs if not rubrics[p.problem_id].failed]
@@ -364,7 +366,7 @@ def warm_style_weights(criteria: list[dict]) -> list[dict]:
     return [{**c, "weight": round(0.9 * c["weight"] / top, 1) if top > 0 else 0.0} for c in criteria]
 
 
-def rubricor_phase(rubricor: RoleLM, judge: RoleLM, views: dict[str, ProblemView], trajectories: list[Trajectory],
+def rubricor_phase(rubricor: RubricLM, judge: RubricLM, views: dict[str, ProblemView], trajectories: list[Trajectory],
                    pairs: list[Pair], cfg, seed: int, n_problems: int, score_samples: int,
                    score_temperature: float, fixed_families: bool = True) -> dict[str, float]:
     """Rejection sampling over rubrics with the Judge fixed; SFT the Rubricor on each problem's best rubric
@@ -425,8 +427,8 @@ def rubricor_phase(rubricor: RoleLM, judge: RoleLM, views: dict[str, ProblemView
 
 
 def alternate(
-    judge: RoleLM,
-    rubricor: RoleLM,
+    judge: RubricLM,
+    rubricor: RubricLM,
     rj_cfg,
     trajectories: list[Trajectory],
     train_pairs: list[Pair],

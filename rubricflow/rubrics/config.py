@@ -1,6 +1,6 @@
 """``rubrics:`` section of params.yaml: RuCL Phase I (candidate pool, calibration, stratification).
 
-Composed into rubricflow.config.Config by the lead. Paths are relative to the project root (the CLI's and DVC's
+Composed into rubricflow.config.Config. Paths are relative to the project root (the CLI's and DVC's
 working directory).
 """
 

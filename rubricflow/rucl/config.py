@@ -70,8 +70,8 @@ class RuCLConfig(Section):
     reward: RewardConfig = Field(default_factory=RewardConfig, description="Hybrid reward.")
     curriculum: CurriculumConfig = Field(default_factory=CurriculumConfig, description="Advanced-rubric schedule.")
     grpo: GRPOConfig = Field(
-        # measured on the tiny CPU profile (hidden 128 Qwen2.5-VL after SFT): 40 steps of 8 prompts x 8 samples at
-        # lr 2e-4 took held-out accuracy from 0.28 to 0.39; a 7B policy wants lr around 1e-6 (gpu profile)
+        # lr 2e-4 is tuned for the tiny CPU profile (docs/operations.md, "Measurements behind defaults"); a 7B
+        # policy wants lr around 1e-6 (gpu profile)
         default_factory=lambda: GRPOConfig(lr=2e-4, steps=40, group_size=8, prompts_per_step=8, max_new_tokens=48,
                                            checkpoint_every=10),
         description="GRPO optimisation and engine.",

@@ -2,12 +2,12 @@
 
 One process::
 
-    python -m rubricflow.grpo.toy_train --out DIR --steps 8 --engine torch
+    python -m rubricflow.testing.toy_train --out DIR --steps 8 --engine torch
 
 Two local processes with DeepSpeed on CPU (gloo)::
 
-    torchrun --standalone --nproc_per_node 2 -m rubricflow.grpo.toy_train --out DIR --engine deepspeed
-    deepspeed --num_gpus 2 --no_local_rank --module rubricflow.grpo.toy_train --out DIR --engine deepspeed
+    torchrun --standalone --nproc_per_node 2 -m rubricflow.testing.toy_train --out DIR --engine deepspeed
+    deepspeed --num_gpus 2 --no_local_rank --module rubricflow.testing.toy_train --out DIR --engine deepspeed
 
 Each rank appends one JSON line per step to ``DIR/log-rank<r>.jsonl`` (prompt ids, reward, curriculum lambda and
 state, loss, a parameter checksum) and writes ``DIR/done-rank<r>.json`` at the end. Re-running the same command
@@ -73,7 +73,7 @@ def main(argv: list[str] | None = None) -> None:
     from rubricflow.grpo.causal_lm import CausalLMAdapter
     from rubricflow.grpo.config import EngineConfig, GRPOConfig
     from rubricflow.grpo.engine import make_engine
-    from rubricflow.grpo.toy import build_toy_policy, chat_prompt, target_token_id, toy_prompts, toy_reward
+    from rubricflow.testing.toy_task import build_toy_policy, chat_prompt, target_token_id, toy_prompts, toy_reward
     from rubricflow.grpo.trainer import GRPOTrainer
     from rubricflow.grpo.types import Episode
     from rubricflow.grpo.updater import GRPOUpdater

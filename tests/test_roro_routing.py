@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from rubricflow.roro.env import ConstantPolicy, RandomPolicy, RoutingEnv, StepCache, ThresholdPolicy, Trajectory
+from rubricflow.roro.routing import ConstantPolicy, RandomPolicy, RoutingEnv, StepCache, ThresholdPolicy, Trajectory
 from rubricflow.roro.steps import StepOutput, step_uncertainty
 from rubricflow.roro.task import (
     DataFormatError,

@@ -23,7 +23,7 @@ containing ``[[fault:NAME]]`` gets fault NAME on every attempt, ``[[fault:NAME*K
     bare_scores                       ``{"R01": 1, "R02": 0}`` (RuCL case-study format)
 
 Run standalone (the bench does, so the server has its own process):
-``python -m rubricflow.judge.testing_server --latency-ms 100`` prints ``PORT <n>`` and serves until killed.
+``python -m rubricflow.testing.judge_server --latency-ms 100`` prints ``PORT <n>`` and serves until killed.
 """
 
 from __future__ import annotations
