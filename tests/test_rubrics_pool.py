@@ -1,6 +1,7 @@
 """Candidate pools: the shipped default, file validation, teacher generation in O(1) calls, the pool stage."""
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -170,3 +171,65 @@ def test_write_pool_with_an_openai_teacher_makes_one_call(tmp_path, monkeypatch)
     assert res["source"] == "teacher" and len(pool.rubrics) == 20
     assert pool.provenance["teacher_model"] == "teacher-model" and pool.provenance["teacher_backend"] == "openai"
     assert "sk-teacher" not in (tmp_path / "candidates.json").read_text()
+
+
+def _teacher_params(tmp_path, base_url: str) -> Path:
+    import yaml
+
+    from rubricflow.data.synthetic import build_synthetic_dataset
+
+    data_dir = tmp_path / "data"
+    build_synthetic_dataset(data_dir, ["counting"], {"train": 0, "val": 0, "test": 0, "calib": 2}, 0, 56)
+    raw = yaml.safe_load(Path("params.yaml").read_text())
+    raw["reports_dir"] = str(tmp_path / "reports")
+    raw.setdefault("data", {})["out_dir"] = str(data_dir)
+    raw.setdefault("rubrics", {}).update({"pool_path": str(tmp_path / "candidates.json"), "teacher": "openai"})
+    raw.setdefault("judge", {})["openai"] = {"base_url": base_url, "model": "judge-model", "api_key_env": None,
+                                             "secret_block": "judge-key"}
+    path = tmp_path / "params.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    return path
+
+
+@pytest.mark.parametrize("entry", ["stage", "cli"])
+def test_secret_block_reaches_the_judge_through_the_stage_entry_points(tmp_path, monkeypatch, entry):
+    """judge.openai.secret_block set, no key in the environment: the `rubrics` stage (teacher = openai) gets the
+    key from the entry point's secret resolver (a Prefect Secret block in production; a fake here), both when the
+    stage is called as the Prefect task calls it and through the `rubricflow rubrics` command that dvc.yaml runs."""
+    from rubricflow.config import load_config
+    from rubricflow.pipelines import stage
+    from rubricflow.testing.judge_server import LoopbackJudgeServer
+
+    asked = []
+
+    def fake_resolver(name: str) -> str:
+        asked.append(name)
+        return "sk-from-block-123"
+
+    payload = teacher_json(rubric_texts(20))
+    with LoopbackJudgeServer(content_fn=lambda body: payload) as srv:
+        params = _teacher_params(tmp_path, srv.base_url)
+        if entry == "stage":
+            stage("rubrics")(load_config(params), track=False, secret_resolver=fake_resolver)
+        else:
+            from typer.testing import CliRunner
+
+            import tasks.secrets
+            from flows.cli import app
+
+            monkeypatch.setattr(tasks.secrets, "load_secret", fake_resolver)
+            res = CliRunner().invoke(app, ["--params", str(params), "--no-track", "rubrics"])
+            assert res.exit_code == 0, res.output
+        assert asked == ["judge-key"]
+        assert srv.requests == 1 and srv.headers[0]["Authorization"] == "Bearer sk-from-block-123"
+    assert len(load_pool(tmp_path / "candidates.json").rubrics) == 20
+
+
+def test_secret_block_without_a_resolver_fails_naming_the_key(tmp_path):
+    from rubricflow.config import load_config
+    from rubricflow.judge import JudgeConfigError
+    from rubricflow.pipelines import stage
+
+    params = _teacher_params(tmp_path, "http://127.0.0.1:9")
+    with pytest.raises(JudgeConfigError, match="judge.openai.secret_block='judge-key' is set but no secret resolver"):
+        stage("rubrics")(load_config(params), track=False)
