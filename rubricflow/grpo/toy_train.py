@@ -93,7 +93,7 @@ def main(argv: list[str] | None = None) -> None:
     t0 = time.perf_counter()
     model, tok = build_toy_policy("text", seed=args.seed)
     init_sum, init_sha = param_digest(model)
-    engine = make_engine(model, cfg.engine, cfg.lr, max_grad_norm=cfg.max_grad_norm)
+    engine = make_engine(model, cfg)
     init_s = time.perf_counter() - t0
     rank = engine.rank
     module = engine.module

@@ -126,7 +126,7 @@ def train_rucl(
         for task in sorted({s.task for s in all_test}):
             test += [s for s in all_test if s.task == task][: rcfg.eval_samples]
     ref = copy.deepcopy(model).eval() if g.beta > 0 else None
-    engine = make_engine(model, g.engine, g.lr, g.weight_decay, g.warmup_steps, g.max_grad_norm)
+    engine = make_engine(model, g)
     main = engine.rank == 0
     module = engine.module
     before = evaluate_policy(module, proc, data_dir, test, gen_cfg) if (test and main) else {}
