@@ -77,6 +77,7 @@ def main(argv: list[str] | None = None) -> None:
     from rubricflow.grpo.trainer import GRPOTrainer
     from rubricflow.grpo.types import Episode
     from rubricflow.grpo.updater import GRPOUpdater
+    from rubricflow.rucl.config import CurriculumConfig
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -99,7 +100,9 @@ def main(argv: list[str] | None = None) -> None:
     module = engine.module
     gen = TransformersGenerator(module, tok)
     updater = GRPOUpdater(CausalLMAdapter(module, tok), engine, cfg)
-    sched = CurriculumScheduler(threshold=0.05, window=2, ramp_steps=3, peak=0.5, shape="linear")
+    sched = CurriculumScheduler.from_config(
+        CurriculumConfig(threshold=0.05, window=2, ramp_steps=3, peak=0.5, shape="linear")
+    )
     tid = target_token_id(tok)
     eos = tok.convert_tokens_to_ids("<|im_end|>")
     seen: dict[int, dict] = {}

@@ -137,7 +137,7 @@ def train_rucl(
         tensor_parallel_size=gen_cfg.vllm_tensor_parallel_size,
     )
     c = rcfg.curriculum
-    sched = CurriculumScheduler(c.threshold, c.window, c.ramp_steps, c.peak, c.shape, c.steepness)
+    sched = CurriculumScheduler.from_config(c)
     rollout = RuCLRollout(gen, proc, judge, rubrics, sched, rcfg, data_dir, engine)
     updater = GRPOUpdater(CausalLMAdapter(module, proc, temperature=g.temperature), engine, g, ref_module=ref)
     history = MetricsHistory()
