@@ -256,8 +256,8 @@ class OpenAIJudge:
         import openai
 
         # The client's own retries are off (ours honour Retry-After and count attempts). Its HTTP layer is
-        # openai's aiohttp client (DefaultAioHttpClient, ~25% less CPU per request than httpx here) or its httpx
-        # default; both get a process-wide SSL context (building one costs 0.1-0.3 s per client otherwise).
+        # openai's aiohttp client (DefaultAioHttpClient, less CPU per request than httpx; see docs/bench/README.md)
+        # or its httpx default; both get a process-wide SSL context (building one per client is slow).
         if self.http_client == "aiohttp":
             cls = getattr(openai, "DefaultAioHttpClient", None)
             if cls is None:
@@ -278,7 +278,7 @@ class OpenAIJudge:
             try:
                 # The client's generic POST (documented for custom requests): same auth, errors and connection
                 # pool as chat.completions.create, without transforming the typed params and building pydantic
-                # models, which cost ~2 ms of CPU per request here, a third of the client's budget at 160 req/s.
+                # models, a large share of the client's CPU per request (measured in docs/bench/README.md).
                 resp = await asyncio.wait_for(
                     client.post("/chat/completions", body=body, cast_to=object), timeout=self.timeout_s
                 )
@@ -369,10 +369,10 @@ class OpenAIJudge:
         sem = asyncio.Semaphore(self.concurrency)
         client = self._client()
         # Freeze the objects alive now (imports, models, these requests) for the fan-out: a full collection over a
-        # heap with torch/openai/pydantic loaded stalls the event loop ~100 ms here, and every in-flight judge call
-        # with it (concurrency 4: efficiency 0.83 -> 0.90 on the 2-core box). Young collections still run; the
-        # heap is unfrozen afterwards. A process that froze its own heap already keeps it as it was (the check walks
-        # the frozen list, so it is free unless the process froze objects itself).
+        # heap with torch/openai/pydantic loaded stalls the event loop, and every in-flight judge call with it
+        # (measured effect in docs/bench/README.md). Young collections still run; the heap is unfrozen afterwards.
+        # A process that froze its own heap already keeps it as it was (the check walks the frozen list, so it is
+        # free unless the process froze objects itself).
         freeze = gc.get_freeze_count() == 0
         if freeze:
             gc.freeze()
