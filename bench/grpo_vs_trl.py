@@ -74,7 +74,7 @@ def run_rubricflow(model_dir, a, seed, sampler="cached") -> tuple[dict, float]:
                      clip_low=0.2, clip_high=0.2, beta=0.0, loss_agg="dapo", scale_rewards="group",
                      max_new_tokens=a.max_new_tokens, temperature=1.0, max_grad_norm=1.0, checkpoint_every=0,
                      seed=seed)
-    engine = TorchEngine(model, cfg.engine, lr=cfg.lr, max_grad_norm=cfg.max_grad_norm)
+    engine = TorchEngine(model, cfg)
     gen_cls = CachedSampler if sampler == "cached" else TransformersGenerator
     gen = gen_cls(model, tok, batch_size=a.group_size * a.prompts_per_step)
     upd = GRPOUpdater(CausalLMAdapter(model, tok, temperature=1.0), engine, cfg, log_entropy=True)

@@ -29,6 +29,7 @@ import sys
 import time
 
 import rubricflow.env  # noqa: F401  (project-local caches before anything else)
+from rubricflow.judge.config import OpenAIJudgeConfig
 from rubricflow.judge.openai_backend import OpenAIJudge
 from rubricflow.judge.protocol import JudgeRequest, Rubric, status_counts
 
@@ -78,7 +79,10 @@ def start_server(latency_ms: float, cpus: set[int] | None = None) -> tuple[subpr
 
 def run_level(url: str, concurrency: int, n: int, tag: str) -> tuple[float, float, dict]:
     """(wall seconds, client CPU seconds, status counts) for judging ``n`` requests at ``concurrency``."""
-    judge = OpenAIJudge(base_url=url, model="loopback-judge", concurrency=concurrency, timeout_s=30, max_retries=0)
+    section = OpenAIJudgeConfig(
+        base_url=url, model="loopback-judge", concurrency=concurrency, timeout_s=30, max_retries=0
+    )
+    judge = OpenAIJudge(section)
     reqs = requests(n, tag)
     c0, t0 = time.process_time(), time.perf_counter()
     out = judge.judge(reqs)

@@ -24,7 +24,10 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
+
+if TYPE_CHECKING:
+    from rubricflow.rucl.config import CurriculumConfig
 
 Shape = Literal["sigmoid", "linear"]
 
@@ -45,14 +48,18 @@ def ramp(x: float, shape: Shape = "sigmoid", steepness: float = 10.0) -> float:
 
 
 class CurriculumScheduler:
+    """Build it with ``from_config(section)``; the defaults live in the section (``rucl.curriculum``) only, so the
+    plain constructor takes every setting by keyword."""
+
     def __init__(
         self,
-        threshold: float = 0.9,
-        window: int = 20,
-        ramp_steps: int = 50,
-        peak: float = 0.5,
-        shape: Shape = "sigmoid",
-        steepness: float = 10.0,
+        *,
+        threshold: float,
+        window: int,
+        ramp_steps: int,
+        peak: float,
+        shape: Shape,
+        steepness: float,
     ):
         if window < 1:
             raise ValueError(f"curriculum window: expected >= 1, got {window}")
@@ -68,6 +75,18 @@ class CurriculumScheduler:
         self.transition_step: int | None = None
         self.event: dict | None = None
         self.lambda_t = 0.0  # the weight for the *next* step
+
+    @classmethod
+    def from_config(cls, cfg: "CurriculumConfig") -> "CurriculumScheduler":
+        """The scheduler for a curriculum section (``rucl.curriculum``), every field taken from it."""
+        return cls(
+            threshold=cfg.threshold,
+            window=cfg.window,
+            ramp_steps=cfg.ramp_steps,
+            peak=cfg.peak,
+            shape=cfg.shape,
+            steepness=cfg.steepness,
+        )
 
     @property
     def transitioned(self) -> bool:

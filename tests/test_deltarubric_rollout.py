@@ -152,7 +152,7 @@ def _advantages_seen_by_updater(model, proc, episodes, monkeypatch, scale="batch
     monkeypatch.setattr(updater_mod, "grouped_advantages", spy)
     g = effective_grpo(_cfg()).model_copy(update={"scale_rewards": scale})
     state = {k: v.clone() for k, v in model.state_dict().items()}
-    upd = GRPOUpdater(CausalLMAdapter(model, proc, 1.0), TorchEngine(model, lr=1e-3), g)
+    upd = GRPOUpdater(CausalLMAdapter(model, proc, 1.0), TorchEngine(model, g), g)
     metrics = upd.update(episodes)
     model.load_state_dict(state)  # keep the module-scoped model unchanged for the next call
     assert metrics["n_trained"] == len(episodes) and metrics["n_optimizer_steps"] == 1.0

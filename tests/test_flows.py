@@ -162,7 +162,7 @@ def _toy_grpo_stage(ctx) -> dict:
     g = GRPOConfig(group_size=4, prompts_per_step=2, steps=TOY_STEPS, lr=2e-2, max_new_tokens=4,
                    checkpoint_every=2, seed=0, engine=EngineConfig(kind="torch"))
     model, tok = build_toy_policy("text", seed=0)
-    engine = make_engine(model, g.engine, g.lr, max_grad_norm=g.max_grad_norm)
+    engine = make_engine(model, g)
     gen = TransformersGenerator(engine.module, tok)
     tid, eos = target_token_id(tok), tok.convert_tokens_to_ids("<|im_end|>")
 

@@ -44,7 +44,7 @@ def update_on(device, base, tok, eps):
     cfg = GRPOConfig(
         beta=0.1, lr=1e-2, max_new_tokens=8, inner_epochs=2, minibatch_size=8, engine={"kind": "torch", "device": device}
     )
-    engine = TorchEngine(model, cfg.engine, lr=cfg.lr)
+    engine = TorchEngine(model, cfg)
     up = GRPOUpdater(CausalLMAdapter(engine.module, tok), engine, cfg, ref_module=ref)
     assert {p.device.type for p in engine.module.parameters()} == {p.device.type for p in ref.parameters()} == {device}
     metrics = up.update([copy.deepcopy(e) for e in eps])

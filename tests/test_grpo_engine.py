@@ -33,18 +33,19 @@ def test_engine_config_validation():
 def test_torch_engine_refuses_several_processes(monkeypatch):
     import torch
 
+    from rubricflow.grpo import GRPOConfig
     from rubricflow.grpo.engine import TorchEngine
 
     monkeypatch.setenv("WORLD_SIZE", "2")
     with pytest.raises(RuntimeError, match="engine.kind=deepspeed"):
-        TorchEngine(torch.nn.Linear(2, 2))
+        TorchEngine(torch.nn.Linear(2, 2), GRPOConfig())
 
 
 def test_engine_device_is_checked_not_ignored(monkeypatch):
     import torch
     from pydantic import ValidationError
 
-    from rubricflow.grpo.config import EngineConfig
+    from rubricflow.grpo.config import EngineConfig, GRPOConfig
     from rubricflow.grpo.engine import TorchEngine
 
     with pytest.raises(ValidationError, match="device applies to kind=torch only"):
@@ -53,7 +54,36 @@ def test_engine_device_is_checked_not_ignored(monkeypatch):
         EngineConfig(kind="torch", device="gpu")
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)  # as on CI; also where a GPU is present
     with pytest.raises(RuntimeError, match="engine.device=cuda but torch .* sees no CUDA device"):
-        TorchEngine(torch.nn.Linear(2, 2), EngineConfig(kind="torch", device="cuda"))
+        TorchEngine(torch.nn.Linear(2, 2), GRPOConfig(engine=EngineConfig(kind="torch", device="cuda")))
+
+
+def test_make_engine_takes_the_grpo_section_whole(monkeypatch):
+    """make_engine(module, grpo): the engine kind comes from grpo.engine and the optimizer settings from grpo."""
+    import torch
+
+    from rubricflow.grpo import engine as engine_mod
+    from rubricflow.grpo.config import EngineConfig, GRPOConfig
+    from rubricflow.grpo.engine import TorchEngine, make_engine
+
+    grpo = GRPOConfig(
+        lr=0.0123, weight_decay=0.05, warmup_steps=4, max_grad_norm=0.25,
+        engine=EngineConfig(kind="torch", adam_betas=(0.8, 0.95), adam_eps=1e-6),
+    )
+    eng = make_engine(torch.nn.Linear(2, 2), grpo)
+    eng.backward(eng.module(torch.ones(1, 2)).sum())
+    assert isinstance(eng, TorchEngine) and eng.max_grad_norm == 0.25
+    group = eng.optimizer.param_groups[0]
+    assert group["initial_lr"] == 0.0123 and group["lr"] == pytest.approx(0.0123 / 4)  # warmup step 0 of 4
+    assert group["weight_decay"] == 0.05 and group["betas"] == (0.8, 0.95) and group["eps"] == 1e-6
+    assert eng.step()["lr"] == pytest.approx(0.0123 / 4)
+
+    made = []
+    monkeypatch.setattr(engine_mod, "DeepSpeedEngine", lambda module, g: made.append((module, g)) or "ds")
+    ds_grpo = grpo.model_copy(update={"engine": EngineConfig(kind="deepspeed")})
+    lin = torch.nn.Linear(2, 2)
+    assert make_engine(lin, ds_grpo) == "ds" and made == [(lin, ds_grpo)]
+    with pytest.raises(ValueError, match="engine.kind"):
+        make_engine(lin, grpo.model_copy(update={"engine": EngineConfig.model_construct(kind="jax")}))
 
 
 def test_reference_module_follows_the_policy_device():
@@ -113,14 +143,13 @@ def child(out: str) -> None:
 
     res = {}
     ref_model = copy.deepcopy(base)
-    ref_ms = train(TorchEngine(ref_model, lr=cfg.lr, warmup_steps=2, max_grad_norm=0.5), ref_model)
+    ref_ms = train(TorchEngine(ref_model, cfg), ref_model)
     ref = flat(ref_model)
     res["torch"] = {"lr": ref_ms[-1]["lr"], "grad_norm": ref_ms[-1]["grad_norm"], "moved": float((ref - flat(base)).abs().max())}
     for stage in (0, 1, 2, 3):
         model = copy.deepcopy(base)
         t0 = time.perf_counter()
-        eng = DeepSpeedEngine(model, EngineConfig(kind="deepspeed", zero_stage=stage), lr=cfg.lr, warmup_steps=2,
-                              max_grad_norm=0.5)
+        eng = DeepSpeedEngine(model, cfg.model_copy(update={"engine": EngineConfig(kind="deepspeed", zero_stage=stage)}))
         init_s = time.perf_counter() - t0
         ms = train(eng, eng.module)
         if stage == 3:

@@ -31,7 +31,7 @@ def make(tmp_path, steps=4):
     model, tok = copy.deepcopy(_POLICY["v"][0]), _POLICY["v"][1]
     cfg = GRPOConfig(steps=steps, prompts_per_step=2, group_size=2, checkpoint_every=2, keep_checkpoints=1,
                      eval_every=3, lr=1e-2, max_new_tokens=4)
-    up = GRPOUpdater(CausalLMAdapter(model, tok), TorchEngine(model, cfg.engine, lr=cfg.lr), cfg)
+    up = GRPOUpdater(CausalLMAdapter(model, tok), TorchEngine(model, cfg), cfg)
     counter, seen, logged, evals = Counter(), [], [], []
 
     def rollout(step, prompts):

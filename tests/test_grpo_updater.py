@@ -103,7 +103,7 @@ def test_no_reference_forward_when_beta_zero(text_policy):
     eps = rollout(model, tok)
     ref = ExplodingRef()
     cfg = GRPOConfig(beta=0.0, lr=1e-3, max_new_tokens=8)
-    up = GRPOUpdater(CausalLMAdapter(model, tok), TorchEngine(model, cfg.engine, lr=cfg.lr), cfg, ref_module=ref)
+    up = GRPOUpdater(CausalLMAdapter(model, tok), TorchEngine(model, cfg), cfg, ref_module=ref)
     m = up.update(eps)
     assert ref.calls == 0 and "kl" not in m
     assert math.isfinite(m["loss"]) and m["n_optimizer_steps"] == 1
@@ -114,14 +114,14 @@ def test_kl_to_reference_when_beta_positive(text_policy):
     ref = copy.deepcopy(model)
     eps = rollout(model, tok)
     cfg = GRPOConfig(beta=0.1, lr=1e-2, max_new_tokens=8, inner_epochs=2, minibatch_size=8)
-    up = GRPOUpdater(CausalLMAdapter(model, tok), TorchEngine(model, cfg.engine, lr=cfg.lr), cfg, ref_module=ref)
+    up = GRPOUpdater(CausalLMAdapter(model, tok), TorchEngine(model, cfg), cfg, ref_module=ref)
     m = up.update(eps)
     # first minibatch sees policy == ref (KL 0), later ones a moved policy: KL > 0 but small
     assert 0 < m["kl"] < 1.0
     assert m["n_optimizer_steps"] == 4  # 16 episodes / 8 per minibatch * 2 epochs
     assert m["ratio_max"] > 1.0 or m["ratio_min"] < 1.0
     with pytest.raises(ValueError, match="reference"):
-        GRPOUpdater(CausalLMAdapter(model, tok), TorchEngine(model, cfg.engine), cfg)
+        GRPOUpdater(CausalLMAdapter(model, tok), TorchEngine(model, cfg), cfg)
 
 
 class GradCapture:
@@ -168,7 +168,7 @@ def test_missing_rewards_do_not_change_the_update(text_policy):
     for batch in (eps, with_missing):
         model = copy.deepcopy(base)
         cfg = GRPOConfig(lr=1e-2, loss_agg="dapo", max_new_tokens=8, seed=3)
-        up = GRPOUpdater(CausalLMAdapter(model, tok), TorchEngine(model, cfg.engine, lr=cfg.lr), cfg)
+        up = GRPOUpdater(CausalLMAdapter(model, tok), TorchEngine(model, cfg), cfg)
         m = up.update(batch)
         out.append((torch.cat([p.detach().flatten() for p in model.parameters()]), m))
     assert torch.allclose(out[0][0], out[1][0], atol=1e-6)
@@ -181,7 +181,7 @@ def test_per_role_metrics_and_all_missing_batch(text_policy):
     p = chat_prompt(tok, "Say yes please.")
     eps = [Episode(p, [5, 6], r, "q1", role) for role, rs in (("planner", [1.0, 0.0]), ("verifier", [5.0, 3.0])) for r in rs]
     cfg = GRPOConfig(lr=1e-3, max_new_tokens=4)
-    up = GRPOUpdater(CausalLMAdapter(model, tok), TorchEngine(model, cfg.engine, lr=cfg.lr), cfg)
+    up = GRPOUpdater(CausalLMAdapter(model, tok), TorchEngine(model, cfg), cfg)
     m = up.update(eps)
     assert m["reward_mean/planner"] == pytest.approx(0.5) and m["reward_mean/verifier"] == pytest.approx(4.0)
     # both groups are +-1/sqrt(2) sample std from their mean (up to eps = 1e-4 in the denominator)
@@ -208,7 +208,7 @@ def test_a_few_updates_raise_the_toy_reward(text_policy):
     for shuffled in (False, True):
         model = copy.deepcopy(base)
         cfg = GRPOConfig(lr=2e-2, max_new_tokens=8, clip_high=0.28)
-        up = GRPOUpdater(CausalLMAdapter(model, tok), TorchEngine(model, cfg.engine, lr=cfg.lr), cfg)
+        up = GRPOUpdater(CausalLMAdapter(model, tok), TorchEngine(model, cfg), cfg)
         g = torch.Generator().manual_seed(0)
         for step in range(8):
             eps = rollout(model, tok, n_prompts=4, group=8, seed=step, varied=False)

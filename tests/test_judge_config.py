@@ -67,3 +67,39 @@ def test_typos_and_bad_values_are_rejected_with_the_key():
         RubricsConfig(keep_k=21)
     with pytest.raises(ValidationError, match="coverage_min"):
         RubricsConfig(coverage_min=1.5)
+
+
+# -- the backends take their section whole --------------------------------------------------------------------
+def test_backends_take_their_section_and_repeat_no_default():
+    """OpenAIJudge / LocalJudge: the only parameters are the section and the runtime things that are not config,
+    so no field default can be written a second time in a constructor."""
+    import inspect
+
+    from rubricflow.judge.config import LocalJudgeConfig, OpenAIJudgeConfig
+    from rubricflow.judge.local_backend import LocalJudge
+    from rubricflow.judge.openai_backend import OpenAIJudge
+
+    for cls, section, runtime in [
+        (OpenAIJudge, OpenAIJudgeConfig, {"api_key", "image_root", "prompt_version"}),
+        (LocalJudge, LocalJudgeConfig, {"image_root", "prompt_version", "model", "processor"}),
+    ]:
+        params = inspect.signature(cls).parameters
+        assert set(params) == {"cfg"} | runtime, cls
+        assert params["cfg"].default is inspect.Parameter.empty, cls
+        assert not set(params) & set(section.model_fields), cls
+        assert cls(section()).cfg == section()  # built from the default section: the section's defaults
+
+
+def test_make_backend_passes_the_sections_through(tmp_path):
+    from rubricflow.judge.config import LocalJudgeConfig, OpenAIJudgeConfig
+    from rubricflow.judge.factory import make_backend
+
+    o = OpenAIJudgeConfig(base_url="http://judge.invalid/v1", model="m-7", concurrency=3, timeout_s=7.5,
+                          max_retries=2, http_client="httpx", extra_body={"top_k": 5}, secret_block="blk")
+    j = make_backend(JudgeConfig(backend="openai", openai=o), secret_resolver=lambda name: f"key-of-{name}",
+                     image_root=tmp_path)
+    assert j.cfg == o and j.model_id == "m-7" and j.image_root == tmp_path
+    assert j._api_key() == "key-of-blk"  # the secret resolver still reaches the backend
+    loc = LocalJudgeConfig(model_path="some/judge", max_new_tokens=64, batch_size=3, dtype="bfloat16", device="meta")
+    lj = make_backend(JudgeConfig(backend="local", local=loc), image_root=tmp_path)
+    assert lj.cfg == loc and lj.model_path == "some/judge" and lj.image_root == tmp_path

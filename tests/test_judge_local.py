@@ -60,7 +60,7 @@ def test_tiny_random_model_garbage_is_failed_never_scored(tiny_text_judge):
 
 
 def test_output_goes_through_the_same_parser():
-    judge = LocalJudge("unused", batch_size=2, model=object(), processor=None)
+    judge = LocalJudge(LocalJudgeConfig(model_path="unused", batch_size=2), model=object(), processor=None)
     ok = json.dumps(
         {
             "verdicts": {
@@ -82,7 +82,7 @@ def test_output_goes_through_the_same_parser():
 
 
 def test_generation_error_fails_the_batch_without_raising():
-    judge = LocalJudge("unused", batch_size=2, model=object())
+    judge = LocalJudge(LocalJudgeConfig(model_path="unused", batch_size=2), model=object())
     judge._generator = ScriptedGenerator([], error=RuntimeError("CUDA out of memory"))
     judge._chat = lambda system, user, n: user
     out = judge.judge([REQ, REQ, REQ])

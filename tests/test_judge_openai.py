@@ -34,10 +34,10 @@ def req(i, response=None, images=()):
 
 
 def fast_judge(url, **kw):
+    """The openai backend with fast timeouts; ``kw`` overrides fields of the ``judge.openai`` section."""
     opts = dict(
         base_url=url,
         model="loopback-judge",
-        api_key="not-a-secret",
         timeout_s=0.6,
         max_retries=1,
         backoff_initial_s=0.01,
@@ -45,7 +45,31 @@ def fast_judge(url, **kw):
         concurrency=8,
     )
     opts.update(kw)
-    return OpenAIJudge(**opts)
+    return OpenAIJudge(OpenAIJudgeConfig(**opts), api_key="not-a-secret")
+
+
+def test_constructor_uses_the_section_values_and_keeps_its_own_copy():
+    cfg = OpenAIJudgeConfig(
+        base_url="http://judge.invalid/v1", model="m-7", concurrency=3, timeout_s=7.5, max_retries=2,
+        backoff_initial_s=1.0, backoff_max_s=3.0, backoff_jitter_s=0.0, retry_after_max_s=9.0, temperature=0.3,
+        max_tokens=77, send_images=False, json_schema=True, http_client="httpx", rationale_max_chars=40,
+        extra_body={"top_k": 5},
+    )
+    j = OpenAIJudge(cfg, api_key="not-a-secret")
+    r = req(1, images=["not/read/when/send_images/is/off.png"])
+    body = j._kwargs(r, j.messages(r))
+    assert body["model"] == "m-7" and body["temperature"] == 0.3 and body["max_tokens"] == 77 and body["top_k"] == 5
+    assert body["response_format"] == prompt_mod.response_format(["R01", "R02"], 40)
+    assert isinstance(body["messages"][1]["content"], str)  # send_images=False: text only
+
+    class State:
+        outcome, attempt_number = None, 3
+
+    assert j._wait(State()) == 3.0  # min(backoff_max_s, backoff_initial_s * 2**2) + jitter 0
+    assert repr(j) == "OpenAIJudge(base_url='http://judge.invalid/v1', model='m-7', concurrency=3)"
+    cfg.timeout_s, cfg.extra_body["top_k"] = 99.0, 6  # the judge keeps the values it was built with
+    assert j.cfg.timeout_s == 7.5 and j._kwargs(r, j.messages(r))["top_k"] == 5
+    assert "response_format" not in OpenAIJudge(cfg.model_copy(update={"json_schema": False}))._kwargs(r, [])
 
 
 @pytest.fixture

@@ -74,7 +74,7 @@ def test_rucl_end_to_end_rewards_curriculum_and_outputs(setup):
                 "rollout/tokens_per_s", "update_time_s"):
         assert key in rows[0], key
     # the curriculum replayed from the logged batch scores gives exactly the logged lambdas and switch step
-    replay = CurriculumScheduler(0.3, 2, 2, 0.5, "linear")
+    replay = CurriculumScheduler.from_config(cfg.curriculum)
     lam = 0.0
     for r in rows:
         assert r["curriculum/lambda_t"] == pytest.approx(lam)
@@ -184,7 +184,7 @@ def test_shuffle_control_permutes_rewards_within_the_batch(setup):
 
     def rewards(shuffle: bool):
         cfg = make_cfg(root, "shuffle", reward={"shuffle_control": shuffle})
-        sched = CurriculumScheduler(0.3, 2, 2, 0.5, "linear")
+        sched = CurriculumScheduler.from_config(cfg.curriculum)
         ro = RuCLRollout(FixedGen(), proc, ProgrammaticJudge(), load_tiers(root / "tiers.json"), sched, cfg,
                          root / "data")
         episodes, metrics = ro(0, samples)

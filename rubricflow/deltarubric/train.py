@@ -48,7 +48,7 @@ def train_policy(
     from rubricflow.grpo.updater import GRPOUpdater
 
     g = effective_grpo(cfg)
-    engine = make_engine(model, g.engine, g.lr, g.weight_decay, g.warmup_steps, g.max_grad_norm)
+    engine = make_engine(model, g)
     updater = GRPOUpdater(CausalLMAdapter(model, processor, g.temperature), engine, g)
     tok = text_tokenizer(processor)
     eos = tok.convert_tokens_to_ids("<|im_end|>")

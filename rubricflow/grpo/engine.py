@@ -25,7 +25,7 @@ from typing import Protocol
 
 import torch
 
-from rubricflow.grpo.config import EngineConfig
+from rubricflow.grpo.config import EngineConfig, GRPOConfig
 
 
 class Engine(Protocol):
@@ -69,20 +69,16 @@ def _trainable(module: torch.nn.Module) -> list[torch.nn.Parameter]:
 
 
 class TorchEngine:
-    """One process, ``torch.optim.AdamW``, grad-norm clipping, warmup-constant LR. The reference engine."""
+    """One process, ``torch.optim.AdamW``, grad-norm clipping, warmup-constant LR. The reference engine.
+
+    Reads ``grpo.lr``, ``weight_decay``, ``warmup_steps``, ``max_grad_norm`` and ``grpo.engine`` (device, AdamW
+    betas and epsilon); ``grpo.engine.kind`` is ``make_engine``'s choice and is not checked here.
+    """
 
     kind = "torch"
 
-    def __init__(
-        self,
-        module: torch.nn.Module,
-        cfg: EngineConfig | None = None,
-        lr: float = 1e-3,
-        weight_decay: float = 0.0,
-        warmup_steps: int = 0,
-        max_grad_norm: float = 1.0,
-    ):
-        cfg = cfg or EngineConfig(kind="torch")
+    def __init__(self, module: torch.nn.Module, grpo: GRPOConfig):
+        cfg = grpo.engine
         if int(os.environ.get("WORLD_SIZE", "1")) > 1:
             raise RuntimeError(
                 f"engine.kind=torch runs one process but WORLD_SIZE={os.environ['WORLD_SIZE']}; "
@@ -95,11 +91,15 @@ class TorchEngine:
             )
         self.module = module.to(cfg.device)
         self.rank, self.world_size = 0, 1
-        self.max_grad_norm = max_grad_norm
+        self.max_grad_norm = grpo.max_grad_norm
         self.optimizer = torch.optim.AdamW(
-            _trainable(module), lr=lr, weight_decay=weight_decay, betas=tuple(cfg.adam_betas), eps=cfg.adam_eps
+            _trainable(module),
+            lr=grpo.lr,
+            weight_decay=grpo.weight_decay,
+            betas=tuple(cfg.adam_betas),
+            eps=cfg.adam_eps,
         )
-        self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, warmup_constant(warmup_steps))
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, warmup_constant(grpo.warmup_steps))
         self.optimizer.zero_grad(set_to_none=True)
 
     def backward(self, loss: torch.Tensor) -> None:
@@ -213,19 +213,16 @@ def deepspeed_config(cfg: EngineConfig, max_grad_norm: float, micro_batch_size: 
 
 
 class DeepSpeedEngine:
-    """``deepspeed.initialize`` around the module with AdamW (torch) or DeepSpeedCPUAdam (when offloading)."""
+    """``deepspeed.initialize`` around the module with AdamW (torch) or DeepSpeedCPUAdam (when offloading).
+
+    Reads the same ``grpo`` fields as ``TorchEngine`` plus the DeepSpeed settings of ``grpo.engine``.
+    """
 
     kind = "deepspeed"
 
-    def __init__(
-        self,
-        module: torch.nn.Module,
-        cfg: EngineConfig,
-        lr: float = 1e-3,
-        weight_decay: float = 0.0,
-        warmup_steps: int = 0,
-        max_grad_norm: float = 1.0,
-    ):
+    def __init__(self, module: torch.nn.Module, grpo: GRPOConfig):
+        cfg = grpo.engine
+        lr, weight_decay, max_grad_norm = grpo.lr, grpo.weight_decay, grpo.max_grad_norm
         ensure_dist_env()
         t0 = time.perf_counter()
         import deepspeed
@@ -247,7 +244,7 @@ class DeepSpeedEngine:
         else:
             optimizer = torch.optim.AdamW(params, lr=lr, betas=betas, eps=cfg.adam_eps, weight_decay=weight_decay)
         self.timings["optimizer_s"] = time.perf_counter() - t0
-        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, warmup_constant(warmup_steps))
+        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, warmup_constant(grpo.warmup_steps))
         t0 = time.perf_counter()
         self.ds, self.optimizer, _, self.scheduler = deepspeed.initialize(
             model=module,
@@ -316,16 +313,11 @@ class DeepSpeedEngine:
         self._dist.barrier()
 
 
-def make_engine(
-    module: torch.nn.Module,
-    cfg: EngineConfig,
-    lr: float,
-    weight_decay: float = 0.0,
-    warmup_steps: int = 0,
-    max_grad_norm: float = 1.0,
-) -> Engine:
-    if cfg.kind == "torch":
-        return TorchEngine(module, cfg, lr, weight_decay, warmup_steps, max_grad_norm)
-    if cfg.kind == "deepspeed":
-        return DeepSpeedEngine(module, cfg, lr, weight_decay, warmup_steps, max_grad_norm)
-    raise ValueError(f"engine.kind: expected 'deepspeed' or 'torch', got {cfg.kind!r}")
+def make_engine(module: torch.nn.Module, grpo: GRPOConfig) -> Engine:
+    """The engine named by ``grpo.engine.kind``, with the optimizer settings of the GRPO section ``grpo``."""
+    kind = grpo.engine.kind
+    if kind == "torch":
+        return TorchEngine(module, grpo)
+    if kind == "deepspeed":
+        return DeepSpeedEngine(module, grpo)
+    raise ValueError(f"engine.kind: expected 'deepspeed' or 'torch', got {kind!r}")

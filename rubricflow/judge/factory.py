@@ -71,41 +71,16 @@ def make_backend(
     if cfg.backend == "openai":
         from rubricflow.judge.openai_backend import OpenAIJudge
 
-        o = cfg.openai
         return OpenAIJudge(
-            base_url=o.base_url,
-            model=o.model,
-            api_key=api_key_resolver(o, secret_resolver),
-            concurrency=o.concurrency,
-            timeout_s=o.timeout_s,
-            max_retries=o.max_retries,
-            backoff_initial_s=o.backoff_initial_s,
-            backoff_max_s=o.backoff_max_s,
-            backoff_jitter_s=o.backoff_jitter_s,
-            retry_after_max_s=o.retry_after_max_s,
-            temperature=o.temperature,
-            max_tokens=o.max_tokens,
-            send_images=o.send_images,
-            json_schema=o.json_schema,
-            http_client=o.http_client,
-            rationale_max_chars=o.rationale_max_chars,
-            extra_body=o.extra_body,
+            cfg.openai,
+            api_key=api_key_resolver(cfg.openai, secret_resolver),
             image_root=image_root,
             prompt_version=cfg.prompt_version,
         )
     if cfg.backend == "local":
         from rubricflow.judge.local_backend import LocalJudge
 
-        loc = cfg.local
-        return LocalJudge(
-            loc.model_path,
-            max_new_tokens=loc.max_new_tokens,
-            batch_size=loc.batch_size,
-            dtype=loc.dtype,
-            device=loc.device,
-            image_root=image_root,
-            prompt_version=cfg.prompt_version,
-        )
+        return LocalJudge(cfg.local, image_root=image_root, prompt_version=cfg.prompt_version)
     raise JudgeConfigError(f"judge.backend: unknown backend {cfg.backend!r}; expected programmatic, openai or local")
 
 

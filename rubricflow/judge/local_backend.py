@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
+from rubricflow.judge.config import LocalJudgeConfig
 from rubricflow.judge.parse import parse_judgment
 from rubricflow.judge.prompt import PROMPT_VERSION, SYSTEM_PROMPT, user_prompt
 from rubricflow.judge.protocol import JudgeRequest, Judgment
@@ -24,25 +25,21 @@ class LocalJudge:
 
     def __init__(
         self,
-        model_path: str | Path,
-        max_new_tokens: int = 512,
-        batch_size: int = 8,
-        dtype: str = "float32",
-        device: str = "cpu",
+        cfg: LocalJudgeConfig,
+        *,
         image_root: str | Path | None = None,
         prompt_version: str = PROMPT_VERSION,
         model=None,
         processor=None,
     ):
+        """``cfg``: the ``judge.local`` section (its settings and defaults live there). ``model``/``processor``: an
+        already loaded model (tests), else ``cfg.model_path`` is loaded at the first call."""
         if prompt_version != PROMPT_VERSION:
             raise ValueError(f"judge.prompt_version: unknown template {prompt_version!r}; expected {PROMPT_VERSION!r}")
-        self.model_path = str(model_path)
+        self.cfg = cfg.model_copy(deep=True)
+        self.model_path = str(cfg.model_path)
         self.model_id = Path(self.model_path).name if Path(self.model_path).exists() else self.model_path
         self.prompt_version = prompt_version
-        self.max_new_tokens = max_new_tokens
-        self.batch_size = batch_size
-        self.dtype = dtype
-        self.device = device
         self.image_root = Path(image_root) if image_root else None
         self._model, self._processor = model, processor
         self._generator = None
@@ -54,8 +51,10 @@ class LocalJudge:
             if self._model is None:
                 from models.loader import load_policy
 
-                self._model, self._processor = load_policy(self.model_path, dtype=self.dtype, device=self.device)
-            self._generator = TransformersGenerator(self._model, self._processor, batch_size=self.batch_size)
+                self._model, self._processor = load_policy(
+                    self.model_path, dtype=self.cfg.dtype, device=self.cfg.device
+                )
+            self._generator = TransformersGenerator(self._model, self._processor, batch_size=self.cfg.batch_size)
         return self._generator
 
     @property
@@ -85,12 +84,12 @@ class LocalJudge:
 
     def judge(self, requests: list[JudgeRequest]) -> list[Judgment]:
         out: list[Judgment] = []
-        for i in range(0, len(requests), self.batch_size):
-            chunk = requests[i : i + self.batch_size]
+        for i in range(0, len(requests), self.cfg.batch_size):
+            chunk = requests[i : i + self.cfg.batch_size]
             try:
                 gen = self._gen()
                 comps = gen.generate(
-                    [self.gen_request(r) for r in chunk], n=1, max_new_tokens=self.max_new_tokens, temperature=0.0
+                    [self.gen_request(r) for r in chunk], n=1, max_new_tokens=self.cfg.max_new_tokens, temperature=0.0
                 )
             except Exception as e:  # a per-batch failure: those judgments are missing, not scored
                 reason = f"local judge generation failed: {type(e).__name__}: {e}"[:300]
@@ -112,7 +111,7 @@ class LocalJudge:
         c = self._gen().generate(
             [self.gen_request_text(system, user)],
             n=1,
-            max_new_tokens=max_tokens or self.max_new_tokens,
+            max_new_tokens=max_tokens or self.cfg.max_new_tokens,
             temperature=0.0,
         )
         return c[0][0].text

@@ -38,6 +38,7 @@ from pydantic import SecretStr
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
 
 from models.errors import BackendUnavailable
+from rubricflow.judge.config import OpenAIJudgeConfig
 from rubricflow.judge.parse import parse_judgment
 from rubricflow.judge.prompt import PROMPT_VERSION, SYSTEM_PROMPT, response_format, user_prompt
 from rubricflow.judge.protocol import JudgeRequest, Judgment
@@ -159,55 +160,28 @@ class OpenAIJudge:
 
     def __init__(
         self,
+        cfg: OpenAIJudgeConfig,
         *,
-        base_url: str,
-        model: str,
         api_key: Callable[[], str | None] | str | None = None,
-        concurrency: int = 16,
-        timeout_s: float = 60.0,
-        max_retries: int = 4,
-        backoff_initial_s: float = 0.5,
-        backoff_max_s: float = 20.0,
-        backoff_jitter_s: float = 0.5,
-        retry_after_max_s: float = 120.0,
-        temperature: float = 0.0,
-        max_tokens: int = 1024,
-        send_images: bool = True,
-        json_schema: bool = True,
-        http_client: str = "aiohttp",
-        rationale_max_chars: int | None = None,
-        extra_body: dict | None = None,
         image_root: str | Path | None = None,
         prompt_version: str = PROMPT_VERSION,
     ):
+        """``cfg``: the ``judge.openai`` section (every setting and default lives there; a private copy is kept).
+        The rest is not configuration: ``api_key`` (a value or a callable resolved at the first call, see
+        ``factory.api_key_resolver``), ``image_root`` (resolves relative image paths) and the prompt template."""
         if prompt_version != PROMPT_VERSION:
             raise ValueError(f"judge.prompt_version: unknown template {prompt_version!r}; expected {PROMPT_VERSION!r}")
-        self.base_url = base_url
-        self.model_id = model
+        self.cfg = cfg.model_copy(deep=True)
+        self.model_id = cfg.model
         self.prompt_version = prompt_version
         self._key_source = api_key
         self._key: SecretStr | None = None
-        self.concurrency = concurrency
-        self.timeout_s = timeout_s
-        self.max_retries = max_retries
-        self.backoff_initial_s = backoff_initial_s
-        self.backoff_max_s = backoff_max_s
-        self.backoff_jitter_s = backoff_jitter_s
-        self.retry_after_max_s = retry_after_max_s
-        self.temperature = temperature
-        self.max_tokens = max_tokens
-        self.send_images = send_images
-        if http_client not in ("aiohttp", "httpx"):
-            raise ValueError(f"judge.openai.http_client: expected 'aiohttp' or 'httpx', got {http_client!r}")
-        self.http_client = http_client
-        self.json_schema = json_schema
-        self.rationale_max_chars = rationale_max_chars
-        self.extra_body = dict(extra_body or {})
         self.image_root = Path(image_root) if image_root else None
         self.stats = CallStats()
 
     def __repr__(self) -> str:  # never the key
-        return f"OpenAIJudge(base_url={self.base_url!r}, model={self.model_id!r}, concurrency={self.concurrency})"
+        c = self.cfg
+        return f"OpenAIJudge(base_url={c.base_url!r}, model={self.model_id!r}, concurrency={c.concurrency})"
 
     # -- secrets ---------------------------------------------------------------------------------------------
     def _api_key(self) -> str:
@@ -236,7 +210,7 @@ class OpenAIJudge:
         return parts
 
     def messages(self, request: JudgeRequest) -> list[dict]:
-        images = self._image_parts(request) if self.send_images else []
+        images = self._image_parts(request) if self.cfg.send_images else []
         text = user_prompt(request, n_images_shown=len(images))
         content: Any = images + [{"type": "text", "text": text}] if images else text
         return [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": content}]
@@ -247,15 +221,17 @@ class OpenAIJudge:
         if ra is not None:
             return ra
         n = state.attempt_number - 1
-        return min(self.backoff_max_s, self.backoff_initial_s * 2**n) + random.uniform(0, self.backoff_jitter_s)
+        c = self.cfg
+        return min(c.backoff_max_s, c.backoff_initial_s * 2**n) + random.uniform(0, c.backoff_jitter_s)
 
     def _client(self):
         import openai
 
+        c = self.cfg
         # The client's own retries are off (ours honour Retry-After and count attempts). Its HTTP layer is
-        # openai's aiohttp client (DefaultAioHttpClient, ~25% less CPU per request than httpx here) or its httpx
-        # default; both get a process-wide SSL context (building one costs 0.1-0.3 s per client otherwise).
-        if self.http_client == "aiohttp":
+        # openai's aiohttp client (DefaultAioHttpClient, less CPU per request than httpx; see docs/bench/README.md)
+        # or its httpx default; both get a process-wide SSL context (building one per client is slow).
+        if c.http_client == "aiohttp":
             cls = getattr(openai, "DefaultAioHttpClient", None)
             if cls is None:
                 raise BackendUnavailable(
@@ -264,9 +240,9 @@ class OpenAIJudge:
                 )
         else:
             cls = openai.DefaultAsyncHttpxClient
-        http = cls(verify=shared_ssl_context(), timeout=self.timeout_s)
+        http = cls(verify=shared_ssl_context(), timeout=c.timeout_s)
         return openai.AsyncOpenAI(
-            base_url=self.base_url, api_key=self._api_key(), max_retries=0, timeout=self.timeout_s, http_client=http
+            base_url=c.base_url, api_key=self._api_key(), max_retries=0, timeout=c.timeout_s, http_client=http
         )
 
     async def _attempt(self, client, sem: asyncio.Semaphore, body: dict) -> tuple[str | None, str | None]:
@@ -275,9 +251,9 @@ class OpenAIJudge:
             try:
                 # The client's generic POST (documented for custom requests): same auth, errors and connection
                 # pool as chat.completions.create, without transforming the typed params and building pydantic
-                # models, which cost ~2 ms of CPU per request here, a third of the client's budget at 160 req/s.
+                # models, a large share of the client's CPU per request (measured in docs/bench/README.md).
                 resp = await asyncio.wait_for(
-                    client.post("/chat/completions", body=body, cast_to=object), timeout=self.timeout_s
+                    client.post("/chat/completions", body=body, cast_to=object), timeout=self.cfg.timeout_s
                 )
             except json.JSONDecodeError as e:
                 self.stats.errors["non-JSON body"] = self.stats.errors.get("non-JSON body", 0) + 1
@@ -286,9 +262,9 @@ class OpenAIJudge:
                 kind = f"http {_status(e)}" if _status(e) else type(e).__name__
                 self.stats.errors[kind] = self.stats.errors.get(kind, 0) + 1
                 ra = retry_after_seconds(e)
-                if ra is not None and ra > self.retry_after_max_s:
+                if ra is not None and ra > self.cfg.retry_after_max_s:
                     raise RetryAfterTooLong(
-                        f"{kind}: Retry-After {ra:.0f}s exceeds retry_after_max_s={self.retry_after_max_s:g}"
+                        f"{kind}: Retry-After {ra:.0f}s exceeds retry_after_max_s={self.cfg.retry_after_max_s:g}"
                     ) from None
                 raise
         if not isinstance(resp, dict) or "choices" not in resp:
@@ -307,16 +283,16 @@ class OpenAIJudge:
         """The request body."""
         ids = [r.id for r in request.rubrics]
         body: dict[str, Any] = dict(
-            model=self.model_id, messages=messages, temperature=self.temperature, max_tokens=self.max_tokens
+            model=self.model_id, messages=messages, temperature=self.cfg.temperature, max_tokens=self.cfg.max_tokens
         )
-        if self.json_schema:
-            body["response_format"] = response_format(ids, self.rationale_max_chars)
-        body.update(self.extra_body)
+        if self.cfg.json_schema:
+            body["response_format"] = response_format(ids, self.cfg.rationale_max_chars)
+        body.update(self.cfg.extra_body)
         return body
 
     def _describe(self, e: BaseException) -> str:
         if isinstance(e, asyncio.TimeoutError):
-            msg = f"timeout: no complete answer within {self.timeout_s:g}s"
+            msg = f"timeout: no complete answer within {self.cfg.timeout_s:g}s"
         elif _status(e):
             msg = f"http {_status(e)}: {getattr(e, 'message', str(e))}"
         else:
@@ -332,7 +308,7 @@ class OpenAIJudge:
         attempts = 0
         try:
             retrying = AsyncRetrying(
-                stop=stop_after_attempt(self.max_retries + 1),
+                stop=stop_after_attempt(self.cfg.max_retries + 1),
                 wait=self._wait,
                 retry=retry_if_exception(is_retryable),
                 reraise=True,
@@ -363,13 +339,13 @@ class OpenAIJudge:
         return j
 
     async def ajudge(self, requests: list[JudgeRequest]) -> list[Judgment]:
-        sem = asyncio.Semaphore(self.concurrency)
+        sem = asyncio.Semaphore(self.cfg.concurrency)
         client = self._client()
         # Freeze the objects alive now (imports, models, these requests) for the fan-out: a full collection over a
-        # heap with torch/openai/pydantic loaded stalls the event loop ~100 ms here, and every in-flight judge call
-        # with it (concurrency 4: efficiency 0.83 -> 0.90 on the 2-core box). Young collections still run; the
-        # heap is unfrozen afterwards. A process that froze its own heap already keeps it as it was (the check walks
-        # the frozen list, so it is free unless the process froze objects itself).
+        # heap with torch/openai/pydantic loaded stalls the event loop, and every in-flight judge call with it
+        # (measured effect in docs/bench/README.md). Young collections still run; the heap is unfrozen afterwards.
+        # A process that froze its own heap already keeps it as it was (the check walks the frozen list, so it is
+        # free unless the process froze objects itself).
         freeze = gc.get_freeze_count() == 0
         if freeze:
             gc.freeze()
@@ -393,20 +369,20 @@ class OpenAIJudge:
         kw: dict[str, Any] = dict(
             model=self.model_id,
             messages=[{"role": "system", "content": system}, {"role": "user", "content": user}],
-            temperature=self.temperature,
-            max_tokens=max_tokens or self.max_tokens,
+            temperature=self.cfg.temperature,
+            max_tokens=max_tokens or self.cfg.max_tokens,
         )
-        if schema is not None and self.json_schema:
+        if schema is not None and self.cfg.json_schema:
             kw["response_format"] = {
                 "type": "json_schema",
                 "json_schema": {"name": "output", "strict": True, "schema": schema},
             }
-        kw.update(self.extra_body)
+        kw.update(self.cfg.extra_body)
         client = self._client()
         sem = asyncio.Semaphore(1)
         try:
             async for attempt in AsyncRetrying(
-                stop=stop_after_attempt(self.max_retries + 1),
+                stop=stop_after_attempt(self.cfg.max_retries + 1),
                 wait=self._wait,
                 retry=retry_if_exception(is_retryable),
                 reraise=True,
@@ -415,7 +391,7 @@ class OpenAIJudge:
                     content, _ = await self._attempt(client, sem, kw)
         except Exception as e:
             raise RuntimeError(
-                f"teacher call to {self.base_url} ({self.model_id}) failed: {self._describe(e)}"
+                f"teacher call to {self.cfg.base_url} ({self.model_id}) failed: {self._describe(e)}"
             ) from None
         finally:
             await client.close()

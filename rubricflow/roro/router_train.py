@@ -160,7 +160,7 @@ def train_router(
     g = rcfg.grpo
     torch.manual_seed(seed)
     router = RouterMLP(hidden=rcfg.hidden, init_call_bias=rcfg.init_call_bias)
-    engine = make_engine(router, g.engine, g.lr, g.weight_decay, g.warmup_steps, g.max_grad_norm)
+    engine = make_engine(router, g)
     updater = GRPOUpdater(RouterAdapter(router), engine, g)
     all_lrm = {t.problem_id: t.lrm_tokens for t in env.rollout(problems, ConstantPolicy(1))}
     if run.process_weight > 0:

@@ -112,7 +112,7 @@ def train_rucl(
         for task in sorted({s.task for s in all_test}):
             test += [s for s in all_test if s.task == task][: rcfg.eval_samples]
     ref = copy.deepcopy(model).eval() if g.beta > 0 else None
-    engine = make_engine(model, g.engine, g.lr, g.weight_decay, g.warmup_steps, g.max_grad_norm)
+    engine = make_engine(model, g)
     main = engine.rank == 0
     module = engine.module
     before = evaluate_policy(module, proc, data_dir, test, gen_cfg) if (test and main) else {}
@@ -123,7 +123,7 @@ def train_rucl(
         tensor_parallel_size=gen_cfg.vllm_tensor_parallel_size,
     )
     c = rcfg.curriculum
-    sched = CurriculumScheduler(c.threshold, c.window, c.ramp_steps, c.peak, c.shape, c.steepness)
+    sched = CurriculumScheduler.from_config(c)
     rollout = RuCLRollout(gen, proc, judge, rubrics, sched, rcfg, data_dir, engine)
     updater = GRPOUpdater(CausalLMAdapter(module, proc, temperature=g.temperature), engine, g, ref_module=ref)
     history = MetricsHistory()

@@ -77,6 +77,7 @@ def main(argv: list[str] | None = None) -> None:
     from rubricflow.grpo.trainer import GRPOTrainer
     from rubricflow.grpo.types import Episode
     from rubricflow.grpo.updater import GRPOUpdater
+    from rubricflow.rucl.config import CurriculumConfig
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -93,13 +94,15 @@ def main(argv: list[str] | None = None) -> None:
     t0 = time.perf_counter()
     model, tok = build_toy_policy("text", seed=args.seed)
     init_sum, init_sha = param_digest(model)
-    engine = make_engine(model, cfg.engine, cfg.lr, max_grad_norm=cfg.max_grad_norm)
+    engine = make_engine(model, cfg)
     init_s = time.perf_counter() - t0
     rank = engine.rank
     module = engine.module
     gen = TransformersGenerator(module, tok)
     updater = GRPOUpdater(CausalLMAdapter(module, tok), engine, cfg)
-    sched = CurriculumScheduler(threshold=0.05, window=2, ramp_steps=3, peak=0.5, shape="linear")
+    sched = CurriculumScheduler.from_config(
+        CurriculumConfig(threshold=0.05, window=2, ramp_steps=3, peak=0.5, shape="linear")
+    )
     tid = target_token_id(tok)
     eos = tok.convert_tokens_to_ids("<|im_end|>")
     seen: dict[int, dict] = {}
