@@ -1,7 +1,7 @@
 """The pipeline manifest: every stage and every pipeline, named once.
 
 The CLI (one ``rubricflow <stage>`` command per stage, ``flows/cli.py``), the Prefect flows (one flow per
-pipeline, made by ``flows/factory.py``) and the Prefect tasks read this module; ``tests/test_dvc.py`` checks that
+pipeline, made by ``flows/factory.py``) and the Prefect tasks read this module; ``tests/ops/test_dvc.py`` checks that
 ``dvc.yaml`` has exactly these stages, each running ``spec.command``. Adding a stage is: write it with ``@stage``
 in ``rubricflow/<method>/stages.py``, list it here, add its ``dvc.yaml`` entry (deps and outs).
 

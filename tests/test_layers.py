@@ -2,6 +2,7 @@
 package never imports Prefect (it must run without an orchestrator)."""
 
 import ast
+import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -42,7 +43,7 @@ def test_the_checker_catches_an_upward_import(tmp_path, monkeypatch):
     (fake / "bad.py").write_text("from flows.cli import app\nimport prefect\n")
     for pkg in ("rubricflow", "tasks", "flows"):
         (tmp_path / pkg).mkdir()
-    monkeypatch.setattr(__import__(__name__), "ROOT", tmp_path)
+    monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
     found = violations()
     assert any("upward: models -> flows" in v for v in found)
     assert any("imports prefect" in v for v in found)

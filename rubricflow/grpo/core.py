@@ -1,7 +1,7 @@
 """GRPO math: group-relative advantages, token log-probs, the clipped surrogate, the k3 KL and loss aggregation.
 
 Pure tensor functions with no model, engine or config in sight, so each one has a hand-computed test
-(tests/test_grpo_core.py). Conventions:
+(tests/grpo/test_core.py). Conventions:
 
 * Rewards are a 1-D float tensor; ``NaN`` means *missing* (the judge failed). Missing rewards are left out of every
   statistic and their advantage is 0: a failure is never read as a 0 reward.

@@ -13,7 +13,7 @@ import torch
 
 from rubricflow.grpo.trainer import PromptIterator
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_prompt_iterator_is_deterministic_resumable_and_sharded():

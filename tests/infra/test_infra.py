@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-import infra_checks as ic
+from tests import infra_checks as ic
 
 ROOT = ic.ROOT
 INFRA = ic.INFRA
