@@ -103,20 +103,22 @@ class StageSpec:
     overrides: Mapping[str, Any] = field(default_factory=dict)  # dotted config overrides (variants)
     base: str | None = None  # the stage this one is a variant of
     report_name: Callable[[Any], str] | None = None  # names the report/run from the config (default: `name`)
+    doc: str | None = None  # one-line help; default: the first line of the function's docstring
 
     @property
     def help(self) -> str:
-        return (inspect.getdoc(self.fn) or self.name).strip().splitlines()[0]
+        return self.doc or (inspect.getdoc(self.fn) or self.name).strip().splitlines()[0]
 
     @property
     def command(self) -> str:
         """The command dvc.yaml runs for this stage."""
         return f"rubricflow {self.cli}"
 
-    def variant(self, name: str, overrides: Mapping[str, Any], cli: str | None = None) -> StageSpec:
+    def variant(self, name: str, overrides: Mapping[str, Any], doc: str, cli: str | None = None) -> StageSpec:
+        """This stage's function under another name, with dotted config ``overrides`` and its own help line."""
         return replace(
             self, name=name, cli=cli or name.replace("_", "-"), aliases=(), overrides=dict(overrides),
-            base=self.base or self.name,
+            base=self.base or self.name, doc=doc,
         )
 
     def configure(self, cfg: Any) -> Any:

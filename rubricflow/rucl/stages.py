@@ -33,10 +33,10 @@ def train_stage(
                       run=ctx.run, seed=ctx.seed)
 
 
-# The outcome-only GRPO baseline (alpha = 1, no judge): same seed, steps and prompts as `rucl`.
 outcome_stage = train_stage.variant(
     "rucl_outcome",
     {"rucl.name": "rucl_outcome", "rucl.reward.mode": "outcome", "rucl.out_dir": "artifacts/models/rucl_outcome"},
+    doc="The outcome-only GRPO baseline (alpha = 1, no judge): same seed, steps and prompts as `rucl`.",
 )
 
 

@@ -145,14 +145,15 @@ def test_a_variant_is_data_its_overrides_reach_the_function(tmp_path):
         """Demo."""
         return {"steps": sft.steps, "lr": sft.lr}
 
-    short = demo.variant("demo_short", {"sft.steps": 3})
+    short = demo.variant("demo_short", {"sft.steps": 3}, doc="Demo, shorter.")
     assert (short.name, short.cli, short.base, short.fn) == ("demo_short", "demo-short", "demo", demo.fn)
+    assert (short.help, demo.help) == ("Demo, shorter.", "Demo.")
     cfg = load_config(overrides={"reports_dir": str(tmp_path)})
     assert short(cfg, track=False)["steps"] == 3 and demo(cfg, track=False)["steps"] == cfg.sft.steps != 3
     assert json.loads((tmp_path / "demo_short.json").read_text())["steps"] == 3
     assert cfg.sft.steps != 3  # the composed config is not modified
     with pytest.raises(ConfigError, match="override `sft.nope`: no such config key"):
-        demo.variant("v", {"sft.nope": 1})(cfg, track=False)
+        demo.variant("v", {"sft.nope": 1}, doc="v")(cfg, track=False)
 
 
 def test_rucl_outcome_variant_is_the_outcome_only_baseline():
