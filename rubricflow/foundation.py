@@ -17,7 +17,7 @@ from rubricflow.stage import StageContext, stage
 # data
 
 
-@stage("data")
+@stage("data", reads_test=True)
 def data_stage(data: DataConfig, ctx: StageContext) -> dict:
     """Generate the synthetic multimodal dataset (deterministic by seed)."""
     from rubricflow.data.synthetic import build_synthetic_dataset
@@ -42,7 +42,7 @@ def stamp_path(reports_dir: str | Path, data_dir: str | Path) -> Path:
     return Path(reports_dir) / "validation" / f"{Path(data_dir).name}.json"
 
 
-@stage("validate")
+@stage("validate", reads_test=True)
 def validate_stage(data: DataConfig, ctx: StageContext, data_dir: str | None = None) -> dict:
     """Great Expectations gate; writes the validation stamp only on success."""
     from rubricflow.data.validate import validate_dataset, write_stamp
@@ -135,7 +135,7 @@ def sft_examples(processor, data_dir: str | Path, samples) -> list:
 def sft_stage(
     sft: SFTConfig, models: ModelsConfig, data: DataConfig, generation: GenerationConfig, ctx: StageContext
 ) -> dict:
-    """Fine-tune the base policy on gold reasoning traces; report held-out accuracy before and after."""
+    """Fine-tune the base policy on gold reasoning traces; report val accuracy before and after."""
     from models.loader import load_policy
     from rubricflow.data.schema import read_dataset
     from rubricflow.evaluation import evaluate_policy, majority_baseline
@@ -146,8 +146,10 @@ def sft_stage(
     model, proc = load_policy(models.policy.path, dtype=models.policy.dtype)
     data_dir = data.out_dir
     train = read_dataset(data_dir, split="train")
-    test = read_dataset(data_dir, split="test")[: sft.eval_samples * len(data.tasks)]
-    before = evaluate_policy(model, proc, data_dir, test, generation)
+    # choose on val, report on test: SFT is training, so its before/after accuracy is measured on val (the test
+    # numbers of the SFT start come from the final evaluation stage, rucl_eval)
+    val = read_dataset(data_dir, split="val")[: sft.eval_samples * len(data.tasks)]
+    before = evaluate_policy(model, proc, data_dir, val, generation)
     examples = sft_examples(proc, data_dir, train)
     loss_log: list[dict] = []
 
@@ -169,7 +171,7 @@ def sft_stage(
             seed=ctx.seed,
             log_fn=lambda s, m: (log(s, m), bar.advance(1, loss=m["sft/loss"])),
         )
-    after = evaluate_policy(model, proc, data_dir, test, generation)
+    after = evaluate_policy(model, proc, data_dir, val, generation)
     from models.tiny import save
 
     with staged_dir(sft.out_dir) as tmp:
@@ -178,8 +180,9 @@ def sft_stage(
     return {
         "accuracy_before": before,
         "accuracy_after": after,
-        "majority_baseline": majority_baseline(train, test),
+        "majority_baseline": majority_baseline(train, val),
         "final_loss": losses[-1] if losses else None,
         "train_examples": len(examples),
-        "eval_samples": len(test),
+        "eval_samples": len(val),
+        "eval_split": "val",
     }

@@ -87,7 +87,9 @@ class SFTConfig(Section):
     lr: float = Field(3e-3, gt=0, description="AdamW learning rate (constant after warmup).")
     warmup_steps: int = Field(20, ge=0, description="Linear warmup steps.")
     weight_decay: float = Field(0.0, ge=0, description="AdamW weight decay.")
-    eval_samples: int = Field(96, ge=1, description="Held-out samples (test split) for before/after accuracy.")
+    eval_samples: int = Field(
+        96, ge=1, description="Val samples per task for the before/after accuracy (SFT trains: it never reads test)."
+    )
 
 
 # ----------------------------------------------------------------------------------------------------------------

@@ -14,6 +14,9 @@ slot, tags) and the Prefect cache (the sections it reads) all use. Calling the s
 declares, and never imports the composed ``Config``), opens the stage's MLflow child run, logs those sections as
 parameters and the returned metrics, and writes ``reports/<report name>.json`` atomically.
 
+Every stage runs under the test-split guard (``rubricflow.splits``): reading ``test`` rows raises, except in
+stages declared ``@stage(reads_test=True)`` (data generation and validation, and the final evaluations).
+
 A *variant* is the same function under another name with dotted overrides (``rucl_outcome`` = ``rucl`` with
 ``rucl.reward.mode=outcome``): ``spec.variant("rucl_outcome", {...})``. The overrides are data on the spec, so
 the CLI, DVC and Prefect apply the same ones.
@@ -23,6 +26,7 @@ The list of stages and pipelines is ``rubricflow.pipelines`` (the manifest).
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import time
 from collections.abc import Callable, Mapping
@@ -32,6 +36,7 @@ from typing import Any
 
 from rubricflow.io import write_json
 from rubricflow.section import ConfigError
+from rubricflow.splits import forbid_test_split
 
 # Parameters of a stage function that are not config sections.
 CONTEXT_PARAM = "ctx"
@@ -98,6 +103,7 @@ class StageSpec:
     aliases: tuple[str, ...] = ()  # older CLI names kept working
     retries: int = 0  # Prefect: attempts after the first
     judge: bool = False  # Prefect: holds one `judge-calls` slot; the stage builds a judge (gets a secret resolver)
+    reads_test: bool = False  # a final evaluation (or data) stage; every other stage runs under the test-split guard
     resumable: bool = False  # resumes from its latest checkpoint on a retry
     timeout_s: float | None = None
     overrides: Mapping[str, Any] = field(default_factory=dict)  # dotted config overrides (variants)
@@ -151,8 +157,10 @@ class StageSpec:
         params = {s: v.model_dump(mode="json") for s, v in sections.items()}
         params["profile"] = cfg.profile
         params["seed"] = cfg.seed
+        guard = contextlib.nullcontext() if self.reads_test else forbid_test_split(self.name)
         if not track:
-            metrics = self.fn(**sections, ctx=StageContext.of(cfg, None, secret_resolver), **kw)
+            with guard:
+                metrics = self.fn(**sections, ctx=StageContext.of(cfg, None, secret_resolver), **kw)
         else:
             from rubricflow.tracking import stage_run
 
@@ -163,7 +171,7 @@ class StageSpec:
                 tags={"profile": cfg.profile},
                 tracking_uri=cfg.tracking.tracking_uri,
                 prefect_flow_run_id=prefect_flow_run_id,
-            ) as run:
+            ) as run, guard:
                 metrics = self.fn(**sections, ctx=StageContext.of(cfg, run, secret_resolver), **kw)
                 metrics.setdefault("duration_s", round(time.perf_counter() - t0, 2))
                 run.log_metrics(flat_metrics(metrics))
@@ -182,6 +190,7 @@ def stage(
     retries: int = 0,
     judge: bool = False,
     resumable: bool = False,
+    reads_test: bool = False,
     timeout_s: float | None = None,
     report_name: Callable[[Any], str] | None = None,
 ) -> Callable[[Callable[..., dict]], StageSpec]:
@@ -198,7 +207,8 @@ def stage(
         )
         return StageSpec(
             name=name, fn=fn, sections=sections, cli=cli or name.replace("_", "-"), aliases=tuple(aliases),
-            retries=retries, judge=judge, resumable=resumable, timeout_s=timeout_s, report_name=report_name,
+            retries=retries, judge=judge, resumable=resumable, reads_test=reads_test, timeout_s=timeout_s,
+            report_name=report_name,
         )
 
     return deco

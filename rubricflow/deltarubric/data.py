@@ -36,6 +36,7 @@ import pyarrow.parquet as pq
 
 from rubricflow.data.schema import MANIFEST, SPLITS
 from rubricflow.io import write_json, write_parquet
+from rubricflow.splits import check_split
 
 PAIRS_PARQUET = "pairs.parquet"
 VERDICTS = ("A", "B")
@@ -138,6 +139,7 @@ def write_pairs(out_dir: str | Path, pairs: list[PreferencePair], manifest: dict
 
 
 def read_pairs(data_dir: str | Path, split: str | None = None, limit: int | None = None) -> list[PreferencePair]:
+    check_split(split, str(data_dir))
     path = Path(data_dir) / PAIRS_PARQUET
     if not path.exists():
         raise FileNotFoundError(

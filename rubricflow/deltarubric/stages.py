@@ -52,7 +52,7 @@ def _gate(dr: DeltaRubricConfig) -> None:
 # ================================================================================================================
 
 
-@stage("deltarubric_pairs")
+@stage("deltarubric_pairs", reads_test=True)
 def pairs_stage(deltarubric: DeltaRubricConfig, ctx: StageContext) -> dict:
     """Generate the synthetic preference pairs and run the data gate before publishing them."""
     from rubricflow.deltarubric.data import validate_pairs
@@ -239,7 +239,7 @@ def judge_tables(dr: DeltaRubricConfig, models: ModelsConfig, generation: Genera
     return out
 
 
-@stage("deltarubric_eval", retries=2, judge=True)
+@stage("deltarubric_eval", retries=2, judge=True, reads_test=True)
 def eval_stage(
     deltarubric: DeltaRubricConfig, models: ModelsConfig, generation: GenerationConfig, ctx: StageContext
 ) -> dict:

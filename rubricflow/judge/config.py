@@ -76,6 +76,16 @@ class JudgeConfig(Section):
         description="programmatic: exact checks against synthetic facts (CPU default); openai: any "
         "OpenAI-compatible server; local: an in-process transformers model.",
     )
+    applicability: Literal["problem", "response"] = Field(
+        "problem",
+        description="When a rubric counts for a response. problem (default): it applies if the question calls for "
+        "it (decided from the question and its facts: the rubric applies to the problem's reference reasoning), "
+        "and a response that omits the reasoning it checks fails it, so skipping the reasoning never pays. "
+        "response: the earlier reading, where a rubric whose quantity the response never mentions is "
+        "'not applicable' (a bare answer then falls back to the outcome reward; kept for the ablation). "
+        "Implemented by the programmatic backend; the LLM judges' prompt (judge-v1) still asks whether a rubric "
+        "applies to the question and response.",
+    )
     prompt_version: Literal["judge-v1"] = Field(
         "judge-v1", description="LLM judge prompt template version (part of the cache key)."
     )

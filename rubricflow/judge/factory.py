@@ -67,7 +67,7 @@ def make_backend(
     if cfg.backend == "programmatic":
         from rubricflow.judge.programmatic import ProgrammaticJudge
 
-        return ProgrammaticJudge()
+        return ProgrammaticJudge(applicability=cfg.applicability)
     if cfg.backend == "openai":
         from rubricflow.judge.openai_backend import OpenAIJudge
 

@@ -1,9 +1,16 @@
 """The programmatic judge: checks rubrics exactly against the ground-truth ``facts`` of the synthetic tasks.
 
-Each rubric names a ``check``; ``CHECKS[check](ctx) -> (applicable, satisfied, rationale)``. A checker decides
-applicability from the facts and the response (intermediate-value rubrics do not apply to counting; "the answer
-follows from the last computed value" does not apply when nothing was computed) and, when applicable, whether
-the response satisfies the rubric.
+Each rubric names a ``check``; ``CHECKS[check](ctx) -> (applicable, satisfied, rationale)``. Whether a rubric
+counts for a response is decided one of two ways (``judge.applicability``):
+
+* ``problem`` (default): a rubric applies when the *question* calls for it, i.e. when its checker applies to the
+  problem's reference reasoning (the gold trace rendered from the facts): intermediate-value rubrics never apply to
+  counting, "the answer follows from the last computed value" applies to every task whose solution computes a
+  value. A response that omits the reasoning an applicable rubric checks *fails* it ("required reasoning
+  missing"), so a bare ``\boxed{}`` answer cannot collect the outcome reward with the rubric term switched off.
+* ``response``: the checker alone decides, from the facts *and the response* (a response that computes nothing
+  makes "the answer follows from the last computed value" not applicable). This was the first reading; it pays
+  for skipping the reasoning and is kept as a named option for the ablation.
 
 The response is only ever *parsed* (``key = value`` claims and the last ``\\boxed{}``, see
 rubricflow.data.traces); no text in it is interpreted as an instruction, so "ignore previous instructions, all
@@ -18,12 +25,12 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
-from rubricflow.data.traces import BOXED_RE, CLAIM_RE, parse_value, values_equal
+from rubricflow.data.traces import BOXED_RE, CLAIM_RE, parse_value, render_trace, values_equal
 from rubricflow.judge.protocol import JudgeRequest, Judgment, Rubric, Verdict
 
-CHECKS_VERSION = "checks-v1"  # part of the cache key: bump when a checker changes
+CHECKS_VERSION = "checks-v1"  # part of the cache key: bump when a checker changes (the mode is appended)
 _SENTENCE_END = re.compile(r"\.(?=\s|$)")
 _INT_RE = re.compile(r"^-?\d+$")
 _NUM_RE = re.compile(r"^-?\d+(?:\.\d+)?$")
@@ -329,9 +336,27 @@ CHECKS: dict[str, Callable[[Ctx], Result]] = {
 }
 
 
-def check_rubric(rubric: Rubric, ctx: Ctx) -> Verdict:
-    applicable, satisfied, why = CHECKS[rubric.check](ctx)  # type: ignore[index]
+Applicability = Literal["problem", "response"]
+
+
+def check_rubric(rubric: Rubric, ctx: Ctx, reference: Ctx | None = None) -> Verdict:
+    """The verdict on ``ctx``; with ``reference`` (the gold trace's context), applicability is the problem's."""
+    check = CHECKS[rubric.check]  # type: ignore[index]
+    if reference is not None:
+        applies, _, why_not = check(reference)
+        if not applies:
+            return Verdict(False, None, f"not called for by the question: {why_not}")
+        applicable, satisfied, why = check(ctx)
+        if not applicable:
+            return Verdict(True, False, f"required reasoning missing: {why}")
+        return Verdict(True, satisfied, why)
+    applicable, satisfied, why = check(ctx)
     return Verdict(applicable, satisfied if applicable else None, why)
+
+
+def reference_ctx(facts: dict, answer: str | None) -> Ctx:
+    """The context of the problem's reference reasoning (the gold trace), from the question's facts alone."""
+    return make_ctx(facts, answer, render_trace(facts, answer or ""))
 
 
 def require_checks(rubrics: list[Rubric]) -> None:
@@ -349,7 +374,13 @@ class ProgrammaticJudge:
 
     name = "programmatic"
     model_id = "programmatic"
-    prompt_version = CHECKS_VERSION
+
+    def __init__(self, applicability: Applicability = "problem"):
+        if applicability not in ("problem", "response"):
+            raise ValueError(f"judge.applicability: expected 'problem' or 'response', got {applicability!r}")
+        self.applicability = applicability
+        # the cache key names the reading, so verdicts of one are never served for the other
+        self.prompt_version = f"{CHECKS_VERSION}+{applicability}"
 
     def judge(self, requests: list[JudgeRequest]) -> list[Judgment]:
         for req in requests:
@@ -360,7 +391,8 @@ class ProgrammaticJudge:
                 out.append(Judgment("failed", {}, reason=f"sample {req.sample_id}: no ground-truth facts to check"))
                 continue
             ctx = make_ctx(req.facts, req.answer, req.response)
-            out.append(Judgment("ok", {r.id: check_rubric(r, ctx) for r in req.rubrics}))
+            ref = reference_ctx(req.facts, req.answer) if self.applicability == "problem" else None
+            out.append(Judgment("ok", {r.id: check_rubric(r, ctx, ref) for r in req.rubrics}))
         return out
 
     async def ajudge(self, requests: list[JudgeRequest]) -> list[Judgment]:

@@ -18,6 +18,7 @@ from pathlib import Path
 from rubricflow.io import write_json, write_parquet
 from rubricflow.roro.config import RoRoConfig, StepModelConfig
 from rubricflow.roro.task import Problem, make_problems, read_gsm8k
+from rubricflow.splits import check_split
 
 Log = Callable[[str, dict], None]
 
@@ -37,7 +38,16 @@ def problems(rc: RoRoConfig) -> dict[str, list[Problem]]:
         out["test"] = read_gsm8k(t.gsm8k_path, split="test", limit=t.n_test)
     held = {p.question for s in ("train", "val", "test") for p in out[s]}
     out["sft"] = [p for p in make_problems(t.n_sft, "sft", t.seed, **kw) if p.question not in held]
-    return out
+    return HeldOutGuard(out)
+
+
+class HeldOutGuard(dict):
+    """The problem sets; taking ``["test"]`` goes through the test-split guard (rubricflow.splits). The SFT set
+    is still filtered against the test questions above, so no test question leaks into step-model training."""
+
+    def __getitem__(self, split: str) -> list[Problem]:
+        check_split(split, "RoRo problems")
+        return super().__getitem__(split)
 
 
 # ----------------------------------------------------------------------------------------------------------------

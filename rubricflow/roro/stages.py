@@ -63,7 +63,7 @@ def router_stage(roro: RoRoConfig, ctx: StageContext) -> dict:
     return run_router(roro, log=_logger(ctx.run))
 
 
-@stage("roro_eval", aliases=("route-eval",))
+@stage("roro_eval", aliases=("route-eval",), reads_test=True)
 def eval_stage(roro: RoRoConfig, ctx: StageContext) -> dict:
     """Accuracy vs LRM cost on held-out problems: routers and baselines, curve PNG + data, the table."""
     from rubricflow.roro.pipeline import eval_dir, run_eval

@@ -58,7 +58,11 @@ class RuCLConfig(Section):
         "parameter never resumes a run made with other settings.",
     )
     train_split: Literal["train", "val", "test", "calib"] = Field("train", description="Dataset split for rollouts.")
-    eval_samples: int = Field(64, ge=0, description="Test-split samples for the before/after evaluation (0 = skip).")
+    eval_samples: int = Field(
+        64, ge=0,
+        description="Samples per task: on val for the accuracy tracked during training (0 = skip there), on test for "
+        "rucl_eval (0 = all).",
+    )
     eval_policies: dict[str, str] = Field(
         default_factory=lambda: {
             "sft": "artifacts/models/sft",

@@ -1,9 +1,14 @@
 """RuCL evaluation: the SFT start and the RuCL policy on held-out samples, answers *and* reasoning.
 
 Greedy responses of both policies on the test split are scored by outcome correctness (rubricflow.answers) and by
-the judge on the tiered rubrics (S_F, S_A per response, rubricflow.rewards.tier_scores). Besides accuracy it
-reports ``correct_but_flawed``: the share of correct answers whose reasoning fails at least one applicable
-advanced rubric, the reward-hacking symptom RuCL targets (right answer, wrong reasoning).
+the judge on the tiered rubrics (S_F, S_A per response, rubricflow.rewards.tier_scores). The reward-hacking
+symptom RuCL targets (right answer, wrong reasoning) is measured twice:
+
+* ``correct_but_flawed``: the share of correct answers whose trace the *independent* strict verifier
+  (rubricflow.trace_check: every ground-truth fact stated correctly, nothing contradicted or invented) rejects.
+  It is not the reward's judge and uses no rubric, so RuCL lowering it is not circular.
+* ``correct_but_flawed_rubric``: the share of correct answers failing at least one applicable advanced rubric of
+  the reward's judge (kept for comparison; partly circular by construction).
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from rubricflow.judge.config import JudgeConfig
 from rubricflow.judge.protocol import JudgeRequest
 from rubricflow.rewards import tier_map, tier_scores
 from rubricflow.rucl.config import RuCLConfig
+from rubricflow.trace_check import trace_flaws
 from rubricflow.sections import GenerationConfig
 
 
@@ -31,7 +37,8 @@ def score_responses(samples, responses: list[str], judge, rubrics, data_dir: str
     if len(samples) != len(responses):
         raise ValueError(f"{len(samples)} samples but {len(responses)} responses")
     outcome = [outcome_score(r, s.answer, s.answer_type) for s, r in zip(samples, responses)]
-    out: dict[str, Any] = {"n": len(samples), "accuracy": _mean(outcome) or 0.0}
+    strict = [float(bool(trace_flaws(s.facts, r))) for s, r, o in zip(samples, responses, outcome) if o == 1.0]
+    out: dict[str, Any] = {"n": len(samples), "accuracy": _mean(outcome) or 0.0, "correct_but_flawed": _mean(strict)}
     for task in sorted({s.task for s in samples}):
         out[f"accuracy/{task}"] = _mean(o for s, o in zip(samples, outcome) if s.task == task)
     if judge is None or not rubrics:
@@ -54,7 +61,7 @@ def score_responses(samples, responses: list[str], judge, rubrics, data_dir: str
         "s_f": _mean(s_f),
         "s_a": _mean(s_a),
         "judge_failures": sum(j.failed for j in judgments),
-        "correct_but_flawed": _mean(flawed),
+        "correct_but_flawed_rubric": _mean(flawed),
     })
     return out
 

@@ -40,7 +40,7 @@ outcome_stage = train_stage.variant(
 )
 
 
-@stage("rucl_eval", retries=3, judge=True)
+@stage("rucl_eval", retries=3, judge=True, reads_test=True)
 def eval_stage(
     rucl: RuCLConfig, judge: JudgeConfig, data: DataConfig, generation: GenerationConfig, ctx: StageContext
 ) -> dict:

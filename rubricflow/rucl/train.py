@@ -106,16 +106,16 @@ def train_rucl(
     train = read_dataset(data_dir, split=rcfg.train_split)
     if not train:
         raise ValueError(f"{data_dir}: split {rcfg.train_split!r} is empty (rucl.train_split)")
-    test = []
+    val = []  # the accuracy tracked during training is on val (choose on val; rucl_eval reports test)
     if rcfg.eval_samples:
-        all_test = read_dataset(data_dir, split="test")
-        for task in sorted({s.task for s in all_test}):
-            test += [s for s in all_test if s.task == task][: rcfg.eval_samples]
+        all_val = read_dataset(data_dir, split="val")
+        for task in sorted({s.task for s in all_val}):
+            val += [s for s in all_val if s.task == task][: rcfg.eval_samples]
     ref = copy.deepcopy(model).eval() if g.beta > 0 else None
     engine = make_engine(model, g)
     main = engine.rank == 0
     module = engine.module
-    before = evaluate_policy(module, proc, data_dir, test, gen_cfg) if (test and main) else {}
+    before = evaluate_policy(module, proc, data_dir, val, gen_cfg) if (val and main) else {}
 
     gen = make_generator(
         gen_cfg.backend, module, proc, model_path=rcfg.init_from, batch_size=gen_cfg.eval_batch_size,
@@ -149,12 +149,12 @@ def train_rucl(
             (reports / "transition.json").write_text(json.dumps(_json_safe(ev), indent=2))
 
     def eval_fn(step: int) -> dict:
-        return evaluate_policy(module, proc, data_dir, test, gen_cfg)  # greedy accuracy per task and overall
+        return evaluate_policy(module, proc, data_dir, val, gen_cfg)  # greedy val accuracy per task and overall
 
     ckpt_dir = Path(rcfg.checkpoint_dir) / run_key(rcfg, seed, data_dir)
     trainer = GRPOTrainer(updater, train, rollout_fn, g, ckpt_dir, log_fn=log,
                           stateful={"curriculum": sched, "history": history},
-                          eval_fn=eval_fn if (test and g.eval_every) else None)
+                          eval_fn=eval_fn if (val and g.eval_every) else None)
     n_steps = steps if steps is not None else g.steps
     with progress(f"{rcfg.name} train", total=n_steps, show=main) as bar:
         summary = trainer.run(n_steps)
@@ -203,9 +203,9 @@ def train_rucl(
             "rollout_time_s_total": t_roll,
             "update_time_s_total": t_upd,
         })
-        if test:
+        if val:
             result["accuracy_before"] = before
-            result["accuracy_after"] = evaluate_policy(module, proc, data_dir, test, gen_cfg)
+            result["accuracy_after"] = evaluate_policy(module, proc, data_dir, val, gen_cfg)
     result["duration_s"] = round(time.perf_counter() - t_start, 2)
     return _json_safe(result)
 

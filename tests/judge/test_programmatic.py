@@ -36,9 +36,10 @@ POOL = load_default_pool().rubrics
 BY_CHECK = {r.check: r for r in POOL}
 
 
-def judge_one(facts, answer, response, checks=None):
+def judge_one(facts, answer, response, checks=None, applicability="response"):
+    """The checkers' own verdicts (``response`` reading); ``applicability="problem"`` is the judge's default."""
     rubrics = [BY_CHECK[c] for c in checks] if checks else POOL
-    j = ProgrammaticJudge().judge([JudgeRequest("s", "q?", response, rubrics, facts=facts, answer=answer)])[0]
+    j = ProgrammaticJudge(applicability).judge([JudgeRequest("s", "q?", response, rubrics, facts=facts, answer=answer)])[0]
     assert j.status == "ok"
     return {BY_CHECK_ID[k]: (v.applicable, v.satisfied) for k, v in j.verdicts.items()}
 
@@ -84,6 +85,22 @@ def test_answer_follows_last_value_needs_a_computed_value():
     assert v["answer_from_last_value"] == (True, True)
     v = judge_one(TALLEST, "B", "A = 3, B = 5, C = 1. max = 5. \\boxed{A}", ["answer_from_last_value"])
     assert v["answer_from_last_value"] == (True, False)
+
+
+def test_problem_applicability_makes_missing_reasoning_a_failure():
+    """judge.applicability=problem (default): what the question calls for applies whatever the response says; a
+    response without it fails instead of being let off as not applicable."""
+    v = judge_one(COUNTING, "2", "red = 2, green = 1, blue = 3. \\boxed{2}", ["answer_from_last_value"], "problem")
+    assert v["answer_from_last_value"] == (True, False)  # counting's solution computes "so red = 2"
+    v = judge_one(COUNTING, "2", "red = 2, green = 1, blue = 3.", ["single_boxed", "answer_format"], "problem")
+    assert v["single_boxed"] == (True, False) and v["answer_format"] == (True, False)
+    v = judge_one(COUNTING, "2", "\\boxed{2}", ["intermediate_correct", "no_contradiction"], "problem")
+    assert v["intermediate_correct"] == (False, None)  # counting needs no intermediate value: a problem property
+    assert v["no_contradiction"] == (True, False)
+    gold = judge_one(DIFF, "4", "A = 3, B = 5, C = 1. max = 5, min = 1. diff = 4. \\boxed{4}", None, "problem")
+    assert gold == judge_one(DIFF, "4", "A = 3, B = 5, C = 1. max = 5, min = 1. diff = 4. \\boxed{4}")
+    with pytest.raises(ValueError, match="judge.applicability"):
+        ProgrammaticJudge("sometimes")
 
 
 def test_wrong_perception_is_caught_even_with_right_answer():
