@@ -257,3 +257,21 @@ def test_cli_refuses_without_the_shared_outputs(tmp_path, monkeypatch):
     assert res.exit_code == 2 and "unknown study 'deltarubric'" in res.output
     res = CliRunner().invoke(app, ["study", "rucl", "--seeds", "1,x", "--no-track"])
     assert res.exit_code != 0 and "--seeds" in res.output
+
+
+def test_studies_dvc_yaml_runs_the_study_apart_from_the_main_pipeline():
+    from pathlib import Path
+
+    import yaml
+
+    root = Path(__file__).resolve().parents[1]
+    st = yaml.safe_load((root / "studies" / "dvc.yaml").read_text())["stages"]["rucl_study"]
+    assert st["cmd"] == "rubricflow study rucl" and st["wdir"] == ".."
+    # the shared outputs the harness checks for are its deps, so the study re-runs when the main pipeline changes
+    for dep in ("data/synthetic", "reports/validation/synthetic.json", "artifacts/models/sft",
+                "artifacts/rubrics/tiers.json", "reports/params/study.json", "rubricflow/study.py"):
+        assert dep in st["deps"], dep
+    outs = {k: v for o in st["outs"] for k, v in o.items()}
+    assert outs["artifacts/studies/rucl"]["persist"] is True  # finished units survive a `dvc repro`
+    assert [next(iter(m)) for m in st["metrics"]] == ["reports/studies/rucl.json"]
+    assert "rucl_study" not in yaml.safe_load((root / "dvc.yaml").read_text())["stages"]  # `make run` skips it
