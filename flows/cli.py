@@ -176,10 +176,10 @@ def register_stage_commands(app: typer.Typer, custom: dict) -> None:
 
 
 def _register() -> None:
-    from flows import cli_deltarubric, cli_ops, cli_roro
+    from flows import cli_deltarubric, cli_ops, cli_roro, cli_study
 
     register_stage_commands(app, {"validate": validate, **cli_roro.COMMANDS})
-    for m in (cli_deltarubric, cli_ops):
+    for m in (cli_deltarubric, cli_ops, cli_study):
         m.register(app)
 
 

@@ -32,6 +32,7 @@ from rubricflow.roro.config import RoRoConfig
 from rubricflow.rubrics.config import RubricsConfig
 from rubricflow.rucl.config import RuCLConfig
 from rubricflow.section import ConfigError, Section
+from rubricflow.study_config import StudyConfig
 from rubricflow.sections import (
     DataConfig,
     GenerationConfig,
@@ -76,6 +77,10 @@ class Config(Section):
     )
     roro: RoRoConfig = Field(
         default_factory=RoRoConfig, description="RoRo: step models, trajectories, pairs, Rubricor-Judge, router GRPO."
+    )
+    study: StudyConfig = Field(
+        default_factory=StudyConfig,
+        description="Multi-seed studies (`rubricflow study <method>`, studies/dvc.yaml): variants x seeds, claims.",
     )
 
 

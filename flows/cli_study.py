@@ -1,0 +1,56 @@
+"""Study commands of the ``rubricflow`` CLI (registered by flows/cli.py through ``register(app)``):
+
+* ``rubricflow study rucl [--seeds 1,2,3] [--variants a,b] [--no-track]``  the multi-seed RuCL study
+  (``study.rucl`` in params.yaml; ``rubricflow.study``): trains and evaluates every (variant, seed) unit not
+  finished yet, then writes ``reports/studies/rucl.md``, ``.json`` and ``.png``.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Optional
+
+import typer
+
+
+def _ints(text: str | None) -> list[int] | None:
+    if not text:
+        return None
+    try:
+        return [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise typer.BadParameter(f"--seeds expects comma-separated integers, got {text!r}") from None
+
+
+def _names(text: str | None) -> list[str] | None:
+    return [x.strip() for x in text.split(",") if x.strip()] if text else None
+
+
+def register(app: typer.Typer) -> None:
+    from flows.cli import load_cfg, state
+
+    @app.command("study")
+    def study(
+        name: Annotated[str, typer.Argument(help="Study: a sub-section of `study` in params.yaml (rucl).")],
+        seeds: Annotated[Optional[str], typer.Option(help="Comma-separated seeds (default: study.<name>.seeds).")] = None,
+        variants: Annotated[Optional[str], typer.Option(help="Comma-separated variants (default: all).")] = None,
+        no_track: Annotated[bool, typer.Option("--no-track", help="Do not log to MLflow.")] = False,
+    ):
+        """Multi-seed study: each (variant, seed) unit trained and evaluated (finished units are skipped), then the
+        mean and 95% t-interval per variant and a verdict per claim in reports/studies/<name>.md/.json/.png."""
+        from rubricflow.config import ConfigError
+        from rubricflow.data.validate import ValidationFailed
+        from rubricflow.study import run_study
+        from tasks.secrets import load_secret
+
+        cfg = load_cfg()
+        try:
+            summary = run_study(cfg, name, seeds=_ints(seeds), variants=_names(variants),
+                                track=state.track and not no_track, secret_resolver=load_secret)
+        except ConfigError as e:
+            typer.echo(f"error: {e}", err=True)
+            raise typer.Exit(2) from None
+        except (ValidationFailed, FileNotFoundError, ValueError) as e:
+            typer.echo(f"error: {e}", err=True)
+            raise typer.Exit(1) from None
+        typer.echo(json.dumps(summary, indent=1))

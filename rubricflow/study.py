@@ -1,0 +1,509 @@
+"""Multi-seed studies: every variant trained once per seed, aggregated into means, 95% t-intervals and verdicts.
+
+A *unit* is one (variant, seed). For RuCL (:func:`run_rucl_unit`) a unit trains with
+:func:`rubricflow.rucl.train.train_rucl` on the variant's overrides with ``seed`` set to the unit seed, then scores
+greedy test-split responses of the trained checkpoint with the final evaluation
+(:func:`rubricflow.rucl.evaluate.evaluate_policies`); an *untrained* variant (``sft``) only evaluates its start
+checkpoint. Everything a unit writes is under ``<out_dir>/<variant>/seed<k>/`` (policy ``model/``, training
+reports ``train/``, ``result.json``) and its training checkpoints under
+``<rucl.checkpoint_dir>/../studies/<study>/<variant>/seed<k>/``, so units never collide.
+
+The shared stages are *not* re-run per seed: the dataset, its validation stamp, the SFT checkpoint and the rubric
+tiers come from the main pipeline's outputs (``dvc repro rucl_eval`` / ``make run``), and every unit starts from the
+same SFT model. :func:`require_shared` refuses to start, naming each missing output.
+
+``result.json`` is written atomically when a unit finishes; a rerun skips finished units (and picks up an
+interrupted unit from its latest training checkpoint). :func:`aggregate` reports per variant and metric the mean and
+a t-interval over seeds, and per claim the paired per-seed difference ``a - b`` with its interval and a verdict:
+``shown`` (the interval excludes 0 in the claimed direction), ``reversed`` (excludes 0 the other way) or
+``not shown``. :func:`write_report` writes ``<report_dir>/<study>.md``, ``.json`` and ``.png``.
+
+Entry points: ``rubricflow study rucl`` (flows/cli_study.py), the Prefect flow ``study`` (flows/study.py, one task
+per unit) and ``dvc repro studies/dvc.yaml``.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import platform
+import time
+import uuid
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rubricflow.io import atomic_write_text, write_json
+from rubricflow.section import ConfigError
+from rubricflow.stage import NullRun, StageContext, apply_overrides
+from rubricflow.study_config import Claim, StudySpec
+
+RESULT_FILE = "result.json"
+# Set by the study for each unit; a variant overriding one of them would make units collide or change the seed.
+RESERVED_KEYS = ("seed", "rucl.name", "rucl.out_dir", "rucl.checkpoint_dir", "rucl.eval_policies")
+EVAL_NAME = "policy"  # the name of the unit's checkpoint in rucl.eval_policies
+
+
+class SharedOutputsMissing(FileNotFoundError):
+    """The main pipeline's outputs a study reuses are missing."""
+
+
+@dataclass(frozen=True)
+class Unit:
+    variant: str
+    seed: int
+
+    @property
+    def key(self) -> str:
+        return f"{self.variant}/seed{self.seed}"
+
+
+# A unit function: (unit config, unit, unit dir, tracking run, secret resolver) -> {"metrics": {...}, ...}
+UnitFn = Callable[[Any, Unit, Path, Any, Callable[[str], str] | None], dict]
+
+
+# ------------------------------------------------------------------------------------------------------------
+# planning
+
+
+def study_spec(cfg: Any, name: str) -> StudySpec:
+    spec = getattr(cfg.study, name, None)
+    if not isinstance(spec, StudySpec):
+        known = sorted(type(cfg.study).model_fields)
+        raise ConfigError(f"unknown study {name!r}; studies in the `study` section: {known}")
+    return spec
+
+
+def plan(spec: StudySpec, seeds: Sequence[int] | None = None, variants: Sequence[str] | None = None) -> list[Unit]:
+    """The units to run: ``variants`` x ``seeds`` (default: the section's), variant-major."""
+    seeds = list(seeds) if seeds else list(spec.seeds)
+    variants = list(variants) if variants else list(spec.variants)
+    unknown = [v for v in variants if v not in spec.variants]
+    if unknown:
+        raise ConfigError(f"study variants {unknown} are not defined; known: {sorted(spec.variants)}")
+    if len(set(seeds)) != len(seeds):
+        raise ConfigError(f"seeds {seeds} repeat a seed")
+    return [Unit(v, s) for v in variants for s in seeds]
+
+
+def unit_dir(spec: StudySpec, unit: Unit) -> Path:
+    return Path(spec.out_dir) / unit.variant / f"seed{unit.seed}"
+
+
+def unit_config(cfg: Any, name: str, spec: StudySpec, unit: Unit) -> Any:
+    """``cfg`` with the variant's overrides, the unit seed and the unit's own output and checkpoint directories."""
+    overrides = dict(spec.variants[unit.variant])
+    clash = sorted(k for k in overrides if k in RESERVED_KEYS)
+    if clash:
+        raise ConfigError(f"study.{name}.variants.{unit.variant}: {clash} are set by the study per unit")
+    d = unit_dir(spec, unit)
+    untrained = unit.variant in spec.untrained
+    ckpt = Path(cfg.rucl.checkpoint_dir).parent / "studies" / name / unit.variant / f"seed{unit.seed}"
+    overrides.update({
+        "seed": unit.seed,
+        "rucl.name": "train",
+        "rucl.out_dir": str(d / "model"),
+        "rucl.checkpoint_dir": str(ckpt),
+    })
+    ucfg = apply_overrides(cfg, overrides)
+    policy = ucfg.rucl.init_from if untrained else ucfg.rucl.out_dir
+    return apply_overrides(ucfg, {"rucl.eval_policies": {EVAL_NAME: policy}})
+
+
+def shared_outputs(cfg: Any) -> dict[str, Path]:
+    """What a RuCL unit reuses from the main pipeline (stage -> file that proves it ran)."""
+    from rubricflow.foundation import stamp_path
+
+    return {
+        "data": Path(cfg.data.out_dir) / "manifest.json",
+        "validate": stamp_path(cfg.reports_dir, cfg.data.out_dir),
+        "sft": Path(cfg.rucl.init_from) / "config.json",
+        "stratify": Path(cfg.rucl.tiers_path),
+    }
+
+
+def require_shared(cfg: Any, name: str, spec: StudySpec, units: Iterable[Unit]) -> None:
+    """Refuse (naming each missing path) unless the main pipeline's shared outputs exist for every unit."""
+    missing: dict[str, str] = {}
+    for u in units:
+        for stage, path in shared_outputs(unit_config(cfg, name, spec, u)).items():
+            if not path.exists():
+                missing.setdefault(str(path), stage)
+    if missing:
+        lines = "\n".join(f"  - {p} (stage `{s}`)" for p, s in missing.items())
+        raise SharedOutputsMissing(
+            f"study {name}: the main pipeline's shared outputs are missing (the data, the SFT model and the rubric "
+            f"tiers are shared by every unit, not made per seed):\n{lines}\n"
+            "run the main pipeline first (`dvc repro rucl_eval` or `make run`)"
+        )
+
+
+# ------------------------------------------------------------------------------------------------------------
+# units
+
+
+def run_rucl_unit(ucfg: Any, unit: Unit, udir: Path, run: Any, secret_resolver=None) -> dict:
+    """One RuCL unit: train on the unit config (unless untrained), then the final test-split evaluation."""
+    from rubricflow.foundation import require_gate
+    from rubricflow.rucl.evaluate import evaluate_policies
+
+    ctx = StageContext.of(ucfg, run, secret_resolver)
+    require_gate(ucfg.data, ctx)
+    train = None
+    if Path(ucfg.rucl.eval_policies[EVAL_NAME]) != Path(ucfg.rucl.init_from):
+        from rubricflow.rubrics.pool import load_tiers
+        from rubricflow.rucl.train import train_rucl
+
+        rcfg = ucfg.rucl
+        backend, rubrics = None, []
+        if rcfg.reward.mode != "outcome" or Path(rcfg.tiers_path).exists():
+            rubrics = load_tiers(rcfg.tiers_path)
+        if rcfg.reward.mode != "outcome":
+            from rubricflow.judge.factory import make_judge
+
+            backend = make_judge(ucfg.judge, secret_resolver, image_root=ucfg.data.out_dir)
+        train = train_rucl(rcfg, ucfg.data.out_dir, backend, rubrics, udir / "train", ucfg.generation, run=run,
+                           seed=unit.seed)
+    ev = evaluate_policies(ucfg.rucl, ucfg.judge, ucfg.data.out_dir, ucfg.generation, secret_resolver)
+    return {"metrics": ev[EVAL_NAME], "eval_samples": ev["eval_samples"], "rubrics": ev["rubrics"], "train": train}
+
+
+def read_result(spec: StudySpec, unit: Unit) -> dict | None:
+    import json
+
+    p = unit_dir(spec, unit) / RESULT_FILE
+    return json.loads(p.read_text()) if p.exists() else None
+
+
+def run_unit(
+    cfg: Any,
+    name: str,
+    spec: StudySpec,
+    unit: Unit,
+    unit_fn: UnitFn = run_rucl_unit,
+    track: bool = False,
+    secret_resolver=None,
+    prefect_flow_run_id: str | None = None,
+) -> dict:
+    """Run ``unit`` unless its ``result.json`` exists; returns the result (``skipped`` true when it did not run)."""
+    done = read_result(spec, unit)
+    if done is not None:
+        return {**done, "skipped": True}
+    ucfg = unit_config(cfg, name, spec, unit)
+    udir = unit_dir(spec, unit)
+    udir.mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter()
+    if track:
+        from rubricflow.stage import flat_metrics
+        from rubricflow.tracking import stage_run
+
+        params = {"study": name, "variant": unit.variant, "seed": unit.seed,
+                  "overrides": dict(spec.variants[unit.variant]), "rucl": ucfg.rucl.model_dump(mode="json")}
+        with stage_run(f"study_{name}/{unit.key}", experiment=cfg.tracking.experiment, params=params,
+                       tags={"study": name, "variant": unit.variant, "seed": unit.seed, "profile": cfg.profile},
+                       tracking_uri=cfg.tracking.tracking_uri, prefect_flow_run_id=prefect_flow_run_id) as run:
+            out = unit_fn(ucfg, unit, udir, run, secret_resolver)
+            run.log_metrics(flat_metrics({"test": out["metrics"]}))
+            run_id = run.run_id
+    else:
+        out = unit_fn(ucfg, unit, udir, NullRun(), secret_resolver)
+        run_id = None
+    result = {"study": name, "variant": unit.variant, "seed": unit.seed,
+              "overrides": dict(spec.variants[unit.variant]), **out,
+              "duration_s": round(time.perf_counter() - t0, 2), "mlflow_run_id": run_id}
+    write_json(udir / RESULT_FILE, _json_safe(result))
+    return {**result, "skipped": False}
+
+
+# ------------------------------------------------------------------------------------------------------------
+# aggregation
+
+
+def t_interval(values: Sequence[float], confidence: float = 0.95) -> dict[str, Any]:
+    """Mean and the two-sided Student-t interval ``mean +- t_{(1+c)/2, n-1} * sd / sqrt(n)`` (sd with n-1).
+    With one value the interval is undefined (None)."""
+    from scipy import stats
+
+    xs = [float(v) for v in values]
+    n = len(xs)
+    if n == 0:
+        return {"n": 0, "mean": None, "sd": None, "half_width": None, "ci_low": None, "ci_high": None}
+    mean = sum(xs) / n
+    if n == 1:
+        return {"n": 1, "mean": mean, "sd": None, "half_width": None, "ci_low": None, "ci_high": None}
+    sd = math.sqrt(sum((x - mean) ** 2 for x in xs) / (n - 1))
+    half = float(stats.t.ppf((1 + confidence) / 2, n - 1)) * sd / math.sqrt(n)
+    return {"n": n, "mean": mean, "sd": sd, "half_width": half, "ci_low": mean - half, "ci_high": mean + half}
+
+
+def verdict(ci_low: float | None, ci_high: float | None, direction: str) -> str:
+    """'shown' when the interval excludes 0 in the claimed direction, 'reversed' the other way, else 'not shown'."""
+    if ci_low is None or ci_high is None:
+        return "not shown"
+    above, below = ci_low > 0, ci_high < 0
+    if direction == "higher":
+        return "shown" if above else "reversed" if below else "not shown"
+    if direction == "lower":
+        return "shown" if below else "reversed" if above else "not shown"
+    raise ValueError(f"claim direction {direction!r}: expected 'higher' or 'lower'")
+
+
+def _value(result: Mapping, metric: str) -> float | None:
+    v = (result.get("metrics") or {}).get(metric)
+    return float(v) if isinstance(v, (int, float)) and math.isfinite(float(v)) else None
+
+
+MIN_SEEDS_FOR_CLAIM = 5  # CONTRIBUTING.md: a claim about an effect needs at least 5 seeds
+
+
+def aggregate(
+    results: Iterable[Mapping], claims: Iterable[Claim | Mapping], metrics: Sequence[str] | None = None,
+    confidence: float = 0.95,
+) -> dict[str, Any]:
+    """Per variant and metric the mean and t-interval over seeds; per claim the paired per-seed difference
+    ``a - b`` (seeds where both have the metric) with its t-interval and :func:`verdict`.
+
+    ``results``: ``{"variant", "seed", "metrics": {metric: value}}`` (a missing or None metric is left out)."""
+    results = list(results)
+    if metrics is None:
+        metrics = sorted({m for r in results for m in (r.get("metrics") or {})})
+    by_variant: dict[str, dict[int, Mapping]] = {}
+    for r in results:
+        seeds = by_variant.setdefault(r["variant"], {})
+        if r["seed"] in seeds:
+            raise ValueError(f"two results for variant {r['variant']!r} seed {r['seed']}")
+        seeds[r["seed"]] = r
+    variants = {}
+    for v, seeds in by_variant.items():
+        row: dict[str, Any] = {"seeds": sorted(seeds)}
+        for m in metrics:
+            vals = {s: _value(r, m) for s, r in sorted(seeds.items())}
+            vals = {s: x for s, x in vals.items() if x is not None}
+            row[m] = {**t_interval(list(vals.values()), confidence), "values": vals}
+        variants[v] = row
+    out_claims = []
+    for c in claims:
+        c = c if isinstance(c, Claim) else Claim.model_validate(dict(c))
+        a, b = by_variant.get(c.a, {}), by_variant.get(c.b, {})
+        diffs = {}
+        for s in sorted(set(a) & set(b)):
+            xa, xb = _value(a[s], c.metric), _value(b[s], c.metric)
+            if xa is not None and xb is not None:
+                diffs[s] = xa - xb
+        ci = t_interval(list(diffs.values()), confidence)
+        note = ""
+        if ci["n"] < 2:
+            note = "fewer than 2 paired seeds: no interval"
+        elif ci["n"] < MIN_SEEDS_FOR_CLAIM:
+            note = f"only {ci['n']} paired seeds (a claim needs {MIN_SEEDS_FOR_CLAIM})"
+        out_claims.append({
+            **c.model_dump(), "n_pairs": ci["n"], "diff_mean": ci["mean"], "ci_low": ci["ci_low"],
+            "ci_high": ci["ci_high"], "half_width": ci["half_width"], "diffs": diffs,
+            "verdict": verdict(ci["ci_low"], ci["ci_high"], c.direction), "note": note,
+        })
+    return {"confidence": confidence, "metrics": list(metrics), "variants": variants, "claims": out_claims}
+
+
+# ------------------------------------------------------------------------------------------------------------
+# report
+
+
+def machine() -> str:
+    """CPU model (/proc/cpuinfo, else platform.processor()), core count and OS."""
+    cpu = ""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.lower().startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    cpu = cpu or platform.processor() or platform.machine() or "unknown CPU"
+    return f"{cpu}, {os.cpu_count()} logical CPUs, {platform.system()} {platform.release()}"
+
+
+def _fmt(x: float | None, digits: int = 3) -> str:
+    return "n/a" if x is None else f"{x:.{digits}f}"
+
+
+def _pm(cell: Mapping) -> str:
+    if cell.get("mean") is None:
+        return "n/a"
+    if cell.get("half_width") is None:
+        return f"{cell['mean']:.3f} (n=1)"
+    return f"{cell['mean']:.3f} ± {cell['half_width']:.3f}"
+
+
+def render_markdown(name: str, agg: Mapping, info: Mapping) -> str:
+    pct = round(100 * agg["confidence"])
+    metrics = agg["metrics"]
+    lines = [
+        f"# Study `{name}`",
+        "",
+        f"Per variant: mean ± half-width of the {pct}% t-interval over seeds, test split "
+        f"({info.get('eval_samples', 'n/a')} samples, greedy). Claims: paired per-seed difference a - b.",
+        "",
+        "| variant | n seeds | " + " | ".join(metrics) + " |",
+        "|---|---|" + "---|" * len(metrics),
+    ]
+    for v, row in agg["variants"].items():
+        lines.append(f"| {v} | {len(row['seeds'])} | " + " | ".join(_pm(row[m]) for m in metrics) + " |")
+    lines += [
+        "",
+        f"| claim | metric | direction | n pairs | difference | {pct}% CI | verdict | note |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for c in agg["claims"]:
+        ci = "n/a" if c["ci_low"] is None else f"[{c['ci_low']:.3f}, {c['ci_high']:.3f}]"
+        lines.append(f"| {c['a']} vs {c['b']} | {c['metric']} | {c['direction']} | {c['n_pairs']} | "
+                     f"{_fmt(c['diff_mean'])} | {ci} | **{c['verdict']}** | {c['note']} |")
+    lines += [
+        "",
+        f"- seeds: {', '.join(str(s) for s in info.get('seeds', []))} (study parameters, fixed in advance)",
+        f"- variants: " + "; ".join(f"`{v}`: {info['overrides'].get(v) or 'untrained start checkpoint'}"
+                                   for v in agg["variants"]) if info.get("overrides") else "- variants: n/a",
+        f"- shared, not per seed: {info.get('shared', 'n/a')}",
+        f"- machine: {info.get('machine', 'n/a')}",
+        f"- git commit: {info.get('git_commit', 'n/a')}",
+        f"- units: {info.get('n_units', 'n/a')} ({info.get('n_ran', 0)} run now, {info.get('n_skipped', 0)} "
+        "finished before)",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def plot_study(name: str, agg: Mapping, path: Path) -> Path:
+    """One panel per metric: per-variant means with t-interval error bars."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    metrics = agg["metrics"]
+    variants = list(agg["variants"])
+    fig, axes = plt.subplots(1, len(metrics), figsize=(3.2 * len(metrics) + 1, 3.4), squeeze=False)
+    for ax, m in zip(axes[0], metrics):
+        means = [agg["variants"][v][m]["mean"] for v in variants]
+        errs = [agg["variants"][v][m]["half_width"] or 0.0 for v in variants]
+        xs = range(len(variants))
+        ax.bar(xs, [x if x is not None else math.nan for x in means], yerr=errs, capsize=4, color="#4c72b0")
+        ax.set_xticks(list(xs), variants, rotation=45, ha="right", fontsize=8)
+        ax.set_title(m, fontsize=9)
+    fig.suptitle(f"study {name}: mean and {round(100 * agg['confidence'])}% t-interval over seeds", fontsize=10)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp.png")
+    fig.savefig(tmp, dpi=110)
+    plt.close(fig)
+    os.replace(tmp, path)
+    return path
+
+
+def write_report(name: str, spec: StudySpec, results: Sequence[Mapping], info: Mapping) -> dict[str, Path]:
+    """Aggregate ``results`` and write ``<report_dir>/<name>.md``, ``.json`` and ``.png``."""
+    agg = aggregate(results, spec.claims, spec.metrics, spec.confidence)
+    out = Path(spec.report_dir)
+    paths = {"md": out / f"{name}.md", "json": out / f"{name}.json", "png": out / f"{name}.png"}
+    atomic_write_text(paths["md"], render_markdown(name, agg, info))
+    units = [{k: r.get(k) for k in ("variant", "seed", "metrics", "duration_s")} for r in results]
+    write_json(paths["json"], _json_safe({"study": name, **info, **agg, "units": units}))
+    plot_study(name, agg, paths["png"])
+    return paths
+
+
+def _json_safe(x):
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    if isinstance(x, dict):
+        return {str(k): _json_safe(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_json_safe(v) for v in x]
+    return x
+
+
+# ------------------------------------------------------------------------------------------------------------
+# the whole study
+
+
+def study_info(cfg: Any, spec: StudySpec, units: Sequence[Unit]) -> dict[str, Any]:
+    from rubricflow.tracking import git_commit
+
+    variants = list(dict.fromkeys(u.variant for u in units))
+    return {
+        "seeds": sorted({u.seed for u in units}),
+        "variants": variants,
+        "overrides": {v: spec.variants[v] for v in variants},
+        "shared": ", ".join(f"{s}: {p}" for s, p in shared_outputs(cfg).items()),
+        "machine": machine(),
+        "git_commit": git_commit(),
+        "profile": cfg.profile,
+        "n_units": len(units),
+    }
+
+
+def run_study(
+    cfg: Any,
+    name: str,
+    seeds: Sequence[int] | None = None,
+    variants: Sequence[str] | None = None,
+    unit_fn: UnitFn = run_rucl_unit,
+    track: bool = False,
+    secret_resolver=None,
+) -> dict[str, Any]:
+    """Plan, check the shared outputs, run the units not finished yet (progress bar with ETA), write the report.
+    Tracking: one MLflow parent run for this invocation, a child run per unit."""
+    from rubricflow.progress import progress
+
+    spec = study_spec(cfg, name)
+    units = plan(spec, seeds, variants)
+    require_shared(cfg, name, spec, units)
+    done = {u: r for u in units if (r := read_result(spec, u)) is not None}
+    todo = [u for u in units if u not in done]
+    previous = os.environ.get("RUBRICFLOW_PIPELINE_ID")
+    if track and not previous:
+        os.environ["RUBRICFLOW_PIPELINE_ID"] = f"study-{name}-{uuid.uuid4().hex[:12]}"
+    results: dict[Unit, Mapping] = dict(done)
+    try:
+        with progress(f"study {name} ({len(done)}/{len(units)} units done before; left)", total=len(todo)) as bar:
+            for u in todo:
+                results[u] = run_unit(cfg, name, spec, u, unit_fn, track, secret_resolver)
+                bar.advance(1, unit=u.key)
+        return report_study(cfg, name, spec, units, results, n_ran=len(todo), track=track)
+    finally:
+        if track and not previous:
+            os.environ.pop("RUBRICFLOW_PIPELINE_ID", None)
+
+
+def report_study(
+    cfg: Any, name: str, spec: StudySpec, units: Sequence[Unit], results: Mapping[Unit, Mapping], n_ran: int,
+    track: bool = False,
+) -> dict[str, Any]:
+    """Write the report of ``units`` from their ``results``; with ``track``, attach it to the parent run and close
+    that. Returns a summary: unit counts, report paths, the verdict per claim."""
+    ordered = [results[u] for u in units]
+    info = {**study_info(cfg, spec, units), "n_ran": n_ran, "n_skipped": len(units) - n_ran,
+            "eval_samples": next((r.get("eval_samples") for r in ordered if r.get("eval_samples")), None)}
+    paths = write_report(name, spec, ordered, info)
+    if track:
+        _finish_parent(cfg, paths)
+    agg = aggregate(ordered, spec.claims, spec.metrics, spec.confidence)
+    return {"units": len(units), "ran": n_ran, "skipped": len(units) - n_ran,
+            "reports": {k: str(p) for k, p in paths.items()},
+            "claims": {f"{c['a']} vs {c['b']} ({c['metric']})": c["verdict"] for c in agg["claims"]}}
+
+
+def _finish_parent(cfg: Any, paths: Mapping[str, Path]) -> None:
+    """Attach the study report to the invocation's parent run and close it."""
+    from rubricflow import tracking
+
+    parent, children = tracking.pipeline_runs(experiment=cfg.tracking.experiment,
+                                              tracking_uri=cfg.tracking.tracking_uri)
+    if parent is None:  # every unit had finished before: no run was opened
+        return
+    import mlflow
+
+    client = mlflow.tracking.MlflowClient()
+    for p in paths.values():
+        client.log_artifact(parent.info.run_id, str(p), artifact_path="study")
+    tracking.finish_parent(parent.info.run_id, children)
