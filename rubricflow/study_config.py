@@ -13,8 +13,9 @@ from pydantic import Field, model_validator
 
 from rubricflow.section import Section
 
-# Held-out metrics of rubricflow.rucl.evaluate.score_responses a study aggregates (accuracy/<task> are kept too).
-RUCL_METRICS = ["accuracy", "correct_but_flawed", "s_f", "s_a"]
+# Held-out metrics of rubricflow.rucl.evaluate.score_responses a study aggregates (accuracy/<task> are kept too);
+# correct_but_flawed is the independent strict verifier, correct_but_flawed_rubric the reward judge's rate.
+RUCL_METRICS = ["accuracy", "correct_but_flawed", "correct_but_flawed_rubric", "s_f", "s_a"]
 
 
 class Claim(Section):
