@@ -351,6 +351,9 @@ class ProgrammaticJudge:
     model_id = "programmatic"
     prompt_version = CHECKS_VERSION
 
+    def preflight(self) -> None:
+        """Nothing to check: exact checks in-process, no server, no model."""
+
     def judge(self, requests: list[JudgeRequest]) -> list[Judgment]:
         for req in requests:
             require_checks(req.rubrics)
