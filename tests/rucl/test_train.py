@@ -229,3 +229,28 @@ def test_a_judge_that_breaks_mid_training_stops_the_rollout_instead_of_nan_rewar
         srv.fault_all = "http500"
         with pytest.raises(JudgeFailureBudgetExceeded, match=r"12 of 24 judgments failed \(50%\); top reasons: 12x http 500"):
             ro(1, samples)  # the rolling window holds step 0 (12 ok) and step 1 (12 failed)
+
+
+@pytest.mark.slow
+def test_training_with_a_judge_that_breaks_aborts_keeping_the_checkpoint_and_saving_no_model(setup):
+    from rubricflow.judge import BudgetedJudge, JudgeFailureBudgetExceeded
+
+    class BreaksAfterFirstStep:
+        name, model_id, prompt_version = "breaks", "b", "v"
+
+        def __init__(self):
+            self.inner, self.calls = ProgrammaticJudge(), 0
+
+        def judge(self, requests):
+            self.calls += 1
+            if self.calls == 1:
+                return self.inner.judge(requests)
+            return [Judgment("failed", reason="http 500: down") for _ in requests]
+
+    root = setup
+    cfg = make_cfg(root, "breaks", grpo={"steps": 3, "checkpoint_every": 1})
+    judge = BudgetedJudge(BreaksAfterFirstStep(), max_failed_frac=0.2, window=64)
+    with pytest.raises(JudgeFailureBudgetExceeded, match="12 of 24 judgments failed"):
+        train_rucl(cfg, root / "data", judge, load_tiers(root / "tiers.json"), root / "breaks" / "reports", seed=0)
+    assert not (root / "breaks" / "model" / "config.json").exists()  # no model saved from NaN rewards
+    assert any(p.is_file() for p in (root / "breaks" / "ck").rglob("*"))  # step 0's checkpoint is kept
