@@ -76,12 +76,13 @@ def run_stage(spec, **kw) -> dict:
     """Run a manifest stage with uniform error reporting: known errors print their message and exit non-zero."""
     from rubricflow.config import ConfigError
     from rubricflow.data.validate import ValidationFailed
+    from rubricflow.judge.errors import JudgeError  # preflight failed, failure budget exceeded
     from tasks.secrets import load_secret
 
     cfg = load_cfg()
     try:
         metrics = spec(cfg, track=state.track, secret_resolver=load_secret, **kw)
-    except (ValidationFailed, ConfigError, FileNotFoundError, ValueError) as e:
+    except (ValidationFailed, ConfigError, FileNotFoundError, ValueError, JudgeError) as e:
         typer.echo(f"error: {e}", err=True)
         raise typer.Exit(1) from None
     typer.echo(json.dumps(_brief(metrics), indent=1, default=str))

@@ -4,9 +4,11 @@ Backends are imported lazily where they pull heavy dependencies (openai client, 
 are the public API.
 """
 
+from rubricflow.judge.budget import BudgetedJudge, check_failure_budget
 from rubricflow.judge.cache import CachedJudge, JudgeCache, cache_key
 from rubricflow.judge.config import JudgeConfig, LocalJudgeConfig, OpenAIJudgeConfig
-from rubricflow.judge.factory import JudgeConfigError, api_key_resolver, make_backend, make_judge
+from rubricflow.judge.errors import JudgeConfigError, JudgeError, JudgeFailureBudgetExceeded, JudgeUnavailable
+from rubricflow.judge.factory import api_key_resolver, make_backend, make_judge
 from rubricflow.judge.parse import parse_judgment
 from rubricflow.judge.programmatic import CHECKS, CHECKS_VERSION, ProgrammaticJudge
 from rubricflow.judge.prompt import PROMPT_VERSION
@@ -38,12 +40,16 @@ __all__ = [
     "CHECKS",
     "CHECKS_VERSION",
     "PROMPT_VERSION",
+    "BudgetedJudge",
     "CachedJudge",
     "JudgeBackend",
     "JudgeCache",
     "JudgeConfig",
     "JudgeConfigError",
+    "JudgeError",
+    "JudgeFailureBudgetExceeded",
     "JudgeRequest",
+    "JudgeUnavailable",
     "Judgment",
     "LocalJudge",
     "LocalJudgeConfig",
@@ -54,6 +60,7 @@ __all__ = [
     "Verdict",
     "api_key_resolver",
     "cache_key",
+    "check_failure_budget",
     "make_backend",
     "make_judge",
     "parse_judgment",

@@ -1,7 +1,7 @@
 """``judge:`` section of params.yaml (pydantic only; composed into rubricflow.config.Config).
 
 The API key itself never appears here: only the *name* of an environment variable or of a Prefect Secret block
-that holds it. It is resolved lazily, at the first call, by the openai backend (see factory.make_judge).
+that holds it. It is resolved by the openai backend at the preflight call, or else at the first call (see factory.make_judge).
 """
 
 from __future__ import annotations
@@ -31,8 +31,19 @@ class OpenAIJudgeConfig(Section):
     )
     concurrency: int = Field(16, ge=1, le=1024, description="Requests in flight at once (semaphore).")
     timeout_s: float = Field(60.0, gt=0, description="Deadline per attempt (whole request, slow streams included).")
+    request_deadline_s: float = Field(
+        180.0,
+        gt=0,
+        description="Deadline per judge request including its retries and backoff waits (time queued for a "
+        "concurrency slot not counted): a hanging server fails each request within this bound. A retry whose "
+        "wait (backoff or Retry-After) would pass it is not made; the request fails at once with the reason.",
+    )
     max_retries: int = Field(
-        4, ge=0, le=20, description="Retries after the first attempt (timeouts, 429, 5xx, bad bodies)."
+        4,
+        ge=0,
+        le=20,
+        description="Retries after the first attempt (timeouts, connection errors, 408/409/429, 5xx, bad bodies); "
+        "400/401/403/404/422 and other 4xx are never retried.",
     )
     backoff_initial_s: float = Field(0.5, ge=0, description="First exponential backoff delay (doubles per retry).")
     backoff_max_s: float = Field(20.0, ge=0, description="Cap on one exponential backoff delay.")
@@ -96,5 +107,26 @@ class JudgeConfig(Section):
         False, description="Also cache programmatic verdicts (they are cheap to recompute; off by default)."
     )
     cache_path: str = Field(".rubricflow/judge_cache.sqlite", description="SQLite file of the judge cache.")
+    preflight: bool = Field(
+        True,
+        description="One cheap call when the judge is built (stage start, before models are loaded or sampled): "
+        "resolves the API key and fails the stage naming backend, URL, model and the server's answer (closed port, "
+        "401/403, 404 unknown model, 5xx). openai: a 1-token chat completion; programmatic and local: no call.",
+    )
+    max_failed_frac: float = Field(
+        0.2,
+        ge=0,
+        le=1,
+        description="Failure budget: when more than this fraction of judgments fail (over one call, or the last "
+        "failure_window judgments in training), the stage stops with JudgeFailureBudgetExceeded (counts and top "
+        "reasons) instead of writing tiers or training on missing rewards. Below it a failed judgment stays "
+        "missing. 1 disables the budget. Not applied to the programmatic judge.",
+    )
+    failure_window: int = Field(
+        64,
+        ge=1,
+        description="Judgments in the rolling window the failure budget is checked on (a call larger than the "
+        "window counts whole); checked once min(failure_window, 8) judgments were seen.",
+    )
     openai: OpenAIJudgeConfig = Field(default_factory=OpenAIJudgeConfig, description="backend=openai settings.")
     local: LocalJudgeConfig = Field(default_factory=LocalJudgeConfig, description="backend=local settings.")

@@ -1,6 +1,7 @@
 """``make_judge(cfg)``: the configured backend, wrapped in the SQLite cache when enabled.
 
-API key resolution (openai backend), lazily at the first call, never stored in params:
+API key resolution (openai backend), at the preflight call (``judge.preflight``, on by default) or else at the
+first call, never stored in params:
 
 1. ``judge.openai.api_key_env`` names an environment variable that is set -> its value;
 2. else ``judge.openai.secret_block`` names a Prefect Secret block -> ``secret_resolver(block_name)``, a callable
@@ -15,13 +16,13 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
+from rubricflow.judge.budget import BudgetedJudge
 from rubricflow.judge.cache import CachedJudge, JudgeCache
 from rubricflow.judge.config import JudgeConfig, OpenAIJudgeConfig
+from rubricflow.judge.errors import JudgeConfigError
 from rubricflow.judge.protocol import JudgeBackend
 
-
-class JudgeConfigError(ValueError):
-    """The judge section cannot be turned into a working backend (names the key, never a secret)."""
+__all__ = ["JudgeConfigError", "api_key_resolver", "make_backend", "make_judge"]
 
 
 def api_key_resolver(
@@ -89,12 +90,21 @@ def make_judge(
     secret_resolver: Callable[[str], str] | None = None,
     image_root: str | Path | None = None,
     cache: JudgeCache | None = None,
+    preflight: bool | None = None,
 ) -> JudgeBackend:
     """The configured judge; cached unless ``cache_enabled`` is off (or backend=programmatic without
     ``cache_programmatic``). A relative ``cache_path`` is relative to the current directory (the project root
-    under the CLI and DVC)."""
+    under the CLI and DVC).
+
+    ``preflight`` (default ``cfg.preflight``): call ``backend.preflight()`` now, so a dead server, a rejected key
+    or an unknown model stops the stage before it loads models or samples (``JudgeConfigError`` /
+    ``JudgeUnavailable``). LLM backends (openai, local) are wrapped in the failure budget
+    (``judge.max_failed_frac``, ``BudgetedJudge``)."""
     backend = make_backend(cfg, secret_resolver, image_root)
+    if cfg.preflight if preflight is None else preflight:
+        backend.preflight()
     use_cache = cfg.cache_enabled and (cfg.backend != "programmatic" or cfg.cache_programmatic)
-    if not use_cache:
-        return backend
-    return CachedJudge(backend, cache or JudgeCache(cfg.cache_path))
+    judge: JudgeBackend = CachedJudge(backend, cache or JudgeCache(cfg.cache_path)) if use_cache else backend
+    if cfg.backend == "programmatic":  # exact checks: a judgment fails only for a sample without facts
+        return judge
+    return BudgetedJudge(judge, cfg.max_failed_frac, cfg.failure_window)

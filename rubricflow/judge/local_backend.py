@@ -3,8 +3,9 @@
 The model is loaded with ``models.loader.load_policy`` (a tiny offline model on CPU, or a real checkpoint on a
 GPU) on first use. Vision-language judges get the images through their processor; text-only judges are told
 that the images are not shown. Decoding is greedy. Output is parsed with ``parse_judgment``: a weak model's
-garbage becomes ``failed`` with a reason (never a score). A generation error fails the batch's judgments with
-the error as reason; it does not escape.
+garbage becomes ``failed`` with a reason (never a score), and so does a request whose image cannot be read. Any
+other error (a failed model load, out of memory, a bug) raises: it is not a property of one sample, and turning
+it into failed judgments would hide it.
 """
 
 from __future__ import annotations
@@ -82,25 +83,33 @@ class LocalJudge:
         prompt = self._chat(SYSTEM_PROMPT, user_prompt(request, n_images_shown=len(images)), len(images))
         return GenRequest(prompt, images)
 
+    def preflight(self) -> None:
+        """Nothing to call: the model is loaded at the first judgment, and a load error raises there."""
+
     def judge(self, requests: list[JudgeRequest]) -> list[Judgment]:
         out: list[Judgment] = []
         for i in range(0, len(requests), self.cfg.batch_size):
             chunk = requests[i : i + self.cfg.batch_size]
-            try:
-                gen = self._gen()
-                comps = gen.generate(
-                    [self.gen_request(r) for r in chunk], n=1, max_new_tokens=self.cfg.max_new_tokens, temperature=0.0
-                )
-            except Exception as e:  # a per-batch failure: those judgments are missing, not scored
-                reason = f"local judge generation failed: {type(e).__name__}: {e}"[:300]
-                log.warning(reason)
-                out.extend(Judgment("failed", reason=reason) for _ in chunk)
-                continue
-            for r, c in zip(chunk, comps):
-                j = parse_judgment(c[0].text, [rb.id for rb in r.rubrics])
+            gen = self._gen()
+            results: list[Judgment | None] = [None] * len(chunk)
+            todo = []
+            for k, r in enumerate(chunk):
+                try:
+                    todo.append((k, self.gen_request(r)))
+                except OSError as e:  # an unreadable image: that judgment is missing, not scored
+                    results[k] = Judgment("failed", reason=f"could not read image: {e}"[:300])
+                    log.warning("local judge %s: %s", r.sample_id, results[k].reason)
+            comps = (
+                gen.generate([g for _, g in todo], n=1, max_new_tokens=self.cfg.max_new_tokens, temperature=0.0)
+                if todo
+                else []
+            )
+            for (k, _), c in zip(todo, comps):
+                j = parse_judgment(c[0].text, [rb.id for rb in chunk[k].rubrics])
                 if j.status != "ok" and not c[0].finished:
                     j.reason = f"{j.reason}; output hit max_new_tokens"
-                out.append(j)
+                results[k] = j
+            out.extend(j for j in results if j is not None)
         return out
 
     async def ajudge(self, requests: list[JudgeRequest]) -> list[Judgment]:

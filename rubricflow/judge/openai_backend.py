@@ -1,13 +1,18 @@
 """The ``openai`` judge backend: any OpenAI-compatible ``/v1/chat/completions`` server.
 
-Uses the official async client (``openai.AsyncOpenAI``) with its own retries off; retries are ours (tenacity):
+Uses the official async client (``openai.AsyncOpenAI``) with its own retries off; retries are ours:
 
 * bounded concurrency: a semaphore held only while a request is in flight (not during backoff sleeps);
 * a deadline per attempt (``asyncio.wait_for``), which also catches slow streams that never trip a read timeout;
 * retried: timeouts, connection errors, truncated or non-JSON bodies, empty ``choices``, 408/409/429 and 5xx.
   The wait is exponential with jitter, or exactly the server's ``Retry-After`` (seconds or HTTP date;
   ``retry-after-ms`` too) when it sends one; a ``Retry-After`` above ``retry_after_max_s`` ends the retries.
-  Other 4xx are not retried;
+  400/401/403/404/422 and the other 4xx are not retried;
+* a deadline per request including its retries (``request_deadline_s``; time spent attempting and waiting to
+  retry, not time queued for a concurrency slot): an attempt never runs past it, and a retry whose wait would
+  pass it is not made, so a hanging server fails every request in bounded time;
+* ``preflight()``: one 1-token completion before a stage starts, so a closed port, a rejected key or an unknown
+  model stops the stage at once with the server's answer (``JudgeUnavailable`` / ``JudgeConfigError``);
 * images go as base64 data URLs; ``response_format`` asks for the strict JSON schema, and the text is still parsed
   tolerantly (``parse_judgment``).
 
@@ -35,10 +40,10 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import SecretStr
-from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
 
 from models.errors import BackendUnavailable
 from rubricflow.judge.config import OpenAIJudgeConfig
+from rubricflow.judge.errors import JudgeConfigError, JudgeUnavailable
 from rubricflow.judge.parse import parse_judgment
 from rubricflow.judge.prompt import PROMPT_VERSION, SYSTEM_PROMPT, response_format, user_prompt
 from rubricflow.judge.protocol import JudgeRequest, Judgment
@@ -46,6 +51,13 @@ from rubricflow.judge.protocol import JudgeRequest, Judgment
 log = logging.getLogger("rubricflow.judge.openai")
 
 RETRY_STATUSES = {408, 409, 429, 500, 502, 503, 504}
+REJECTED_HINTS = {  # preflight: what a non-retryable answer most likely means
+    400: "the server rejected the request (check judge.openai.extra_body and the model's options)",
+    401: "the API key was rejected (check judge.openai.api_key_env / judge.openai.secret_block)",
+    403: "the API key may not use this model (check judge.openai.api_key_env / judge.openai.secret_block)",
+    404: "unknown model or URL (check judge.openai.model, vLLM --served-model-name, and that base_url ends in /v1)",
+    422: "the server rejected the request (check judge.openai.extra_body and the model's options)",
+}
 
 
 _SSL: dict[str, Any] = {}
@@ -70,6 +82,14 @@ class TransientResponseError(RuntimeError):
 
 class RetryAfterTooLong(RuntimeError):
     pass
+
+
+class RequestFailed(Exception):
+    """A request that ended without a usable answer (retries exhausted or not allowed); ``reason`` is scrubbed."""
+
+    def __init__(self, reason: str, attempts: int, status: int | None = None):
+        super().__init__(reason)
+        self.reason, self.attempts, self.status = reason, attempts, status
 
 
 def run_sync(coro_fn: Callable[[], Any]) -> Any:
@@ -147,6 +167,18 @@ def image_data_url(path: str | Path) -> str:
 
 
 @dataclass
+class _Budget:
+    """What one request may still spend: ``deadline_s`` minus the time of its attempts and backoff waits."""
+
+    deadline_s: float
+    spent: float = 0.0
+    last_timeout: float | None = None  # the last attempt's timeout (for the reason)
+
+    def remaining(self) -> float:
+        return self.deadline_s - self.spent
+
+
+@dataclass
 class CallStats:
     requests: int = 0  # judge requests handled
     attempts: int = 0  # HTTP attempts made
@@ -215,14 +247,18 @@ class OpenAIJudge:
         content: Any = images + [{"type": "text", "text": text}] if images else text
         return [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": content}]
 
-    def _wait(self, state: RetryCallState) -> float:
-        exc = state.outcome.exception() if state.outcome else None
+    def _delay(self, exc: BaseException | None, attempt_number: int) -> float:
+        """The wait before the next attempt: the server's Retry-After, else exponential backoff with jitter."""
         ra = retry_after_seconds(exc) if exc is not None else None
         if ra is not None:
             return ra
-        n = state.attempt_number - 1
+        n = attempt_number - 1
         c = self.cfg
         return min(c.backoff_max_s, c.backoff_initial_s * 2**n) + random.uniform(0, c.backoff_jitter_s)
+
+    def _wait(self, state) -> float:  # a tenacity-style state (outcome, attempt_number)
+        exc = state.outcome.exception() if state.outcome else None
+        return self._delay(exc, state.attempt_number)
 
     def _client(self):
         import openai
@@ -245,15 +281,21 @@ class OpenAIJudge:
             base_url=c.base_url, api_key=self._api_key(), max_retries=0, timeout=c.timeout_s, http_client=http
         )
 
-    async def _attempt(self, client, sem: asyncio.Semaphore, body: dict) -> tuple[str | None, str | None]:
+    async def _attempt(
+        self, client, sem: asyncio.Semaphore, body: dict, budget: "_Budget | None" = None
+    ) -> tuple[str | None, str | None]:
         async with sem:
             self.stats.attempts += 1
+            timeout = self.cfg.timeout_s
+            if budget is not None:
+                timeout = budget.last_timeout = max(0.001, min(timeout, budget.remaining()))
+            t0 = time.monotonic()
             try:
                 # The client's generic POST (documented for custom requests): same auth, errors and connection
                 # pool as chat.completions.create, without transforming the typed params and building pydantic
                 # models, a large share of the client's CPU per request (measured in docs/bench/README.md).
                 resp = await asyncio.wait_for(
-                    client.post("/chat/completions", body=body, cast_to=object), timeout=self.cfg.timeout_s
+                    client.post("/chat/completions", body=body, cast_to=object), timeout=timeout
                 )
             except json.JSONDecodeError as e:
                 self.stats.errors["non-JSON body"] = self.stats.errors.get("non-JSON body", 0) + 1
@@ -267,6 +309,9 @@ class OpenAIJudge:
                         f"{kind}: Retry-After {ra:.0f}s exceeds retry_after_max_s={self.cfg.retry_after_max_s:g}"
                     ) from None
                 raise
+            finally:
+                if budget is not None:
+                    budget.spent += time.monotonic() - t0
         if not isinstance(resp, dict) or "choices" not in resp:
             self.stats.errors["non-JSON body"] = self.stats.errors.get("non-JSON body", 0) + 1
             raise TransientResponseError(f"response body is not a chat completion: {str(resp)[:80]!r}")
@@ -290,14 +335,48 @@ class OpenAIJudge:
         body.update(self.cfg.extra_body)
         return body
 
-    def _describe(self, e: BaseException) -> str:
+    def _describe(self, e: BaseException, timeout: float | None = None) -> str:
         if isinstance(e, asyncio.TimeoutError):
-            msg = f"timeout: no complete answer within {self.cfg.timeout_s:g}s"
+            msg = f"timeout: no complete answer within {self.cfg.timeout_s if timeout is None else timeout:.3g}s"
         elif _status(e):
             msg = f"http {_status(e)}: {getattr(e, 'message', str(e))}"
         else:
             msg = f"{type(e).__name__}: {e}"
         return self.scrub(msg)[:300]
+
+    async def _post_with_retries(
+        self, client, sem: asyncio.Semaphore, body: dict, label: str
+    ) -> tuple[str | None, str | None, int]:
+        """``(content, finish_reason, attempts)`` of one request with our retries, within ``request_deadline_s``
+        (attempts and backoff waits count, queueing for ``sem`` does not). Raises ``RequestFailed``."""
+        c = self.cfg
+        budget = _Budget(c.request_deadline_s)
+        attempts = 0
+        while True:
+            attempts += 1
+            try:
+                content, finish = await self._attempt(client, sem, body, budget=budget)
+                return content, finish, attempts
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:
+                desc = self._describe(e, budget.last_timeout)
+                plural = "s" if attempts != 1 else ""
+                if not is_retryable(e) or attempts > c.max_retries:
+                    raise RequestFailed(f"{desc} (after {attempts} attempt{plural})", attempts, _status(e)) from None
+                wait = self._delay(e, attempts)
+                left = budget.remaining()
+                if wait >= left:
+                    raise RequestFailed(
+                        f"{desc} (after {attempts} attempt{plural}); the next retry in {wait:.3g}s would pass "
+                        f"request_deadline_s={c.request_deadline_s:g} ({max(left, 0):.3g}s left)",
+                        attempts,
+                        _status(e),
+                    ) from None
+                log.info("judge %s: retry %d in %.2fs after %s", label, attempts, wait, desc)
+                t0 = time.monotonic()
+                await asyncio.sleep(wait)
+                budget.spent += time.monotonic() - t0
 
     async def _judge_one(self, client, sem: asyncio.Semaphore, request: JudgeRequest) -> Judgment:
         ids = [r.id for r in request.rubrics]
@@ -305,31 +384,12 @@ class OpenAIJudge:
             kwargs = self._kwargs(request, self.messages(request))
         except OSError as e:
             return Judgment("failed", reason=self.scrub(f"could not read image: {e}"))
-        attempts = 0
         try:
-            retrying = AsyncRetrying(
-                stop=stop_after_attempt(self.cfg.max_retries + 1),
-                wait=self._wait,
-                retry=retry_if_exception(is_retryable),
-                reraise=True,
-                before_sleep=lambda s: log.info(
-                    "judge %s: retry %d after %s",
-                    request.sample_id,
-                    s.attempt_number,
-                    self._describe(s.outcome.exception()) if s.outcome else "?",
-                ),
-            )
-            async for attempt in retrying:
-                with attempt:
-                    attempts += 1
-                    content, finish = await self._attempt(client, sem, kwargs)
-        except asyncio.CancelledError:
-            raise
-        except Exception as e:
-            self.stats.retries += max(0, attempts - 1)
-            reason = f"{self._describe(e)} (after {attempts} attempt{'s' if attempts != 1 else ''})"
-            log.warning("judge %s failed: %s", request.sample_id, reason)
-            return Judgment("failed", reason=reason)
+            content, finish, attempts = await self._post_with_retries(client, sem, kwargs, request.sample_id)
+        except RequestFailed as e:
+            self.stats.retries += max(0, e.attempts - 1)
+            log.warning("judge %s failed: %s", request.sample_id, e.reason)
+            return Judgment("failed", reason=e.reason)
         self.stats.retries += attempts - 1
         j = parse_judgment(content, ids)
         if j.status != "ok" and finish == "length":
@@ -363,6 +423,40 @@ class OpenAIJudge:
     def judge(self, requests: list[JudgeRequest]) -> list[Judgment]:
         return run_sync(lambda: self.ajudge(requests))
 
+    # -- preflight -------------------------------------------------------------------------------------------
+    def preflight_body(self) -> dict:
+        """The preflight request: a 1-token completion (auth, URL and model as every judge call uses them)."""
+        body: dict[str, Any] = dict(
+            model=self.model_id,
+            messages=[{"role": "user", "content": "Reply with OK."}],
+            temperature=0.0,
+            max_tokens=1,
+        )
+        body.update(self.cfg.extra_body)
+        return body
+
+    async def apreflight(self) -> None:
+        where = f"judge preflight: backend openai at {self.cfg.base_url}, model {self.model_id!r}"
+        try:
+            client = self._client()  # resolves the API key: a missing one raises JudgeConfigError here
+        except JudgeConfigError as e:
+            raise JudgeConfigError(f"{where}: {e}") from None
+        try:
+            await self._post_with_retries(client, asyncio.Semaphore(1), self.preflight_body(), "preflight")
+        except RequestFailed as e:
+            hint = REJECTED_HINTS.get(e.status or 0)
+            if hint is not None:
+                raise JudgeConfigError(f"{where}: server answered {e.reason}; {hint}") from None
+            raise JudgeUnavailable(f"{where}: no usable answer: {e.reason}") from None
+        finally:
+            await client.close()
+        log.info("%s: ok", where)
+
+    def preflight(self) -> None:
+        """One 1-token completion; raises ``JudgeConfigError`` (key missing or rejected, unknown model, bad
+        request) or ``JudgeUnavailable`` (closed port, timeout, 5xx, garbage), naming URL, model and answer."""
+        run_sync(self.apreflight)
+
     # -- teacher capability ----------------------------------------------------------------------------------
     async def agenerate(self, system: str, user: str, schema: dict | None = None, max_tokens: int | None = None) -> str:
         """One chat completion (used by the rubric teacher). Raises RuntimeError with a scrubbed reason."""
@@ -379,20 +473,10 @@ class OpenAIJudge:
             }
         kw.update(self.cfg.extra_body)
         client = self._client()
-        sem = asyncio.Semaphore(1)
         try:
-            async for attempt in AsyncRetrying(
-                stop=stop_after_attempt(self.cfg.max_retries + 1),
-                wait=self._wait,
-                retry=retry_if_exception(is_retryable),
-                reraise=True,
-            ):
-                with attempt:
-                    content, _ = await self._attempt(client, sem, kw)
-        except Exception as e:
-            raise RuntimeError(
-                f"teacher call to {self.cfg.base_url} ({self.model_id}) failed: {self._describe(e)}"
-            ) from None
+            content, _, _ = await self._post_with_retries(client, asyncio.Semaphore(1), kw, "teacher")
+        except RequestFailed as e:
+            raise RuntimeError(f"teacher call to {self.cfg.base_url} ({self.model_id}) failed: {e.reason}") from None
         finally:
             await client.close()
         return content or ""

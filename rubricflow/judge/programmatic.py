@@ -382,6 +382,9 @@ class ProgrammaticJudge:
         # the cache key names the reading, so verdicts of one are never served for the other
         self.prompt_version = f"{CHECKS_VERSION}+{applicability}"
 
+    def preflight(self) -> None:
+        """Nothing to check: exact checks in-process, no server, no model."""
+
     def judge(self, requests: list[JudgeRequest]) -> list[Judgment]:
         for req in requests:
             require_checks(req.rubrics)

@@ -136,11 +136,17 @@ class JudgeRequest:
 
 
 class JudgeBackend(Protocol):
-    """Every backend: ``name``, ``model_id``, ``prompt_version`` (cache key parts) and a batch call."""
+    """Every backend: ``name``, ``model_id``, ``prompt_version`` (cache key parts), a preflight and a batch call."""
 
     name: str
     model_id: str
     prompt_version: str
+
+    def preflight(self) -> None:
+        """One cheap check that the judge can answer at all (called at stage start by ``make_judge``). Raises
+        ``JudgeConfigError`` (rejected key, unknown model, missing key) or ``JudgeUnavailable`` (no usable
+        server), naming backend, URL, model and the server's answer; a no-op where there is nothing to check."""
+        ...
 
     def judge(self, requests: list[JudgeRequest]) -> list[Judgment]:
         """One Judgment per request, in order. Never raises for a per-sample failure: returns status=failed."""

@@ -9,7 +9,8 @@ them and log what they return (``{"metrics": {...}, "paths": {...}}``).
   (``models.loader.load_policy`` + ``TransformersGenerator``; prompts via ``processor.chat_prompt``), judge every
   candidate on every response, compute coverage and pass rates, select and stratify
   (rubricflow.rubrics.stratify), write the table (JSON list of rows + CSV), the summary (flat JSON) and the
-  tiers file (``rubrics.tiers_path``, read by RuCL Phase II).
+  tiers file (``rubrics.tiers_path``, read by RuCL Phase II). More than ``judge.max_failed_frac`` failed
+  judgments raise ``JudgeFailureBudgetExceeded`` before anything is written (earlier outputs stay intact).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from rubricflow.io import atomic_write_text, write_json
+from rubricflow.judge.budget import check_failure_budget
 from rubricflow.judge.config import JudgeConfig
 from rubricflow.judge.protocol import JudgeBackend, JudgeRequest, Judgment, Rubric
 from rubricflow.rubrics.config import RubricsConfig
@@ -48,7 +50,10 @@ def make_teacher(rcfg: RubricsConfig, jcfg: JudgeConfig, secret_resolver: Callab
             overrides["openai"] = jcfg.openai.model_copy(update={"model": rcfg.teacher_model})
         else:
             overrides["local"] = jcfg.local.model_copy(update={"model_path": rcfg.teacher_model})
-    return make_backend(jcfg.model_copy(update=overrides), secret_resolver)
+    teacher = make_backend(jcfg.model_copy(update=overrides), secret_resolver)
+    if jcfg.preflight:
+        teacher.preflight()  # a dead teacher stops the stage before any prompt is built
+    return teacher
 
 
 def write_pool(
@@ -240,6 +245,9 @@ def stratify_pool(
         tier_rule=rcfg.tier_rule,
         foundational_min_pass=rcfg.foundational_min_pass,
     )
+    # A calibration whose judgments mostly failed must not become tiers: raise before writing anything, so the
+    # previous tables and tiers file stay as they were.
+    check_failure_budget(judgments, jcfg.max_failed_frac, f"stratify ({rule['judge']})")
     summary = summarize(rows, judgments)
     if summary["n_judge_failed"]:
         log.warning(

@@ -12,6 +12,7 @@ containing ``[[fault:NAME]]`` gets fault NAME on every attempt, ``[[fault:NAME*K
 (attempts are counted per distinct prompt, across runs of the same server). Names:
 
     http500 http400 http503 http429   error status (503/429 carry ``Retry-After: <retry_after>``)
+    http401 http403 http404 http422   error status
     timeout                           answers only after ``hang_s`` seconds
     slow_stream                       sends the body a few bytes every ``slow_chunk_s`` seconds
     truncated_body                    announces a Content-Length, sends half, closes the connection
@@ -21,6 +22,10 @@ containing ``[[fault:NAME]]`` gets fault NAME on every attempt, ``[[fault:NAME*K
     truncated_json                    the judgment JSON cut inside the last verdict (finish_reason=length)
     fenced                            the judgment inside a code fence with prose around it
     bare_scores                       ``{"R01": 1, "R02": 0}`` (RuCL case-study format)
+
+Server-wide faults (every request, the preflight's included): ``fault_all=NAME`` serves fault NAME to every
+request; ``api_key=KEY`` answers 401 to a request without ``Authorization: Bearer KEY``; ``known_models={...}``
+answers 404 to a request for another model.
 
 Run standalone (the bench does, so the server has its own process):
 ``python -m rubricflow.testing.judge_server --latency-ms 100`` prints ``PORT <n>`` and serves until killed.
@@ -84,6 +89,9 @@ class LoopbackJudgeServer:
         model: str = "loopback-judge",
         port: int = 0,
         host: str = "127.0.0.1",
+        fault_all: str | None = None,
+        api_key: str | None = None,
+        known_models: set[str] | None = None,
     ):
         self.latency_s = latency_s
         self.hang_s = hang_s
@@ -92,6 +100,9 @@ class LoopbackJudgeServer:
         self.verdict_fn = verdict_fn
         self.content_fn = content_fn  # request body -> completion text, replacing the judgment (teacher tests)
         self.model = model
+        self.fault_all = fault_all  # a fault served to every request (preflight included)
+        self.api_key = api_key  # required bearer token, else 401
+        self.known_models = known_models  # served model names, else 404
         self.host, self.port = host, port
         self.requests = 0  # chat completion requests received
         self.faults: Counter[str] = Counter()  # faults served, by name
@@ -166,10 +177,14 @@ class LoopbackJudgeServer:
         tagged = TAG_RE.search(text)
         judged = tagged.group(2) if tagged else text
         self.response_attempts[judged] += 1
-        fault = None
+        fault = self.fault_all
         m = FAULT_RE.search(judged)
-        if m and (m.group(2) is None or self.attempts[key] <= int(m.group(2))):
+        if fault is None and m and (m.group(2) is None or self.attempts[key] <= int(m.group(2))):
             fault = m.group(1)
+        if self.api_key is not None and request.headers.get("Authorization") != f"Bearer {self.api_key}":
+            fault = "http401"
+        elif self.known_models is not None and body.get("model") not in self.known_models:
+            fault = "http404"
         self.log.append((time.monotonic(), key, fault or "ok"))
         if fault:
             self.faults[fault] += 1
@@ -181,10 +196,8 @@ class LoopbackJudgeServer:
         err = lambda status, **h: web.json_response(  # noqa: E731
             {"error": {"message": f"injected {status}", "type": "server_error"}}, status=status, headers=h
         )
-        if fault == "http500":
-            return err(500)
-        if fault == "http400":
-            return err(400)
+        if fault in ("http500", "http400", "http401", "http403", "http404", "http422"):
+            return err(int(fault[4:]))
         if fault in ("http503", "http429"):
             return err(int(fault[4:]), **{"Retry-After": self.retry_after})
         if fault == "timeout":

@@ -145,4 +145,4 @@ def test_make_judge_wraps_cache_per_config(tmp_path):
     r = [JudgeRequest("s", "q", "red = 1. \\boxed{1}", pool, facts=facts, answer="1")]
     assert j.judge(r)[0].verdicts["C17"].satisfied is True
     assert j.judge(r)[0].reason == "cached" and j.stats.backend_requests == 1
-    assert not isinstance(make_judge(JudgeConfig(backend="openai", cache_enabled=False)), CachedJudge)
+    assert not isinstance(make_judge(JudgeConfig(backend="openai", cache_enabled=False), preflight=False), CachedJudge)

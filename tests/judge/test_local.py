@@ -47,7 +47,7 @@ def test_tiny_random_model_garbage_is_failed_never_scored(tiny_text_judge):
             local=LocalJudgeConfig(model_path=str(tiny_text_judge), max_new_tokens=24, batch_size=2),
         )
     )
-    assert isinstance(judge, LocalJudge) and judge.model_id == "tiny-judge"
+    assert isinstance(judge.inner, LocalJudge) and judge.model_id == "tiny-judge"  # inside the failure budget
     out = judge.judge([REQ, REQ, REQ])
     for j in out:
         assert j.status == "failed" and j.verdicts == {}
@@ -81,10 +81,25 @@ def test_output_goes_through_the_same_parser():
     assert set(out[2].verdicts) == {"R01"} and "output hit max_new_tokens" in out[2].reason
 
 
-def test_generation_error_fails_the_batch_without_raising():
+def test_generation_error_raises_instead_of_becoming_failed_judgments():
     judge = LocalJudge(LocalJudgeConfig(model_path="unused", batch_size=2), model=object())
     judge._generator = ScriptedGenerator([], error=RuntimeError("CUDA out of memory"))
     judge._chat = lambda system, user, n: user
-    out = judge.judge([REQ, REQ, REQ])
-    assert [j.status for j in out] == ["failed"] * 3
-    assert all("local judge generation failed: RuntimeError: CUDA out of memory" in j.reason for j in out)
+    with pytest.raises(RuntimeError, match="CUDA out of memory"):
+        judge.judge([REQ, REQ, REQ])
+
+
+def test_unreadable_image_fails_only_that_judgment(tmp_path):
+    class VLProcessor:
+        image_processor = object()
+
+    ok = json.dumps({"verdicts": {"R01": {"rationale": "", "applicable": True, "satisfied": True}}})
+    judge = LocalJudge(LocalJudgeConfig(model_path="unused", batch_size=4), model=object(), image_root=tmp_path)
+    judge._generator = ScriptedGenerator([ok, ok])
+    judge._generator.processor = VLProcessor()
+    judge._chat = lambda system, user, n: user
+    bad = JudgeRequest("s2", REQ.question, REQ.response, RUBRICS, images=["missing.png"])
+    out = judge.judge([REQ, bad, REQ])
+    assert [j.status for j in out] == ["repaired", "failed", "repaired"]  # R02 absent from the output: missing
+    assert "could not read image" in out[1].reason and "missing.png" in out[1].reason
+    assert len(judge._generator.prompts) == 2  # the unreadable one was not sent

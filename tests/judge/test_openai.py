@@ -314,6 +314,7 @@ def test_api_key_never_appears_in_logs_reasons_or_params(server, monkeypatch, ca
             backoff_initial_s=0.01,
             backoff_jitter_s=0.0,
         ),
+        max_failed_frac=1.0,  # 5 of 6 fail on purpose
     )
     caplog.set_level(logging.DEBUG)  # every logger, including openai's and the HTTP client's
     judge = make_judge(cfg)
@@ -334,7 +335,10 @@ def test_api_key_errors_name_the_source_not_the_value(monkeypatch):
     cfg = JudgeConfig(
         backend="openai", cache_enabled=False, openai=OpenAIJudgeConfig(api_key_env="RUBRICFLOW_TEST_MISSING_KEY")
     )
-    judge = make_judge(cfg)  # lazily resolved: constructing does not need the key
+    with pytest.raises(JudgeConfigError, match="environment variable RUBRICFLOW_TEST_MISSING_KEY is not set") as e:
+        make_judge(cfg)  # the preflight resolves the key: reported when the stage builds its judge
+    assert "judge preflight: backend openai at http://127.0.0.1:8000/v1, model 'judge'" in str(e.value)
+    judge = make_judge(cfg, preflight=False)  # without the preflight: resolved lazily at the first call
     with pytest.raises(JudgeConfigError, match="environment variable RUBRICFLOW_TEST_MISSING_KEY is not set"):
         judge.judge([req(1)])
 
@@ -343,7 +347,7 @@ def test_api_key_errors_name_the_source_not_the_value(monkeypatch):
 
     cfg = JudgeConfig(backend="openai", cache_enabled=False, openai=OpenAIJudgeConfig(secret_block="judge-key"))
     with pytest.raises(JudgeConfigError) as e:
-        make_judge(cfg, secret_resolver=leaky).judge([req(1)])
+        make_judge(cfg, secret_resolver=leaky)
     assert "could not load secret block 'judge-key' (RuntimeError)" in str(e.value)
     assert SECRET not in str(e.value) and e.value.__cause__ is None
 
@@ -360,7 +364,7 @@ def test_secret_block_resolved_lazily_once(server):
         cache_enabled=False,
         openai=OpenAIJudgeConfig(base_url=server.base_url, model="m", secret_block="judge-key"),
     )
-    judge = make_judge(cfg, secret_resolver=resolver)
+    judge = make_judge(cfg, secret_resolver=resolver, preflight=False)
     assert calls == []
     judge.judge([req(1)])
     judge.judge([req(2)])

@@ -162,8 +162,9 @@ def test_write_pool_with_an_openai_teacher_makes_one_call(tmp_path, monkeypatch)
             pool_path=str(tmp_path / "candidates.json"), teacher="openai", teacher_model="teacher-model"
         )
         res = write_pool(rcfg, jcfg)
-        assert srv.requests == 1
-        body = srv.bodies[0]
+        assert srv.requests == 2  # the preflight (1 token, same model and key) and the one teacher call
+        assert srv.bodies[0]["max_tokens"] == 1 and srv.bodies[0]["model"] == "teacher-model"
+        body = srv.bodies[1]
         assert body["model"] == "teacher-model"
         assert body["response_format"]["json_schema"]["schema"]["properties"]["rubrics"]["type"] == "array"
         assert srv.headers[0]["Authorization"] == "Bearer sk-teacher-abcdef"
@@ -221,7 +222,8 @@ def test_secret_block_reaches_the_judge_through_the_stage_entry_points(tmp_path,
             res = CliRunner().invoke(app, ["--params", str(params), "--no-track", "rubrics"])
             assert res.exit_code == 0, res.output
         assert asked == ["judge-key"]
-        assert srv.requests == 1 and srv.headers[0]["Authorization"] == "Bearer sk-from-block-123"
+        assert srv.requests == 2  # preflight + the teacher call, the block resolved once for both
+        assert [h["Authorization"] for h in srv.headers] == ["Bearer sk-from-block-123"] * 2
     assert len(load_pool(tmp_path / "candidates.json").rubrics) == 20
 
 

@@ -196,3 +196,61 @@ def test_shuffle_control_permutes_rewards_within_the_batch(setup):
     assert plain != shuffled  # ... assigned to other responses
     assert len(set(plain)) > 1
     assert m_plain["reward/total"] == pytest.approx(m_shuf["reward/total"])  # logged stats are the true rewards
+
+
+def test_a_judge_that_breaks_mid_training_stops_the_rollout_instead_of_nan_rewards(setup):
+    """The reward path with the judge the stage builds (make_judge: preflight + failure budget): once the server
+    answers 500 to everything, the step raises JudgeFailureBudgetExceeded instead of returning NaN rewards."""
+    from models.generation import Completion
+    from models.loader import load_policy
+    from rubricflow.data.schema import read_dataset
+    from rubricflow.judge import JudgeConfig, JudgeFailureBudgetExceeded, make_judge
+    from rubricflow.judge.config import OpenAIJudgeConfig
+    from rubricflow.rucl.rollout import RuCLRollout
+    from rubricflow.testing.judge_server import LoopbackJudgeServer
+
+    root = setup
+    _, proc = load_policy(root / "sft")
+    samples = read_dataset(root / "data", split="train")[:3]
+
+    class FixedGen:
+        def generate(self, reqs, n=1, **kw):
+            return [[Completion([5, 6], f"red = {k}. \\boxed{{{k}}}", True) for k in range(n)] for _ in reqs]
+
+    cfg = make_cfg(root, "broken")
+    with LoopbackJudgeServer() as srv:
+        jc = JudgeConfig(backend="openai", cache_enabled=False, openai=OpenAIJudgeConfig(
+            base_url=srv.base_url, model="loopback-judge", max_retries=1, backoff_initial_s=0.01, timeout_s=2))
+        judge = make_judge(jc)  # preflight passes: the server is healthy now
+        ro = RuCLRollout(FixedGen(), proc, judge, load_tiers(root / "tiers.json"),
+                         CurriculumScheduler.from_config(cfg.curriculum), cfg, root / "data")
+        episodes, m = ro(0, samples)
+        assert m["judge/failures"] == 0 and all(not math.isnan(e.reward) for e in episodes)
+        srv.fault_all = "http500"
+        with pytest.raises(JudgeFailureBudgetExceeded, match=r"12 of 24 judgments failed \(50%\); top reasons: 12x http 500"):
+            ro(1, samples)  # the rolling window holds step 0 (12 ok) and step 1 (12 failed)
+
+
+@pytest.mark.slow
+def test_training_with_a_judge_that_breaks_aborts_keeping_the_checkpoint_and_saving_no_model(setup):
+    from rubricflow.judge import BudgetedJudge, JudgeFailureBudgetExceeded
+
+    class BreaksAfterFirstStep:
+        name, model_id, prompt_version = "breaks", "b", "v"
+
+        def __init__(self):
+            self.inner, self.calls = ProgrammaticJudge(), 0
+
+        def judge(self, requests):
+            self.calls += 1
+            if self.calls == 1:
+                return self.inner.judge(requests)
+            return [Judgment("failed", reason="http 500: down") for _ in requests]
+
+    root = setup
+    cfg = make_cfg(root, "breaks", grpo={"steps": 3, "checkpoint_every": 1})
+    judge = BudgetedJudge(BreaksAfterFirstStep(), max_failed_frac=0.2, window=64)
+    with pytest.raises(JudgeFailureBudgetExceeded, match="12 of 24 judgments failed"):
+        train_rucl(cfg, root / "data", judge, load_tiers(root / "tiers.json"), root / "breaks" / "reports", seed=0)
+    assert not (root / "breaks" / "model" / "config.json").exists()  # no model saved from NaN rewards
+    assert any(p.is_file() for p in (root / "breaks" / "ck").rglob("*"))  # step 0's checkpoint is kept
