@@ -1,6 +1,6 @@
 """The ``openai`` judge backend: any OpenAI-compatible ``/v1/chat/completions`` server.
 
-Uses the official async client (``openai.AsyncOpenAI``) with its own retries off; retries are ours:
+Uses the official async client (``openai.AsyncOpenAI``) with its own retries off; retries are ours (tenacity):
 
 * bounded concurrency: a semaphore held only while a request is in flight (not during backoff sleeps);
 * a deadline per attempt (``asyncio.wait_for``), which also catches slow streams that never trip a read timeout;
@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import SecretStr
+from tenacity import AsyncRetrying, RetryCallState, retry_if_exception
 
 from models.errors import BackendUnavailable
 from rubricflow.judge.config import OpenAIJudgeConfig
@@ -256,7 +257,7 @@ class OpenAIJudge:
         c = self.cfg
         return min(c.backoff_max_s, c.backoff_initial_s * 2**n) + random.uniform(0, c.backoff_jitter_s)
 
-    def _wait(self, state) -> float:  # a tenacity-style state (outcome, attempt_number)
+    def _wait(self, state: RetryCallState) -> float:
         exc = state.outcome.exception() if state.outcome else None
         return self._delay(exc, state.attempt_number)
 
@@ -347,36 +348,52 @@ class OpenAIJudge:
     async def _post_with_retries(
         self, client, sem: asyncio.Semaphore, body: dict, label: str
     ) -> tuple[str | None, str | None, int]:
-        """``(content, finish_reason, attempts)`` of one request with our retries, within ``request_deadline_s``
-        (attempts and backoff waits count, queueing for ``sem`` does not). Raises ``RequestFailed``."""
+        """``(content, finish_reason, attempts)`` of one request with our retries (tenacity), within
+        ``request_deadline_s`` (attempts and backoff waits count, queueing for ``sem`` does not). Raises
+        ``RequestFailed``."""
         c = self.cfg
         budget = _Budget(c.request_deadline_s)
-        attempts = 0
-        while True:
-            attempts += 1
-            try:
-                content, finish = await self._attempt(client, sem, body, budget=budget)
-                return content, finish, attempts
-            except asyncio.CancelledError:
-                raise
-            except Exception as e:
-                desc = self._describe(e, budget.last_timeout)
-                plural = "s" if attempts != 1 else ""
-                if not is_retryable(e) or attempts > c.max_retries:
-                    raise RequestFailed(f"{desc} (after {attempts} attempt{plural})", attempts, _status(e)) from None
-                wait = self._delay(e, attempts)
-                left = budget.remaining()
-                if wait >= left:
-                    raise RequestFailed(
-                        f"{desc} (after {attempts} attempt{plural}); the next retry in {wait:.3g}s would pass "
-                        f"request_deadline_s={c.request_deadline_s:g} ({max(left, 0):.3g}s left)",
-                        attempts,
-                        _status(e),
-                    ) from None
-                log.info("judge %s: retry %d in %.2fs after %s", label, attempts, wait, desc)
-                t0 = time.monotonic()
-                await asyncio.sleep(wait)
-                budget.spent += time.monotonic() - t0
+        why: list[str] = []
+
+        def wait(state: RetryCallState) -> float:
+            return self._delay(state.outcome.exception() if state.outcome else None, state.attempt_number)
+
+        def stop(state: RetryCallState) -> bool:  # tenacity computes the wait first (state.upcoming_sleep)
+            if state.attempt_number > c.max_retries:
+                return True
+            left = budget.remaining()
+            if state.upcoming_sleep >= left:
+                why.append(f"; the next retry in {state.upcoming_sleep:.3g}s would pass request_deadline_s="
+                           f"{c.request_deadline_s:g} ({max(left, 0):.3g}s left)")
+                return True
+            return False
+
+        async def sleep(seconds: float) -> None:
+            t0 = time.monotonic()
+            await asyncio.sleep(seconds)
+            budget.spent += time.monotonic() - t0
+
+        def before_sleep(state: RetryCallState) -> None:
+            exc = state.outcome.exception() if state.outcome else None
+            log.info("judge %s: retry %d in %.2fs after %s", label, state.attempt_number, state.upcoming_sleep,
+                     self._describe(exc, budget.last_timeout) if exc else "?")
+
+        retrying = AsyncRetrying(
+            stop=stop, wait=wait, retry=retry_if_exception(is_retryable), sleep=sleep, before_sleep=before_sleep,
+            reraise=True,
+        )
+        try:
+            async for attempt in retrying:
+                with attempt:
+                    content, finish = await self._attempt(client, sem, body, budget=budget)
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:
+            n = retrying.statistics.get("attempt_number", 1)
+            desc = self._describe(e, budget.last_timeout)
+            raise RequestFailed(f"{desc} (after {n} attempt{'s' if n != 1 else ''}){''.join(why)}", n,
+                                _status(e)) from None
+        return content, finish, retrying.statistics.get("attempt_number", 1)
 
     async def _judge_one(self, client, sem: asyncio.Semaphore, request: JudgeRequest) -> Judgment:
         ids = [r.id for r in request.rubrics]
