@@ -99,15 +99,20 @@ def _brief(m: dict) -> dict:
 def ingest(
     format: Annotated[str, typer.Option("--format", help="virl39k | mathverse | vlrewardbench | mmrewardbench")],
     src: Annotated[Path, typer.Option(help="Source file (parquet/json/jsonl).")],
-    out: Annotated[Path, typer.Option(help="Output dataset directory.")],
+    out: Annotated[Path, typer.Option(help="Output dataset directory: new, empty or a previous rubricflow data set.")],
     split: Annotated[str, typer.Option(help="Split assigned to the converted rows.")] = "test",
     image_root: Annotated[Optional[Path], typer.Option(help="Folder image paths are relative to (default: src's).")] = None,
+    force: Annotated[bool, typer.Option("--force", help="Replace a non-empty --out that is not a rubricflow data set.")] = False,
 ):
-    """Convert a public dataset into rubricflow's schema (parquet + images)."""
+    """Convert a public dataset into rubricflow's schema (parquet + images).
+
+    The data set is built in a staging folder and renamed into place. A non-empty --out is replaced only when it
+    is a previous rubricflow data set (or with --force); --out may never be the current directory, the source's
+    folder or a folder holding the source or the image root. Image paths must stay inside the image root."""
     from rubricflow.data.adapters import IngestError, ingest as do_ingest
 
     try:
-        n = do_ingest(format, src, out, split=split, image_root=image_root)
+        n = do_ingest(format, src, out, split=split, image_root=image_root, force=force)
     except IngestError as e:
         typer.echo(f"error: {e}", err=True)
         raise typer.Exit(1) from None
