@@ -73,7 +73,7 @@ def test_broken_dataset_is_refused_by_the_cli(case, good, tmp_path):
     assert res.exit_code == 1, res.output
     for n in needles:
         assert n in res.output, (n, res.output)
-    assert not (tmp_path / "reports" / "validation" / "ds.json").exists()  # no stamp: downstream stays blocked
+    assert not (tmp_path / "reports" / "validation").exists()  # no stamp anywhere: downstream stays blocked
 
 
 @pytest.mark.parametrize("kind", ["missing", "corrupt"])
@@ -156,3 +156,51 @@ def test_dvc_repro_stops_at_the_gate_and_leaves_downstream_outputs_intact(good, 
     # DVC removes a failed stage's declared outputs before running it; the stamp is rewritten only on success
     stamp = proj / "reports" / "validation" / "synthetic.json"
     assert not stamp.exists() or stamp.read_text() == stamp_before
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Image paths stay inside the data set; empty and null inputs are named
+
+
+def _set_image(df, row: int, value):
+    images = list(df["images"])
+    images[row] = value
+    return df.assign(images=images)
+
+
+@pytest.mark.parametrize("kind", ["absolute", "dotdot", "symlink"])
+def test_image_paths_must_stay_inside_the_dataset(kind, good, tmp_path):
+    d = _copy(good, tmp_path)
+    outside = tmp_path / "outside.png"
+    shutil.copyfile(d / "images" / "counting-train-00001.png", outside)  # a valid image: only the path is wrong
+    if kind == "absolute":
+        rel = str(outside)
+    elif kind == "dotdot":
+        rel = "../outside.png"
+    else:
+        (d / "images" / "link.png").symlink_to(outside)
+        rel = "images/link.png"
+    _edit(d, lambda df: _set_image(df, 1, [rel]))
+    res = CliRunner().invoke(app, ["--params", str(_params(tmp_path)), "--no-track", "validate", str(d)])
+    assert res.exit_code == 1, res.output
+    assert "image_status" in res.output and "counting-train-00001" in res.output and rel in res.output, res.output
+    assert "outside the data set" in res.output
+    assert not (tmp_path / "reports" / "validation").exists()  # no stamp anywhere
+
+
+def test_null_image_entry_is_named(good, tmp_path):
+    d = _copy(good, tmp_path)
+    _edit(d, lambda df: _set_image(df, 2, [None]))
+    with pytest.raises(ValidationFailed) as e:
+        validate_dataset(d)
+    msg = str(e.value)
+    assert "image_status" in msg and "counting-train-00002" in msg and "null image path" in msg, msg
+
+
+def test_zero_rows_are_refused(good, tmp_path):
+    d = _copy(good, tmp_path)
+    pq.write_table(pq.read_table(d / "samples.parquet").slice(0, 0), d / "samples.parquet")  # same schema, 0 rows
+    res = CliRunner().invoke(app, ["--params", str(_params(tmp_path)), "--no-track", "validate", str(d)])
+    assert res.exit_code == 1, res.output
+    assert "samples.parquet" in res.output and "0 rows" in res.output, res.output
+    assert not (tmp_path / "reports" / "validation").exists()
