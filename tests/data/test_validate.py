@@ -132,9 +132,9 @@ def test_dvc_repro_stops_at_the_gate_and_leaves_downstream_outputs_intact(good, 
     (proj / "dvc.yaml").write_text(
         "stages:\n"
         "  validate:\n    cmd: rubricflow --no-track validate data/synthetic\n    deps: [data/synthetic]\n"
-        "    outs: [{reports/validation/synthetic.json: {cache: false}}]\n"
+        "    outs: [{reports/validation/data/synthetic.json: {cache: false}}]\n"
         "  base_model:\n    cmd: rubricflow --no-track base-model\n"
-        "    deps: [reports/validation/synthetic.json, data/synthetic]\n    outs: [artifacts/models/base-vl]\n"
+        "    deps: [reports/validation/data/synthetic.json, data/synthetic]\n    outs: [artifacts/models/base-vl]\n"
     )
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}", "RUBRICFLOW_ROOT": str(proj)}
     run = lambda *a: subprocess.run(a, cwd=proj, env=env, capture_output=True, text=True, timeout=300)  # noqa: E731
@@ -144,7 +144,7 @@ def test_dvc_repro_stops_at_the_gate_and_leaves_downstream_outputs_intact(good, 
     assert first.returncode == 0, first.stdout + first.stderr
     model_dir = proj / "artifacts" / "models" / "base-vl"
     before = _tree_digest(model_dir)
-    stamp_before = (proj / "reports" / "validation" / "synthetic.json").read_text()
+    stamp_before = (proj / "reports" / "validation" / "data" / "synthetic.json").read_text()
 
     _edit(proj / "data" / "synthetic", lambda df: df.assign(answer=df["answer"].where(df.index != 3, None)))
     second = run("dvc", "repro")
@@ -154,7 +154,7 @@ def test_dvc_repro_stops_at_the_gate_and_leaves_downstream_outputs_intact(good, 
     assert "base_model" not in out.split("failed to reproduce")[0].split("Running stage")[-1]
     assert _tree_digest(model_dir) == before  # downstream output untouched
     # DVC removes a failed stage's declared outputs before running it; the stamp is rewritten only on success
-    stamp = proj / "reports" / "validation" / "synthetic.json"
+    stamp = proj / "reports" / "validation" / "data" / "synthetic.json"
     assert not stamp.exists() or stamp.read_text() == stamp_before
 
 
@@ -204,3 +204,48 @@ def test_zero_rows_are_refused(good, tmp_path):
     assert res.exit_code == 1, res.output
     assert "samples.parquet" in res.output and "0 rows" in res.output, res.output
     assert not (tmp_path / "reports" / "validation").exists()
+
+
+# ------------------------------------------------------------------------------------------------------------
+# The stamp and the stage report are keyed by the data set's path, not its folder's basename
+
+
+def test_stamp_is_keyed_by_the_path_relative_to_the_project(tmp_path, monkeypatch):
+    from rubricflow.foundation import stamp_path
+
+    monkeypatch.chdir(tmp_path)
+    assert stamp_path("reports", "data/synthetic") == Path("reports/validation/data/synthetic.json")
+    assert stamp_path("reports", tmp_path / "data" / "synthetic") == Path("reports/validation/data/synthetic.json")
+    assert stamp_path("reports", "./data/x/../synthetic/") == Path("reports/validation/data/synthetic.json")
+    assert stamp_path("reports", "scratch/synthetic") != stamp_path("reports", "data/synthetic")
+    a, b = stamp_path("reports", "/elsewhere/a/synthetic"), stamp_path("reports", "/elsewhere/b/synthetic")
+    assert a != b and a.parent == b.parent == Path("reports/validation/_outside")  # never escapes reports/
+
+
+def test_validating_another_folder_leaves_the_pipeline_gate_and_report_alone(good, tmp_path, monkeypatch):
+    """A second folder also called `synthetic` gets its own stamp and report; the pipeline's stay as they were."""
+    proj = tmp_path / "proj"
+    shutil.copytree(good, proj / "data" / "synthetic")
+    shutil.copytree(good, proj / "scratch" / "synthetic")
+    (proj / "params.yaml").write_text(
+        "data: {min_split_size: 2, splits: {train: 10, val: 0, test: 10, calib: 0}}\n"
+    )
+    monkeypatch.chdir(proj)
+    invoke = lambda *a: CliRunner().invoke(app, ["--no-track", "validate", *a])  # noqa: E731
+    res = invoke()
+    assert res.exit_code == 0, res.output
+    stamp, report = proj / "reports/validation/data/synthetic.json", proj / "reports/validate.json"
+    stamp_before, report_before = stamp.read_text(), report.read_text()
+
+    # the other folder breaks after its first validation: its failure must not touch the pipeline's gate
+    other = proj / "scratch" / "synthetic"
+    assert invoke(str(other)).exit_code == 0
+    other_stamp, other_report = proj / "reports/validation/scratch/synthetic.json", proj / "reports/validate/scratch/synthetic.json"
+    assert other_stamp.exists() and json.loads(other_report.read_text())["n_rows"] == 40
+    assert stamp.read_text() == stamp_before and report.read_text() == report_before
+    _edit(other, lambda df: df.assign(answer=df["answer"].where(df.index != 3, None)))
+    assert invoke(str(other)).exit_code == 1
+    assert stamp.read_text() == stamp_before and report.read_text() == report_before
+    require_validated(proj / "data" / "synthetic", stamp)  # the pipeline's gate still opens
+    # naming the pipeline's data set explicitly is the same as the default
+    assert invoke("data/synthetic").exit_code == 0 and json.loads(report.read_text())["n_rows"] == 40
