@@ -15,7 +15,7 @@ Inputs can neither delete nor leak data:
 
 * the data set is built in a staging folder and published with one rename (``rubricflow.io.staged_dir``); a
   non-empty ``DIR`` is replaced only when it is a previous rubricflow data set (its ``manifest.json`` names an
-  adapter or a generator) or with ``force``. Never, not even with ``force``: ``DIR`` the current directory or
+  adapter or a generator) or with ``force``. Never, not even with ``force``: ``DIR`` holding the current directory,
   the source's folder, ``DIR`` holding the source file or the image root, or ``DIR`` a non-empty folder that is
   not a data set inside the source's folder or the image root (it may hold source images);
 * an image path must be relative and resolve (symlinks followed) inside the image root; every image is decoded;
@@ -304,10 +304,10 @@ def _inside(child: Path, parent: Path) -> bool:
 
 def check_destination(src: Path, out: Path, root: Path, force: bool = False) -> Path:
     """The resolved output folder, or an IngestError saying why writing there could lose data."""
-    if str(out) in (".", "") or out.resolve() == Path.cwd().resolve():
+    if str(out) in (".", "") or _inside(Path.cwd().resolve(), out.resolve()):
         raise IngestError(
-            f"--out {out}: refusing to write into the current directory (ingest replaces the whole folder); "
-            "name a new folder, e.g. --out data/<name>"
+            f"--out {out}: refusing to write into the current directory or a folder holding it (ingest replaces "
+            "the whole folder); name a new folder, e.g. --out data/<name>"
         )
     out_r, src_r, root_r = out.resolve(), src.resolve(), root.resolve()
     if out_r.parent == out_r:

@@ -133,6 +133,9 @@ def test_out_dot_is_refused(src, tmp_path, monkeypatch):
         assert res.exit_code == 1, res.output
         assert "--out ." in res.output and "current directory" in res.output, res.output
     assert (work / "keep.txt").read_text() == "k" and sorted(p.name for p in work.iterdir()) == ["keep.txt"]
+    res = _cli("--format", "virl39k", "--src", str(src / "virl.parquet"), "--out", "..", "--force")
+    assert res.exit_code == 1 and "current directory" in res.output, res.output
+    assert (work / "keep.txt").read_text() == "k" and (src / "virl.parquet").exists()
 
 
 # ---------------------------------------------------------------------------------------------- image paths
