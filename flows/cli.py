@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import rubricflow.env  # noqa: F401  (project-local caches and telemetry off, before anything heavy)
 
+import inspect
 import json
 import sys
 from pathlib import Path
@@ -89,6 +90,11 @@ def run_stage(spec, **kw) -> dict:
     return metrics
 
 
+def _reflow(doc: str) -> str:
+    """A docstring as help text: paragraphs kept, the line breaks inside a paragraph joined (rich keeps them)."""
+    return "\n\n".join(" ".join(p.split()) for p in inspect.cleandoc(doc).split("\n\n"))
+
+
 def _brief(m: dict) -> dict:
     return {k: v for k, v in m.items() if not isinstance(v, (list,)) or len(v) < 12}
 
@@ -96,19 +102,26 @@ def _brief(m: dict) -> dict:
 # ---------------------------------------------------------------------------------------------------- foundation
 
 
-@app.command()
+INGEST_HELP = """Convert a public dataset into rubricflow's schema (parquet + images).
+
+    The data set is built in a staging folder and renamed into place. A non-empty --out is replaced only when it
+    is a previous rubricflow data set (or with --force); --out may never be the current directory, the source's
+    folder or a folder holding the source or the image root. Image paths must stay inside the image root."""
+
+
+@app.command(help=_reflow(INGEST_HELP))
 def ingest(
     format: Annotated[str, typer.Option("--format", help="virl39k | mathverse | vlrewardbench | mmrewardbench")],
     src: Annotated[Path, typer.Option(help="Source file (parquet/json/jsonl).")],
-    out: Annotated[Path, typer.Option(help="Output dataset directory.")],
+    out: Annotated[Path, typer.Option(help="Output dataset directory: new, empty or a previous rubricflow data set.")],
     split: Annotated[str, typer.Option(help="Split assigned to the converted rows.")] = "test",
     image_root: Annotated[Optional[Path], typer.Option(help="Folder image paths are relative to (default: src's).")] = None,
+    force: Annotated[bool, typer.Option("--force", help="Replace a non-empty --out that is not a rubricflow data set.")] = False,
 ):
-    """Convert a public dataset into rubricflow's schema (parquet + images)."""
     from rubricflow.data.adapters import IngestError, ingest as do_ingest
 
     try:
-        n = do_ingest(format, src, out, split=split, image_root=image_root)
+        n = do_ingest(format, src, out, split=split, image_root=image_root, force=force)
     except IngestError as e:
         typer.echo(f"error: {e}", err=True)
         raise typer.Exit(1) from None
@@ -151,7 +164,13 @@ def summary(
 def validate(
     data_dir: Annotated[Optional[Path], typer.Argument(help="Dataset directory (default: data.out_dir).")] = None,
 ):
-    """Great Expectations gate on a dataset; non-zero exit naming expectation, column and offending ids."""
+    """Great Expectations gate on a dataset; non-zero exit naming expectation, column and offending ids.
+
+    On success the stamp is written to reports/validation/<path>.json, <path> being the folder's path relative to
+    the project root (reports/validation/data/synthetic.json for data.out_dir; a folder outside the project is
+    filed under _outside/<name>-<hash>). The stage report is reports/validate.json for data.out_dir (the
+    pipeline's) and reports/validate/<path>.json for any other folder, so checking another folder never changes
+    the pipeline's gate or report."""
     from rubricflow.pipelines import stage
 
     run_stage(stage("validate"), data_dir=str(data_dir) if data_dir else None)
@@ -171,7 +190,9 @@ def register_stage_commands(app: typer.Typer, custom: dict) -> None:
 
     for spec in STAGES.values():
         fn = custom.get(spec.name) or _stage_command(spec)
-        app.command(spec.cli, help=spec.help)(fn)
+        # the stage's help line, then any further paragraphs of a hand-written command's docstring
+        details = _reflow(inspect.getdoc(fn) or "").partition("\n\n")[2] if spec.name in custom else ""
+        app.command(spec.cli, help=spec.help + (f"\n\n{details}" if details else ""))(fn)
         for alias in spec.aliases:
             app.command(alias, help=f"Alias of `rubricflow {spec.cli}` (kept for one release). {spec.help}")(fn)
 

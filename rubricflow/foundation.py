@@ -38,17 +38,43 @@ def data_stage(data: DataConfig, ctx: StageContext) -> dict:
 # validate
 
 
+def dataset_key(data_dir: str | Path) -> str:
+    """The name a data set's validation stamp and report are filed under: its path relative to the project root
+    (the working directory, against which params.yaml paths resolve), e.g. ``data/synthetic``. A folder outside
+    the project gets ``_outside/<name>-<12 hex digits of its absolute path>``, so no key leaves ``reports/``."""
+    import hashlib
+    import os
+
+    absd, root = Path(os.path.abspath(data_dir)), Path(os.path.abspath(Path.cwd()))
+    if absd != root and absd.is_relative_to(root):
+        return absd.relative_to(root).as_posix()
+    return f"_outside/{absd.name or 'root'}-{hashlib.sha256(str(absd).encode()).hexdigest()[:12]}"
+
+
 def stamp_path(reports_dir: str | Path, data_dir: str | Path) -> Path:
-    return Path(reports_dir) / "validation" / f"{Path(data_dir).name}.json"
+    """``<reports>/validation/<dataset_key>.json`` (the pipeline's: ``reports/validation/data/synthetic.json``)."""
+    return Path(reports_dir) / "validation" / f"{dataset_key(data_dir)}.json"
 
 
-@stage("validate", reads_test=True)
+def _is_pipeline_dataset(data: DataConfig, data_dir: str | Path | None) -> bool:
+    return data_dir is None or dataset_key(data_dir) == dataset_key(data.out_dir)
+
+
+def validate_report_name(cfg, data_dir: str | Path | None = None) -> str:
+    """The stage report of ``validate``: ``validate`` (``reports/validate.json``) for the pipeline's data set
+    (``data.out_dir``), ``validate/<dataset_key>`` (``reports/validate/<key>.json``) for any other folder, so
+    validating another folder never rewrites the pipeline's report."""
+    return "validate" if _is_pipeline_dataset(cfg.data, data_dir) else f"validate/{dataset_key(data_dir)}"
+
+
+@stage("validate", reads_test=True, report_name=validate_report_name)
 def validate_stage(data: DataConfig, ctx: StageContext, data_dir: str | None = None) -> dict:
     """Great Expectations gate; writes the validation stamp only on success."""
     from rubricflow.data.validate import validate_dataset, write_stamp
 
+    pipeline = _is_pipeline_dataset(data, data_dir)
     data_dir = data_dir or data.out_dir
-    required = [s for s, n in data.splits.model_dump().items() if n > 0] if data_dir == data.out_dir else []
+    required = [s for s, n in data.splits.model_dump().items() if n > 0] if pipeline else []
     report = validate_dataset(data_dir, min_split_size=data.min_split_size, required_splits=required)
     write_stamp(report, stamp_path(ctx.reports_dir, data_dir))
     return {"n_rows": report.n_rows, "expectations": report.expectations, "splits": report.split_counts}

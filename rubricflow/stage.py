@@ -12,7 +12,8 @@ returns a small dict of metrics::
 slot, tags) and the Prefect cache (the sections it reads) all use. Calling the spec with the composed config,
 ``spec(cfg, track=True)``, picks the sections named in the signature out of ``cfg`` (so a stage sees only what it
 declares, and never imports the composed ``Config``), opens the stage's MLflow child run, logs those sections as
-parameters and the returned metrics, and writes ``reports/<report name>.json`` atomically.
+parameters and the returned metrics, and writes ``reports/<report name>.json`` atomically (``report_name(cfg, **kw)``
+names it from the config and the function's extra keyword arguments; default: the stage name).
 
 Every stage runs under the test-split guard (``rubricflow.splits``): reading ``test`` rows raises, except in
 stages declared ``@stage(reads_test=True)`` (data generation and validation, and the final evaluations).
@@ -108,7 +109,9 @@ class StageSpec:
     timeout_s: float | None = None
     overrides: Mapping[str, Any] = field(default_factory=dict)  # dotted config overrides (variants)
     base: str | None = None  # the stage this one is a variant of
-    report_name: Callable[[Any], str] | None = None  # names the report/run from the config (default: `name`)
+    # names the report/run from the config and the function's extra keyword arguments (default: `name`); may hold
+    # a `/` (a report in a subfolder of reports/)
+    report_name: Callable[..., str] | None = None
     doc: str | None = None  # one-line help; default: the first line of the function's docstring
 
     @property
@@ -153,7 +156,7 @@ class StageSpec:
         t0 = time.perf_counter()
         cfg = self.configure(cfg)
         sections = self.sections_of(cfg)
-        run_name = self.report_name(cfg) if self.report_name else self.name
+        run_name = self.report_name(cfg, **kw) if self.report_name else self.name
         params = {s: v.model_dump(mode="json") for s, v in sections.items()}
         params["profile"] = cfg.profile
         params["seed"] = cfg.seed
@@ -192,7 +195,7 @@ def stage(
     resumable: bool = False,
     reads_test: bool = False,
     timeout_s: float | None = None,
-    report_name: Callable[[Any], str] | None = None,
+    report_name: Callable[..., str] | None = None,
 ) -> Callable[[Callable[..., dict]], StageSpec]:
     """Declare a stage (see the module docstring). Its sections are the function's parameters before ``ctx``."""
 

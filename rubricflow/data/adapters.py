@@ -10,18 +10,31 @@
 The first two become ``Sample`` rows (RL prompts); the reward benchmarks become preference pairs
 (``rubricflow.deltarubric.data``). Images are copied into ``DIR/images`` so the dataset is self-contained.
 Every problem is reported with the file, the row and the field, and nothing is written unless all rows convert.
+
+Inputs can neither delete nor leak data:
+
+* the data set is built in a staging folder and published with one rename (``rubricflow.io.staged_dir``); a
+  non-empty ``DIR`` is replaced only when it is a previous rubricflow data set (its ``manifest.json`` names an
+  adapter or a generator) or with ``force``. Never, not even with ``force``: ``DIR`` holding the current directory,
+  the source's folder, ``DIR`` holding the source file or the image root, or ``DIR`` a non-empty folder that is
+  not a data set inside the source's folder or the image root (it may hold source images);
+* an image path must be relative and resolve (symlinks followed) inside the image root; every image is decoded;
+* ids are unique, there is at least one record, and unreadable files (truncated parquet, non-UTF-8 JSON) are
+  reported by name.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from rubricflow.data.schema import Sample, write_dataset
+from rubricflow.data.schema import MANIFEST, Sample, write_dataset
+from rubricflow.io import staged_dir
 
 FORMATS = ("virl39k", "mathverse", "vlrewardbench", "mmrewardbench")
 
@@ -37,12 +50,35 @@ class IngestError(ValueError):
 def _read_records(src: Path) -> list[dict]:
     if not src.exists():
         raise IngestError(f"{src}: source file not found")
+    if not src.is_file():
+        raise IngestError(f"{src}: not a file (expected a parquet, json or jsonl file)")
+    rows = _parse_records(src)
+    if not isinstance(rows, list):
+        raise IngestError(f"{src}: expected a list of records, got {type(rows).__name__}")
+    if not rows:
+        raise IngestError(f"{src}: no records (expected at least one)")
+    for i, row in enumerate(rows):
+        if not isinstance(row, dict):
+            raise IngestError(f"{src}: record {i}: expected an object with fields, got {type(row).__name__}")
+    return rows
+
+
+def _parse_records(src: Path):
     suffix = src.suffix.lower()
     if suffix == ".parquet":
+        import pyarrow as pa
         import pyarrow.parquet as pq
 
-        return pq.read_table(src).to_pylist()
-    text = src.read_text(encoding="utf-8")
+        try:
+            return pq.read_table(src).to_pylist()
+        except (pa.ArrowException, OSError) as e:
+            raise IngestError(f"{src}: not a readable parquet file ({e})") from None
+    try:
+        text = src.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise IngestError(
+            f"{src}: not UTF-8 text (byte 0x{e.object[e.start]:02x} at offset {e.start}); expected UTF-8 JSON"
+        ) from None
     if suffix == ".jsonl":
         rows = []
         for i, line in enumerate(text.splitlines(), 1):
@@ -87,15 +123,56 @@ def _strip_boxed(answer: str) -> str:
     return m.group(1).strip() if m else answer.strip()
 
 
-def _copy_image(src_root: Path, rel: str, out: Path, new_name: str, where: str) -> str:
+def _resolve_image(root: Path, rel: Any, where: str) -> Path:
+    """The file an image path names, refused unless it is relative and stays inside ``root`` (symlinks followed)."""
+    if not isinstance(rel, str) or not rel.strip():
+        raise IngestError(f"{where}: image path {rel!r} is not a path; expected a path relative to the image root {root}")
     path = Path(rel)
-    full = path if path.is_absolute() else src_root / path
-    if not full.exists():
-        raise IngestError(f"{where}: image file not found: {full}")
+    if path.is_absolute():
+        raise IngestError(f"{where}: image path {rel!r} is absolute; expected a path inside the image root {root}")
+    if ".." in path.parts:
+        raise IngestError(f"{where}: image path {rel!r} contains `..`; expected a path inside the image root {root}")
+    full = (root / path).resolve()
+    if not full.is_relative_to(root.resolve()):
+        raise IngestError(f"{where}: image path {rel!r} resolves to {full}, outside the image root {root}")
+    if not full.is_file():
+        raise IngestError(f"{where}: image file not found: {root / path}")
+    return full
+
+
+def _check_decodes(full: Path, where: str) -> None:
+    from PIL import Image
+
+    try:
+        with Image.open(full) as im:
+            im.verify()
+        with Image.open(full) as im:  # verify() leaves the image unusable; load() decodes the pixel data
+            im.load()
+    except Exception as e:  # noqa: BLE001 - any decoder error means the file is unusable
+        raise IngestError(f"{where}: {full} is not a readable image ({type(e).__name__}: {e})") from None
+
+
+def _copy_image(src_root: Path, rel: Any, out: Path, new_name: str, where: str) -> str:
+    full = _resolve_image(src_root, rel, where)
+    _check_decodes(full, where)
     dest = Path("images") / f"{new_name}{full.suffix.lower() or '.png'}"
+    if (out / dest).exists():
+        raise IngestError(f"{where}: two images would be stored as {dest}; ids must be unique")
     (out / dest).parent.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(full, out / dest)
     return dest.as_posix()
+
+
+class _Ids:
+    """Refuses a converted id seen before, naming both records."""
+
+    def __init__(self, src: Path):
+        self.src, self.seen = src, {}
+
+    def add(self, sid: str, i: int) -> None:
+        if sid in self.seen:
+            raise IngestError(f"{self.src}: record {i}: duplicate id {sid!r} (also record {self.seen[sid]}); ids must be unique")
+        self.seen[sid] = i
 
 
 def _safe_id(x: Any) -> str:
@@ -107,14 +184,16 @@ def _safe_id(x: Any) -> str:
 
 
 def _virl39k(src: Path, out: Path, split: str, image_root: Path) -> Iterator[Sample]:
+    ids = _Ids(src)
     for i, row in enumerate(_read_records(src)):
         _require(src, row, i, "question", "answer", "image", "qid")
         images = row["image"]
         if isinstance(images, str):
             images = [images]
         sid = f"virl-{_safe_id(row['qid'])}"
+        ids.add(sid, i)
         rels = [
-            _copy_image(image_root, im, out, f"{sid}-{k}", f"{src}: record {i} (qid {row['qid']}) field `image`")
+            _copy_image(image_root, im, out, f"{sid}-{k}", f"{src}: record {i} (id {sid}) field `image`")
             for k, im in enumerate(images)
         ]
         answer = _strip_boxed(str(row["answer"]))
@@ -133,11 +212,13 @@ def _virl39k(src: Path, out: Path, split: str, image_root: Path) -> Iterator[Sam
 
 
 def _mathverse(src: Path, out: Path, split: str, image_root: Path) -> Iterator[Sample]:
+    ids = _Ids(src)
     for i, row in enumerate(_read_records(src)):
         _require(src, row, i, "question", "image", "answer")
         raw_id = row.get("sample_index") or row.get("problem_index") or row.get("id") or i
         sid = f"mathverse-{_safe_id(raw_id)}"
-        rel = _copy_image(image_root, str(row["image"]), out, sid, f"{src}: record {i} field `image`")
+        ids.add(sid, i)
+        rel = _copy_image(image_root, row["image"], out, sid, f"{src}: record {i} (id {sid}) field `image`")
         answer = _strip_boxed(str(row["answer"]))
         qtype = str(row.get("question_type") or "free-form")
         atype = "choice" if qtype.startswith("multi") else infer_answer_type(answer)
@@ -161,7 +242,8 @@ def _mathverse(src: Path, out: Path, split: str, image_root: Path) -> Iterator[S
 def _vlrewardbench(src: Path, image_root: Path) -> Iterator[dict]:
     for i, row in enumerate(_read_records(src)):
         _require(src, row, i, "query", "response", "human_ranking")
-        img = row.get("image_path") or row.get("image")
+        field_name = "image_path" if row.get("image_path") else "image"
+        img = row.get(field_name)
         if img is None:
             raise IngestError(f"{src}: record {i}: missing required field `image` or `image_path`")
         resp, rank = row["response"], row["human_ranking"]
@@ -173,6 +255,7 @@ def _vlrewardbench(src: Path, image_root: Path) -> Iterator[dict]:
         yield {
             "id": f"vlrb-{_safe_id(row.get('id', i))}",
             "image": img,
+            "image_field": field_name,
             "question": str(row["query"]),
             "response_a": str(resp[0]),
             "response_b": str(resp[1]),
@@ -191,6 +274,7 @@ def _mmrewardbench(src: Path, image_root: Path) -> Iterator[dict]:
         yield {
             "id": f"mmrb-{_safe_id(row.get('ID', i))}",
             "image": row["Image"],
+            "image_field": "Image",
             "question": str(row["Text"]),
             "response_a": str(row["Output1"]),
             "response_b": str(row["Output2"]),
@@ -203,40 +287,94 @@ def _mmrewardbench(src: Path, image_root: Path) -> Iterator[dict]:
 # ------------------------------------------------------------------------------------------------------------
 
 
-def ingest(fmt: str, src: str | Path, out_dir: str | Path, split: str = "test", image_root: str | Path | None = None):
-    """Convert ``src`` into a dataset at ``out_dir``; returns the number of records written."""
+def _is_dataset_output(d: Path) -> bool:
+    """Whether ``d`` holds a data set written by rubricflow (its manifest names the adapter or generator)."""
+    try:
+        man = json.loads((d / MANIFEST).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(man, dict) and ("n_samples" in man or "n_pairs" in man) and (
+        man.get("adapter") in FORMATS or "generator" in man
+    )
+
+
+def _inside(child: Path, parent: Path) -> bool:
+    return child == parent or child.is_relative_to(parent)
+
+
+def check_destination(src: Path, out: Path, root: Path, force: bool = False) -> Path:
+    """The resolved output folder, or an IngestError saying why writing there could lose data."""
+    if str(out) in (".", "") or _inside(Path.cwd().resolve(), out.resolve()):
+        raise IngestError(
+            f"--out {out}: refusing to write into the current directory or a folder holding it (ingest replaces "
+            "the whole folder); name a new folder, e.g. --out data/<name>"
+        )
+    out_r, src_r, root_r = out.resolve(), src.resolve(), root.resolve()
+    if out_r.parent == out_r:
+        raise IngestError(f"--out {out}: refusing to replace the file-system root; name a new folder")
+    if _inside(src_r, out_r) or out_r == src_r.parent:
+        raise IngestError(
+            f"--out {out}: the source {src} is inside the output folder, which ingest replaces; "
+            "choose an output folder outside the source's folder"
+        )
+    if _inside(root_r, out_r):
+        raise IngestError(
+            f"--out {out}: the image root {root} is inside the output folder, which ingest replaces; "
+            "choose an output folder outside it"
+        )
+    if out_r.exists() and not out_r.is_dir():
+        raise IngestError(f"--out {out}: exists and is not a folder")
+    if out_r.is_dir() and any(out_r.iterdir()) and not _is_dataset_output(out_r):
+        near = [f"{name} {p}" for name, p in (("source's folder", src_r.parent), ("image root", root_r)) if _inside(out_r, p)]
+        if near:
+            raise IngestError(
+                f"--out {out}: folder is not empty, is not a rubricflow data set and lies inside the {near[0]} "
+                f"(it may hold source data of {src}); refusing to replace it even with --force. Use a new folder"
+            )
+        if not force:
+            raise IngestError(
+                f"--out {out}: folder is not empty and is not a rubricflow data set (no {MANIFEST} written by "
+                "ingest or a generator); refusing to replace it. Use an empty or new folder, or pass --force"
+            )
+    return out_r
+
+
+def ingest(
+    fmt: str,
+    src: str | Path,
+    out_dir: str | Path,
+    split: str = "test",
+    image_root: str | Path | None = None,
+    force: bool = False,
+):
+    """Convert ``src`` into a dataset at ``out_dir``; returns the number of records written.
+
+    ``out_dir`` is replaced atomically, and only when it is empty, a previous rubricflow data set, or ``force``
+    (see the module docstring for what is refused even then)."""
     src, out = Path(src), Path(out_dir)
     root = Path(image_root) if image_root else src.parent
     if fmt not in FORMATS:
         raise IngestError(f"--format: unknown format {fmt!r}; expected one of {FORMATS}")
-    staging = out.with_name(out.name + ".partial")
-    if staging.exists():
-        shutil.rmtree(staging)
-    staging.mkdir(parents=True)
-    try:
+    if not root.is_dir():
+        raise IngestError(f"--image-root {root}: not a folder")
+    out = check_destination(src, out, root, force)
+    with staged_dir(out) as staging:
         if fmt in ("virl39k", "mathverse"):
             fn = _virl39k if fmt == "virl39k" else _mathverse
             samples = list(fn(src, staging, split, root))
-            ids = [s.id for s in samples]
-            if len(set(ids)) != len(ids):
-                dup = sorted({x for x in ids if ids.count(x) > 1})[:5]
-                raise IngestError(f"{src}: duplicate ids after conversion: {dup}")
             write_dataset(staging, samples, manifest={"adapter": fmt, "src": str(src)})
             n = len(samples)
         else:
             from rubricflow.deltarubric.data import PreferencePair, write_pairs
 
             fn = _vlrewardbench if fmt == "vlrewardbench" else _mmrewardbench
-            pairs = []
+            pairs, ids = [], _Ids(src)
             for k, rec in enumerate(fn(src, root)):
-                rel = _copy_image(root, str(rec.pop("image")), staging, rec["id"], f"{src}: record {k} image")
+                field_name = rec.pop("image_field")
+                ids.add(rec["id"], k)
+                where = f"{src}: record {k} (id {rec['id']}) field `{field_name}`"
+                rel = _copy_image(root, rec.pop("image"), staging, rec["id"], where)
                 pairs.append(PreferencePair(images=[rel], split=split, **rec))
             write_pairs(staging, pairs, manifest={"adapter": fmt, "src": str(src)})
             n = len(pairs)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
-    if out.exists():
-        shutil.rmtree(out)
-    staging.rename(out)
     return n

@@ -1,7 +1,8 @@
 """Great Expectations gates: every dataset is validated before anything uses it.
 
 ``validate_dataset(dir)`` runs an expectation suite over ``samples.parquet`` plus derived columns that GE cannot
-compute itself (image files exist and decode, facts are JSON). A failed gate raises ``ValidationFailed`` whose
+compute itself (image paths are relative and resolve inside the data set folder, the files exist and decode,
+facts are JSON); a data set with 0 rows is refused. A failed gate raises ``ValidationFailed`` whose
 message lists, per failed expectation, the expectation, the column and a few offending ids. On success a stamp
 (`<report>.json`) records the parquet's sha256; stages that read the dataset call ``require_validated`` so a
 dataset changed after its gate is refused instead of silently used.
@@ -49,13 +50,21 @@ def file_sha256(path: str | Path) -> str:
 
 
 def _image_status(data_dir: Path, images) -> str:
-    """'ok', or why not: 'no images', 'missing: <path>', 'corrupt: <path>'."""
+    """'ok', or why not: 'no images', 'null image path', 'absolute path: <p>', 'outside the data set: <p>',
+    'missing: <p>', 'corrupt: <p>'. A path must be relative and resolve (symlinks followed) inside ``data_dir``."""
     from PIL import Image
 
     if images is None or len(images) == 0:
         return "no images"
+    root = data_dir.resolve()
     for rel in images:
+        if rel is None or not isinstance(rel, str) or not rel.strip():
+            return "null image path"
+        if Path(rel).is_absolute():
+            return f"absolute path, outside the data set: {rel}"
         p = data_dir / rel
+        if ".." in Path(rel).parts or not p.resolve().is_relative_to(root):
+            return f"outside the data set: {rel}"
         if not p.exists():
             return f"missing: {rel}"
         try:
@@ -155,6 +164,10 @@ def validate_dataset(
         table = pq.read_table(path)
     except (pa.ArrowInvalid, OSError) as e:
         raise ValidationFailed(f"{path}: not a readable parquet file ({e})", [{"expectation": "parquet_readable"}])
+    if table.num_rows == 0:
+        raise ValidationFailed(
+            f"{path}: the data set has 0 rows; expected at least one sample", [{"expectation": "table_row_count_at_least_1"}]
+        )
     missing = [c for c in COLUMNS if c not in table.column_names]
     if missing:
         raise ValidationFailed(

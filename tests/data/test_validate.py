@@ -73,7 +73,7 @@ def test_broken_dataset_is_refused_by_the_cli(case, good, tmp_path):
     assert res.exit_code == 1, res.output
     for n in needles:
         assert n in res.output, (n, res.output)
-    assert not (tmp_path / "reports" / "validation" / "ds.json").exists()  # no stamp: downstream stays blocked
+    assert not (tmp_path / "reports" / "validation").exists()  # no stamp anywhere: downstream stays blocked
 
 
 @pytest.mark.parametrize("kind", ["missing", "corrupt"])
@@ -132,9 +132,9 @@ def test_dvc_repro_stops_at_the_gate_and_leaves_downstream_outputs_intact(good, 
     (proj / "dvc.yaml").write_text(
         "stages:\n"
         "  validate:\n    cmd: rubricflow --no-track validate data/synthetic\n    deps: [data/synthetic]\n"
-        "    outs: [{reports/validation/synthetic.json: {cache: false}}]\n"
+        "    outs: [{reports/validation/data/synthetic.json: {cache: false}}]\n"
         "  base_model:\n    cmd: rubricflow --no-track base-model\n"
-        "    deps: [reports/validation/synthetic.json, data/synthetic]\n    outs: [artifacts/models/base-vl]\n"
+        "    deps: [reports/validation/data/synthetic.json, data/synthetic]\n    outs: [artifacts/models/base-vl]\n"
     )
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}", "RUBRICFLOW_ROOT": str(proj)}
     run = lambda *a: subprocess.run(a, cwd=proj, env=env, capture_output=True, text=True, timeout=300)  # noqa: E731
@@ -144,7 +144,7 @@ def test_dvc_repro_stops_at_the_gate_and_leaves_downstream_outputs_intact(good, 
     assert first.returncode == 0, first.stdout + first.stderr
     model_dir = proj / "artifacts" / "models" / "base-vl"
     before = _tree_digest(model_dir)
-    stamp_before = (proj / "reports" / "validation" / "synthetic.json").read_text()
+    stamp_before = (proj / "reports" / "validation" / "data" / "synthetic.json").read_text()
 
     _edit(proj / "data" / "synthetic", lambda df: df.assign(answer=df["answer"].where(df.index != 3, None)))
     second = run("dvc", "repro")
@@ -154,5 +154,98 @@ def test_dvc_repro_stops_at_the_gate_and_leaves_downstream_outputs_intact(good, 
     assert "base_model" not in out.split("failed to reproduce")[0].split("Running stage")[-1]
     assert _tree_digest(model_dir) == before  # downstream output untouched
     # DVC removes a failed stage's declared outputs before running it; the stamp is rewritten only on success
-    stamp = proj / "reports" / "validation" / "synthetic.json"
+    stamp = proj / "reports" / "validation" / "data" / "synthetic.json"
     assert not stamp.exists() or stamp.read_text() == stamp_before
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Image paths stay inside the data set; empty and null inputs are named
+
+
+def _set_image(df, row: int, value):
+    images = list(df["images"])
+    images[row] = value
+    return df.assign(images=images)
+
+
+@pytest.mark.parametrize("kind", ["absolute", "dotdot", "symlink"])
+def test_image_paths_must_stay_inside_the_dataset(kind, good, tmp_path):
+    d = _copy(good, tmp_path)
+    outside = tmp_path / "outside.png"
+    shutil.copyfile(d / "images" / "counting-train-00001.png", outside)  # a valid image: only the path is wrong
+    if kind == "absolute":
+        rel = str(outside)
+    elif kind == "dotdot":
+        rel = "../outside.png"
+    else:
+        (d / "images" / "link.png").symlink_to(outside)
+        rel = "images/link.png"
+    _edit(d, lambda df: _set_image(df, 1, [rel]))
+    res = CliRunner().invoke(app, ["--params", str(_params(tmp_path)), "--no-track", "validate", str(d)])
+    assert res.exit_code == 1, res.output
+    assert "image_status" in res.output and "counting-train-00001" in res.output and rel in res.output, res.output
+    assert "outside the data set" in res.output
+    assert not (tmp_path / "reports" / "validation").exists()  # no stamp anywhere
+
+
+def test_null_image_entry_is_named(good, tmp_path):
+    d = _copy(good, tmp_path)
+    _edit(d, lambda df: _set_image(df, 2, [None]))
+    with pytest.raises(ValidationFailed) as e:
+        validate_dataset(d)
+    msg = str(e.value)
+    assert "image_status" in msg and "counting-train-00002" in msg and "null image path" in msg, msg
+
+
+def test_zero_rows_are_refused(good, tmp_path):
+    d = _copy(good, tmp_path)
+    pq.write_table(pq.read_table(d / "samples.parquet").slice(0, 0), d / "samples.parquet")  # same schema, 0 rows
+    res = CliRunner().invoke(app, ["--params", str(_params(tmp_path)), "--no-track", "validate", str(d)])
+    assert res.exit_code == 1, res.output
+    assert "samples.parquet" in res.output and "0 rows" in res.output, res.output
+    assert not (tmp_path / "reports" / "validation").exists()
+
+
+# ------------------------------------------------------------------------------------------------------------
+# The stamp and the stage report are keyed by the data set's path, not its folder's basename
+
+
+def test_stamp_is_keyed_by_the_path_relative_to_the_project(tmp_path, monkeypatch):
+    from rubricflow.foundation import stamp_path
+
+    monkeypatch.chdir(tmp_path)
+    assert stamp_path("reports", "data/synthetic") == Path("reports/validation/data/synthetic.json")
+    assert stamp_path("reports", tmp_path / "data" / "synthetic") == Path("reports/validation/data/synthetic.json")
+    assert stamp_path("reports", "./data/x/../synthetic/") == Path("reports/validation/data/synthetic.json")
+    assert stamp_path("reports", "scratch/synthetic") != stamp_path("reports", "data/synthetic")
+    a, b = stamp_path("reports", "/elsewhere/a/synthetic"), stamp_path("reports", "/elsewhere/b/synthetic")
+    assert a != b and a.parent == b.parent == Path("reports/validation/_outside")  # never escapes reports/
+
+
+def test_validating_another_folder_leaves_the_pipeline_gate_and_report_alone(good, tmp_path, monkeypatch):
+    """A second folder also called `synthetic` gets its own stamp and report; the pipeline's stay as they were."""
+    proj = tmp_path / "proj"
+    shutil.copytree(good, proj / "data" / "synthetic")
+    shutil.copytree(good, proj / "scratch" / "synthetic")
+    (proj / "params.yaml").write_text(
+        "data: {min_split_size: 2, splits: {train: 10, val: 0, test: 10, calib: 0}}\n"
+    )
+    monkeypatch.chdir(proj)
+    invoke = lambda *a: CliRunner().invoke(app, ["--no-track", "validate", *a])  # noqa: E731
+    res = invoke()
+    assert res.exit_code == 0, res.output
+    stamp, report = proj / "reports/validation/data/synthetic.json", proj / "reports/validate.json"
+    stamp_before, report_before = stamp.read_text(), report.read_text()
+
+    # the other folder breaks after its first validation: its failure must not touch the pipeline's gate
+    other = proj / "scratch" / "synthetic"
+    assert invoke(str(other)).exit_code == 0
+    other_stamp, other_report = proj / "reports/validation/scratch/synthetic.json", proj / "reports/validate/scratch/synthetic.json"
+    assert other_stamp.exists() and json.loads(other_report.read_text())["n_rows"] == 40
+    assert stamp.read_text() == stamp_before and report.read_text() == report_before
+    _edit(other, lambda df: df.assign(answer=df["answer"].where(df.index != 3, None)))
+    assert invoke(str(other)).exit_code == 1
+    assert stamp.read_text() == stamp_before and report.read_text() == report_before
+    require_validated(proj / "data" / "synthetic", stamp)  # the pipeline's gate still opens
+    # naming the pipeline's data set explicitly is the same as the default
+    assert invoke("data/synthetic").exit_code == 0 and json.loads(report.read_text())["n_rows"] == 40

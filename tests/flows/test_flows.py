@@ -99,10 +99,10 @@ def test_rucl_flow_runs_stages_once_then_reuses_them(prefect_api, project):
     assert third["stages"] == {"data": "ran", "validate": "ran"}
 
     # an output deleted behind Prefect's back is not trusted: the stage reruns although its key matches
-    (project / "reports/validation/synthetic.json").unlink()
+    (project / "reports/validation/data/synthetic.json").unlink()
     fourth = rucl(until="validate", overrides=RuCLOverrides(extra={"data.seed": 99}))
     assert fourth["stages"] == {"data": "cached", "validate": "ran"}
-    assert (project / "reports/validation/synthetic.json").exists()
+    assert (project / "reports/validation/data/synthetic.json").exists()
 
 
 def test_bad_parameter_fails_the_flow_naming_the_key(prefect_api, project):
