@@ -117,7 +117,10 @@ def _cfg(tmp_path, study=None, **top):
 
 
 def _make_shared(tmp_path):
-    for p in ("data/manifest.json", "reports/validation/data.json", "sft/config.json", "tiers.json"):
+    from rubricflow.foundation import stamp_path
+
+    stamp = stamp_path(tmp_path / "reports", tmp_path / "data").relative_to(tmp_path)
+    for p in ("data/manifest.json", str(stamp), "sft/config.json", "tiers.json"):
         f = tmp_path / p
         f.parent.mkdir(parents=True, exist_ok=True)
         f.write_text("{}")
@@ -164,7 +167,7 @@ def test_require_shared_names_each_missing_output(tmp_path):
     with pytest.raises(SharedOutputsMissing) as e:
         require_shared(cfg, "rucl", cfg.study.rucl, units)
     msg = str(e.value)
-    for p in ("data/manifest.json", "validation/data.json", "sft/config.json", "tiers.json"):
+    for p in ("data/manifest.json", "reports/validation/", "sft/config.json", "tiers.json"):
         assert str(tmp_path) in msg and p in msg, p
     _make_shared(tmp_path)
     require_shared(cfg, "rucl", cfg.study.rucl, units)  # no error once they exist
@@ -268,7 +271,7 @@ def test_studies_dvc_yaml_runs_the_study_apart_from_the_main_pipeline():
     st = yaml.safe_load((root / "studies" / "dvc.yaml").read_text())["stages"]["rucl_study"]
     assert st["cmd"] == "rubricflow study rucl" and st["wdir"] == ".."
     # the shared outputs the harness checks for are its deps, so the study re-runs when the main pipeline changes
-    for dep in ("data/synthetic", "reports/validation/synthetic.json", "artifacts/models/sft",
+    for dep in ("data/synthetic", "reports/validation/data/synthetic.json", "artifacts/models/sft",
                 "artifacts/rubrics/tiers.json", "reports/params/study.json", "rubricflow/study.py"):
         assert dep in st["deps"], dep
     outs = {k: v for o in st["outs"] for k, v in o.items()}
