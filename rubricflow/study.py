@@ -41,7 +41,7 @@ from rubricflow.study_config import Claim, StudySpec
 
 RESULT_FILE = "result.json"
 # Set by the study for each unit; a variant overriding one of them would make units collide or change the seed.
-RESERVED_KEYS = ("seed", "rucl.name", "rucl.out_dir", "rucl.checkpoint_dir", "rucl.eval_policies")
+RESERVED_KEYS = ("seed", "rucl.grpo.seed", "rucl.name", "rucl.out_dir", "rucl.checkpoint_dir", "rucl.eval_policies")
 EVAL_NAME = "policy"  # the name of the unit's checkpoint in rucl.eval_policies
 
 
@@ -101,7 +101,10 @@ def unit_config(cfg: Any, name: str, spec: StudySpec, unit: Unit) -> Any:
     untrained = unit.variant in spec.untrained
     ckpt = Path(cfg.rucl.checkpoint_dir).parent / "studies" / name / unit.variant / f"seed{unit.seed}"
     overrides.update({
+        # both seeds: the GRPO trainer draws the prompt order, rollouts and minibatches from rucl.grpo.seed (the
+        # run-level `seed` alone would leave every unit on the same trajectory: a study of one run, repeated)
         "seed": unit.seed,
+        "rucl.grpo.seed": unit.seed,
         "rucl.name": "train",
         "rucl.out_dir": str(d / "model"),
         "rucl.checkpoint_dir": str(ckpt),

@@ -144,6 +144,8 @@ def test_unit_configs_have_their_own_dirs_and_seed(tmp_path):
     b = unit_config(cfg, "rucl", spec, Unit("outcome", 22))
     s = unit_config(cfg, "rucl", spec, Unit("sft", 11))
     assert a.seed == 11 and b.seed == 22 and cfg.seed == 1234
+    # the seed that drives GRPO (prompt order, rollouts, minibatches) is the unit's too
+    assert (a.rucl.grpo.seed, b.rucl.grpo.seed) == (11, 22) and cfg.rucl.grpo.seed == 1234
     assert a.data.seed == cfg.data.seed  # the data is shared, not regenerated per seed
     assert a.rucl.reward.mode == "outcome" and cfg.rucl.reward.mode == "rucl"
     assert a.rucl.out_dir == str(tmp_path / "studies/rucl/outcome/seed11/model")
