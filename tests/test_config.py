@@ -123,3 +123,31 @@ def test_no_top_level_key_shadows_a_profile_key():
     top = set(leaves(raw))
     shadowed = {name: sorted(set(leaves(p or {})) & top) for name, p in profiles.items()}
     assert shadowed == {name: [] for name in profiles}
+
+
+# -- strict reading: duplicate keys, empty files -----------------------------------------------------------------------------------------------
+def test_duplicate_keys_are_refused_in_every_mapping_with_both_lines(tmp_path):
+    p = write(tmp_path, "seed: 1\nprofiles:\n  tiny:\n    sft: {steps: 2}\n    sft: {steps: 3}\n")
+    with pytest.raises(ConfigError) as e:
+        load_config(p)
+    assert str(e.value) == f"{p}: key `profiles.tiny.sft` is defined twice (lines 4 and 5)"
+    lst = write(tmp_path, "study:\n  claims:\n    - {a: x, a: y}\n")
+    with pytest.raises(ConfigError, match=r"key `study\.claims\[0\]\.a` is defined twice \(lines 3 and 3\)"):
+        load_config(lst)
+
+
+def test_merge_keys_and_overrides_next_to_them_are_not_duplicates(tmp_path):
+    from rubricflow.yamlload import load_yaml
+
+    doc = load_yaml("base: &b {steps: 2, lr: 0.1}\nsft:\n  <<: *b\n  steps: 5\n")
+    assert doc["sft"] == {"steps": 5, "lr": 0.1}
+    p = write(tmp_path, "base_sft: &b {steps: 2}\n")
+    with pytest.raises(ConfigError, match="base_sft"):  # YAML is fine; the config still refuses the unknown key
+        load_config(p)
+
+
+def test_empty_file_is_an_error_but_an_explicit_empty_mapping_means_defaults(tmp_path):
+    p = write(tmp_path, "# only a comment\n")
+    with pytest.raises(ConfigError, match="empty parameters file"):
+        load_config(p)
+    assert load_config(write(tmp_path, "{}\n")).seed == load_config(write(tmp_path, "seed: 1234\n")).seed
