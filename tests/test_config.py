@@ -125,7 +125,7 @@ def test_no_top_level_key_shadows_a_profile_key():
     assert shadowed == {name: [] for name in profiles}
 
 
-# -- strict reading: duplicate keys, empty files -----------------------------------------------------------------------------------------------
+# -- strict reading: duplicate keys, empty files, booleans and non-finite numbers -----------------------------------
 def test_duplicate_keys_are_refused_in_every_mapping_with_both_lines(tmp_path):
     p = write(tmp_path, "seed: 1\nprofiles:\n  tiny:\n    sft: {steps: 2}\n    sft: {steps: 3}\n")
     with pytest.raises(ConfigError) as e:
@@ -151,3 +151,40 @@ def test_empty_file_is_an_error_but_an_explicit_empty_mapping_means_defaults(tmp
     with pytest.raises(ConfigError, match="empty parameters file"):
         load_config(p)
     assert load_config(write(tmp_path, "{}\n")).seed == load_config(write(tmp_path, "seed: 1234\n")).seed
+
+
+def test_a_boolean_is_not_a_number():
+    with pytest.raises(ConfigError, match=r"key `sft\.steps`: Input should be a number, not a boolean \(got True\)"):
+        config_from_dict({"sft": {"steps": True}})
+    with pytest.raises(ConfigError, match=r"key `sft\.lr`: Input should be a number, not a boolean"):
+        config_from_dict({"sft": {"lr": False}})
+    with pytest.raises(ConfigError, match=r"thresholds`: Input should be a number, not a boolean \(item \[1\]\)"):
+        config_from_dict({"roro": {"eval": {"thresholds": [0.5, True]}}})
+    cfg = config_from_dict({"sft": {"steps": "7", "lr": "1e-3"}})  # strings still convert, as YAML gives them
+    assert cfg.sft.steps == 7 and cfg.sft.lr == 1e-3
+
+
+@pytest.mark.parametrize("value", [float("inf"), float("-inf"), float("nan"), "inf", "nan"])
+def test_floats_must_be_finite(value):
+    with pytest.raises(ConfigError, match=r"key `judge\.openai\.timeout_s`: Input should be a finite number"):
+        config_from_dict({"judge": {"openai": {"timeout_s": value}}})
+
+
+def test_a_field_can_opt_in_to_infinity():
+    from pydantic import Field, ValidationError
+
+    from rubricflow.section import Section
+
+    class Limits(Section):
+        budget: float = Field(1.0, allow_inf_nan=True, description="No limit with .inf.")
+        rate: float = Field(1.0, description="Finite.")
+        flag: bool = Field(False, description="A real boolean.")
+        either: int | bool = Field(0, description="A count or a switch.")
+
+    assert Limits(budget=float("inf")).budget == float("inf")
+    assert Limits(flag=True, either=True).either is True
+    with pytest.raises(ValidationError, match="finite number"):
+        Limits(rate=float("inf"))
+    lim = Limits()
+    with pytest.raises(ValidationError, match="not a boolean"):
+        lim.rate = True  # assignments are checked too
