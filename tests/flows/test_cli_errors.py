@@ -16,6 +16,9 @@ def _params(tmp_path, name: str, data: bytes):
     return str(path)
 
 
+ENV_THREADS = "RUBRICFLOW_THREADS: expected a positive integer"
+EMPTY = "empty parameters file; expected a mapping of parameters (see params.yaml)"
+
 CASES = {
     # --set values that are not YAML name the item
     "set-unclosed-list": (["--set", "sft.steps=[1,2"], {}, "--set 'sft.steps=[1,2': the value is not valid YAML"),
@@ -24,9 +27,9 @@ CASES = {
     # threads
     "threads-negative": (["--threads", "-3"], {}, "--threads: expected a positive integer, got -3"),
     "threads-zero": (["--threads", "0"], {}, "--threads: expected a positive integer, got 0"),
-    "env-threads-text": ([], {"RUBRICFLOW_THREADS": "abc"}, "RUBRICFLOW_THREADS: expected a positive integer, got 'abc'"),
-    "env-threads-zero": ([], {"RUBRICFLOW_THREADS": "0"}, "RUBRICFLOW_THREADS: expected a positive integer, got '0'"),
-    "env-threads-negative": ([], {"RUBRICFLOW_THREADS": "-1"}, "RUBRICFLOW_THREADS: expected a positive integer, got '-1'"),
+    "env-threads-text": ([], {"RUBRICFLOW_THREADS": "abc"}, f"{ENV_THREADS}, got 'abc'"),
+    "env-threads-zero": ([], {"RUBRICFLOW_THREADS": "0"}, f"{ENV_THREADS}, got '0'"),
+    "env-threads-negative": ([], {"RUBRICFLOW_THREADS": "-1"}, f"{ENV_THREADS}, got '-1'"),
     # --set values of the wrong type (strict sections)
     "set-bool-for-int": (["--set", "sft.steps=true"], {}, "key `sft.steps`: Input should be a number, not a boolean"),
     "set-inf-lr": (["--set", "sft.lr=.inf"], {}, "key `sft.lr`: Input should be a finite number"),
@@ -50,11 +53,15 @@ def test_bad_input_is_one_line_naming_it(args, env, message):
 
 
 FILES = {
-    "not-utf8": (b"seed: 1\n\xff\xfe: 2\n", "not UTF-8 text: byte 0xff at line 2 (offset 8); expected a UTF-8 YAML file"),
-    "empty": (b"", "empty parameters file; expected a mapping of parameters (see params.yaml)"),
-    "only-comments": (b"# nothing here\n\n", "empty parameters file; expected a mapping of parameters (see params.yaml)"),
+    "not-utf8": (
+        b"seed: 1\n\xff\xfe: 2\n", "not UTF-8 text: byte 0xff at line 2 (offset 8); expected a UTF-8 YAML file"
+    ),
+    "empty": (b"", EMPTY),
+    "only-comments": (b"# nothing here\n\n", EMPTY),
     "duplicate-top-level": (b"seed: 1\nsft:\n  steps: 3\nseed: 2\n", "key `seed` is defined twice (lines 1 and 4)"),
-    "duplicate-nested": (b"sft:\n  steps: 3\n  lr: 0.1\n  steps: 4\n", "key `sft.steps` is defined twice (lines 2 and 4)"),
+    "duplicate-nested": (
+        b"sft:\n  steps: 3\n  lr: 0.1\n  steps: 4\n", "key `sft.steps` is defined twice (lines 2 and 4)"
+    ),
     "not-yaml": (b"seed: [1, 2\n", "not valid YAML: while parsing a flow sequence"),
 }
 
