@@ -41,13 +41,28 @@ class State:
 state = State()
 
 
+def usage_error(message: str) -> typer.Exit:
+    """Print ``error: message`` (one line, no traceback) and return the exit for a usage/config error (2)."""
+    typer.echo(f"error: {message}", err=True)
+    return typer.Exit(2)
+
+
 def _parse_set(items: list[str]) -> dict:
+    """``--set dotted.key=value`` items as {key: value}, each value parsed as YAML (``3``, ``1e-4``, ``[1, 2]``).
+
+    A value that is not valid YAML (or repeats a key) is an error naming the item; type checks are the config's.
+    """
+    from rubricflow.yamlload import load_yaml, yaml_error_line
+
     out = {}
     for item in items:
-        if "=" not in item:
-            raise typer.BadParameter(f"--set expects key=value, got {item!r}")
-        k, v = item.split("=", 1)
-        out[k.strip()] = yaml.safe_load(v)
+        k, eq, v = item.partition("=")
+        if not eq or not k.strip():
+            raise usage_error(f"--set expects key=value, got {item!r}")
+        try:
+            out[k.strip()] = load_yaml(v)
+        except yaml.YAMLError as e:
+            raise usage_error(f"--set {item!r}: the value is not valid YAML: {yaml_error_line(e)}") from None
     return out
 
 
@@ -59,8 +74,13 @@ def main(
     no_track: Annotated[bool, typer.Option("--no-track", help="Do not log to MLflow.")] = False,
     threads: Annotated[Optional[int], typer.Option(help="Torch intra-op threads (default $RUBRICFLOW_THREADS or 1).")] = None,
 ):
+    if threads is not None and threads < 1:
+        raise usage_error(f"--threads: expected a positive integer, got {threads}")
     state.params, state.profile, state.overrides, state.track = params, profile, _parse_set(set_), not no_track
-    rubricflow.env.configure_threads(threads)
+    try:
+        rubricflow.env.configure_threads(threads)
+    except ValueError as e:  # $RUBRICFLOW_THREADS is not a positive integer
+        raise usage_error(str(e)) from None
 
 
 def load_cfg():

@@ -33,6 +33,7 @@ from rubricflow.rubrics.config import RubricsConfig
 from rubricflow.rucl.config import RuCLConfig
 from rubricflow.section import ConfigError, Section
 from rubricflow.study_config import StudyConfig
+from rubricflow.yamlload import DuplicateKeyError, load_yaml, yaml_error_line
 from rubricflow.sections import (
     DataConfig,
     GenerationConfig,
@@ -121,6 +122,40 @@ def resolve_raw(raw: dict, profile: str | None = None, source: str = "params.yam
     return merged
 
 
+def read_params(path: Path) -> Any:
+    """The parsed YAML document of a parameters file; ConfigError naming the file on anything unreadable.
+
+    Refused: a missing file, a folder, bytes that are not UTF-8, a file with no document (empty or only comments:
+    an empty params.yaml would silently run every default), invalid YAML and a key given twice in one mapping
+    (YAML would keep the last one without a word).
+    """
+    if path.is_dir():
+        raise ConfigError(f"{path}: is a folder; expected a parameters file (YAML)")
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: parameters file not found") from None
+    except OSError as e:
+        raise ConfigError(f"{path}: cannot read the parameters file: {e.strerror or e}") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data[: e.start].count(b"\n") + 1
+        raise ConfigError(
+            f"{path}: not UTF-8 text: byte 0x{data[e.start]:02x} at line {line} (offset {e.start}); "
+            "expected a UTF-8 YAML file"
+        ) from None
+    try:
+        raw = load_yaml(text)
+    except DuplicateKeyError as e:
+        raise ConfigError(f"{path}: {e}") from None
+    except yaml.YAMLError as e:
+        raise ConfigError(f"{path}: not valid YAML: {yaml_error_line(e)}") from None
+    if raw is None:
+        raise ConfigError(f"{path}: empty parameters file; expected a mapping of parameters (see params.yaml)")
+    return raw
+
+
 def load_config(
     path: str | os.PathLike | None = None, profile: str | None = None, overrides: dict[str, Any] | None = None
 ) -> Config:
@@ -130,12 +165,7 @@ def load_config(
     Raises ConfigError naming the file and the dotted key on any problem.
     """
     path = Path(path or os.environ.get("RUBRICFLOW_PARAMS", "params.yaml"))
-    if not path.exists():
-        raise ConfigError(f"{path}: parameters file not found")
-    try:
-        raw = yaml.safe_load(path.read_text()) or {}
-    except yaml.YAMLError as e:
-        raise ConfigError(f"{path}: not valid YAML: {e}") from e
+    raw = read_params(path)
     if not isinstance(raw, dict):
         raise ConfigError(f"{path}: expected a mapping at the top level, got {type(raw).__name__}")
     return config_from_dict(raw, profile=profile, overrides=overrides, source=str(path))

@@ -61,15 +61,33 @@ def setup_environment() -> None:
     (STATE_DIR / "mlflow").mkdir(parents=True, exist_ok=True)
 
 
+def thread_count_from_env() -> int:
+    """``$RUBRICFLOW_THREADS`` as a positive integer (1 when unset); ValueError naming the variable otherwise."""
+    raw = os.environ.get("RUBRICFLOW_THREADS")
+    if raw is None:
+        return 1
+    try:
+        n = int(raw.strip())
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise ValueError(f"RUBRICFLOW_THREADS: expected a positive integer, got {raw!r}")
+    return n
+
+
 def configure_threads(n: int | None = None) -> int:
     """Set torch's intra-op threads explicitly (default: $RUBRICFLOW_THREADS or 1).
 
     On a small machine with any other load, more torch threads are much slower than one (the measurement is in
     docs/operations.md, "Measurements behind defaults"), so tests, CI and benchmarks use 1 unless told otherwise.
+    Raises ValueError naming the option or the variable when the count is not a positive integer.
     """
+    if n is None:
+        n = thread_count_from_env()
+    elif isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise ValueError(f"threads: expected a positive integer, got {n!r}")
     import torch
 
-    n = int(n or os.environ.get("RUBRICFLOW_THREADS", "1"))
     torch.set_num_threads(n)
     try:
         torch.set_num_interop_threads(1)

@@ -123,3 +123,68 @@ def test_no_top_level_key_shadows_a_profile_key():
     top = set(leaves(raw))
     shadowed = {name: sorted(set(leaves(p or {})) & top) for name, p in profiles.items()}
     assert shadowed == {name: [] for name in profiles}
+
+
+# -- strict reading: duplicate keys, empty files, booleans and non-finite numbers -----------------------------------
+def test_duplicate_keys_are_refused_in_every_mapping_with_both_lines(tmp_path):
+    p = write(tmp_path, "seed: 1\nprofiles:\n  tiny:\n    sft: {steps: 2}\n    sft: {steps: 3}\n")
+    with pytest.raises(ConfigError) as e:
+        load_config(p)
+    assert str(e.value) == f"{p}: key `profiles.tiny.sft` is defined twice (lines 4 and 5)"
+    lst = write(tmp_path, "study:\n  claims:\n    - {a: x, a: y}\n")
+    with pytest.raises(ConfigError, match=r"key `study\.claims\[0\]\.a` is defined twice \(lines 3 and 3\)"):
+        load_config(lst)
+
+
+def test_merge_keys_and_overrides_next_to_them_are_not_duplicates(tmp_path):
+    from rubricflow.yamlload import load_yaml
+
+    doc = load_yaml("base: &b {steps: 2, lr: 0.1}\nsft:\n  <<: *b\n  steps: 5\n")
+    assert doc["sft"] == {"steps": 5, "lr": 0.1}
+    p = write(tmp_path, "base_sft: &b {steps: 2}\n")
+    with pytest.raises(ConfigError, match="base_sft"):  # YAML is fine; the config still refuses the unknown key
+        load_config(p)
+
+
+def test_empty_file_is_an_error_but_an_explicit_empty_mapping_means_defaults(tmp_path):
+    p = write(tmp_path, "# only a comment\n")
+    with pytest.raises(ConfigError, match="empty parameters file"):
+        load_config(p)
+    assert load_config(write(tmp_path, "{}\n")).seed == load_config(write(tmp_path, "seed: 1234\n")).seed
+
+
+def test_a_boolean_is_not_a_number():
+    with pytest.raises(ConfigError, match=r"key `sft\.steps`: Input should be a number, not a boolean \(got True\)"):
+        config_from_dict({"sft": {"steps": True}})
+    with pytest.raises(ConfigError, match=r"key `sft\.lr`: Input should be a number, not a boolean"):
+        config_from_dict({"sft": {"lr": False}})
+    with pytest.raises(ConfigError, match=r"thresholds`: Input should be a number, not a boolean \(item \[1\]\)"):
+        config_from_dict({"roro": {"eval": {"thresholds": [0.5, True]}}})
+    cfg = config_from_dict({"sft": {"steps": "7", "lr": "1e-3"}})  # strings still convert, as YAML gives them
+    assert cfg.sft.steps == 7 and cfg.sft.lr == 1e-3
+
+
+@pytest.mark.parametrize("value", [float("inf"), float("-inf"), float("nan"), "inf", "nan"])
+def test_floats_must_be_finite(value):
+    with pytest.raises(ConfigError, match=r"key `judge\.openai\.timeout_s`: Input should be a finite number"):
+        config_from_dict({"judge": {"openai": {"timeout_s": value}}})
+
+
+def test_a_field_can_opt_in_to_infinity():
+    from pydantic import Field, ValidationError
+
+    from rubricflow.section import Section
+
+    class Limits(Section):
+        budget: float = Field(1.0, allow_inf_nan=True, description="No limit with .inf.")
+        rate: float = Field(1.0, description="Finite.")
+        flag: bool = Field(False, description="A real boolean.")
+        either: int | bool = Field(0, description="A count or a switch.")
+
+    assert Limits(budget=float("inf")).budget == float("inf")
+    assert Limits(flag=True, either=True).either is True
+    with pytest.raises(ValidationError, match="finite number"):
+        Limits(rate=float("inf"))
+    lim = Limits()
+    with pytest.raises(ValidationError, match="not a boolean"):
+        lim.rate = True  # assignments are checked too

@@ -6,7 +6,8 @@ is part of the key too (a rubric id whose wording changed is a different rubric)
 ``repaired`` judgments are stored: a failed judgment, or a rubric the judge left out, is asked again on the next
 run ("a rerun retries only the failures"). ``CachedJudge`` wraps any backend: it answers what it can from the
 cache and sends each request to the backend with only its uncached rubrics (a fully cached request makes no
-backend call at all).
+backend call at all). Rationales are stored as the backend returned them after its ``scrub_judgment`` (the
+openai backend replaces its API key by ``***``), so a judge server echoing the key cannot put it in the file.
 """
 
 from __future__ import annotations
@@ -144,6 +145,11 @@ class CachedJudge:
         return hashes, keys, found, todo
 
     def _merge(self, requests, hashes, keys, found, todo, fresh: list[Judgment]) -> list[Judgment]:
+        # a backend holding a secret (the openai one) scrubs it from what it returns; scrubbing again here keeps
+        # a rationale echoing the API key out of the cache file even if a wrapper skipped the backend's pass
+        scrub = getattr(self.backend, "scrub_judgment", None)
+        if callable(scrub):
+            fresh = [scrub(j) for j in fresh]
         by_index = {i: j for (i, _), j in zip(todo, fresh)}
         rows = []
         out: list[Judgment] = []

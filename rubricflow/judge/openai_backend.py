@@ -35,7 +35,7 @@ import random
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -232,6 +232,16 @@ class OpenAIJudge:
                 text = text.replace(k, "***")
         return text
 
+    def scrub_judgment(self, j: Judgment) -> Judgment:
+        """``j`` with the key scrubbed from every rationale, the reason and the raw text: a server that echoes the
+        key (a hostile or misconfigured one) must not get it into the judge cache, reports or logs."""
+        if self._key is None:
+            return j
+        verdicts = {rid: replace(v, rationale=self.scrub(v.rationale)) for rid, v in j.verdicts.items()}
+        reason = None if j.reason is None else self.scrub(j.reason)
+        raw = None if j.raw is None else self.scrub(j.raw)
+        return replace(j, verdicts=verdicts, reason=reason, raw=raw)
+
     # -- requests --------------------------------------------------------------------------------------------
     def _image_parts(self, request: JudgeRequest) -> list[dict]:
         parts = []
@@ -408,7 +418,7 @@ class OpenAIJudge:
             log.warning("judge %s failed: %s", request.sample_id, e.reason)
             return Judgment("failed", reason=e.reason)
         self.stats.retries += attempts - 1
-        j = parse_judgment(content, ids)
+        j = self.scrub_judgment(parse_judgment(content, ids))
         if j.status != "ok" and finish == "length":
             j.reason = f"{j.reason}; output hit max_tokens"
         if j.status == "failed":

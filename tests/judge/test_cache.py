@@ -146,3 +146,28 @@ def test_make_judge_wraps_cache_per_config(tmp_path):
     assert j.judge(r)[0].verdicts["C17"].satisfied is True
     assert j.judge(r)[0].reason == "cached" and j.stats.backend_requests == 1
     assert not isinstance(make_judge(JudgeConfig(backend="openai", cache_enabled=False), preflight=False), CachedJudge)
+
+
+def test_cache_stores_what_the_backend_scrubs(tmp_path):
+    """A backend that returns a secret unscrubbed but offers ``scrub_judgment`` still keeps it out of the file."""
+    from dataclasses import replace
+
+    def rationale(j, fn):
+        return replace(j, verdicts={k: replace(v, rationale=fn(v.rationale)) for k, v in j.verdicts.items()})
+
+    class Leaky(CountingBackend):
+        def judge(self, requests):
+            return [rationale(j, lambda _: "KEY-1234 seen") for j in super().judge(requests)]
+
+        def scrub_judgment(self, j):
+            return rationale(j, lambda text: text.replace("KEY-1234", "***"))
+
+    path = tmp_path / "c.sqlite"
+    cache = JudgeCache(path)
+    out = CachedJudge(Leaky(), cache).judge(reqs(2))
+    assert {v.rationale for o in out for v in o.verdicts.values()} == {"*** seen"}
+    again = CachedJudge(Leaky(), cache).judge(reqs(2))  # answered from the file
+    assert [o.reason for o in again] == ["cached", "cached"]
+    assert {v.rationale for o in again for v in o.verdicts.values()} == {"*** seen"}
+    cache.close()
+    assert all(b"KEY-1234" not in f.read_bytes() for f in tmp_path.glob("c.sqlite*"))

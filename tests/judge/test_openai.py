@@ -372,6 +372,41 @@ def test_secret_block_resolved_lazily_once(server):
     assert server.headers[-1]["Authorization"] == f"Bearer {SECRET}"
 
 
+def test_a_server_echoing_the_key_cannot_put_it_in_the_cache(tmp_path):
+    def echo_key(body):  # a hostile judge: quotes the bearer token back in every rationale
+        doc = json.loads(srv.judgment_text(body))
+        for v in doc["verdicts"].values():
+            v["rationale"] = f"your key is {SECRET}; again: {SECRET}"
+        return json.dumps(doc)
+
+    with LoopbackJudgeServer(content_fn=echo_key, api_key=SECRET) as srv:
+        path = tmp_path / "cache.sqlite"
+        cache = JudgeCache(path)
+        opts = dict(base_url=srv.base_url, model="loopback-judge", timeout_s=2.0, max_retries=0)
+        judge = CachedJudge(OpenAIJudge(OpenAIJudgeConfig(**opts), api_key=SECRET), cache)
+        out = judge.judge([req(1), req(2)])
+        assert srv.headers[0]["Authorization"] == f"Bearer {SECRET}"  # the key was really sent (and echoed)
+    assert [o.status for o in out] == ["ok", "ok"]
+    rationales = [v.rationale for o in out for v in o.verdicts.values()]
+    assert len(rationales) == 4 and set(rationales) == {"your key is ***; again: ***"}
+    assert all(SECRET not in (o.raw or "") + (o.reason or "") for o in out)
+    assert len(cache) == 4
+    stored = [v.rationale for _, v in cache.get_many(list(cache_keys(judge, [req(1), req(2)]))).values()]
+    assert set(stored) == {"your key is ***; again: ***"}
+    cache.close()
+    files = sorted(tmp_path.glob("cache.sqlite*"))  # the database and any WAL/shm left beside it
+    assert files and all(SECRET.encode() not in f.read_bytes() for f in files)
+
+
+def cache_keys(judge, requests):
+    from rubricflow.judge.cache import cache_key
+
+    for r in requests:
+        h = r.content_hash()
+        for rb in r.rubrics:
+            yield cache_key(judge.name, judge.model_id, judge.prompt_version, rb.id, rb.text, h)
+
+
 def test_missing_aiohttp_client_raises_the_shared_backend_unavailable(monkeypatch):
     import openai
 
