@@ -229,3 +229,61 @@ def test_full_disk_names_the_checkpoint_and_keeps_the_earlier_ones(tmp_path, mon
     assert [s for s, _ in mgr.checkpoints()] == [2]
     assert mgr.load(ck / "step-00000002")[0] == 2  # verifies and loads
     assert not list(ck.glob(".tmp-*"))  # the partial directory is gone
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# the RuCL training path
+
+
+@pytest.fixture(scope="module")
+def rucl_setup(tmp_path_factory):
+    """A small counting dataset, an untrained tiny Qwen2.5-VL as the "SFT" policy and a tiers file."""
+    import dataclasses
+
+    from models.tiny import TinyDims, build_tiny_vl, save
+    from rubricflow.data.synthetic import build_synthetic_dataset
+    from rubricflow.data.traces import render_trace
+    from rubricflow.rubrics.pool import RubricPool, load_default_pool, save_pool
+
+    root = tmp_path_factory.mktemp("rucl_keys")
+    samples = build_synthetic_dataset(root / "data", ["counting"], {"train": 6, "test": 2}, seed=1, image_size=56)
+    corpus = [s.question for s in samples] + [render_trace(s.facts, s.answer) for s in samples]
+    model, proc = build_tiny_vl(corpus, TinyDims(hidden_size=32, num_layers=1, num_heads=2, num_kv_heads=1,
+                                                 vocab_size=300, vision_hidden_size=16, vision_depth=1))
+    save(model, proc, root / "sft")
+    tiers = {"C17": "foundational", "C08": "advanced"}
+    rub = [dataclasses.replace(r, tier=tiers[r.id]) for r in load_default_pool().rubrics if r.id in tiers]
+    save_pool(RubricPool(rub, {"source": "test"}), root / "tiers.json")
+    return root
+
+
+@pytest.mark.slow  # trains a tiny VL policy (a few seconds per step on a loaded CPU)
+def test_rucl_training_resumes_same_inputs_and_starts_fresh_when_the_tiers_change(rucl_setup, caplog):
+    from rubricflow.judge.programmatic import ProgrammaticJudge
+    from rubricflow.rubrics.pool import load_tiers
+    from rubricflow.rucl.train import train_rucl
+
+    root = rucl_setup
+    cfg = RuCLConfig.model_validate({
+        "init_from": str(root / "sft"), "tiers_path": str(root / "tiers.json"), "out_dir": str(root / "model"),
+        "checkpoint_dir": str(root / "ck"), "eval_samples": 0, "reward": {"mode": "rucl", "alpha": 0.7},
+        "grpo": {"group_size": 2, "prompts_per_step": 2, "steps": 2, "max_new_tokens": 6, "checkpoint_every": 1},
+    })
+
+    def train(steps):
+        return train_rucl(cfg, root / "data", ProgrammaticJudge(), load_tiers(root / "tiers.json"),
+                          root / "reports", seed=0, steps=steps)
+
+    first = train(1)
+    assert first["resumed_from"] is None and first["resume_refused"] is None
+    assert first["checkpoint_dir"] == str(root / "ck" / "rucl-seed0")
+    again = train(2)
+    assert again["resumed_from"] == 1 and again["resume_refused"] is None
+    tiers = json.loads((root / "tiers.json").read_text())
+    tiers["rubrics"] = tiers["rubrics"][:1]  # the tiers file was rebuilt: one rubric fewer
+    (root / "tiers.json").write_text(json.dumps(tiers))
+    with caplog.at_level(logging.WARNING, logger="rubricflow.grpo.checkpoint"):
+        fresh = train(2)
+    assert fresh["resumed_from"] is None and fresh["resume_refused"] == "tiers changed"
+    assert fresh["steps"] == 2
+    assert f"checkpoint {root / 'ck' / 'rucl-seed0'} was trained on a different tiers; starting fresh" in caplog.text
