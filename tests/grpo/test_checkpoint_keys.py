@@ -287,3 +287,42 @@ def test_rucl_training_resumes_same_inputs_and_starts_fresh_when_the_tiers_chang
     assert fresh["resumed_from"] is None and fresh["resume_refused"] == "tiers changed"
     assert fresh["steps"] == 2
     assert f"checkpoint {root / 'ck' / 'rucl-seed0'} was trained on a different tiers; starting fresh" in caplog.text
+
+
+def test_deltarubric_key_covers_the_sft_policy_pairs_and_generation(tmp_path):
+    from rubricflow.deltarubric.config import DeltaRubricConfig
+    from rubricflow.deltarubric.stages import resume_parts as dr_parts
+    from rubricflow.sections import GenerationConfig, ModelsConfig
+
+    for d, f in (("sft", "model.safetensors"), ("pairs", "pairs.parquet")):
+        (tmp_path / d).mkdir()
+        (tmp_path / d / f).write_bytes(b"v1")
+    dr = DeltaRubricConfig.model_validate({"sft": {"out_dir": str(tmp_path / "sft")},
+                                           "pairs": {"out_dir": str(tmp_path / "pairs")}})
+    base = dr_parts(dr, ModelsConfig(), GenerationConfig(), 0)
+    (tmp_path / "sft" / "model.safetensors").write_bytes(b"v2 retrained")
+    now = dr_parts(dr, ModelsConfig(), GenerationConfig(), 0)
+    assert _changed(base, now) == ["init_policy"]
+    (tmp_path / "pairs" / "pairs.parquet").write_bytes(b"v2 regenerated")
+    later = dr_parts(dr, ModelsConfig(), GenerationConfig.model_validate({"top_p": 0.5}), 0)
+    assert _changed(now, later) == ["data", "generation"]
+    ops = GenerationConfig.model_validate({"top_p": 0.5, "vllm_gpu_memory_utilization": 0.9})
+    assert resume_key(dr_parts(dr, ModelsConfig(), ops, 0)) == resume_key(later)
+
+
+def test_roro_router_key_covers_the_problems_models_and_sections():
+    from rubricflow.roro.config import RouterConfig
+    from rubricflow.roro.router_train import RouterRun
+    from rubricflow.roro.router_train import resume_parts as router_parts
+    from rubricflow.roro.task import make_problems
+
+    run, rcfg = RouterRun("roro-cw0.4", 0.5, 0.4), RouterConfig()
+    probs = make_problems(4, "train", 0)
+    base = router_parts(run, rcfg, 0, ["slm:a", "lrm:b"], probs, {"task": {"n_train": 4}})
+    assert _changed(base, router_parts(run, rcfg, 0, ["slm:a", "lrm:B"], probs, {"task": {"n_train": 4}})) == ["models"]
+    assert _changed(base, router_parts(run, rcfg, 0, ["slm:a", "lrm:b"], make_problems(4, "train", 1),
+                                       {"task": {"n_train": 4}})) == ["problems"]
+    assert _changed(base, router_parts(run, rcfg, 0, ["slm:a", "lrm:b"], probs, {"task": {"n_train": 5}})) == ["task"]
+    moved = rcfg.model_copy(update={"checkpoint_dir": "elsewhere", "sweep_cost_weights": [0.1]})
+    assert resume_key(router_parts(run, moved, 0, ["slm:a", "lrm:b"], probs, {"task": {"n_train": 4}})) == \
+        resume_key(base)
