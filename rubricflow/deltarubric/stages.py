@@ -151,14 +151,29 @@ def sft_stage(deltarubric: DeltaRubricConfig, models: ModelsConfig, ctx: StageCo
 # ================================================================================================================
 
 
-def _checkpoint_dir(ctx: StageContext, dr: DeltaRubricConfig) -> Path:
-    """Resume only a run with identical settings: the folder is keyed by the train + sft + pairs config hash."""
-    import hashlib
-    import json
+TRAINING_CODE = ("rubricflow.deltarubric", "rubricflow.grpo")
 
-    blob = json.dumps({k: getattr(dr, k).model_dump(mode="json") for k in ("pairs", "sft", "train")}, sort_keys=True)
-    key = hashlib.sha256(blob.encode()).hexdigest()[:16]
-    return ctx.artifacts_dir / "deltarubric" / "checkpoints" / f"{key}-seed{ctx.seed}"
+
+def _checkpoint_dir(ctx: StageContext) -> Path:
+    """One checkpoint root per seed; what it was trained on is checked by :func:`resume_parts` (``key.json``)."""
+    return ctx.artifacts_dir / "deltarubric" / "checkpoints" / f"train-seed{ctx.seed}"
+
+
+def resume_parts(dr: DeltaRubricConfig, models: ModelsConfig, generation: GenerationConfig, seed: int) -> dict:
+    """The resume key's parts: the pairs / sft / train sections, the policy model settings, the generation section,
+    the seed, the contents of the SFT policy folder and the pairs folder, and the training code."""
+    from rubricflow.grpo.checkpoint import code_hash, content_hash
+
+    parts = {k: getattr(dr, k).model_dump(mode="json") for k in ("pairs", "sft", "train")}
+    parts.update({
+        "models.policy": models.policy.model_dump(mode="json"),
+        "generation": generation.model_dump(mode="json", exclude={"vllm_gpu_memory_utilization"}),
+        "seed": seed,
+        "init_policy": content_hash(dr.sft.out_dir),
+        "data": content_hash(_pairs_dir(dr)),
+        "code": code_hash(*TRAINING_CODE),
+    })
+    return parts
 
 
 @stage("deltarubric_train", retries=3, resumable=True)
@@ -190,8 +205,9 @@ def train_stage(
 
     t0 = time.perf_counter()
     with progress("deltarubric train", total=dr.train.grpo.steps) as bar:
-        out = train_policy(model, proc, gen, train_items, val_items, dr.train, _checkpoint_dir(ctx, dr),
-                           log_fn=log, progress=bar.advance)
+        out = train_policy(model, proc, gen, train_items, val_items, dr.train, _checkpoint_dir(ctx),
+                           log_fn=log, progress=bar.advance,
+                           key_parts=resume_parts(dr, models, generation, ctx.seed))
     with staged_dir(dr.train.out_dir) as tmp:
         save(model, proc, tmp)
     write_json(ctx.reports_dir / "plots" / "deltarubric_train.json", out["curve"])
@@ -205,6 +221,8 @@ def train_stage(
     return {
         "steps": out["steps"],
         "resumed_from": out["resumed_from"],
+        "resume_refused": out["resume_refused"],
+        "corrupt_checkpoints": out["corrupt_checkpoints"],
         "train_seconds": round(time.perf_counter() - t0, 1),
         "probe_accuracy_start": probes[0] if probes else None,
         "probe_accuracy_end": out["final_probe"].get("probe/accuracy"),

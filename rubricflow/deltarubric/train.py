@@ -39,9 +39,11 @@ def train_policy(
     checkpoint_dir: str | Path,
     log_fn: LogFn | None = None,
     progress: Callable[[int], None] | None = None,
+    key_parts: dict | None = None,
 ) -> dict:
-    """Run ``cfg.grpo.steps`` multi-role GRPO steps in place on ``model`` (resuming from ``checkpoint_dir``);
-    returns ``{"curve": per-step rows, "final_probe", "steps", "resumed_from", "run_time_s"}``."""
+    """Run ``cfg.grpo.steps`` multi-role GRPO steps in place on ``model`` (resuming from ``checkpoint_dir`` if its
+    checkpoints were trained on the same ``key_parts``); returns ``{"curve": per-step rows, "final_probe",
+    "steps", "resumed_from", "resume_refused", "corrupt_checkpoints", "run_time_s"}``."""
     from rubricflow.grpo.causal_lm import CausalLMAdapter
     from rubricflow.grpo.engine import make_engine
     from rubricflow.grpo.trainer import GRPOTrainer
@@ -79,7 +81,7 @@ def train_policy(
         if progress is not None:
             progress(1)
 
-    trainer = GRPOTrainer(updater, train_items, rollout_fn, g, checkpoint_dir, log_fn=on_step)
+    trainer = GRPOTrainer(updater, train_items, rollout_fn, g, checkpoint_dir, log_fn=on_step, key_parts=key_parts)
     info = trainer.run(g.steps)
     final = probe(g.steps) if val_items else {}
     if log_fn is not None and final:

@@ -2,7 +2,8 @@
 
 ``GRPOTrainer.run(steps)``::
 
-    resume from the latest complete checkpoint under checkpoint_dir (if any)
+    refuse the checkpoints under checkpoint_dir if they were trained on other inputs (key_parts; start fresh)
+    resume from the latest complete checkpoint that verifies (a corrupt one: warn, try the previous one)
     for step in [start, steps):
         prompts           = prompt stream's next batch (seeded order, resumable cursor; rank r takes its slice)
         episodes, metrics = rollout_fn(step, prompts)           # the method: generate, judge, reward
@@ -19,6 +20,7 @@ same sequence of batches and, on a deterministic backend, the same parameters as
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -26,7 +28,13 @@ from typing import Any, Protocol
 
 import torch
 
-from rubricflow.grpo.checkpoint import CheckpointManager, rng_state, seed_everything, set_rng_state
+from rubricflow.grpo.checkpoint import (
+    CheckpointManager,
+    CorruptCheckpoint,
+    rng_state,
+    seed_everything,
+    set_rng_state,
+)
 from rubricflow.grpo.config import GRPOConfig
 from rubricflow.grpo.types import Episode
 from rubricflow.grpo.updater import GRPOUpdater
@@ -34,6 +42,8 @@ from rubricflow.grpo.updater import GRPOUpdater
 RolloutFn = Callable[[int, list[Any]], tuple[list[Episode], dict[str, float]]]
 LogFn = Callable[[int, dict[str, float]], None]
 EvalFn = Callable[[int], dict[str, float]]
+
+log = logging.getLogger("rubricflow.grpo.trainer")
 
 
 class Stateful(Protocol):
@@ -102,7 +112,10 @@ class GRPOTrainer:
         log_fn: LogFn | None = None,
         stateful: dict[str, Stateful] | None = None,
         eval_fn: EvalFn | None = None,
+        key_parts: dict[str, Any] | None = None,
     ):
+        """``key_parts``: what the run is trained on (``rubricflow.grpo.checkpoint.resume_key``); checkpoints
+        recorded with other parts are not resumed. None: no check (the caller keys ``checkpoint_dir`` itself)."""
         self.updater, self.rollout_fn, self.cfg = updater, rollout_fn, cfg
         self.engine = updater.engine
         self.rank, self.world_size = getattr(self.engine, "rank", 0), getattr(self.engine, "world_size", 1)
@@ -110,9 +123,11 @@ class GRPOTrainer:
         self.log_fn = log_fn
         self.eval_fn = eval_fn
         self.stateful = dict(stateful or {})
-        self.ckpt = CheckpointManager(checkpoint_dir, cfg.keep_checkpoints, self.engine)
+        self.ckpt = CheckpointManager(checkpoint_dir, cfg.keep_checkpoints, self.engine, key_parts=key_parts)
         self.step = 0
         self.resumed_from: int | None = None
+        self.resume_refused: str | None = None  # "<parts> changed": the checkpoints were trained on other inputs
+        self.corrupt_checkpoints: list[str] = []
         self.history: list[dict[str, float]] = []
 
     # -- state -------------------------------------------------------------------------------------------------
@@ -140,14 +155,23 @@ class GRPOTrainer:
         return self.ckpt.save(self.step, self.state())
 
     def maybe_resume(self) -> int | None:
-        """Load the latest complete checkpoint if there is one; returns its step."""
-        latest = self.ckpt.latest()
-        if latest is None:
-            return None
-        _, state = self.ckpt.load(latest[1])
-        self.load_state(state)
-        self.resumed_from = self.step
-        return self.step
+        """Load the latest complete checkpoint that verifies, if there is one; returns its step."""
+        self.resume_refused = self.ckpt.check_key()
+        cps = self.ckpt.checkpoints()
+        for _, path in reversed(cps):
+            try:
+                _, state = self.ckpt.load(path)
+            except CorruptCheckpoint as e:
+                self.corrupt_checkpoints.append(str(path))
+                log.warning("%s; trying the previous checkpoint", e)
+                continue
+            self.load_state(state)
+            self.resumed_from = self.step
+            return self.step
+        if cps:
+            log.warning("no valid checkpoint under %s (corrupt: %s); starting fresh", self.ckpt.root,
+                        ", ".join(Path(p).name for p in self.corrupt_checkpoints))
+        return None
 
     # -- loop --------------------------------------------------------------------------------------------------
     def run(self, steps: int | None = None) -> dict[str, Any]:
@@ -181,4 +205,5 @@ class GRPOTrainer:
                 self.save_checkpoint()
                 metrics["checkpoint_time_s"] = time.perf_counter() - t1
             self.history.append(metrics)
-        return {"steps": self.step, "resumed_from": self.resumed_from, "run_time_s": time.perf_counter() - t_run}
+        return {"steps": self.step, "resumed_from": self.resumed_from, "resume_refused": self.resume_refused,
+                "corrupt_checkpoints": list(self.corrupt_checkpoints), "run_time_s": time.perf_counter() - t_run}

@@ -219,8 +219,9 @@ class RouterConfig(Section):
     )
     checkpoint_dir: str = Field(
         ".rubricflow/checkpoints/roro",
-        description="GRPO checkpoints (resume point); one sub-directory per run and configuration hash, so a changed "
-        "parameter, step model or Judge never resumes a run made with other settings.",
+        description="GRPO checkpoints (resume point); one sub-directory per run and seed whose key.json records what "
+        "it was trained on, so a changed parameter, step model, Judge, problem set or training code never resumes a "
+        "run made with other inputs (it starts fresh and says which part changed).",
     )
 
     @model_validator(mode="after")

@@ -423,6 +423,9 @@ def run_router(rc: RoRoConfig, log: Log | None = None) -> dict:
         from rubricflow.roro.routing import model_fingerprint
 
         fps += [model_fingerprint("judge", rc.rubricor_judge.judge.path), _file_hash(rubrics_path(rc))]
+    # the sections the environment and the scorer were built from (the models themselves are in ``fps``)
+    key_parts = {"task": rc.task.model_dump(mode="json"), "steps": rc.steps.model_dump(mode="json"),
+                 "rubricor_judge": rc.rubricor_judge.model_dump(mode="json") if scorer is not None else None}
     out_dir = router_dir(rc)
     out_dir.mkdir(parents=True, exist_ok=True)
     for stale in list(out_dir.glob("*.pt")) + list((out_dir / "history").glob("*.json")):
@@ -430,7 +433,7 @@ def run_router(rc: RoRoConfig, log: Log | None = None) -> dict:
     summaries = []
     for i, run in enumerate(runs):
         router, summ = train_router(run, env, probs, rc.router, scorer, rc.router.checkpoint_dir, rc.seed,
-                                    log=log, fingerprints=fps)
+                                    log=log, fingerprints=fps, key_parts=key_parts)
         save_router(router, out_dir / f"{run.tag}.pt",
                     meta={"tag": run.tag, "process_weight": run.process_weight, "cost_weight": run.cost_weight})
         history = summ.pop("history")

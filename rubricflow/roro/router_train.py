@@ -126,16 +126,25 @@ class RouterRun:
     cost_weight: float
 
 
-def run_key(run: RouterRun, rcfg, seed: int, fingerprints: list[str]) -> str:
-    """Checkpoint sub-directory: tag + hash of everything that decides the run (a changed parameter, model or
-    judge never resumes a run made with other settings)."""
-    import hashlib
-    import json
+TRAINING_CODE = ("rubricflow.roro", "rubricflow.grpo", "models.router")
 
-    d = {"run": [run.tag, run.process_weight, run.cost_weight], "seed": seed, "fp": fingerprints,
-         "router": rcfg.model_dump(mode="json", exclude={"checkpoint_dir", "sweep_cost_weights", "cost_weight"})}
-    d["router"]["grpo"].pop("checkpoint_every", None)
-    return f"{run.tag}-{hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:12]}"
+
+def resume_parts(run: RouterRun, rcfg, seed: int, fingerprints: list[str], problems: list[Problem],
+                 extra: dict | None = None) -> dict:
+    """The resume key's parts (``rubricflow.grpo.checkpoint.resume_key``): the run (tag, weights), the seed, the
+    router section (without output fields and the checkpoint cadence), the model fingerprints (step models, Judge,
+    rubrics), the training problems, the training code, and ``extra`` (the task / steps / Judge-scoring sections
+    the caller built the environment and the scorer from)."""
+    from dataclasses import asdict
+
+    from rubricflow.grpo.checkpoint import code_hash
+
+    router = rcfg.model_dump(mode="json", exclude={"checkpoint_dir", "sweep_cost_weights", "cost_weight"})
+    for k in ("checkpoint_every", "keep_checkpoints"):
+        router["grpo"].pop(k, None)
+    return {"run": [run.tag, run.process_weight, run.cost_weight], "seed": seed, "router": router,
+            "models": list(fingerprints), "problems": [asdict(p) for p in problems],
+            "code": code_hash(*TRAINING_CODE), **(extra or {})}
 
 
 def train_router(
@@ -148,8 +157,10 @@ def train_router(
     seed: int,
     log=None,
     fingerprints: list[str] | None = None,
+    key_parts: dict | None = None,
 ):
-    """GRPO-train a fresh router (or resume its checkpoint); returns ``(router, summary)``."""
+    """GRPO-train a fresh router (or resume its checkpoint, if it was trained on the same inputs: see
+    :func:`resume_parts`; ``key_parts`` adds the caller's parts); returns ``(router, summary)``."""
     from models.router import RouterMLP
     from rubricflow.grpo.engine import make_engine
     from rubricflow.grpo.trainer import GRPOTrainer
@@ -195,14 +206,17 @@ def train_router(
             log(run.tag, row)
 
     t0 = time.perf_counter()
-    ckpt = Path(checkpoint_dir) / run_key(run, rcfg, seed, list(fingerprints or []))
-    trainer = GRPOTrainer(updater, problems, rollout_fn, g, ckpt, log_fn=log_fn, stateful={"history": hist})
+    ckpt = Path(checkpoint_dir) / f"{run.tag}-seed{seed}"
+    parts = resume_parts(run, rcfg, seed, list(fingerprints or []), problems, key_parts)
+    trainer = GRPOTrainer(updater, problems, rollout_fn, g, ckpt, log_fn=log_fn, stateful={"history": hist},
+                          key_parts=parts)
     res = trainer.run()
     history = hist.rows
     tail = history[-5:] or [{}]
     summary = {
         "tag": run.tag, "process_weight": run.process_weight, "cost_weight": run.cost_weight,
-        "steps": res["steps"], "resumed_from": res["resumed_from"], "train_s": time.perf_counter() - t0,
+        "steps": res["steps"], "resumed_from": res["resumed_from"],
+        "resume_refused": res["resume_refused"], "corrupt_checkpoints": res["corrupt_checkpoints"], "train_s": time.perf_counter() - t0,
         "final_train_accuracy": _mean(r.get("accuracy") for r in tail),
         "final_train_cost_frac": _mean(r.get("lrm_cost_frac") for r in tail),
         "final_reward": _mean(r.get("reward_mean/router") for r in tail),

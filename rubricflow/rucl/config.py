@@ -54,8 +54,9 @@ class RuCLConfig(Section):
     out_dir: str = Field("artifacts/models/rucl", description="Where the trained policy and checkpoints are written.")
     checkpoint_dir: str = Field(
         ".rubricflow/checkpoints/rucl",
-        description="Training checkpoints (resume point); one sub-directory per configuration hash, so a changed "
-        "parameter never resumes a run made with other settings.",
+        description="Training checkpoints (resume point); one sub-directory per run name and seed whose key.json "
+        "records what it was trained on (sections, SFT policy, tiers, data, training code): a run with other inputs "
+        "starts fresh and says which part changed.",
     )
     train_split: Literal["train", "val", "test", "calib"] = Field("train", description="Dataset split for rollouts.")
     eval_samples: int = Field(

@@ -30,7 +30,7 @@ def train_stage(
 
         backend = make_judge(judge, ctx.secret_resolver, image_root=data.out_dir)
     return train_rucl(rucl, data.out_dir, backend, rubrics, ctx.reports_dir / rucl.name, generation,
-                      run=ctx.run, seed=ctx.seed)
+                      run=ctx.run, seed=ctx.seed, judge_cfg=judge)
 
 
 outcome_stage = train_stage.variant(

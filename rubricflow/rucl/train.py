@@ -11,8 +11,10 @@ Outputs:
   ``samples_last_step.json`` (responses and reward breakdowns of the last batch);
 * MLflow (through ``run``): per-step metrics, the transition as an event, the plot as an artifact.
 
-Checkpoints go to ``rcfg.checkpoint_dir/<config hash>-seed<seed>/`` and an interrupted run resumes from the latest
-one (model, optimizer, RNG, data cursor, curriculum state and the metrics history so far).
+Checkpoints go to ``rcfg.checkpoint_dir/<rcfg.name>-seed<seed>/`` and an interrupted run resumes from the latest
+one (model, optimizer, RNG, data cursor, curriculum state and the metrics history so far), but only if it was
+trained on the same inputs (:func:`resume_parts`: the sections, the contents of the SFT policy, tiers file and data
+set, and the training code); otherwise the run starts fresh and reports ``resume_refused: "<parts> changed"``.
 """
 
 from __future__ import annotations
@@ -34,18 +36,61 @@ _RESUMABLE_FIELDS = {"grpo": {"steps", "checkpoint_every", "keep_checkpoints", "
 _OUTPUT_FIELDS = {"name", "out_dir", "checkpoint_dir", "eval_samples", "eval_policies"}
 
 
-def run_key(rcfg: RuCLConfig, seed: int, data_dir: str | Path) -> str:
-    """Checkpoint sub-directory name: hash of everything that decides the trajectory."""
+# Judge settings that change how verdicts are fetched, not what they are (a resumed run may tune them).
+_JUDGE_OPERATIONAL = {"cache_enabled", "cache_programmatic", "cache_path", "preflight", "max_failed_frac",
+                      "failure_window"}
+_OPENAI_OPERATIONAL = {"base_url", "api_key_env", "secret_block", "concurrency", "timeout_s", "request_deadline_s",
+                       "max_retries", "backoff_initial_s", "backoff_max_s", "backoff_jitter_s", "retry_after_max_s",
+                       "http_client"}
+_GENERATION_OPERATIONAL = {"vllm_gpu_memory_utilization"}
+# The training code whose edits change a trajectory: the method, the GRPO core and the reward modules.
+TRAINING_CODE = ("rubricflow.rucl", "rubricflow.grpo", "rubricflow.rewards", "rubricflow.curriculum",
+                 "rubricflow.answers")
+
+
+def _rucl_section(rcfg: RuCLConfig) -> dict:
     d = rcfg.model_dump(mode="json")
     for k in _OUTPUT_FIELDS:
         d.pop(k, None)
     for sec, keys in _RESUMABLE_FIELDS.items():
         for k in keys:
             d[sec].pop(k, None)
-    import hashlib
+    return d
 
-    blob = json.dumps({"rucl": d, "seed": seed, "data": str(data_dir)}, sort_keys=True).encode()
-    return f"{hashlib.sha256(blob).hexdigest()[:12]}-seed{seed}"
+
+def _judge_part(rcfg: RuCLConfig, judge, judge_cfg) -> dict | None:
+    if rcfg.reward.mode == "outcome":
+        return None  # no judge call
+    section = None
+    if judge_cfg is not None:
+        section = judge_cfg.model_dump(mode="json", exclude=_JUDGE_OPERATIONAL)
+        for k in _OPENAI_OPERATIONAL:
+            section.get("openai", {}).pop(k, None)
+    backend = [getattr(judge, a, None) for a in ("name", "model_id", "prompt_version")] if judge is not None else None
+    return {"section": section, "backend": backend}
+
+
+def resume_parts(rcfg: RuCLConfig, seed: int, data_dir: str | Path, gen_cfg: GenerationConfig | None = None,
+                 judge=None, judge_cfg=None, rubrics: list | None = None) -> dict[str, Any]:
+    """Everything that decides the trajectory, one entry per part (``rubricflow.grpo.checkpoint.resume_key``):
+    the ``rucl`` section (without output fields and step counts), the seed, the ``generation`` and ``judge``
+    sections (no judge in outcome mode; operational judge settings such as concurrency, timeouts and the cache are
+    left out), the contents of the initial policy folder, the tiers file (and the rubrics handed in) and the data
+    set folder, and the hash of the training code."""
+    from rubricflow.grpo.checkpoint import code_hash, content_hash
+
+    gen = (gen_cfg or GenerationConfig()).model_dump(mode="json", exclude=_GENERATION_OPERATIONAL)
+    return {
+        "rucl": _rucl_section(rcfg),
+        "seed": seed,
+        "generation": gen,
+        "judge": _judge_part(rcfg, judge, judge_cfg),
+        "init_policy": content_hash(rcfg.init_from),
+        "tiers": {"file": content_hash(rcfg.tiers_path),
+                  "rubrics": [r.to_dict() if hasattr(r, "to_dict") else str(r) for r in (rubrics or [])]},
+        "data": content_hash(data_dir),
+        "code": code_hash(*TRAINING_CODE),
+    }
 
 
 def _json_safe(x):
@@ -78,8 +123,10 @@ def train_rucl(
     run=None,
     seed: int = 1234,
     steps: int | None = None,
+    judge_cfg=None,
 ) -> dict[str, Any]:
-    """Train, save the policy, write reports; returns summary metrics. See the module docstring."""
+    """Train, save the policy, write reports; returns summary metrics. See the module docstring. ``judge_cfg``:
+    the judge section ``judge`` was made from (part of the resume key)."""
     from models.generation import make_generator
     from models.loader import load_policy
     from models.tiny import save
@@ -151,10 +198,11 @@ def train_rucl(
     def eval_fn(step: int) -> dict:
         return evaluate_policy(module, proc, data_dir, val, gen_cfg)  # greedy val accuracy per task and overall
 
-    ckpt_dir = Path(rcfg.checkpoint_dir) / run_key(rcfg, seed, data_dir)
+    ckpt_dir = Path(rcfg.checkpoint_dir) / f"{rcfg.name}-seed{seed}"
     trainer = GRPOTrainer(updater, train, rollout_fn, g, ckpt_dir, log_fn=log,
                           stateful={"curriculum": sched, "history": history},
-                          eval_fn=eval_fn if (val and g.eval_every) else None)
+                          eval_fn=eval_fn if (val and g.eval_every) else None,
+                          key_parts=resume_parts(rcfg, seed, data_dir, gen_cfg, judge, judge_cfg, rubrics))
     n_steps = steps if steps is not None else g.steps
     with progress(f"{rcfg.name} train", total=n_steps, show=main) as bar:
         summary = trainer.run(n_steps)
@@ -162,6 +210,8 @@ def train_rucl(
     result: dict[str, Any] = {
         "steps": summary["steps"],
         "resumed_from": summary["resumed_from"],
+        "resume_refused": summary["resume_refused"],
+        "corrupt_checkpoints": summary["corrupt_checkpoints"],
         "checkpoint_dir": str(ckpt_dir),
         "transition_step": sched.transition_step,
         "lambda_final": sched.lambda_t,

@@ -13,7 +13,8 @@ from rubricflow.judge.protocol import Judgment
 from rubricflow.rewards import combine_tiers
 from rubricflow.rubrics.pool import RubricPool, load_default_pool, load_tiers, save_pool
 from rubricflow.rucl.config import RuCLConfig
-from rubricflow.rucl.train import run_key, train_rucl
+from rubricflow.grpo.checkpoint import resume_key
+from rubricflow.rucl.train import resume_parts, train_rucl
 
 TIERS = {"C17": "foundational", "C18": "foundational", "C05": "foundational",
          "C08": "advanced", "C11": "advanced", "C20": "advanced"}
@@ -159,6 +160,9 @@ def test_interrupted_run_resumes_with_its_history(setup):
 
 
 def test_run_key_separates_trajectories_but_not_step_counts(tmp_path):
+    def run_key(rcfg, seed, data):
+        return resume_key(resume_parts(rcfg, seed, tmp_path / data))
+
     base = RuCLConfig()
     assert run_key(base, 0, "d") == run_key(base.model_copy(update={"grpo": base.grpo.model_copy(update={"steps": 99})}), 0, "d")
     assert run_key(base, 0, "d") != run_key(base, 1, "d")
