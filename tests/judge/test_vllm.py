@@ -18,6 +18,7 @@ import pytest
 
 from rubricflow.env import PROJECT_ROOT
 from rubricflow.judge import CachedJudge, JudgeConfig, JudgeRequest, make_judge
+from rubricflow.judge.budget import BudgetedJudge
 from rubricflow.judge.config import OpenAIJudgeConfig
 from rubricflow.rubrics import load_default_pool
 
@@ -121,7 +122,7 @@ def test_openai_backend_end_to_end_against_vllm(tmp_path):
             ),
         )
         judge = make_judge(cfg)
-        assert isinstance(judge, CachedJudge)
+        assert isinstance(judge, BudgetedJudge) and isinstance(judge.inner, CachedJudge)  # budget over the cache
         pool = load_default_pool().rubrics
         rubric_sets = [pool[:2], pool[2:5], pool[5:7], pool[16:19]]
         reqs = [
