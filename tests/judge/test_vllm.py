@@ -140,7 +140,7 @@ def test_openai_backend_end_to_end_against_vllm(tmp_path):
             for v in j.verdicts.values():
                 assert isinstance(v.applicable, bool) and (v.satisfied is None) == (not v.applicable)
         attempts = judge.backend.stats.attempts
-        assert attempts == len(reqs)
+        assert attempts == len(reqs) + 1  # the preflight call, then one attempt per request
         second = judge.judge(reqs)
         assert judge.backend.stats.attempts == attempts  # zero backend calls: all from the cache
         assert [j.verdicts for j in second] == [j.verdicts for j in first]
