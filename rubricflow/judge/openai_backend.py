@@ -365,9 +365,6 @@ class OpenAIJudge:
         budget = _Budget(c.request_deadline_s)
         why: list[str] = []
 
-        def wait(state: RetryCallState) -> float:
-            return self._delay(state.outcome.exception() if state.outcome else None, state.attempt_number)
-
         def stop(state: RetryCallState) -> bool:  # tenacity computes the wait first (state.upcoming_sleep)
             if state.attempt_number > c.max_retries:
                 return True
@@ -389,7 +386,7 @@ class OpenAIJudge:
                      self._describe(exc, budget.last_timeout) if exc else "?")
 
         retrying = AsyncRetrying(
-            stop=stop, wait=wait, retry=retry_if_exception(is_retryable), sleep=sleep, before_sleep=before_sleep,
+            stop=stop, wait=self._wait, retry=retry_if_exception(is_retryable), sleep=sleep, before_sleep=before_sleep,
             reraise=True,
         )
         try:
