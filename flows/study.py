@@ -43,7 +43,7 @@ def study(
     profile: Profile = Field(Profile.tiny, description="Profile overlay of params.yaml (tiny: CPU; gpu: cluster)."),
     seeds: Optional[list[int]] = Field(None, description="Seeds (empty: study.<name>.seeds)."),
     variants: Optional[list[str]] = Field(None, description="Variants (empty: all of study.<name>.variants)."),
-    overrides: dict = Field(default_factory=dict, description="Dotted config overrides applied to every unit."),
+    overrides: dict = Field({}, description="Dotted config overrides applied to every unit."),
     fan_out: bool = Field(False, description="Submit every unit to the task runner at once (default: one by one)."),
     track: bool = Field(True, description="Log a parent MLflow run and one child run per unit."),
 ) -> dict:

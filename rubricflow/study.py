@@ -24,6 +24,7 @@ per unit) and ``dvc repro studies/dvc.yaml``.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import platform
@@ -37,11 +38,12 @@ from typing import Any
 from rubricflow.io import atomic_write_text, write_json
 from rubricflow.section import ConfigError
 from rubricflow.stage import NullRun, StageContext, apply_overrides
-from rubricflow.study_config import Claim, StudySpec
+from rubricflow.study_config import Claim, Selection, StudySpec
 
 RESULT_FILE = "result.json"
 # Set by the study for each unit; a variant overriding one of them would make units collide or change the seed.
-RESERVED_KEYS = ("seed", "rucl.grpo.seed", "rucl.name", "rucl.out_dir", "rucl.checkpoint_dir", "rucl.eval_policies")
+RESERVED_KEYS = ("seed", "rucl.grpo.seed", "rucl.name", "rucl.out_dir", "rucl.checkpoint_dir", "rucl.eval_policies",
+                 "rucl.eval_split")
 EVAL_NAME = "policy"  # the name of the unit's checkpoint in rucl.eval_policies
 
 
@@ -108,6 +110,7 @@ def unit_config(cfg: Any, name: str, spec: StudySpec, unit: Unit) -> Any:
         "rucl.name": "train",
         "rucl.out_dir": str(d / "model"),
         "rucl.checkpoint_dir": str(ckpt),
+        "rucl.eval_split": spec.eval_split,  # test for a reporting study, val for a selection study
     })
     ucfg = apply_overrides(cfg, overrides)
     policy = ucfg.rucl.init_from if untrained else ucfg.rucl.out_dir
@@ -193,10 +196,26 @@ def run_unit(
     done = read_result(spec, unit)
     if done is not None:
         return {**done, "skipped": True}
+    from rubricflow.splits import forbid_test_split
+
     ucfg = unit_config(cfg, name, spec, unit)
     udir = unit_dir(spec, unit)
     udir.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
+    # a selection study chooses: it runs under the test-split guard, so not one test row is read
+    guard = forbid_test_split(f"study {name}") if spec.eval_split == "val" else contextlib.nullcontext()
+    with guard:
+        out, run_id = _run_unit_fn(cfg, name, spec, unit, ucfg, udir, unit_fn, track, secret_resolver,
+                                   prefect_flow_run_id)
+    result = {"study": name, "variant": unit.variant, "seed": unit.seed,
+              "overrides": dict(spec.variants[unit.variant]), "eval_split": spec.eval_split, **out,
+              "duration_s": round(time.perf_counter() - t0, 2), "mlflow_run_id": run_id}
+    write_json(udir / RESULT_FILE, _json_safe(result))
+    return {**result, "skipped": False}
+
+
+def _run_unit_fn(cfg, name, spec, unit, ucfg, udir, unit_fn, track, secret_resolver, prefect_flow_run_id):
+    """The unit function inside its MLflow child run (``track``); returns (its output, the run id or None)."""
     if track:
         from rubricflow.stage import flat_metrics
         from rubricflow.tracking import stage_run
@@ -207,16 +226,9 @@ def run_unit(
                        tags={"study": name, "variant": unit.variant, "seed": unit.seed, "profile": cfg.profile},
                        tracking_uri=cfg.tracking.tracking_uri, prefect_flow_run_id=prefect_flow_run_id) as run:
             out = unit_fn(ucfg, unit, udir, run, secret_resolver)
-            run.log_metrics(flat_metrics({"test": out["metrics"]}))
-            run_id = run.run_id
-    else:
-        out = unit_fn(ucfg, unit, udir, NullRun(), secret_resolver)
-        run_id = None
-    result = {"study": name, "variant": unit.variant, "seed": unit.seed,
-              "overrides": dict(spec.variants[unit.variant]), **out,
-              "duration_s": round(time.perf_counter() - t0, 2), "mlflow_run_id": run_id}
-    write_json(udir / RESULT_FILE, _json_safe(result))
-    return {**result, "skipped": False}
+            run.log_metrics(flat_metrics({spec.eval_split: out["metrics"]}))
+            return out, run.run_id
+    return unit_fn(ucfg, unit, udir, NullRun(), secret_resolver), None
 
 
 # ------------------------------------------------------------------------------------------------------------
@@ -308,6 +320,28 @@ def aggregate(
     return {"confidence": confidence, "metrics": list(metrics), "variants": variants, "claims": out_claims}
 
 
+def select(agg: Mapping[str, Any], selection: Selection | Mapping | None) -> dict[str, Any] | None:
+    """The setting a selection study chooses: per setting, the mean over its variants of their mean ``metric``
+    over seeds; the best score wins (``direction``; ties: the first setting listed). A setting with a variant that
+    has no value is not eligible (it would be scored on fewer methods than the others)."""
+    if selection is None:
+        return None
+    sel = selection if isinstance(selection, Selection) else Selection.model_validate(dict(selection))
+    groups = sel.settings or {v: [v] for v in agg["variants"]}
+    scores: dict[str, Any] = {}
+    for setting, members in groups.items():
+        means = [(agg["variants"].get(v) or {}).get(sel.metric, {}).get("mean") for v in members]
+        ok = all(m is not None for m in means)
+        scores[setting] = {"variants": list(members), "means": dict(zip(members, means)),
+                           "score": sum(means) / len(means) if ok else None}
+    eligible = [(k, v["score"]) for k, v in scores.items() if v["score"] is not None]
+    best = None
+    if eligible:
+        sign = 1.0 if sel.direction == "higher" else -1.0
+        best = max(eligible, key=lambda kv: sign * kv[1])[0]  # max keeps the first of equal keys
+    return {"metric": sel.metric, "direction": sel.direction, "settings": scores, "selected": best}
+
+
 # ------------------------------------------------------------------------------------------------------------
 # report
 
@@ -338,13 +372,14 @@ def _pm(cell: Mapping) -> str:
     return f"{cell['mean']:.3f} ± {cell['half_width']:.3f}"
 
 
-def render_markdown(name: str, agg: Mapping, info: Mapping) -> str:
+def render_markdown(name: str, agg: Mapping, info: Mapping, chosen: Mapping | None = None) -> str:
     pct = round(100 * agg["confidence"])
     metrics = agg["metrics"]
+    split = info.get("eval_split", "test")
     lines = [
         f"# Study `{name}`",
         "",
-        f"Per variant: mean ± half-width of the {pct}% t-interval over seeds, test split "
+        f"Per variant: mean ± half-width of the {pct}% t-interval over seeds, {split} split "
         f"({info.get('eval_samples', 'n/a')} samples, greedy). Claims: paired per-seed difference a - b.",
         "",
         "| variant | n seeds | " + " | ".join(metrics) + " |",
@@ -352,6 +387,19 @@ def render_markdown(name: str, agg: Mapping, info: Mapping) -> str:
     ]
     for v, row in agg["variants"].items():
         lines.append(f"| {v} | {len(row['seeds'])} | " + " | ".join(_pm(row[m]) for m in metrics) + " |")
+    if chosen is not None:
+        lines += [
+            "",
+            f"Selection on {split}: each setting's score is the mean over its variants of their mean "
+            f"{chosen['metric']} ({chosen['direction']} is better).",
+            "",
+            "| setting | variants | score | selected |",
+            "|---|---|---|---|",
+        ]
+        for k, v in chosen["settings"].items():
+            members = ", ".join(f"{m} {_fmt(x)}" for m, x in v["means"].items())
+            lines.append(f"| {k} | {members} | {_fmt(v['score'])} | {'**selected**' if k == chosen['selected'] else ''} |")
+        lines += ["", f"**selected: {chosen['selected']}**"]
     lines += [
         "",
         f"| claim | metric | direction | n pairs | difference | {pct}% CI | verdict | note |",
@@ -406,11 +454,12 @@ def plot_study(name: str, agg: Mapping, path: Path) -> Path:
 def write_report(name: str, spec: StudySpec, results: Sequence[Mapping], info: Mapping) -> dict[str, Path]:
     """Aggregate ``results`` and write ``<report_dir>/<name>.md``, ``.json`` and ``.png``."""
     agg = aggregate(results, spec.claims, spec.metrics, spec.confidence)
+    chosen = select(agg, spec.selection)
     out = Path(spec.report_dir)
     paths = {"md": out / f"{name}.md", "json": out / f"{name}.json", "png": out / f"{name}.png"}
-    atomic_write_text(paths["md"], render_markdown(name, agg, info))
+    atomic_write_text(paths["md"], render_markdown(name, agg, info, chosen))
     units = [{k: r.get(k) for k in ("variant", "seed", "metrics", "duration_s")} for r in results]
-    write_json(paths["json"], _json_safe({"study": name, **info, **agg, "units": units}))
+    write_json(paths["json"], _json_safe({"study": name, **info, **agg, "selection": chosen, "units": units}))
     plot_study(name, agg, paths["png"])
     return paths
 
@@ -441,6 +490,7 @@ def study_info(cfg: Any, spec: StudySpec, units: Sequence[Unit]) -> dict[str, An
         "machine": machine(),
         "git_commit": git_commit(),
         "profile": cfg.profile,
+        "eval_split": spec.eval_split,
         "n_units": len(units),
     }
 
@@ -491,9 +541,15 @@ def report_study(
     if track:
         _finish_parent(cfg, paths)
     agg = aggregate(ordered, spec.claims, spec.metrics, spec.confidence)
-    return {"units": len(units), "ran": n_ran, "skipped": len(units) - n_ran,
-            "reports": {k: str(p) for k, p in paths.items()},
-            "claims": {f"{c['a']} vs {c['b']} ({c['metric']})": c["verdict"] for c in agg["claims"]}}
+    summary = {"units": len(units), "ran": n_ran, "skipped": len(units) - n_ran, "eval_split": spec.eval_split,
+               "reports": {k: str(p) for k, p in paths.items()},
+               "claims": {f"{c['a']} vs {c['b']} ({c['metric']})": c["verdict"] for c in agg["claims"]}}
+    chosen = select(agg, spec.selection)
+    if chosen is not None:
+        summary["selected"] = chosen["selected"]
+        summary["selected_overrides"] = {v: spec.variants[v] for v in chosen["settings"].get(chosen["selected"], {})
+                                         .get("variants", [])} if chosen["selected"] else {}
+    return summary
 
 
 def _finish_parent(cfg: Any, paths: Mapping[str, Path]) -> None:

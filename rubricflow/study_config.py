@@ -47,6 +47,21 @@ def _rucl_claims() -> list[Claim]:
     ]
 
 
+class Selection(Section):
+    """How a selection study (one evaluated on ``val``) picks a setting: each *setting* is a group of variants (e.g.
+    one learning rate under two reward modes); its score is the mean over its variants of their mean ``metric`` over
+    seeds, and the best score wins (ties: the first setting listed)."""
+
+    metric: str = Field("accuracy", description="Metric the choice is made on (a study metric, on `val`).")
+    direction: Literal["higher", "lower"] = Field("higher", description="'higher': the largest score wins.")
+    settings: dict[str, list[str]] = Field(
+        default_factory=dict,
+        description="Setting name -> the variants whose scores it averages (empty: every variant is its own "
+        "setting). Grouping one hyperparameter value across methods tunes it for all of them at once, favouring "
+        "none.",
+    )
+
+
 class StudySpec(Section):
     seeds: list[int] = Field(
         default_factory=lambda: [101, 202, 303, 404, 505],
@@ -77,6 +92,17 @@ class StudySpec(Section):
         "claimed direction, 'reversed' when it excludes 0 in the other direction, else 'not shown'.",
     )
     confidence: float = Field(0.95, gt=0, lt=1, description="Confidence level of the t-intervals.")
+    eval_split: Literal["test", "val"] = Field(
+        "test",
+        description="Split each unit is evaluated on: 'test' for a study that reports (the final evaluation), 'val' "
+        "for a study that chooses (hyperparameters): such a study runs under the test-split guard and never reads "
+        "test rows.",
+    )
+    selection: Selection | None = Field(
+        None,
+        description="A selection study names the winning setting in its report (`selected`); allowed only with "
+        "eval_split 'val' (choose on val, report on test).",
+    )
     out_dir: str = Field(
         "artifacts/studies/rucl",
         description="Per-unit outputs: <out_dir>/<variant>/seed<k>/ (policy, training reports, result.json).",
@@ -101,7 +127,47 @@ class StudySpec(Section):
                     raise ValueError(f"claim {c.a} vs {c.b}: {v!r} is not a variant ({sorted(self.variants)})")
             if c.metric not in self.metrics:
                 raise ValueError(f"claim {c.a} vs {c.b}: metric {c.metric!r} is not in metrics {self.metrics}")
+        if self.selection is not None:
+            if self.eval_split != "val":
+                raise ValueError("selection: a study that chooses must be evaluated on val (eval_split: val)")
+            if self.selection.metric not in self.metrics:
+                raise ValueError(f"selection.metric {self.selection.metric!r} is not in metrics {self.metrics}")
+            for setting, members in self.selection.settings.items():
+                bad = [v for v in members if v not in self.variants] or ([] if members else ["(none)"])
+                if bad:
+                    raise ValueError(f"selection.settings.{setting}: {bad} are not variants ({sorted(self.variants)})")
         return self
+
+
+# The tiny profile's GRPO learning rate and sampling temperature are chosen by this study, on val. A setting is one
+# (lr, temperature) pair trained under both outcome-only and RuCL rewards, so the choice favours neither method.
+TUNE_LRS = {"lr1e-4": 1e-4, "lr3e-4": 3e-4, "lr1e-3": 1e-3}
+
+
+def _rucl_tune_variants() -> dict[str, dict[str, Any]]:
+    out: dict[str, dict[str, Any]] = {}
+    grid = [(name, lr, 1.0) for name, lr in TUNE_LRS.items()] + [("lr3e-4-t0.7", 3e-4, 0.7)]
+    for setting, lr, temp in grid:
+        for mode in ("outcome", "rucl"):
+            out[f"{mode}-{setting}"] = {"rucl.reward.mode": mode, "rucl.grpo.lr": lr, "rucl.grpo.temperature": temp}
+    return out
+
+
+def _rucl_tune_spec() -> StudySpec:
+    variants = _rucl_tune_variants()
+    settings: dict[str, list[str]] = {}
+    for v in variants:
+        settings.setdefault(v.split("-", 1)[1], []).append(v)
+    return StudySpec(
+        seeds=[11, 22, 33],
+        variants=variants,
+        untrained=[],
+        claims=[],
+        metrics=["accuracy", "correct_but_flawed"],
+        eval_split="val",
+        selection=Selection(metric="accuracy", direction="higher", settings=settings),
+        out_dir="artifacts/studies/rucl_tune",
+    )
 
 
 class StudyConfig(Section):
@@ -109,4 +175,10 @@ class StudyConfig(Section):
         default_factory=StudySpec,
         description="The RuCL study: SFT start, outcome-only, uniform rubrics, sigmoid and linear curriculum, and "
         "the shuffled-reward control, each trained from the shared SFT checkpoint once per seed.",
+    )
+    rucl_tune: StudySpec = Field(
+        default_factory=_rucl_tune_spec,
+        description="Chooses the tiny profile's GRPO lr and temperature on val: each setting trained with "
+        "outcome-only and RuCL rewards on seeds 11, 22, 33 (not the study's seeds), scored by mean val accuracy "
+        "(`rubricflow study rucl_tune`; the winner is `selected` in reports/studies/rucl_tune.md).",
     )

@@ -64,6 +64,11 @@ class RuCLConfig(Section):
         description="Samples per task: on val for the accuracy tracked during training (0 = skip there), on test for "
         "rucl_eval (0 = all).",
     )
+    eval_split: Literal["test", "val"] = Field(
+        "test",
+        description="Split evaluate_policies scores the policies on: 'test' in rucl_eval and reporting studies (the "
+        "final evaluation); a selection study (`study.<name>.eval_split: val`) sets 'val'.",
+    )
     eval_policies: dict[str, str] = Field(
         default_factory=lambda: {
             "sft": "artifacts/models/sft",

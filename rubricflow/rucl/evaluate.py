@@ -73,22 +73,24 @@ def evaluate_policies(
     generation: GenerationConfig,
     secret_resolver: Callable[[str], str] | None = None,
 ) -> dict:
-    """Greedy responses of every ``rucl.eval_policies`` checkpoint on the test split, scored by
-    :func:`score_responses`; plus each policy's accuracy gain over ``sft``."""
+    """Greedy responses of every ``rucl.eval_policies`` checkpoint on the ``rucl.eval_split`` split (test in the
+    final evaluation; val in a selection study), scored by :func:`score_responses`; plus each policy's accuracy gain
+    over ``sft``."""
     from models.loader import load_policy
     from rubricflow.data.schema import read_dataset
     from rubricflow.evaluation import greedy_responses
     from rubricflow.judge.factory import make_judge
     from rubricflow.rubrics.pool import load_tiers
 
-    test = read_dataset(data_dir, split="test")
-    per_task = rcfg.eval_samples or len(test)
+    held_out = read_dataset(data_dir, split=rcfg.eval_split)
+    per_task = rcfg.eval_samples or len(held_out)
     samples = []
-    for task in sorted({s.task for s in test}):
-        samples += [s for s in test if s.task == task][:per_task]
+    for task in sorted({s.task for s in held_out}):
+        samples += [s for s in held_out if s.task == task][:per_task]
     rubrics = load_tiers(rcfg.tiers_path) if Path(rcfg.tiers_path).exists() else []
     judge = make_judge(judge_cfg, secret_resolver, image_root=data_dir) if rubrics else None
-    result: dict[str, Any] = {"eval_samples": len(samples), "rubrics": [r.id for r in rubrics]}
+    result: dict[str, Any] = {"eval_samples": len(samples), "eval_split": rcfg.eval_split,
+                              "rubrics": [r.id for r in rubrics]}
     missing = {n: p for n, p in rcfg.eval_policies.items() if not (Path(p) / "config.json").exists()}
     if missing:
         raise FileNotFoundError(f"rucl.eval_policies: no checkpoint for {missing}; train them first (dvc repro)")

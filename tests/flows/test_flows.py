@@ -265,3 +265,46 @@ def test_deltarubric_training_retry_resumes_from_checkpoint(prefect_api, tmp_pat
     assert out["stages"]["deltarubric_train"] == "ran (attempt 2)", out["stages"]
     assert m["steps"] == 5 and 1 <= m["resumed_from"] < 5, m
     print(f"\ndeltarubric_train: injected crash on attempt 1, attempt 2 resumed from checkpoint step {m['resumed_from']}")
+
+
+def test_study_flow_runs_one_task_per_unit_then_skips_them(prefect_api, project, monkeypatch):
+    """The Prefect `study` flow: one `study-unit` task run per (variant, seed), an MLflow child run per unit under
+    one parent, the report written; a second flow run finds every unit finished and trains nothing."""
+    import functools
+
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
+
+    import flows.study as study_flow
+    from rubricflow.study import run_unit
+    from tests.test_study import FakeUnit
+
+    for p in ("data/synthetic/manifest.json", "reports/validation/data/synthetic.json",
+              "artifacts/models/sft/config.json", "artifacts/rubrics/tiers.json"):
+        (project / p).parent.mkdir(parents=True, exist_ok=True)
+        (project / p).write_text("{}")
+    unit = FakeUnit()
+    monkeypatch.setattr(study_flow, "run_unit", functools.partial(run_unit, unit_fn=unit))
+
+    state = study_flow.study(name="rucl", seeds=[11, 22], variants=["sft", "outcome"], return_state=True)
+    out = state.result()
+    assert out["ran"] == 4 and sorted(unit.calls) == ["outcome/seed11", "outcome/seed22", "sft/seed11", "sft/seed22"]
+    assert out["claims"]["rucl-sigmoid vs outcome (accuracy)"] == "not shown"  # rucl-sigmoid not in this run
+    assert (project / "reports/studies/rucl.md").exists()
+    flow_run_id = str(state.state_details.flow_run_id)
+    with get_client(sync_client=True) as c:
+        tasks = c.read_task_runs(flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[flow_run_id])))
+    units = [t for t in tasks if t.name.startswith("study-unit")]
+    assert len(units) == 4 and all(t.state.is_completed() for t in units)
+
+    runs = _mlflow_runs()
+    children = [r for r in runs if r.data.tags.get("study") == "rucl"]
+    assert len(children) == 4
+    assert {c.data.tags["prefect_flow_run_id"] for c in children} == {flow_run_id}
+    parents = {c.data.tags["mlflow.parentRunId"] for c in children}
+    assert len(parents) == 1
+
+    unit.calls.clear()
+    again = study_flow.study(name="rucl", seeds=[11, 22], variants=["sft", "outcome"])
+    assert again["ran"] == 0 and again["skipped"] == 4 and unit.calls == []
+    assert len([r for r in _mlflow_runs() if r.data.tags.get("study") == "rucl"]) == 4  # no new unit runs
