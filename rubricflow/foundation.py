@@ -194,6 +194,7 @@ def sft_stage(
             lr=sft.lr,
             warmup_steps=sft.warmup_steps,
             weight_decay=sft.weight_decay,
+            schedule=sft.schedule,
             seed=ctx.seed,
             log_fn=lambda s, m: (log(s, m), bar.advance(1, loss=m["sft/loss"])),
         )

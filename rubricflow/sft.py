@@ -82,6 +82,19 @@ def sft_loss(model, batch: dict) -> torch.Tensor:
     return -(logp * mask).sum() / mask.sum().clamp(min=1)
 
 
+def lr_factor(step: int, steps: int, warmup_steps: int, schedule: str = "constant") -> float:
+    """Multiplier of the base learning rate at optimizer step ``step`` (0-based): linear warmup to 1 over
+    ``warmup_steps``, then 1 (``constant``) or a cosine from 1 at the first step after warmup towards 0 at step
+    ``steps`` (``cosine``; the last step ``steps - 1`` runs just above 0)."""
+    if schedule not in ("constant", "cosine"):
+        raise ValueError(f"SFT lr schedule {schedule!r}: expected 'constant' or 'cosine'")
+    warm = min(1.0, (step + 1) / max(1, warmup_steps))
+    if schedule == "constant" or step < warmup_steps:
+        return warm
+    span = max(1, steps - warmup_steps)
+    return 0.5 * (1.0 + math.cos(math.pi * min(1.0, (step - warmup_steps) / span)))
+
+
 def train_sft(
     model,
     processor,
@@ -94,14 +107,17 @@ def train_sft(
     seed: int = 0,
     log_fn: Callable[[int, dict], None] | None = None,
     progress: Callable[[int], None] | None = None,
+    schedule: str = "constant",
 ) -> list[float]:
-    """Train ``model`` in place on ``examples`` for ``steps`` AdamW steps; returns the loss curve."""
+    """Train ``model`` in place on ``examples`` for ``steps`` AdamW steps; returns the loss curve. The learning rate
+    warms up linearly for ``warmup_steps``, then ``schedule``: ``constant``, or ``cosine`` decay to 0 at the last
+    step (:func:`lr_factor`)."""
     if not examples:
         raise ValueError("train_sft: no training examples")
     rng = random.Random(seed)
     torch.manual_seed(seed)
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay)
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / max(1, warmup_steps)))
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: lr_factor(s, steps, warmup_steps, schedule))
     # Pre-tokenise targets once.
     tids = [target_ids(processor, ex.target) for ex in examples]
     order: list[int] = []

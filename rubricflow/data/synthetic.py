@@ -3,12 +3,19 @@
 Three generators, deterministic by seed (each sample's RNG is seeded from (seed, task, split, index)):
 
 * ``counting``  coloured shapes in the cells of a 2x2 grid; "How many red shapes are there?"
-* ``barchart``  three bars A, B, C; "Which bar is the tallest?" or "tallest minus shortest?"
+* ``barchart``  three bars A, B, C of heights 1-8; "Which bar is the tallest?" or "tallest minus shortest?"
 * ``geometry``  two lattice points P (red) and Q (blue) on a 5x5 grid; area of the right triangle
                 P, Q, (xQ, yP): perception P, Q; intermediate dx, dy, area.
 
 Images are small (56 px by default = 4 visual tokens for Qwen2.5-VL): learning is visible on CPU only at that
 size. Every sample records ``facts`` (see rubricflow.data.traces) so reasoning can be checked, not just answers.
+
+Legibility for the tiny CPU policy (0.6 M parameters), measured with SFT on 2000 training samples per task, val
+accuracy against the majority answer: counting and barchart are learnt (both reach 100% after 800 cosine steps),
+geometry is not: its perception (P and Q stated correctly) stayed at 0-6% after 800 geometry-only steps, both
+on this 5x5 lattice and on a 4x4 lattice at patch centres, so its accuracy never left the majority baseline.
+The tiny profile therefore trains on counting and barchart only (``data.tasks``); geometry stays for larger
+models. Bar heights run 1-8 rather than 1-5 so that barchart is not solved in the first few hundred steps.
 """
 
 from __future__ import annotations
@@ -71,12 +78,15 @@ def gen_counting(rng: random.Random, size: int) -> tuple[Image.Image, str, str, 
     return im, q, str(counts[target]), "int", facts
 
 
+BAR_MAX = 8  # bar heights 1..BAR_MAX (distinct): one unit is (size - 8) / 8 = 6 px at 56 px
+
+
 def gen_barchart(rng: random.Random, size: int) -> tuple[Image.Image, str, str, str, dict]:
     im, d = _canvas(size)
-    values = rng.sample(range(1, 6), 3)
+    values = rng.sample(range(1, BAR_MAX + 1), 3)
     labels = ["A", "B", "C"]
     base = size - 4
-    unit = (size - 8) / 5
+    unit = (size - 8) / BAR_MAX
     width = size / 5
     for i, v in enumerate(values):
         x0 = size * (0.12 + 0.3 * i)

@@ -233,6 +233,7 @@ def stratify_pool(
         "keep_k": rcfg.keep_k,
         "tier_rule": rcfg.tier_rule,
         "foundational_min_pass": rcfg.foundational_min_pass,
+        "n_foundational": rcfg.n_foundational,
         "ranking": "coverage * 4 * p * (1 - p), then coverage, then id",
         "judge": ":".join(str(getattr(judge, a, "?")) for a in ("name", "model_id", "prompt_version")),
         "n_prompts": len(samples),
@@ -244,6 +245,7 @@ def stratify_pool(
         coverage_min=rcfg.coverage_min,
         tier_rule=rcfg.tier_rule,
         foundational_min_pass=rcfg.foundational_min_pass,
+        n_foundational=rcfg.n_foundational,
     )
     # A calibration whose judgments mostly failed must not become tiers: raise before writing anything, so the
     # previous tables and tiers file stay as they were.

@@ -50,10 +50,16 @@ class RubricsConfig(Section):
         0.3, ge=0, le=1, description="Drop candidates applicable to fewer than this fraction of judged responses."
     )
     keep_k: int = Field(6, ge=1, description="Rubrics kept after filtering (paper: 6), ranked by informativeness.")
-    tier_rule: Literal["threshold", "half"] = Field(
-        "threshold",
-        description="threshold: foundational iff pass rate >= foundational_min_pass (clamped so both tiers are "
-        "non-empty when keep_k >= 2); half: the higher-pass half (rounded up) is foundational.",
+    tier_rule: Literal["threshold", "half", "count"] = Field(
+        "count",
+        description="How pass rates divide the kept rubrics into tiers. count (default): the n_foundational "
+        "highest-pass rubrics are foundational, the rest advanced, the paper's relative split (its six rubrics: "
+        "R01-R04 foundational, R05-R06 advanced); threshold: foundational iff pass rate >= foundational_min_pass "
+        "(clamped so both tiers are non-empty when keep_k >= 2), which depends on how strong the policy is; half: "
+        "the higher-pass half (rounded up).",
+    )
+    n_foundational: int = Field(
+        4, ge=1, description="count rule: foundational rubrics (at most keep_k - 1; paper: 4 of 6)."
     )
     foundational_min_pass: float = Field(
         0.5, ge=0, le=1, description="threshold rule: lowest pass rate of a foundational rubric."

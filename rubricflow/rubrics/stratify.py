@@ -19,7 +19,9 @@ Selection (``select_and_stratify``):
 3. tiers (pass rate high = already mastered = foundational, low = advanced):
    * ``threshold``: foundational iff ``p >= foundational_min_pass``; if that leaves a tier empty and two or more
      rubrics are kept, the lowest-pass rubric moves to advanced (or the highest-pass to foundational);
-   * ``half``: sorted by pass rate (ties by id), the first ``ceil(k / 2)`` are foundational.
+   * ``half``: sorted by pass rate (ties by id), the first ``ceil(k / 2)`` are foundational;
+   * ``count``: sorted by pass rate (ties by id), the first ``n_foundational`` are foundational (the paper's six
+     rubrics split 4 / 2, R01-R04 foundational: appendix G.2), at most ``k - 1`` so that an advanced tier exists.
    Ties in pass rate are broken by id so the split is deterministic.
 """
 
@@ -95,11 +97,12 @@ def select_and_stratify(
     coverage_min: float = 0.25,
     tier_rule: str = "threshold",
     foundational_min_pass: float = 0.5,
+    n_foundational: int = 4,
 ) -> list[dict]:
     """Copy of ``table`` with ``score``, ``rank`` (1 = best, None if dropped by coverage), ``kept``, ``tier``
     (foundational / advanced / None) and ``drop_reason``; same row order as the input."""
-    if tier_rule not in ("threshold", "half"):
-        raise ValueError(f"tier_rule: expected 'threshold' or 'half', got {tier_rule!r}")
+    if tier_rule not in ("threshold", "half", "count"):
+        raise ValueError(f"tier_rule: expected 'threshold', 'half' or 'count', got {tier_rule!r}")
     rows = [dict(r) for r in table]
     eligible = []
     for r in rows:
@@ -121,8 +124,11 @@ def select_and_stratify(
         else:
             r["drop_reason"] = f"not in top {keep_k}"
     kept = sorted((r for r in eligible if r["kept"]), key=lambda r: (-r["pass_rate"], r["id"]))
-    if tier_rule == "half":
-        n_f = math.ceil(len(kept) / 2)
+    if tier_rule in ("half", "count"):
+        if tier_rule == "half":
+            n_f = math.ceil(len(kept) / 2)
+        else:
+            n_f = min(n_foundational, len(kept) - 1) if len(kept) >= 2 else len(kept)
         for i, r in enumerate(kept):
             r["tier"] = "foundational" if i < n_f else "advanced"
     else:

@@ -75,8 +75,10 @@ def test_stratify_pool_on_gold_and_corrupted_responses(dataset, tmp_path):
     assert sorted(r["rank"] for r in kept) == [1, 2, 3, 4, 5, 6]
     assert all(r["tier"] in ("foundational", "advanced") for r in kept)
     assert all(r["tier"] is None for r in rows.values() if not r["kept"])
-    for r in kept:  # a natural split here: the clamp is not needed
-        assert (r["tier"] == "foundational") == (r["pass_rate"] >= rc.foundational_min_pass)
+    # the count rule: the n_foundational highest pass rates are foundational
+    ranked = sorted(kept, key=lambda r: (-r["pass_rate"], r["id"]))
+    assert rc.tier_rule == "count" and rc.n_foundational == 4
+    assert [r["tier"] for r in ranked] == ["foundational"] * 4 + ["advanced"] * 2
     assert {r["id"] for r in kept if r["tier"] == "advanced"} >= {"C01"}
 
     with open(tmp_path / "reports" / "stratification.csv") as f:

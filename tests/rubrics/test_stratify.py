@@ -95,6 +95,19 @@ def test_half_rule_and_ties_by_id():
         select_and_stratify(TABLE, tier_rule="median")
 
 
+def test_count_rule_takes_the_n_highest_pass_rates_and_keeps_an_advanced_tier():
+    # kept a, b, d with pass rates b > a > d (see test_half_rule_and_ties_by_id)
+    two = by_id(select_and_stratify(TABLE, keep_k=3, tier_rule="count", n_foundational=2))
+    assert {k: two[k]["tier"] for k in "abd"} == {"b": "foundational", "a": "foundational", "d": "advanced"}
+    one = by_id(select_and_stratify(TABLE, keep_k=3, tier_rule="count", n_foundational=1))
+    assert {k: one[k]["tier"] for k in "abd"} == {"b": "foundational", "a": "advanced", "d": "advanced"}
+    # asking for as many foundational rubrics as are kept still leaves the lowest-pass one advanced
+    capped = by_id(select_and_stratify(TABLE, keep_k=3, tier_rule="count", n_foundational=4))
+    assert {k: capped[k]["tier"] for k in "abd"} == {"b": "foundational", "a": "foundational", "d": "advanced"}
+    alone = by_id(select_and_stratify(TABLE, keep_k=1, tier_rule="count"))
+    assert alone["a"]["tier"] == "foundational"
+
+
 def test_summary():
     rows = select_and_stratify(TABLE, keep_k=3)
     s = summarize(rows, [Judgment("ok"), Judgment("failed", reason="x")])
