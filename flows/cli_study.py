@@ -1,8 +1,10 @@
 """Study commands of the ``rubricflow`` CLI (registered by flows/cli.py through ``register(app)``):
 
-* ``rubricflow study rucl [--seeds 1,2,3] [--variants a,b] [--no-track]``  the multi-seed RuCL study
-  (``study.rucl`` in params.yaml; ``rubricflow.study``): trains and evaluates every (variant, seed) unit not
-  finished yet, then writes ``reports/studies/rucl.md``, ``.json`` and ``.png``.
+* ``rubricflow study rucl [--seeds 1,2,3] [--variants a,b] [--report-name NAME] [--no-track]``  the multi-seed
+  RuCL study (``study.rucl`` in params.yaml; ``rubricflow.study``): trains and evaluates every (variant, seed) unit
+  not finished on the same inputs yet, then writes ``reports/studies/rucl.md``, ``.json`` and ``.png``;
+* ``rubricflow study rucl_tune``  the selection study that chooses the tiny profile's GRPO lr and temperature on
+  val (``reports/studies/rucl_tune.md`` names the selected setting).
 """
 
 from __future__ import annotations
@@ -35,6 +37,9 @@ def register(app: typer.Typer) -> None:
         seeds: Annotated[Optional[str], typer.Option(help="Comma-separated seeds (default: study.<name>.seeds).")] = None,
         variants: Annotated[Optional[str], typer.Option(help="Comma-separated variants (default: all).")] = None,
         no_track: Annotated[bool, typer.Option("--no-track", help="Do not log to MLflow.")] = False,
+        report_name: Annotated[Optional[str], typer.Option(
+            help="Report file stem in study.<name>.report_dir (default: the study name), e.g. rucl-seeds-b for a "
+            "second seed set.")] = None,
     ):
         """Multi-seed study: each (variant, seed) unit trained and evaluated (finished units are skipped), then the
         mean and 95% t-interval per variant and a verdict per claim in reports/studies/<name>.md/.json/.png."""
@@ -46,7 +51,8 @@ def register(app: typer.Typer) -> None:
         cfg = load_cfg()
         try:
             summary = run_study(cfg, name, seeds=_ints(seeds), variants=_names(variants),
-                                track=state.track and not no_track, secret_resolver=load_secret)
+                                track=state.track and not no_track, secret_resolver=load_secret,
+                                report_name=report_name)
         except ConfigError as e:
             typer.echo(f"error: {e}", err=True)
             raise typer.Exit(2) from None

@@ -46,6 +46,7 @@ def study(
     overrides: dict = Field({}, description="Dotted config overrides applied to every unit."),
     fan_out: bool = Field(False, description="Submit every unit to the task runner at once (default: one by one)."),
     track: bool = Field(True, description="Log a parent MLflow run and one child run per unit."),
+    report_name: Optional[str] = Field(None, description="Report file stem (empty: the study name)."),
 ) -> dict:
     profile = Profile(profile).value
     cfg = load_config(profile=profile, overrides=overrides)
@@ -64,7 +65,7 @@ def study(
         else:
             results = {u: unit_task(name, u.variant, u.seed, **args) for u in units}
         ran = sum(not r["skipped"] for r in results.values())
-        return report_study(cfg, name, spec, units, results, n_ran=ran, track=track)
+        return report_study(cfg, name, spec, units, results, n_ran=ran, track=track, report_name=report_name)
     finally:
         if previous is None:
             os.environ.pop("RUBRICFLOW_PIPELINE_ID", None)

@@ -12,8 +12,11 @@ The shared stages are *not* re-run per seed: the dataset, its validation stamp, 
 tiers come from the main pipeline's outputs (``dvc repro rucl_eval`` / ``make run``), and every unit starts from the
 same SFT model. :func:`require_shared` refuses to start, naming each missing output.
 
-``result.json`` is written atomically when a unit finishes; a rerun skips finished units (and picks up an
-interrupted unit from its latest training checkpoint). :func:`aggregate` reports per variant and metric the mean and
+``result.json`` is written atomically when a unit finishes, with the hashes of what the unit was trained and
+evaluated on (:func:`unit_inputs`: its config sections and seed, the contents of the SFT start, the tiers and the
+data set, and the training and evaluation code). A rerun skips a finished unit only when those are unchanged; a unit
+finished on other inputs (say the SFT model was retrained) is re-run, naming what changed, and its old result is
+kept as ``result.stale.json``. An interrupted unit is picked up from its latest training checkpoint. :func:`aggregate` reports per variant and metric the mean and
 a t-interval over seeds, and per claim the paired per-seed difference ``a - b`` with its interval and a verdict:
 ``shown`` (the interval excludes 0 in the claimed direction), ``reversed`` (excludes 0 the other way) or
 ``not shown``. :func:`write_report` writes ``<report_dir>/<study>.md``, ``.json`` and ``.png``.
@@ -41,6 +44,14 @@ from rubricflow.stage import NullRun, StageContext, apply_overrides
 from rubricflow.study_config import Claim, Selection, StudySpec
 
 RESULT_FILE = "result.json"
+STALE_FILE = "result.stale.json"
+# The code a unit's result depends on: training (as in rubricflow.rucl.train.TRAINING_CODE), the judge, the
+# held-out evaluation and the independent trace verifier.
+UNIT_CODE = ("rubricflow.rucl", "rubricflow.grpo", "rubricflow.rewards", "rubricflow.curriculum",
+             "rubricflow.answers", "rubricflow.judge", "rubricflow.evaluation", "rubricflow.trace_check")
+# Judge / generation settings that change how work is done, not its result (as in rubricflow.rucl.train).
+_JUDGE_OPERATIONAL = {"cache_enabled", "cache_programmatic", "cache_path", "preflight", "max_failed_frac",
+                      "failure_window"}
 # Set by the study for each unit; a variant overriding one of them would make units collide or change the seed.
 RESERVED_KEYS = ("seed", "rucl.grpo.seed", "rucl.name", "rucl.out_dir", "rucl.checkpoint_dir", "rucl.eval_policies",
                  "rucl.eval_split")
@@ -175,11 +186,44 @@ def run_rucl_unit(ucfg: Any, unit: Unit, udir: Path, run: Any, secret_resolver=N
     return {"metrics": ev[EVAL_NAME], "eval_samples": ev["eval_samples"], "rubrics": ev["rubrics"], "train": train}
 
 
-def read_result(spec: StudySpec, unit: Unit) -> dict | None:
+def unit_inputs(ucfg: Any, unit: Unit) -> dict[str, str]:
+    """One hash per input a unit's result depends on: its config sections (rucl, judge, generation, data), the
+    seed, the contents of the SFT start, the tiers file and the data set, and the code (:data:`UNIT_CODE`)."""
+    from rubricflow.grpo.checkpoint import code_hash, content_hash, part_hashes
+
+    judge = ucfg.judge.model_dump(mode="json", exclude=_JUDGE_OPERATIONAL)
+    return part_hashes({
+        "config": {"rucl": ucfg.rucl.model_dump(mode="json"), "judge": judge,
+                   "generation": ucfg.generation.model_dump(mode="json", exclude={"vllm_gpu_memory_utilization"}),
+                   "data": ucfg.data.model_dump(mode="json")},
+        "seed": unit.seed,
+        "init_policy": content_hash(ucfg.rucl.init_from),
+        "tiers": content_hash(ucfg.rucl.tiers_path),
+        "data_set": content_hash(ucfg.data.out_dir),
+        "code": code_hash(*UNIT_CODE),
+    })
+
+
+def read_result(spec: StudySpec, unit: Unit, inputs: Mapping[str, str] | None = None) -> dict | None:
+    """The unit's finished result, or None. With ``inputs`` (:func:`unit_inputs`), a result recorded for other
+    inputs is stale: it is moved to ``result.stale.json`` (naming the parts that changed) and None is returned."""
     import json
 
     p = unit_dir(spec, unit) / RESULT_FILE
-    return json.loads(p.read_text()) if p.exists() else None
+    if not p.exists():
+        return None
+    result = json.loads(p.read_text())
+    if inputs is None:
+        return result
+    old = result.get("inputs") or {}
+    changed = sorted(k for k in set(old) | set(inputs) if old.get(k) != inputs.get(k))
+    if not changed:
+        return result
+    what = ", ".join(changed) if old else "no input hashes recorded"
+    print(f"study: {unit.key} finished on other inputs ({what} changed); re-running it "
+          f"(the old result is kept as {p.with_name(STALE_FILE)})", flush=True)
+    os.replace(p, p.with_name(STALE_FILE))
+    return None
 
 
 def run_unit(
@@ -192,13 +236,15 @@ def run_unit(
     secret_resolver=None,
     prefect_flow_run_id: str | None = None,
 ) -> dict:
-    """Run ``unit`` unless its ``result.json`` exists; returns the result (``skipped`` true when it did not run)."""
-    done = read_result(spec, unit)
-    if done is not None:
-        return {**done, "skipped": True}
+    """Run ``unit`` unless it finished on the same inputs (:func:`read_result`); returns the result (``skipped``
+    true when it did not run)."""
     from rubricflow.splits import forbid_test_split
 
     ucfg = unit_config(cfg, name, spec, unit)
+    inputs = unit_inputs(ucfg, unit)
+    done = read_result(spec, unit, inputs)
+    if done is not None:
+        return {**done, "skipped": True}
     udir = unit_dir(spec, unit)
     udir.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
@@ -208,7 +254,7 @@ def run_unit(
         out, run_id = _run_unit_fn(cfg, name, spec, unit, ucfg, udir, unit_fn, track, secret_resolver,
                                    prefect_flow_run_id)
     result = {"study": name, "variant": unit.variant, "seed": unit.seed,
-              "overrides": dict(spec.variants[unit.variant]), "eval_split": spec.eval_split, **out,
+              "overrides": dict(spec.variants[unit.variant]), "eval_split": spec.eval_split, "inputs": inputs, **out,
               "duration_s": round(time.perf_counter() - t0, 2), "mlflow_run_id": run_id}
     write_json(udir / RESULT_FILE, _json_safe(result))
     return {**result, "skipped": False}
@@ -451,12 +497,17 @@ def plot_study(name: str, agg: Mapping, path: Path) -> Path:
     return path
 
 
-def write_report(name: str, spec: StudySpec, results: Sequence[Mapping], info: Mapping) -> dict[str, Path]:
-    """Aggregate ``results`` and write ``<report_dir>/<name>.md``, ``.json`` and ``.png``."""
+def write_report(name: str, spec: StudySpec, results: Sequence[Mapping], info: Mapping,
+                 report_name: str | None = None) -> dict[str, Path]:
+    """Aggregate ``results`` and write ``<report_dir>/<report_name>.md``, ``.json`` and ``.png`` (``report_name``
+    defaults to the study name; another name keeps, say, a second seed set's report beside the first)."""
     agg = aggregate(results, spec.claims, spec.metrics, spec.confidence)
     chosen = select(agg, spec.selection)
     out = Path(spec.report_dir)
-    paths = {"md": out / f"{name}.md", "json": out / f"{name}.json", "png": out / f"{name}.png"}
+    stem = report_name or name
+    if not stem or "/" in stem or stem.startswith("."):
+        raise ConfigError(f"study report name {stem!r}: expected a plain file name")
+    paths = {"md": out / f"{stem}.md", "json": out / f"{stem}.json", "png": out / f"{stem}.png"}
     atomic_write_text(paths["md"], render_markdown(name, agg, info, chosen))
     units = [{k: r.get(k) for k in ("variant", "seed", "metrics", "duration_s")} for r in results]
     write_json(paths["json"], _json_safe({"study": name, **info, **agg, "selection": chosen, "units": units}))
@@ -503,15 +554,18 @@ def run_study(
     unit_fn: UnitFn = run_rucl_unit,
     track: bool = False,
     secret_resolver=None,
+    report_name: str | None = None,
 ) -> dict[str, Any]:
-    """Plan, check the shared outputs, run the units not finished yet (progress bar with ETA), write the report.
-    Tracking: one MLflow parent run for this invocation, a child run per unit."""
+    """Plan, check the shared outputs, run the units not finished yet (progress bar with ETA), write the report
+    (``<report_dir>/<report_name or name>.*``). Tracking: one MLflow parent run for this invocation, a child run
+    per unit."""
     from rubricflow.progress import progress
 
     spec = study_spec(cfg, name)
     units = plan(spec, seeds, variants)
     require_shared(cfg, name, spec, units)
-    done = {u: r for u in units if (r := read_result(spec, u)) is not None}
+    done = {u: r for u in units
+            if (r := read_result(spec, u, unit_inputs(unit_config(cfg, name, spec, u), u))) is not None}
     todo = [u for u in units if u not in done]
     previous = os.environ.get("RUBRICFLOW_PIPELINE_ID")
     if track and not previous:
@@ -522,7 +576,7 @@ def run_study(
             for u in todo:
                 results[u] = run_unit(cfg, name, spec, u, unit_fn, track, secret_resolver)
                 bar.advance(1, unit=u.key)
-        return report_study(cfg, name, spec, units, results, n_ran=len(todo), track=track)
+        return report_study(cfg, name, spec, units, results, n_ran=len(todo), track=track, report_name=report_name)
     finally:
         if track and not previous:
             os.environ.pop("RUBRICFLOW_PIPELINE_ID", None)
@@ -530,14 +584,14 @@ def run_study(
 
 def report_study(
     cfg: Any, name: str, spec: StudySpec, units: Sequence[Unit], results: Mapping[Unit, Mapping], n_ran: int,
-    track: bool = False,
+    track: bool = False, report_name: str | None = None,
 ) -> dict[str, Any]:
     """Write the report of ``units`` from their ``results``; with ``track``, attach it to the parent run and close
     that. Returns a summary: unit counts, report paths, the verdict per claim."""
     ordered = [results[u] for u in units]
     info = {**study_info(cfg, spec, units), "n_ran": n_ran, "n_skipped": len(units) - n_ran,
             "eval_samples": next((r.get("eval_samples") for r in ordered if r.get("eval_samples")), None)}
-    paths = write_report(name, spec, ordered, info)
+    paths = write_report(name, spec, ordered, info, report_name)
     if track:
         _finish_parent(cfg, paths)
     agg = aggregate(ordered, spec.claims, spec.metrics, spec.confidence)

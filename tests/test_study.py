@@ -182,16 +182,16 @@ WOBBLE = {11: 0.01, 22: -0.01, 33: 0.0}
 
 
 class FakeUnit:
-    def __init__(self, fail_on=None):
-        self.calls, self.fail_on = [], fail_on
+    def __init__(self, wobble=None, fail_on=None):
+        self.calls, self.fail_on, self.wobble = [], fail_on, wobble or WOBBLE
 
     def __call__(self, ucfg, unit, udir, run, secret_resolver):
         self.calls.append(unit.key)
         if unit.key == self.fail_on:
             raise RuntimeError("killed")
         assert ucfg.seed == unit.seed and str(udir) in ucfg.rucl.out_dir
-        w = WOBBLE[unit.seed] * (1 if unit.variant != "uniform" else -1)
-        flawed = 0.3 + (0.1 if unit.variant == "rucl-sigmoid" else 0.0) + WOBBLE[unit.seed]
+        w = self.wobble[unit.seed] * (1 if unit.variant != "uniform" else -1)
+        flawed = 0.3 + (0.1 if unit.variant == "rucl-sigmoid" else 0.0) + self.wobble[unit.seed]
         return {"metrics": {"accuracy": BASE[unit.variant] + w, "correct_but_flawed": flawed, "s_f": 0.9,
                             "s_a": None}, "eval_samples": 12}
 
@@ -245,6 +245,16 @@ def test_end_to_end_writes_markdown_json_and_plot(tmp_path):
     assert data["variants"]["outcome"]["accuracy"]["mean"] == pytest.approx(0.45)
     assert [c["verdict"] for c in data["claims"]] == ["shown", "not shown", "reversed", "shown"]
     assert (reports / "rucl.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+    # a second seed set reports beside the first, under its own name; the first report is untouched
+    first = (reports / "rucl.md").read_bytes()
+    out = run_study(cfg, "rucl", seeds=[44, 55], variants=["sft", "outcome"], unit_fn=FakeUnit({44: 0.0, 55: 0.0}),
+                    report_name="rucl-seeds-b")
+    assert out["reports"]["md"] == str(reports / "rucl-seeds-b.md") and out["ran"] == 4
+    assert "seeds: 44, 55" in (reports / "rucl-seeds-b.md").read_text()
+    assert (reports / "rucl.md").read_bytes() == first
+    with pytest.raises(ConfigError, match="plain file name"):
+        run_study(cfg, "rucl", seeds=[44, 55], variants=["sft"], unit_fn=FakeUnit(), report_name="../x")
 
 
 def test_cli_refuses_without_the_shared_outputs(tmp_path, monkeypatch):
@@ -425,3 +435,39 @@ def test_a_tracked_study_logs_a_parent_and_one_child_per_unit(tmp_path, monkeypa
     import os
 
     assert "RUBRICFLOW_PIPELINE_ID" not in os.environ
+
+
+def test_a_unit_finished_on_other_inputs_is_rerun_and_its_old_result_kept(tmp_path, capsys):
+    from rubricflow.study import STALE_FILE
+
+    cfg = _cfg(tmp_path, {"seeds": [11, 22]})
+    _make_shared(tmp_path)
+    unit = FakeUnit()
+    run_study(cfg, "rucl", variants=["outcome"], unit_fn=unit)
+    assert unit.calls == ["outcome/seed11", "outcome/seed22"]
+    saved = json.loads((unit_dir(cfg.study.rucl, Unit("outcome", 11)) / RESULT_FILE).read_text())
+    assert set(saved["inputs"]) == {"config", "seed", "init_policy", "tiers", "data_set", "code"}
+
+    unit = FakeUnit()
+    run_study(cfg, "rucl", variants=["outcome"], unit_fn=unit)
+    assert unit.calls == []  # same inputs: nothing re-runs
+
+    # the SFT start is retrained (its files change): every unit trained from it is stale
+    (tmp_path / "sft" / "config.json").write_text('{"retrained": true}')
+    unit = FakeUnit()
+    out = run_study(cfg, "rucl", variants=["outcome"], unit_fn=unit)
+    assert unit.calls == ["outcome/seed11", "outcome/seed22"] and out["ran"] == 2
+    assert "outcome/seed11 finished on other inputs (init_policy changed)" in capsys.readouterr().out
+    stale = json.loads((unit_dir(cfg.study.rucl, Unit("outcome", 11)) / STALE_FILE).read_text())
+    assert stale["inputs"]["init_policy"] != json.loads(
+        (unit_dir(cfg.study.rucl, Unit("outcome", 11)) / RESULT_FILE).read_text())["inputs"]["init_policy"]
+
+    # a config change that reaches the unit (the reward's alpha) re-runs it too, naming the config
+    changed = _cfg(tmp_path, {"seeds": [11]}, rucl={"init_from": str(tmp_path / "sft"),
+                                                     "tiers_path": str(tmp_path / "tiers.json"),
+                                                     "checkpoint_dir": str(tmp_path / "ckpt" / "rucl"),
+                                                     "reward": {"alpha": 0.5}})
+    unit = FakeUnit()
+    run_study(changed, "rucl", variants=["outcome"], unit_fn=unit)
+    assert unit.calls == ["outcome/seed11"]
+    assert "(config changed)" in capsys.readouterr().out
