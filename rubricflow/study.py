@@ -446,11 +446,12 @@ def render_markdown(name: str, agg: Mapping, info: Mapping, chosen: Mapping | No
             members = ", ".join(f"{m} {_fmt(x)}" for m, x in v["means"].items())
             lines.append(f"| {k} | {members} | {_fmt(v['score'])} | {'**selected**' if k == chosen['selected'] else ''} |")
         lines += ["", f"**selected: {chosen['selected']}**"]
-    lines += [
-        "",
-        f"| claim | metric | direction | n pairs | difference | {pct}% CI | verdict | note |",
-        "|---|---|---|---|---|---|---|---|",
-    ]
+    if agg["claims"]:
+        lines += [
+            "",
+            f"| claim | metric | direction | n pairs | difference | {pct}% CI | verdict | note |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
     for c in agg["claims"]:
         ci = "n/a" if c["ci_low"] is None else f"[{c['ci_low']:.3f}, {c['ci_high']:.3f}]"
         lines.append(f"| {c['a']} vs {c['b']} | {c['metric']} | {c['direction']} | {c['n_pairs']} | "

@@ -141,7 +141,9 @@ class StudySpec(Section):
 
 # The tiny profile's GRPO learning rate and sampling temperature are chosen by this study, on val. A setting is one
 # (lr, temperature) pair trained under both outcome-only and RuCL rewards, so the choice favours neither method.
-TUNE_LRS = {"lr1e-4": 1e-4, "lr3e-4": 3e-4, "lr1e-3": 1e-3}
+# The grid first spanned 1e-4..1e-3; its best setting was its lowest lr, so it was extended downwards (3e-5, 1e-5)
+# rather than stopping at the grid's edge.
+TUNE_LRS = {"lr1e-5": 1e-5, "lr3e-5": 3e-5, "lr1e-4": 1e-4, "lr3e-4": 3e-4, "lr1e-3": 1e-3}
 
 
 def _rucl_tune_variants() -> dict[str, dict[str, Any]]:
@@ -178,7 +180,8 @@ class StudyConfig(Section):
     )
     rucl_tune: StudySpec = Field(
         default_factory=_rucl_tune_spec,
-        description="Chooses the tiny profile's GRPO lr and temperature on val: each setting trained with "
-        "outcome-only and RuCL rewards on seeds 11, 22, 33 (not the study's seeds), scored by mean val accuracy "
+        description="Chooses the tiny profile's GRPO lr (1e-5 .. 1e-3) and temperature (1.0; 0.7 at lr 3e-4) on val: "
+        "each setting trained with outcome-only and RuCL rewards on seeds 11, 22, 33 (not the study's seeds), "
+        "scored by mean val accuracy "
         "(`rubricflow study rucl_tune`; the winner is `selected` in reports/studies/rucl_tune.md).",
     )
