@@ -21,6 +21,7 @@ from pathlib import Path
 
 from rubricflow.deltarubric.config import DeltaRubricConfig
 from rubricflow.io import staged_dir, write_json
+from rubricflow.generation import GENERATION_OPERATIONAL
 from rubricflow.sections import GenerationConfig, ModelsConfig
 from rubricflow.stage import StageContext, stage
 
@@ -30,12 +31,9 @@ def _max_tokens(dr: DeltaRubricConfig) -> dict[str, int]:
 
 
 def _generator(g: GenerationConfig, model, proc, model_path: str | None = None, batch_size: int | None = None):
-    from models.generation import make_generator
+    from rubricflow.generation import make_generator
 
-    return make_generator(
-        g.backend, model, proc, model_path=model_path, batch_size=batch_size or g.eval_batch_size,
-        gpu_memory_utilization=g.vllm_gpu_memory_utilization, tensor_parallel_size=g.vllm_tensor_parallel_size,
-    )
+    return make_generator(g, model, proc, model_path=model_path, batch_size=batch_size)
 
 
 def _pairs_dir(dr: DeltaRubricConfig) -> Path:
@@ -167,7 +165,7 @@ def resume_parts(dr: DeltaRubricConfig, models: ModelsConfig, generation: Genera
     parts = {k: getattr(dr, k).model_dump(mode="json") for k in ("pairs", "sft", "train")}
     parts.update({
         "models.policy": models.policy.model_dump(mode="json"),
-        "generation": generation.model_dump(mode="json", exclude={"vllm_gpu_memory_utilization"}),
+        "generation": generation.model_dump(mode="json", exclude=GENERATION_OPERATIONAL),
         "seed": seed,
         "init_policy": content_hash(dr.sft.out_dir),
         "data": content_hash(_pairs_dir(dr)),

@@ -60,6 +60,7 @@ def train_policy(
             return planner_probe(gen, processor, val_items, cfg.n_checklists, max_tokens, g.temperature, seed=g.seed + step)
 
     def rollout_fn(step: int, items: list[Item]):
+        gen.sync_weights(model)  # vLLM samples from the current (or resumed) weights; transformers: the same tensors
         metrics: dict[str, float] = {}
         if val_items and (step == 0 or (cfg.probe_every and step % cfg.probe_every == 0)):
             metrics.update(probe(step))
@@ -72,7 +73,6 @@ def train_policy(
     steps_path.parent.mkdir(parents=True, exist_ok=True)
 
     def on_step(step: int, metrics: dict) -> None:
-        gen.sync_weights(model)  # a no-op for the in-process transformers backend; vLLM gets the new weights
         row = {"step": step, **_finite(metrics)}
         with steps_path.open("a") as f:
             f.write(json.dumps(row) + "\n")
@@ -83,6 +83,8 @@ def train_policy(
 
     trainer = GRPOTrainer(updater, train_items, rollout_fn, g, checkpoint_dir, log_fn=on_step, key_parts=key_parts)
     info = trainer.run(g.steps)
+    if val_items:
+        gen.sync_weights(model)  # the final probe samples from the trained weights
     final = probe(g.steps) if val_items else {}
     if log_fn is not None and final:
         log_fn(g.steps, final)

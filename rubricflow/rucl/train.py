@@ -27,6 +27,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from rubricflow.generation import GENERATION_OPERATIONAL
 from rubricflow.rucl.config import RuCLConfig
 from rubricflow.sections import GenerationConfig
 from rubricflow.stage import NullRun
@@ -42,7 +43,6 @@ _JUDGE_OPERATIONAL = {"cache_enabled", "cache_programmatic", "cache_path", "pref
 _OPENAI_OPERATIONAL = {"base_url", "api_key_env", "secret_block", "concurrency", "timeout_s", "request_deadline_s",
                        "max_retries", "backoff_initial_s", "backoff_max_s", "backoff_jitter_s", "retry_after_max_s",
                        "http_client"}
-_GENERATION_OPERATIONAL = {"vllm_gpu_memory_utilization"}
 # The training code whose edits change a trajectory: the method, the GRPO core and the reward modules.
 TRAINING_CODE = ("rubricflow.rucl", "rubricflow.grpo", "rubricflow.rewards", "rubricflow.curriculum",
                  "rubricflow.answers")
@@ -79,7 +79,7 @@ def resume_parts(rcfg: RuCLConfig, seed: int, data_dir: str | Path, gen_cfg: Gen
     set folder, and the hash of the training code."""
     from rubricflow.grpo.checkpoint import code_hash, content_hash
 
-    gen = (gen_cfg or GenerationConfig()).model_dump(mode="json", exclude=_GENERATION_OPERATIONAL)
+    gen = (gen_cfg or GenerationConfig()).model_dump(mode="json", exclude=GENERATION_OPERATIONAL)
     return {
         "rucl": _rucl_section(rcfg),
         "seed": seed,
@@ -127,12 +127,12 @@ def train_rucl(
 ) -> dict[str, Any]:
     """Train, save the policy, write reports; returns summary metrics. See the module docstring. ``judge_cfg``:
     the judge section ``judge`` was made from (part of the resume key)."""
-    from models.generation import make_generator
     from models.loader import load_policy
     from models.tiny import save
     from rubricflow.curriculum import CurriculumScheduler
     from rubricflow.data.schema import read_dataset
     from rubricflow.evaluation import evaluate_policy
+    from rubricflow.generation import make_generator
     from rubricflow.grpo.checkpoint import MetricsHistory
     from rubricflow.grpo.causal_lm import CausalLMAdapter
     from rubricflow.grpo.engine import make_engine
@@ -164,11 +164,7 @@ def train_rucl(
     module = engine.module
     before = evaluate_policy(module, proc, data_dir, val, gen_cfg) if (val and main) else {}
 
-    gen = make_generator(
-        gen_cfg.backend, module, proc, model_path=rcfg.init_from, batch_size=gen_cfg.eval_batch_size,
-        gpu_memory_utilization=gen_cfg.vllm_gpu_memory_utilization,
-        tensor_parallel_size=gen_cfg.vllm_tensor_parallel_size,
-    )
+    gen = make_generator(gen_cfg, module, proc, model_path=rcfg.init_from)
     c = rcfg.curriculum
     sched = CurriculumScheduler.from_config(c)
     rollout = RuCLRollout(gen, proc, judge, rubrics, sched, rcfg, data_dir, engine)
