@@ -21,6 +21,7 @@ from pathlib import Path
 
 from rubricflow.deltarubric.config import DeltaRubricConfig
 from rubricflow.io import staged_dir, write_json
+from rubricflow.ranks import process_rank
 from rubricflow.generation import GENERATION_OPERATIONAL
 from rubricflow.sections import GenerationConfig, ModelsConfig
 from rubricflow.stage import StageContext, stage
@@ -180,7 +181,6 @@ def train_stage(
 ) -> dict:
     """Multi-role GRPO from the SFT checkpoint; saves the policy and the per-step role metrics."""
     from models.loader import load_policy
-    from models.tiny import save
     from rubricflow.deltarubric.data import read_pairs
     from rubricflow.deltarubric.evaluate import load_items
     from rubricflow.deltarubric.train import train_policy
@@ -205,10 +205,9 @@ def train_stage(
     with progress("deltarubric train", total=dr.train.grpo.steps) as bar:
         out = train_policy(model, proc, gen, train_items, val_items, dr.train, _checkpoint_dir(ctx),
                            log_fn=log, progress=bar.advance,
-                           key_parts=resume_parts(dr, models, generation, ctx.seed))
-    with staged_dir(dr.train.out_dir) as tmp:
-        save(model, proc, tmp)
-    write_json(ctx.reports_dir / "plots" / "deltarubric_train.json", out["curve"])
+                           key_parts=resume_parts(dr, models, generation, ctx.seed), save_to=dr.train.out_dir)
+    if process_rank() == 0:
+        write_json(ctx.reports_dir / "plots" / "deltarubric_train.json", out["curve"])
     last = out["curve"][-5:]
     probes = [r["probe/accuracy"] for r in out["curve"] if "probe/accuracy" in r]
 

@@ -40,12 +40,16 @@ def train_policy(
     log_fn: LogFn | None = None,
     progress: Callable[[int], None] | None = None,
     key_parts: dict | None = None,
+    save_to: str | Path | None = None,
 ) -> dict:
     """Run ``cfg.grpo.steps`` multi-role GRPO steps in place on ``model`` (resuming from ``checkpoint_dir`` if its
-    checkpoints were trained on the same ``key_parts``); returns ``{"curve": per-step rows, "final_probe",
-    "steps", "resumed_from", "resume_refused", "corrupt_checkpoints", "run_time_s"}``."""
+    checkpoints were trained on the same ``key_parts``) and, with ``save_to``, save the trained policy there
+    (consolidated, written once by rank 0: ``rubricflow.grpo.export.save_policy``); returns ``{"curve": per-step
+    rows, "final_probe", "steps", "resumed_from", "resume_refused", "corrupt_checkpoints", "run_time_s"}``. Under
+    several ranks call it on every rank."""
     from rubricflow.grpo.causal_lm import CausalLMAdapter
     from rubricflow.grpo.engine import make_engine
+    from rubricflow.grpo.export import save_policy
     from rubricflow.grpo.trainer import GRPOTrainer
     from rubricflow.grpo.updater import GRPOUpdater
 
@@ -74,8 +78,9 @@ def train_policy(
 
     def on_step(step: int, metrics: dict) -> None:
         row = {"step": step, **_finite(metrics)}
-        with steps_path.open("a") as f:
-            f.write(json.dumps(row) + "\n")
+        if engine.rank == 0:  # metrics are averaged over ranks already: one writer
+            with steps_path.open("a") as f:
+                f.write(json.dumps(row) + "\n")
         if log_fn is not None:
             log_fn(step, _finite(metrics))
         if progress is not None:
@@ -88,6 +93,8 @@ def train_policy(
     final = probe(g.steps) if val_items else {}
     if log_fn is not None and final:
         log_fn(g.steps, final)
+    if save_to is not None:
+        save_policy(engine.module, processor, save_to)
     return {"curve": read_curve(steps_path, g.steps), "final_probe": final, **info}
 
 
