@@ -12,6 +12,7 @@ and transformers but not the trainer's other dependencies)::
 
 It writes, before and after one GRPO update + ``sync_weights``: the greedy completions and per-token log-probs of
 vLLM and of the transformers model it trains, and the refusals this platform produces (sleep mode, Qwen-VL).
+``throughput`` times the colocated engine for ``bench/rollouts.py``.
 """
 
 from __future__ import annotations
@@ -149,6 +150,37 @@ def colocated(model_dir: str, out: str, vl_model: str | None = None) -> None:
     Path(out).write_text(json.dumps(res))
 
 
+def timed_generation(gen, prompts: list[str], n: int, max_new_tokens: int, rounds: int) -> dict:
+    """Tokens generated per wall-clock second by ``gen`` (one warm-up call, then ``rounds`` timed calls; the stop
+    token counts as generated), sampling at temperature 1."""
+    import time
+
+    from models.generation import GenRequest
+
+    reqs = [GenRequest(p) for p in prompts]
+    gen.generate(reqs, n=n, max_new_tokens=max_new_tokens, temperature=1.0, seed=0)
+    rates = []
+    for r in range(rounds):
+        t0 = time.perf_counter()
+        outs = gen.generate(reqs, n=n, max_new_tokens=max_new_tokens, temperature=1.0, seed=r + 1)
+        dt = time.perf_counter() - t0
+        tokens = sum(len(c.token_ids) + c.finished for row in outs for c in row)
+        rates.append({"tokens": tokens, "seconds": dt, "tokens_per_s": tokens / dt})
+    return {"rounds": rates}
+
+
+def throughput(model_dir: str, out: str, n: int, max_new_tokens: int, rounds: int) -> None:
+    """The colocated engine's side of ``bench/rollouts.py`` (run in the vLLM environment)."""
+    from transformers import AutoTokenizer
+
+    from models.vllm_rollout import VLLMGenerator
+
+    tok = AutoTokenizer.from_pretrained(model_dir)
+    gen = VLLMGenerator(model_dir, dtype="float32", enforce_eager=True)
+    res = timed_generation(gen, [chat(tok, q) for q in questions()], n, max_new_tokens, rounds)
+    Path(out).write_text(json.dumps(res))
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -158,12 +190,20 @@ def main(argv: list[str] | None = None) -> None:
     c.add_argument("--vl-model", default=None)
     b = sub.add_parser("build", help="build the tiny rollout model")
     b.add_argument("--out", required=True)
+    t = sub.add_parser("throughput", help="colocated vLLM rollout tokens/s (bench/rollouts.py)")
+    t.add_argument("--model", required=True)
+    t.add_argument("--out", required=True)
+    t.add_argument("--n", type=int, default=8)
+    t.add_argument("--max-new-tokens", type=int, default=32)
+    t.add_argument("--rounds", type=int, default=3)
     args = ap.parse_args(argv)
     import torch
 
     torch.set_num_threads(int(os.environ.get("RUBRICFLOW_THREADS", "1")))
     if args.cmd == "colocated":
         colocated(args.model, args.out, args.vl_model)
+    elif args.cmd == "throughput":
+        throughput(args.model, args.out, args.n, args.max_new_tokens, args.rounds)
     else:
         build_rollout_model(args.out)
 
