@@ -144,10 +144,11 @@ def _set_generation_ids(model, ids: dict[str, int]) -> None:
     gc.pad_token_id = ids["<|endoftext|>"]
 
 
-def save(model, processor_or_tokenizer, out_dir: str | Path) -> Path:
-    """Save in HF format (model.safetensors + config + tokenizer [+ preprocessor_config.json])."""
+def save(model, processor_or_tokenizer, out_dir: str | Path, state_dict: dict | None = None) -> Path:
+    """Save in HF format (model.safetensors + config + tokenizer [+ preprocessor_config.json]). ``state_dict``: the
+    weights to write instead of the module's own (a consolidated copy of a ZeRO-3 partitioned module)."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    model.save_pretrained(out)
+    model.save_pretrained(out, state_dict=state_dict)
     processor_or_tokenizer.save_pretrained(out)
     return out

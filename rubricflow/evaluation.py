@@ -37,9 +37,25 @@ def accuracy_by_task(samples, responses: list[str]) -> dict[str, float]:
     return out
 
 
-def evaluate_policy(model, processor, data_dir: str | Path, samples, gen: GenerationConfig) -> dict[str, float]:
-    """Greedy accuracy per task and overall."""
-    return accuracy_by_task(samples, greedy_responses(model, processor, data_dir, samples, gen))
+def evaluate_policy(model, processor, data_dir: str | Path, samples, gen: GenerationConfig,
+                    engine=None) -> dict[str, float]:
+    """Greedy accuracy per task and overall.
+
+    With an ``engine`` of several ranks every rank takes part: rank r answers samples r, r + W, ... (under ZeRO-3
+    its generation joins the others' parameter all-gathers: ``TransformersGenerator`` runs synced) and the answers
+    are gathered, so every rank returns the same accuracy over all ``samples``. Call it on every rank.
+    """
+    world = getattr(engine, "world_size", 1) if engine is not None else 1
+    if world == 1:
+        return accuracy_by_task(samples, greedy_responses(model, processor, data_dir, samples, gen))
+    rank = engine.rank
+    mine = list(range(rank, len(samples), world))
+    answers = greedy_responses(model, processor, data_dir, [samples[i] for i in mine], gen)
+    responses: list[str] = [""] * len(samples)
+    for part in engine.all_gather_object(list(zip(mine, answers))):
+        for i, text in part:
+            responses[i] = text
+    return accuracy_by_task(samples, responses)
 
 
 def majority_baseline(train, test) -> dict[str, float]:

@@ -47,11 +47,11 @@ def atomic_path(path: str | Path, *, suffix: str = "") -> Iterator[Path]:
 
     When the block ends normally the temporary file is fsynced and renamed onto ``path``; when it raises, the
     temporary file is removed and ``path`` is untouched. ``suffix`` is appended to the temporary name for writers
-    that infer the format from the extension (``suffix=".png"`` gives ``.<name>.tmp.png``).
+    that infer the format from the extension (``suffix=".png"`` gives ``.<name>.tmp<pid>.png``).
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp{suffix}")
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}{suffix}")  # per process: ranks may write the same file
     try:
         yield tmp
         _fsync_file(tmp)

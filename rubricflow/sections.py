@@ -107,14 +107,47 @@ class SFTConfig(Section):
 
 class GenerationConfig(Section):
     backend: Literal["transformers", "vllm"] = Field(
-        "transformers", description="Rollout engine: transformers generate (CPU) or vLLM (GPU profiles)."
+        "transformers", description="Rollout engine: transformers generate, or vLLM (mode: vllm_mode)."
     )
     max_new_tokens: int = Field(48, ge=1, description="Completion length cap.")
     temperature: float = Field(1.0, ge=0, description="Sampling temperature for rollouts (0 = greedy).")
     top_p: float = Field(1.0, gt=0, le=1, description="Nucleus sampling for rollouts.")
     eval_batch_size: int = Field(64, ge=1, description="Prompts per generate() call in evaluation.")
-    vllm_gpu_memory_utilization: float = Field(0.45, gt=0, le=1, description="vLLM: GPU memory fraction.")
-    vllm_tensor_parallel_size: int = Field(1, ge=1, description="vLLM: tensor parallel degree.")
+    vllm_mode: Literal["colocate", "server"] = Field(
+        "colocate",
+        description="vLLM: 'colocate' runs vllm.LLM in each trainer process (vLLM installed there; weights streamed "
+        "in process); 'server' talks to a rollout server (models.rollout_server) in its own environment over HTTP, "
+        "weights synced through a safetensors file in vllm_sync_dir.",
+    )
+    vllm_server_url: str = Field(
+        "http://127.0.0.1:8001", description="vLLM server mode: base URL of the rollout server."
+    )
+    vllm_sync_dir: str = Field(
+        ".rubricflow/vllm-sync",
+        description="vLLM server mode: folder for the weight files, seen by trainer and server at the same path "
+        "(a shared volume; /dev/shm on one host).",
+    )
+    vllm_dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field(
+        "auto", description="vLLM colocate: engine dtype ('auto' = the checkpoint's; float32 on CPU)."
+    )
+    vllm_max_model_len: int | None = Field(
+        None, ge=1, description="vLLM colocate: context length the engine reserves for (None = the model's)."
+    )
+    vllm_enforce_eager: bool = Field(False, description="vLLM colocate: no CUDA graphs / compilation.")
+    vllm_sleep_mode: bool = Field(
+        False,
+        description="vLLM colocate: the engine sleeps after each rollout (frees its GPU memory for the update) and "
+        "wakes to receive the new weights. GPU only: refused by name where vLLM has no sleep mode (CPU).",
+    )
+    vllm_sleep_level: Literal[1, 2] = Field(
+        1, description="vLLM sleep level: 1 offloads weights to host memory, 2 discards them (all are re-sent)."
+    )
+    vllm_gpu_memory_utilization: float = Field(0.45, gt=0, le=1, description="vLLM colocate: GPU memory fraction.")
+    vllm_tensor_parallel_size: int = Field(
+        1, ge=1,
+        description="vLLM colocate: must be 1 (one engine per trainer rank); a tensor-parallel engine runs as the "
+        "rollout server (its --tensor-parallel-size).",
+    )
 
 
 # ----------------------------------------------------------------------------------------------------------------

@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from rubricflow.io import write_json
+from rubricflow.ranks import process_rank
 from rubricflow.section import ConfigError
 from rubricflow.splits import forbid_test_split
 
@@ -156,6 +157,8 @@ class StageSpec:
         t0 = time.perf_counter()
         cfg = self.configure(cfg)
         sections = self.sections_of(cfg)
+        main = process_rank() == 0  # under a multi-process launch every rank runs the stage; rank 0 publishes
+        track = track and main
         run_name = self.report_name(cfg, **kw) if self.report_name else self.name
         params = {s: v.model_dump(mode="json") for s, v in sections.items()}
         params["profile"] = cfg.profile
@@ -181,7 +184,9 @@ class StageSpec:
                 metrics["mlflow_run_id"] = run.run_id
         metrics.setdefault("duration_s", round(time.perf_counter() - t0, 2))
         # the MLflow run id stays out of the DVC metrics file (it would differ on every run in `dvc exp show`)
-        write_json(Path(cfg.reports_dir) / f"{run_name}.json", {k: v for k, v in metrics.items() if k != "mlflow_run_id"})
+        if main:
+            write_json(Path(cfg.reports_dir) / f"{run_name}.json",
+                       {k: v for k, v in metrics.items() if k != "mlflow_run_id"})
         return metrics
 
 

@@ -77,7 +77,7 @@ def judge(gen, processor, items: list[Item], mode: str, max_tokens: dict[str, in
         plan_ok = [p.ok for p in parsed]
         reasons = [p.reason for p in parsed]
     idx = [i for i, ok in enumerate(plan_ok) if ok]
-    vouts = _generate(gen, [request(processor, VERIFIER, items[i], plans[i]) for i in idx], vt) if idx else []
+    vouts = _generate(gen, [request(processor, VERIFIER, items[i], plans[i]) for i in idx], vt)  # [] -> []
     by_i = dict(zip(idx, vouts))
     res = []
     for i, it in enumerate(items):
@@ -145,10 +145,9 @@ def planner_probe(gen, processor, items: list[Item], n_checklists: int, max_toke
                 owners.append(it.pair.preferred)
             else:
                 bad += 1
-    right = 0
-    if reqs:
-        vouts = _generate(gen, reqs, max_tokens["verifier"])
-        right = sum(VERIFIER.parse(o[0].text).value == pref for o, pref in zip(vouts, owners))
+    # called even with no valid checklist: under ZeRO-3 the other ranks' generation needs this rank's forwards
+    vouts = _generate(gen, reqs, max_tokens["verifier"])
+    right = sum(VERIFIER.parse(o[0].text).value == pref for o, pref in zip(vouts, owners))
     return {"probe/accuracy": right / max(total, 1), "probe/format_violation": bad / max(total, 1)}
 
 

@@ -87,11 +87,11 @@ def collect(gen, processor, items: list[Item], cfg: DRTrainConfig, seed: int | N
             if parsed.ok:
                 keys.append((i, j))
                 v_reqs.append(request(processor, VERIFIER, items[i], parsed.value))
-    if v_reqs:
-        outs = gen.generate(v_reqs, n=cfg.m_verdicts, max_new_tokens=cfg.verifier_max_tokens,
-                            temperature=g.temperature, top_p=g.top_p)
-        ro.verifier_reqs = dict(zip(keys, v_reqs))
-        ro.verifier = dict(zip(keys, outs))
+    # called even with no valid checklist: under ZeRO-3 the other ranks' generation needs this rank's forwards
+    outs = gen.generate(v_reqs, n=cfg.m_verdicts, max_new_tokens=cfg.verifier_max_tokens,
+                        temperature=g.temperature, top_p=g.top_p)
+    ro.verifier_reqs = dict(zip(keys, v_reqs))
+    ro.verifier = dict(zip(keys, outs))
     return ro
 
 

@@ -21,6 +21,8 @@ from pathlib import Path
 
 from rubricflow.deltarubric.config import DeltaRubricConfig
 from rubricflow.io import staged_dir, write_json
+from rubricflow.ranks import process_rank
+from rubricflow.generation import GENERATION_OPERATIONAL
 from rubricflow.sections import GenerationConfig, ModelsConfig
 from rubricflow.stage import StageContext, stage
 
@@ -30,12 +32,9 @@ def _max_tokens(dr: DeltaRubricConfig) -> dict[str, int]:
 
 
 def _generator(g: GenerationConfig, model, proc, model_path: str | None = None, batch_size: int | None = None):
-    from models.generation import make_generator
+    from rubricflow.generation import make_generator
 
-    return make_generator(
-        g.backend, model, proc, model_path=model_path, batch_size=batch_size or g.eval_batch_size,
-        gpu_memory_utilization=g.vllm_gpu_memory_utilization, tensor_parallel_size=g.vllm_tensor_parallel_size,
-    )
+    return make_generator(g, model, proc, model_path=model_path, batch_size=batch_size)
 
 
 def _pairs_dir(dr: DeltaRubricConfig) -> Path:
@@ -167,7 +166,7 @@ def resume_parts(dr: DeltaRubricConfig, models: ModelsConfig, generation: Genera
     parts = {k: getattr(dr, k).model_dump(mode="json") for k in ("pairs", "sft", "train")}
     parts.update({
         "models.policy": models.policy.model_dump(mode="json"),
-        "generation": generation.model_dump(mode="json", exclude={"vllm_gpu_memory_utilization"}),
+        "generation": generation.model_dump(mode="json", exclude=GENERATION_OPERATIONAL),
         "seed": seed,
         "init_policy": content_hash(dr.sft.out_dir),
         "data": content_hash(_pairs_dir(dr)),
@@ -182,7 +181,6 @@ def train_stage(
 ) -> dict:
     """Multi-role GRPO from the SFT checkpoint; saves the policy and the per-step role metrics."""
     from models.loader import load_policy
-    from models.tiny import save
     from rubricflow.deltarubric.data import read_pairs
     from rubricflow.deltarubric.evaluate import load_items
     from rubricflow.deltarubric.train import train_policy
@@ -207,10 +205,9 @@ def train_stage(
     with progress("deltarubric train", total=dr.train.grpo.steps) as bar:
         out = train_policy(model, proc, gen, train_items, val_items, dr.train, _checkpoint_dir(ctx),
                            log_fn=log, progress=bar.advance,
-                           key_parts=resume_parts(dr, models, generation, ctx.seed))
-    with staged_dir(dr.train.out_dir) as tmp:
-        save(model, proc, tmp)
-    write_json(ctx.reports_dir / "plots" / "deltarubric_train.json", out["curve"])
+                           key_parts=resume_parts(dr, models, generation, ctx.seed), save_to=dr.train.out_dir)
+    if process_rank() == 0:
+        write_json(ctx.reports_dir / "plots" / "deltarubric_train.json", out["curve"])
     last = out["curve"][-5:]
     probes = [r["probe/accuracy"] for r in out["curve"] if "probe/accuracy" in r]
 

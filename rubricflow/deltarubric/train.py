@@ -40,12 +40,16 @@ def train_policy(
     log_fn: LogFn | None = None,
     progress: Callable[[int], None] | None = None,
     key_parts: dict | None = None,
+    save_to: str | Path | None = None,
 ) -> dict:
     """Run ``cfg.grpo.steps`` multi-role GRPO steps in place on ``model`` (resuming from ``checkpoint_dir`` if its
-    checkpoints were trained on the same ``key_parts``); returns ``{"curve": per-step rows, "final_probe",
-    "steps", "resumed_from", "resume_refused", "corrupt_checkpoints", "run_time_s"}``."""
+    checkpoints were trained on the same ``key_parts``) and, with ``save_to``, save the trained policy there
+    (consolidated, written once by rank 0: ``rubricflow.grpo.export.save_policy``); returns ``{"curve": per-step
+    rows, "final_probe", "steps", "resumed_from", "resume_refused", "corrupt_checkpoints", "run_time_s"}``. Under
+    several ranks call it on every rank."""
     from rubricflow.grpo.causal_lm import CausalLMAdapter
     from rubricflow.grpo.engine import make_engine
+    from rubricflow.grpo.export import save_policy
     from rubricflow.grpo.trainer import GRPOTrainer
     from rubricflow.grpo.updater import GRPOUpdater
 
@@ -60,6 +64,7 @@ def train_policy(
             return planner_probe(gen, processor, val_items, cfg.n_checklists, max_tokens, g.temperature, seed=g.seed + step)
 
     def rollout_fn(step: int, items: list[Item]):
+        gen.sync_weights(model)  # vLLM samples from the current (or resumed) weights; transformers: the same tensors
         metrics: dict[str, float] = {}
         if val_items and (step == 0 or (cfg.probe_every and step % cfg.probe_every == 0)):
             metrics.update(probe(step))
@@ -72,10 +77,10 @@ def train_policy(
     steps_path.parent.mkdir(parents=True, exist_ok=True)
 
     def on_step(step: int, metrics: dict) -> None:
-        gen.sync_weights(model)  # a no-op for the in-process transformers backend; vLLM gets the new weights
         row = {"step": step, **_finite(metrics)}
-        with steps_path.open("a") as f:
-            f.write(json.dumps(row) + "\n")
+        if engine.rank == 0:  # metrics are averaged over ranks already: one writer
+            with steps_path.open("a") as f:
+                f.write(json.dumps(row) + "\n")
         if log_fn is not None:
             log_fn(step, _finite(metrics))
         if progress is not None:
@@ -83,9 +88,13 @@ def train_policy(
 
     trainer = GRPOTrainer(updater, train_items, rollout_fn, g, checkpoint_dir, log_fn=on_step, key_parts=key_parts)
     info = trainer.run(g.steps)
+    if val_items:
+        gen.sync_weights(model)  # the final probe samples from the trained weights
     final = probe(g.steps) if val_items else {}
     if log_fn is not None and final:
         log_fn(g.steps, final)
+    if save_to is not None:
+        save_policy(engine.module, processor, save_to)
     return {"curve": read_curve(steps_path, g.steps), "final_probe": final, **info}
 
 

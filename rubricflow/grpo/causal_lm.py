@@ -19,6 +19,19 @@ from rubricflow.grpo.core import token_entropy, token_logprobs
 from rubricflow.grpo.types import Episode, module_device
 
 
+def _row_logits_to_keep() -> bool:
+    """Whether this transformers takes a 2-D ``logits_to_keep`` (positions per row; added in the 5.2x series). The
+    CPU vLLM environment has an older 5.x, and the colocated check trains there."""
+    try:
+        from transformers.modeling_utils import slice_logits_to_keep  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+_ROW_LOGITS_TO_KEEP = _row_logits_to_keep()
+
+
 def _prompt_parts(prompt: Any) -> tuple[str, list]:
     if isinstance(prompt, str):
         return prompt, []
@@ -104,8 +117,13 @@ class CausalLMAdapter:
         pos = ((p_len - 1).unsqueeze(1) + torch.arange(T).unsqueeze(0)).clamp(min=0, max=L - 1)  # [B, T]
         dev = module_device(module)
         inputs = {k: v.to(dev) if torch.is_tensor(v) else v for k, v in b["inputs"].items()}
-        out = module(**inputs, logits_to_keep=pos.to(dev), use_cache=False)
-        sel = out.logits  # [B, T, V]
+        if _ROW_LOGITS_TO_KEEP:
+            sel = module(**inputs, logits_to_keep=pos.to(dev), use_cache=False).logits  # [B, T, V]
+        else:  # older transformers: keep the span that covers every row's positions, then pick each row's own
+            lo = int(pos.min())
+            span = torch.arange(lo, int(pos.max()) + 1, device=dev)
+            logits = module(**inputs, logits_to_keep=span, use_cache=False).logits
+            sel = torch.take_along_dim(logits, (pos - lo).to(dev)[..., None], dim=1)
         targets, mask = targets.to(dev), mask.to(dev)
         logp = token_logprobs(sel, targets, self.temperature) * mask
         if with_entropy:

@@ -194,7 +194,7 @@ def aggregate(token_loss: torch.Tensor, mask: torch.Tensor, mode: LossAgg, max_c
         return (token_loss * m).sum() / (max_completion_length * n_seqs)
     if mode == "dapo":
         n_tokens = float(m.sum()) if n_tokens is None else n_tokens
-        return (token_loss * m).sum() / max(n_tokens, 1.0)
+        return (token_loss * m).sum() / (n_tokens if n_tokens > 0 else 1.0)
     raise ValueError(f"loss_agg: expected 'grpo', 'dr_grpo' or 'dapo', got {mode!r}")
 
 

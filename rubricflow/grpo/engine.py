@@ -48,6 +48,10 @@ class Engine(Protocol):
 
     def all_reduce_mean(self, values: dict[str, float]) -> dict[str, float]: ...
 
+    def all_gather_object(self, obj) -> list:
+        """Every rank's ``obj`` (picklable), in rank order."""
+        ...
+
     def barrier(self) -> None: ...
 
 
@@ -140,6 +144,9 @@ class TorchEngine:
 
     def all_reduce_mean(self, values: dict[str, float]) -> dict[str, float]:
         return dict(values)
+
+    def all_gather_object(self, obj) -> list:
+        return [obj]
 
     def barrier(self) -> None:
         return None
@@ -307,6 +314,15 @@ class DeepSpeedEngine:
         for k in keys:
             vals = [float(g[k]) for g in gathered if k in g]
             out[k] = sum(vals) / len(vals)
+        return out
+
+    def all_gather_object(self, obj) -> list:
+        if self.world_size == 1:
+            return [obj]
+        import torch.distributed as tdist
+
+        out: list = [None] * self.world_size
+        tdist.all_gather_object(out, obj)
         return out
 
     def barrier(self) -> None:

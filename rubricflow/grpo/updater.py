@@ -14,7 +14,11 @@
    exactly to the minibatch gradient whatever the micro-batch size.
 
 Under several processes each rank updates on its own episodes (groups never span ranks) and the engine averages
-gradients; metrics are averaged over ranks.
+gradients. The loss normalisers are the *global* minibatch's (sequences and tokens summed over ranks, divided by the
+world size, so the averaged gradient is the global minibatch's), and every rank runs the same number of forwards,
+backwards and optimizer steps: a rank with fewer trainable episodes, or none (all rewards missing), runs zero-loss
+filler micro-batches, so it joins every collective (ZeRO-3 parameter all-gathers, gradient reductions) of the
+others. Metrics are averaged over the ranks that report them.
 """
 
 from __future__ import annotations
@@ -93,6 +97,7 @@ class GRPOUpdater:
         self.log_entropy = log_entropy
         self.shuffle = torch.Generator().manual_seed(cfg.seed + 7919 * getattr(engine, "rank", 0))
         self.n_updates = 0
+        self._filler: Episode | None = None  # an episode of this rank for zero-loss filler micro-batches
 
     # -- resumable state ---------------------------------------------------------------------------------------
     def state_dict(self) -> dict:
@@ -110,15 +115,50 @@ class GRPOUpdater:
         return max(1, math.ceil(mb / gas))
 
     @torch.no_grad()
-    def _score(self, module: torch.nn.Module, episodes: list[Episode], micro: int) -> list[torch.Tensor]:
-        """Per-episode 1-D log-prob tensors (length = len(actions)), computed in micro-batches without grad."""
+    def _score(self, module: torch.nn.Module, episodes: list[Episode], micro: int,
+               n_forwards: int | None = None) -> list[torch.Tensor]:
+        """Per-episode 1-D log-prob tensors (length = len(actions)), computed in micro-batches without grad;
+        ``n_forwards``: run filler forwards up to this count (the most any rank runs, for ZeRO-3's all-gathers)."""
         out: list[torch.Tensor] = []
+        n_run = 0
         for i in range(0, len(episodes), micro):
             chunk = episodes[i : i + micro]
             logp, mask = self.adapter.action_logprobs(module, chunk)[:2]
+            n_run += 1
             for j, e in enumerate(chunk):
                 out.append(logp[j, : len(e.actions)].detach().float().cpu())
+        for _ in range(n_run, n_forwards or 0):
+            self.adapter.action_logprobs(module, [self._filler])
         return out
+
+    # -- the plan every rank follows ----------------------------------------------------------------------------
+    def _global_plan(self, local: list[tuple[int, float, int]], n_score: int) -> tuple[list, int]:
+        """Agree on the collective structure of this update across ranks.
+
+        ``local``: this rank's optimizer steps as ``(n_seqs, n_tokens, n_micro)``; ``n_score``: its no-grad scoring
+        forwards. Returns ``(steps, n_score)`` where ``steps[k] = (n_seqs, n_tokens, n_micro)`` holds the per-rank
+        *normalisers* of step k (the global minibatch's sequences and tokens divided by the world size: the engine
+        averages gradients over ranks, so the result is the global minibatch's loss gradient) and the most
+        micro-batches any rank runs in it. Every rank then runs the same number of forwards, backwards and optimizer
+        steps (filling with zero-loss micro-batches), so a rank with few or no trainable episodes (all rewards
+        missing) still joins every all-gather and gradient reduction of the others.
+        """
+        world = getattr(self.engine, "world_size", 1)
+        if world == 1:
+            return local, n_score
+        plans = self.engine.all_gather_object({"steps": local, "score": n_score})
+        n_steps = max(len(p["steps"]) for p in plans)
+        steps = []
+        for k in range(n_steps):
+            mine = [p["steps"][k] for p in plans if k < len(p["steps"])]
+            steps.append((sum(m[0] for m in mine) / world, sum(m[1] for m in mine) / world, max(m[2] for m in mine)))
+        return steps, max(p["score"] for p in plans)
+
+    def _filler_loss(self, module: torch.nn.Module) -> None:
+        """A zero-loss forward + backward on one of this rank's episodes: the collectives of a micro-batch, no
+        gradient."""
+        logp, mask = self.adapter.action_logprobs(module, [self._filler])[:2]
+        self.engine.backward((logp * mask).sum() * 0.0)
 
     # -- the update --------------------------------------------------------------------------------------------
     def update(self, episodes: list[Episode]) -> dict[str, float]:
@@ -136,79 +176,97 @@ class GRPOUpdater:
         metrics["completion_len_mean"] = (
             sum(len(e.actions) for e in episodes) / len(episodes) if episodes else 0.0
         )
-        if not keep:
-            metrics["skipped"] = 1.0
-            metrics["update_time_s"] = time.perf_counter() - t_start
-            return self.engine.all_reduce_mean(metrics)
+        if episodes:
+            self._filler = episodes[keep[0] if keep else 0]
         eps = [episodes[i] for i in keep]
         adv = adv_all[keep]
         n = len(eps)
+        world = getattr(self.engine, "world_size", 1)
+        if n == 0 and world == 1:
+            metrics["skipped"] = 1.0
+            metrics["update_time_s"] = time.perf_counter() - t_start
+            return self.engine.all_reduce_mean(metrics)
         module = self.engine.module
         module.train()
-        mb = min(cfg.minibatch_size or n, n)
-        n_mb = math.ceil(n / mb)
+        mb = min(cfg.minibatch_size or n, n) if n else 1
         micro = self._micro_size(mb)
-        need_old = cfg.inner_epochs > 1 or n_mb > 1
-        old = self._score(module, eps, micro) if need_old else None
+        perms = [torch.randperm(n, generator=self.shuffle).tolist() for _ in range(cfg.inner_epochs)] if n else []
+        minibatches = [perm[s : s + mb] for perm in perms for s in range(0, n, mb)]
+        local = [(len(idx), float(sum(len(eps[i].actions) for i in idx)), math.ceil(len(idx) / micro))
+                 for idx in minibatches]
+        n_mb_local = math.ceil(n / mb) if n else 0
+        steps, n_score = self._global_plan(local, math.ceil(n / micro) if n else 0)
+        if not steps:  # no rank has a trainable episode: every rank skips alike
+            metrics["skipped"] = 1.0
+            metrics["update_time_s"] = time.perf_counter() - t_start
+            return self.engine.all_reduce_mean(metrics)
+        if n == 0 and not episodes:
+            raise RuntimeError("GRPOUpdater.update: this rank has no episodes at all, so it cannot join the other "
+                               "ranks' forwards (every rank must roll out at least one episode per step)")
+        # old log-probs are needed when any rank takes more than one optimizer step on its batch
+        need_old = cfg.inner_epochs > 1 or max(len(steps) // cfg.inner_epochs, n_mb_local) > 1
+        old = self._score(module, eps, micro, n_score) if need_old else None
         ref = self._score(self.ref_module, eps, micro) if self.ref_module is not None else None
 
         sums: dict[str, float] = defaultdict(float)
         ratio_min, ratio_max = math.inf, -math.inf
         losses, norms, lrs = [], [], []
         tok_total = 0.0
-        for _ in range(cfg.inner_epochs):
-            perm = torch.randperm(n, generator=self.shuffle).tolist()
-            for s in range(0, n, mb):
-                idx = perm[s : s + mb]
-                n_tokens = float(sum(len(eps[i].actions) for i in idx))
-                mb_loss = 0.0
-                for m in range(0, len(idx), micro):
-                    midx = idx[m : m + micro]
-                    chunk = [eps[i] for i in midx]
-                    res = self.adapter.action_logprobs(module, chunk, with_entropy=self.log_entropy)
-                    logp, mask = res[0], res[1]
-                    ent = res[2] if self.log_entropy and len(res) > 2 else None
-                    T, dev = logp.shape[1], logp.device
-                    old_logp = _pad([old[i] for i in midx], T).to(dev) if old is not None else logp.detach()
-                    ref_logp = _pad([ref[i] for i in midx], T).to(dev) if ref is not None else None
-                    out = grpo_loss(
-                        logp,
-                        old_logp,
-                        adv[midx].to(dev),
-                        mask,
-                        clip_low=cfg.clip_low,
-                        clip_high=cfg.clip_high,
-                        beta=cfg.beta,
-                        ref_logp=ref_logp,
-                        loss_agg=cfg.loss_agg,
-                        max_completion_length=cfg.max_new_tokens,
-                        n_seqs=len(idx),
-                        n_tokens=n_tokens,
-                        entropy=ent,
-                    )
-                    self.engine.backward(out.loss)
-                    mb_loss += float(out.loss.detach())
-                    st = out.stats
-                    w = st["n_tokens"]
-                    tok_total += w
-                    for k in ("clip_low_frac", "clip_high_frac", "ratio_mean", "kl", "entropy"):
-                        if k in st:
-                            sums[k] += st[k] * w
-                    ratio_min = min(ratio_min, st["ratio_min"])
-                    ratio_max = max(ratio_max, st["ratio_max"])
-                step = self.engine.step()
+        for k, (n_seqs, n_tokens, n_micro) in enumerate(steps):
+            idx = minibatches[k] if k < len(minibatches) else []
+            mb_loss = 0.0
+            for m in range(n_micro):
+                midx = idx[m * micro : (m + 1) * micro]
+                if not midx:
+                    self._filler_loss(module)
+                    continue
+                chunk = [eps[i] for i in midx]
+                res = self.adapter.action_logprobs(module, chunk, with_entropy=self.log_entropy)
+                logp, mask = res[0], res[1]
+                ent = res[2] if self.log_entropy and len(res) > 2 else None
+                T, dev = logp.shape[1], logp.device
+                old_logp = _pad([old[i] for i in midx], T).to(dev) if old is not None else logp.detach()
+                ref_logp = _pad([ref[i] for i in midx], T).to(dev) if ref is not None else None
+                out = grpo_loss(
+                    logp,
+                    old_logp,
+                    adv[midx].to(dev),
+                    mask,
+                    clip_low=cfg.clip_low,
+                    clip_high=cfg.clip_high,
+                    beta=cfg.beta,
+                    ref_logp=ref_logp,
+                    loss_agg=cfg.loss_agg,
+                    max_completion_length=cfg.max_new_tokens,
+                    n_seqs=n_seqs,
+                    n_tokens=n_tokens,
+                    entropy=ent,
+                )
+                self.engine.backward(out.loss)
+                mb_loss += float(out.loss.detach())
+                st = out.stats
+                w = st["n_tokens"]
+                tok_total += w
+                for key in ("clip_low_frac", "clip_high_frac", "ratio_mean", "kl", "entropy"):
+                    if key in st:
+                        sums[key] += st[key] * w
+                ratio_min = min(ratio_min, st["ratio_min"])
+                ratio_max = max(ratio_max, st["ratio_max"])
+            step = self.engine.step()
+            if idx:
                 losses.append(mb_loss)
-                norms.append(step["grad_norm"])
-                lrs.append(step["lr"])
+            norms.append(step["grad_norm"])
+            lrs.append(step["lr"])
         self.n_updates += 1
-        for k, v in sums.items():
-            metrics[k] = v / max(tok_total, 1.0)
-        metrics["clip_frac"] = metrics.get("clip_low_frac", 0.0) + metrics.get("clip_high_frac", 0.0)
-        metrics["ratio_min"] = ratio_min
-        metrics["ratio_max"] = ratio_max
-        metrics["loss"] = sum(losses) / len(losses)
+        if losses:  # ranks that trained nothing this step leave their loss statistics out of the rank mean
+            for key, v in sums.items():
+                metrics[key] = v / max(tok_total, 1.0)
+            metrics["clip_frac"] = metrics.get("clip_low_frac", 0.0) + metrics.get("clip_high_frac", 0.0)
+            metrics["ratio_min"] = ratio_min
+            metrics["ratio_max"] = ratio_max
+            metrics["loss"] = sum(losses) / len(losses)
         metrics["grad_norm"] = sum(norms) / len(norms)
         metrics["lr"] = lrs[-1]
-        metrics["n_optimizer_steps"] = float(len(losses))
+        metrics["n_optimizer_steps"] = float(len(steps))
         metrics["update_time_s"] = time.perf_counter() - t_start
         return self.engine.all_reduce_mean(metrics)

@@ -411,6 +411,7 @@ def load_judge_scorer(rc: RoRoConfig, probs: list[Problem]):
 
 def run_router(rc: RoRoConfig, log: Log | None = None) -> dict:
     from models.router import save_router
+    from rubricflow.ranks import process_rank
     from rubricflow.roro.router_train import train_router
 
     t0 = time.perf_counter()
@@ -427,17 +428,20 @@ def run_router(rc: RoRoConfig, log: Log | None = None) -> dict:
     key_parts = {"task": rc.task.model_dump(mode="json"), "steps": rc.steps.model_dump(mode="json"),
                  "rubricor_judge": rc.rubricor_judge.model_dump(mode="json") if scorer is not None else None}
     out_dir = router_dir(rc)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    for stale in list(out_dir.glob("*.pt")) + list((out_dir / "history").glob("*.json")):
-        stale.unlink()  # routers of an earlier sweep must not show up in the evaluation
+    main = process_rank() == 0  # several ranks train the router together; rank 0 writes the files
+    if main:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        for stale in list(out_dir.glob("*.pt")) + list((out_dir / "history").glob("*.json")):
+            stale.unlink()  # routers of an earlier sweep must not show up in the evaluation
     summaries = []
     for i, run in enumerate(runs):
         router, summ = train_router(run, env, probs, rc.router, scorer, rc.router.checkpoint_dir, rc.seed,
                                     log=log, fingerprints=fps, key_parts=key_parts)
-        save_router(router, out_dir / f"{run.tag}.pt",
-                    meta={"tag": run.tag, "process_weight": run.process_weight, "cost_weight": run.cost_weight})
         history = summ.pop("history")
-        write_json(out_dir / "history" / f"{run.tag}.json", history)
+        if main:
+            save_router(router, out_dir / f"{run.tag}.pt",
+                        meta={"tag": run.tag, "process_weight": run.process_weight, "cost_weight": run.cost_weight})
+            write_json(out_dir / "history" / f"{run.tag}.json", history)
         summaries.append(summ)
     out = {
         "runs": summaries,
@@ -446,7 +450,8 @@ def run_router(rc: RoRoConfig, log: Log | None = None) -> dict:
         "step_cache_hits": env.cache.hits, "step_cache_misses": env.cache.misses,
         "duration_s": time.perf_counter() - t0,
     }
-    write_json(router_dir(rc) / "summary.json", out)
+    if main:
+        write_json(router_dir(rc) / "summary.json", out)
     return out
 
 

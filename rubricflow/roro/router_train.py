@@ -14,6 +14,7 @@ a fraction in [0, 1]. ``process_weight = 0`` is the outcome-only GRPO baseline (
 
 from __future__ import annotations
 
+import copy
 import math
 import time
 from dataclasses import dataclass
@@ -160,9 +161,12 @@ def train_router(
     key_parts: dict | None = None,
 ):
     """GRPO-train a fresh router (or resume its checkpoint, if it was trained on the same inputs: see
-    :func:`resume_parts`; ``key_parts`` adds the caller's parts); returns ``(router, summary)``."""
+    :func:`resume_parts`; ``key_parts`` adds the caller's parts); returns ``(router, summary)``, the router with
+    its full weights on every rank (call it on every rank of a multi-process run)."""
+    from models.generation import zero3_world
     from models.router import RouterMLP
     from rubricflow.grpo.engine import make_engine
+    from rubricflow.grpo.export import full_state_dict
     from rubricflow.grpo.trainer import GRPOTrainer
     from rubricflow.grpo.updater import GRPOUpdater
 
@@ -171,16 +175,23 @@ def train_router(
     g = rcfg.grpo
     torch.manual_seed(seed)
     router = RouterMLP(hidden=rcfg.hidden, init_call_bias=rcfg.init_call_bias)
+    # Under ZeRO-3 the router's parameters are partitioned over the ranks, and each rank routes a different number
+    # of steps (a forward per step): rollouts sample from a full copy, refreshed every step (one collective gather,
+    # the same on every rank), and the trained router is returned consolidated.
+    plain = copy.deepcopy(router)
     engine = make_engine(router, g)
+    partitioned = zero3_world(engine.module) > 1
     updater = GRPOUpdater(RouterAdapter(router), engine, g)
     all_lrm = {t.problem_id: t.lrm_tokens for t in env.rollout(problems, ConstantPolicy(1))}
     if run.process_weight > 0:
         # every route of every training problem: the step cache then holds the whole decision tree and the Judge
         # scores all distinct trajectories in a few big batches, so the GRPO steps below are lookups
         scorer.scores(env.enumerate_routes(problems))
-    policy = RouterPolicy(router, greedy=False, name=run.tag)  # samples from torch's global RNG (checkpointed)
+    policy = RouterPolicy(plain if partitioned else router, greedy=False, name=run.tag)  # torch's global RNG
 
     def rollout_fn(step: int, batch: list[Problem]):
+        if partitioned:
+            plain.load_state_dict(full_state_dict(engine.module, all_ranks=True))
         trajs = env.rollout(batch, policy, repeats=g.group_size)
         proc = scorer.scores(trajs) if run.process_weight > 0 else [None] * len(trajs)
         eps, outs, costs, pvals = [], [], [], []
@@ -211,6 +222,9 @@ def train_router(
     trainer = GRPOTrainer(updater, problems, rollout_fn, g, ckpt, log_fn=log_fn, stateful={"history": hist},
                           key_parts=parts)
     res = trainer.run()
+    if partitioned:
+        plain.load_state_dict(full_state_dict(engine.module, all_ranks=True))
+        router = plain
     history = hist.rows
     tail = history[-5:] or [{}]
     summary = {

@@ -113,7 +113,10 @@ class RuCLRollout:
         summ = batch_summary(breakdowns)
         s_f = summ["s_f"]
         if self.engine is not None and getattr(self.engine, "world_size", 1) > 1:
-            s_f = self.engine.all_reduce_mean({"s_f": s_f})["s_f"]  # every rank feeds the scheduler the same score
+            # every rank feeds the scheduler the same score: the mean over the ranks that have one (a rank whose
+            # judgments all failed has none)
+            mine = {"s_f": s_f} if s_f is not None and not math.isnan(s_f) else {}
+            s_f = self.engine.all_reduce_mean(mine).get("s_f", float("nan"))
         transitioned_before = self.scheduler.transitioned
         next_lam = self.scheduler.update(s_f)
         n_tok = sum(len(c.token_ids) for _, _, c in flat)

@@ -19,7 +19,6 @@ set, and the training code); otherwise the run starts fresh and reports ``resume
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import json
 import math
@@ -27,6 +26,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from rubricflow.generation import GENERATION_OPERATIONAL
 from rubricflow.rucl.config import RuCLConfig
 from rubricflow.sections import GenerationConfig
 from rubricflow.stage import NullRun
@@ -42,7 +42,6 @@ _JUDGE_OPERATIONAL = {"cache_enabled", "cache_programmatic", "cache_path", "pref
 _OPENAI_OPERATIONAL = {"base_url", "api_key_env", "secret_block", "concurrency", "timeout_s", "request_deadline_s",
                        "max_retries", "backoff_initial_s", "backoff_max_s", "backoff_jitter_s", "retry_after_max_s",
                        "http_client"}
-_GENERATION_OPERATIONAL = {"vllm_gpu_memory_utilization"}
 # The training code whose edits change a trajectory: the method, the GRPO core and the reward modules.
 TRAINING_CODE = ("rubricflow.rucl", "rubricflow.grpo", "rubricflow.rewards", "rubricflow.curriculum",
                  "rubricflow.answers")
@@ -79,7 +78,7 @@ def resume_parts(rcfg: RuCLConfig, seed: int, data_dir: str | Path, gen_cfg: Gen
     set folder, and the hash of the training code."""
     from rubricflow.grpo.checkpoint import code_hash, content_hash
 
-    gen = (gen_cfg or GenerationConfig()).model_dump(mode="json", exclude=_GENERATION_OPERATIONAL)
+    gen = (gen_cfg or GenerationConfig()).model_dump(mode="json", exclude=GENERATION_OPERATIONAL)
     return {
         "rucl": _rucl_section(rcfg),
         "seed": seed,
@@ -103,16 +102,6 @@ def _json_safe(x):
     return x
 
 
-def _gathered(engine):
-    """Context in which ``engine.module`` holds full parameters (ZeRO-3 partitions gathered)."""
-    cfg = getattr(engine, "cfg", None)
-    if getattr(engine, "kind", "") == "deepspeed" and cfg is not None and cfg.zero_stage == 3:
-        import deepspeed
-
-        return deepspeed.zero.GatheredParameters(list(engine.module.parameters()), modifier_rank=None)
-    return contextlib.nullcontext()
-
-
 def train_rucl(
     rcfg: RuCLConfig,
     data_dir: str | Path,
@@ -127,15 +116,15 @@ def train_rucl(
 ) -> dict[str, Any]:
     """Train, save the policy, write reports; returns summary metrics. See the module docstring. ``judge_cfg``:
     the judge section ``judge`` was made from (part of the resume key)."""
-    from models.generation import make_generator
     from models.loader import load_policy
-    from models.tiny import save
     from rubricflow.curriculum import CurriculumScheduler
     from rubricflow.data.schema import read_dataset
     from rubricflow.evaluation import evaluate_policy
+    from rubricflow.generation import make_generator
     from rubricflow.grpo.checkpoint import MetricsHistory
     from rubricflow.grpo.causal_lm import CausalLMAdapter
     from rubricflow.grpo.engine import make_engine
+    from rubricflow.grpo.export import save_policy
     from rubricflow.grpo.trainer import GRPOTrainer
     from rubricflow.grpo.updater import GRPOUpdater
     from rubricflow.rucl.plots import plot_curriculum
@@ -162,13 +151,9 @@ def train_rucl(
     engine = make_engine(model, g)
     main = engine.rank == 0
     module = engine.module
-    before = evaluate_policy(module, proc, data_dir, val, gen_cfg) if (val and main) else {}
+    before = evaluate_policy(module, proc, data_dir, val, gen_cfg, engine) if val else {}  # every rank takes part
 
-    gen = make_generator(
-        gen_cfg.backend, module, proc, model_path=rcfg.init_from, batch_size=gen_cfg.eval_batch_size,
-        gpu_memory_utilization=gen_cfg.vllm_gpu_memory_utilization,
-        tensor_parallel_size=gen_cfg.vllm_tensor_parallel_size,
-    )
+    gen = make_generator(gen_cfg, module, proc, model_path=rcfg.init_from)
     c = rcfg.curriculum
     sched = CurriculumScheduler.from_config(c)
     rollout = RuCLRollout(gen, proc, judge, rubrics, sched, rcfg, data_dir, engine)
@@ -196,7 +181,7 @@ def train_rucl(
             (reports / "transition.json").write_text(json.dumps(_json_safe(ev), indent=2))
 
     def eval_fn(step: int) -> dict:
-        return evaluate_policy(module, proc, data_dir, val, gen_cfg)  # greedy val accuracy per task and overall
+        return evaluate_policy(module, proc, data_dir, val, gen_cfg, engine)  # greedy val accuracy, all ranks
 
     ckpt_dir = Path(rcfg.checkpoint_dir) / f"{rcfg.name}-seed{seed}"
     trainer = GRPOTrainer(updater, train, rollout_fn, g, ckpt_dir, log_fn=log,
@@ -217,12 +202,8 @@ def train_rucl(
         "lambda_final": sched.lambda_t,
         "reward_mode": rcfg.reward.mode,
     }
-    with _gathered(engine):
-        if main:
-            from rubricflow.io import staged_dir
-
-            with staged_dir(rcfg.out_dir) as tmp:
-                save(module, proc, tmp)
+    save_policy(module, proc, rcfg.out_dir)  # consolidated once, written by rank 0
+    after = evaluate_policy(module, proc, data_dir, val, gen_cfg, engine) if val else {}
     if main:
         rows = history.rows
         steps_f.write_text("".join(json.dumps(r) + "\n" for r in rows))
@@ -255,7 +236,7 @@ def train_rucl(
         })
         if val:
             result["accuracy_before"] = before
-            result["accuracy_after"] = evaluate_policy(module, proc, data_dir, val, gen_cfg)
+            result["accuracy_after"] = after
     result["duration_s"] = round(time.perf_counter() - t_start, 2)
     return _json_safe(result)
 

@@ -56,6 +56,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--steps", type=int, default=8)
     ap.add_argument("--engine", choices=["torch", "deepspeed"], default="torch")
     ap.add_argument("--zero-stage", type=int, default=0)
+    ap.add_argument("--bf16", action="store_true", help="DeepSpeed bf16 mixed precision")
     ap.add_argument("--checkpoint-every", type=int, default=2)
     ap.add_argument("--prompts-per-step", type=int, default=4)
     ap.add_argument("--group-size", type=int, default=4)
@@ -89,7 +90,7 @@ def main(argv: list[str] | None = None) -> None:
         max_new_tokens=args.max_new_tokens,
         checkpoint_every=args.checkpoint_every,
         seed=args.seed,
-        engine=EngineConfig(kind=args.engine, zero_stage=args.zero_stage),
+        engine=EngineConfig(kind=args.engine, zero_stage=args.zero_stage, bf16=args.bf16),
     )
     t0 = time.perf_counter()
     model, tok = build_toy_policy("text", seed=args.seed)

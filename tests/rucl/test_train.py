@@ -202,6 +202,41 @@ def test_shuffle_control_permutes_rewards_within_the_batch(setup):
     assert m_plain["reward/total"] == pytest.approx(m_shuf["reward/total"])  # logged stats are the true rewards
 
 
+def test_vllm_completions_give_episodes_with_exactly_one_eos(setup):
+    """vLLM returns the stop token inside ``token_ids``; after the backend's trim the rollout appends it once."""
+    import types
+
+    from models.loader import load_policy
+    from models.vllm_rollout import to_completions
+    from rubricflow.data.schema import read_dataset
+    from rubricflow.rucl.rollout import RuCLRollout
+
+    root = setup
+    _, proc = load_policy(root / "sft")
+    tok = proc.tokenizer
+    eos = tok.convert_tokens_to_ids("<|im_end|>")
+    body = tok("red = 1. \\boxed{1}", add_special_tokens=False)["input_ids"]
+    samples = read_dataset(root / "data", split="train")[:2]
+
+    class VLLMLikeGen:  # raw vLLM outputs: stopped ones end with the EOS id, a length-capped one does not
+        def generate(self, reqs, n=1, **kw):
+            raw = [types.SimpleNamespace(outputs=[types.SimpleNamespace(token_ids=body + ([eos] if k else []),
+                                                                        logprobs=None) for k in range(n)])
+                   for _ in reqs]
+            return to_completions(raw, tok, eos, tok.pad_token_id, logprobs=False)
+
+    cfg = make_cfg(root, "vllm-eos", reward={"mode": "outcome"})
+    ro = RuCLRollout(VLLMLikeGen(), proc, None, [], CurriculumScheduler.from_config(cfg.curriculum), cfg,
+                     root / "data")
+    episodes, _ = ro(0, samples)
+    assert len(episodes) == 2 * cfg.grpo.group_size
+    for k, e in enumerate(episodes):
+        stopped = k % cfg.grpo.group_size != 0
+        assert e.actions == body + ([eos] if stopped else [])
+        assert e.actions.count(eos) == (1 if stopped else 0)
+        assert e.meta["text"] == "red = 1. \\boxed{1}"
+
+
 def test_a_judge_that_breaks_mid_training_stops_the_rollout_instead_of_nan_rewards(setup):
     """The reward path with the judge the stage builds (make_judge: preflight + failure budget): once the server
     answers 500 to everything, the step raises JudgeFailureBudgetExceeded instead of returning NaN rewards."""

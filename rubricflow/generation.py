@@ -1,0 +1,31 @@
+"""The rollout generator a training stage uses, built from the ``generation`` section.
+
+``make_generator(generation, model, processor, model_path)`` hands the section's fields to
+``models.generation.make_generator`` (the models layer does not know the config sections): the transformers
+backend on ``model``, or vLLM colocated (an engine loaded from ``model_path``, the policy's starting checkpoint) or
+through the rollout server. Stages call ``sync_weights`` at the start of every step, so an engine always samples
+from the weights being trained, also after a resume.
+"""
+
+from __future__ import annotations
+
+from rubricflow.sections import GenerationConfig
+
+# Fields that change how rollouts are served, not what is sampled: a resumed run may change them (resume keys
+# leave them out).
+GENERATION_OPERATIONAL = {"vllm_gpu_memory_utilization", "vllm_server_url", "vllm_sync_dir", "vllm_sleep_mode",
+                          "vllm_sleep_level", "vllm_enforce_eager", "vllm_max_model_len"}
+
+
+def make_generator(generation: GenerationConfig, model, processor, model_path: str | None = None,
+                   batch_size: int | None = None):
+    from models.generation import make_generator as make
+
+    g = generation
+    return make(
+        g.backend, model, processor, model_path=model_path, mode=g.vllm_mode,
+        batch_size=batch_size or g.eval_batch_size, server_url=g.vllm_server_url, sync_dir=g.vllm_sync_dir,
+        dtype=g.vllm_dtype, max_model_len=g.vllm_max_model_len, enforce_eager=g.vllm_enforce_eager,
+        sleep_mode=g.vllm_sleep_mode, sleep_level=g.vllm_sleep_level,
+        gpu_memory_utilization=g.vllm_gpu_memory_utilization, tensor_parallel_size=g.vllm_tensor_parallel_size,
+    )
