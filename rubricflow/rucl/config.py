@@ -80,7 +80,7 @@ class RuCLConfig(Section):
     reward: RewardConfig = Field(default_factory=RewardConfig, description="Hybrid reward.")
     curriculum: CurriculumConfig = Field(default_factory=CurriculumConfig, description="Advanced-rubric schedule.")
     grpo: GRPOConfig = Field(
-        # lr 2e-4 is tuned for the tiny CPU profile (docs/operations.md, "Measurements behind defaults"); a 7B
+        # the tiny profile's lr is chosen on val by `rubricflow study rucl_tune` (params.yaml); a 7B
         # policy wants lr around 1e-6 (gpu profile)
         default_factory=lambda: GRPOConfig(lr=2e-4, steps=40, group_size=8, prompts_per_step=8, max_new_tokens=48,
                                            checkpoint_every=10),

@@ -2,8 +2,9 @@
 
 Averaged over held-out-style samples of every task, at lambda_t 0 (most of training) and 0.5: a bare correct
 ``\\boxed{}`` answer must earn strictly less than the correct reasoned trace and no more than a reasoned trace with one
-wrong perception claim and the right answer. Checked for the tiers the stratification kept (foundational C08/C11,
-advanced C01/C06/C14/C15) and for a second split of the whole default pool. The first reading of applicability
+wrong perception claim and the right answer. Checked for the tiers the stratification kept earlier (foundational
+C08/C11, advanced C01/C06/C14/C15), for those it keeps now (foundational C01/C05/C08/C15, advanced C06/C14) and for a
+second split of the whole default pool. The first reading of applicability
 (``response``) fails the probe, which shows the probe can fail.
 """
 
@@ -24,6 +25,9 @@ from rubricflow.rubrics.pool import load_default_pool
 
 KEPT = {"C08": "foundational", "C11": "foundational", "C01": "advanced", "C06": "advanced", "C14": "advanced",
         "C15": "advanced"}
+# what the pipeline keeps now (counting + barchart, 400-step SFT start, the count rule's 4 / 2 split)
+KEPT_COUNT = {"C01": "foundational", "C05": "foundational", "C08": "foundational", "C15": "foundational",
+              "C06": "advanced", "C14": "advanced"}
 BY_CATEGORY = {"constraint_satisfaction": "foundational", "logical_coherence": "foundational"}  # rest: advanced
 
 
@@ -36,8 +40,9 @@ def samples(tmp_path_factory):
 
 def _rubrics(assign: str):
     pool = load_default_pool().rubrics
-    if assign == "kept":
-        return [replace(r, tier=KEPT[r.id]) for r in pool if r.id in KEPT]
+    if assign in ("kept", "kept_count"):
+        kept = KEPT if assign == "kept" else KEPT_COUNT
+        return [replace(r, tier=kept[r.id]) for r in pool if r.id in kept]
     return [replace(r, tier=BY_CATEGORY.get(r.category, "advanced")) for r in pool]
 
 
@@ -75,7 +80,7 @@ def test_the_flawed_trace_keeps_the_answer_and_breaks_one_fact(samples):
         assert f != render_trace(s.facts, s.answer) and f.endswith(f"\\boxed{{{s.answer}}}")
 
 
-@pytest.mark.parametrize("assign", ["kept", "by_category"])
+@pytest.mark.parametrize("assign", ["kept", "kept_count", "by_category"])
 @pytest.mark.parametrize("lambda_t", [0.0, 0.5])
 def test_a_bare_answer_never_pays_more_than_reasoning(samples, assign, lambda_t):
     m = mean_rewards(samples, _rubrics(assign), "problem", lambda_t)
