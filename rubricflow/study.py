@@ -21,7 +21,12 @@ a t-interval over seeds, and per claim the paired per-seed difference ``a - b`` 
 ``shown`` (the interval excludes 0 in the claimed direction), ``reversed`` (excludes 0 the other way) or
 ``not shown``. :func:`write_report` writes ``<report_dir>/<study>.md``, ``.json`` and ``.png``.
 
-Entry points: ``rubricflow study rucl`` (flows/cli_study.py), the Prefect flow ``study`` (flows/study.py, one task
+Methods plug in through :class:`StudyMethod` (``study.<name>.method`` picks one from :data:`METHODS`): how a unit's
+config is made from the variant and seed, what it reuses from the main pipeline, what its result depends on, and the
+unit function that trains and evaluates it. The harness (planning, keyed reuse, the test-split guard of selection
+studies, tracking, intervals, verdicts, reports) is the same for every method. RuCL's adapter is :data:`RUCL`.
+
+Entry points: ``rubricflow study <name>`` (flows/cli_study.py), the Prefect flow ``study`` (flows/study.py, one task
 per unit) and ``dvc repro studies/dvc.yaml``.
 """
 
@@ -45,17 +50,6 @@ from rubricflow.study_config import Claim, Selection, StudySpec
 
 RESULT_FILE = "result.json"
 STALE_FILE = "result.stale.json"
-# The code a unit's result depends on: training (as in rubricflow.rucl.train.TRAINING_CODE), the judge, the
-# held-out evaluation and the independent trace verifier.
-UNIT_CODE = ("rubricflow.rucl", "rubricflow.grpo", "rubricflow.rewards", "rubricflow.curriculum",
-             "rubricflow.answers", "rubricflow.judge", "rubricflow.evaluation", "rubricflow.trace_check")
-# Judge / generation settings that change how work is done, not its result (as in rubricflow.rucl.train).
-_JUDGE_OPERATIONAL = {"cache_enabled", "cache_programmatic", "cache_path", "preflight", "max_failed_frac",
-                      "failure_window"}
-# Set by the study for each unit; a variant overriding one of them would make units collide or change the seed.
-RESERVED_KEYS = ("seed", "rucl.grpo.seed", "rucl.name", "rucl.out_dir", "rucl.checkpoint_dir", "rucl.eval_policies",
-                 "rucl.eval_split")
-EVAL_NAME = "policy"  # the name of the unit's checkpoint in rucl.eval_policies
 
 
 class SharedOutputsMissing(FileNotFoundError):
@@ -74,6 +68,48 @@ class Unit:
 
 # A unit function: (unit config, unit, unit dir, tracking run, secret resolver) -> {"metrics": {...}, ...}
 UnitFn = Callable[[Any, Unit, Path, Any, Callable[[str], str] | None], dict]
+
+
+@dataclass(frozen=True)
+class StudyMethod:
+    """What the harness needs from a method to study it.
+
+    * ``unit_overrides(vcfg, name, spec, unit, udir)``: the dotted keys the study sets per unit (the method's own
+      seeds, output and checkpoint folders under ``udir``, the evaluation split ``spec.eval_split``), given the
+      config with the variant's overrides applied; the top-level ``seed`` is set by the harness;
+    * ``reserved_keys``: those keys, which no variant may override;
+    * ``shared_outputs(ucfg)``: what every unit reuses from the main pipeline (stage -> file that proves it ran);
+    * ``input_parts(ucfg, unit)``: what a unit's result depends on, one entry per part (hashed into ``inputs``),
+      beside the method's ``code`` (dotted modules or packages);
+    * ``run_unit``: trains the unit (unless its variant is in ``spec.untrained``) and evaluates it on the unit
+      config's split, returning ``{"metrics": {...}, "eval_samples": n, ...}``;
+    * ``sections``: the config sections logged with each unit's MLflow run; ``shared_hint``: how to make the shared
+      outputs.
+    """
+
+    name: str
+    run_unit: UnitFn
+    unit_overrides: Callable[[Any, str, StudySpec, Unit, Path], dict[str, Any]]
+    reserved_keys: tuple[str, ...]
+    shared_outputs: Callable[[Any], dict[str, Path]]
+    input_parts: Callable[[Any, Unit], dict[str, Any]]
+    code: tuple[str, ...]
+    sections: tuple[str, ...]
+    shared_hint: str
+
+
+# study.<name>.method -> "module:attribute" of its StudyMethod (imported when a study of it runs)
+METHODS: dict[str, str] = {"rucl": "rubricflow.study:RUCL"}
+
+
+def study_method(spec: StudySpec) -> StudyMethod:
+    import importlib
+
+    ref = METHODS.get(spec.method)
+    if ref is None:
+        raise ConfigError(f"study method {spec.method!r} has no adapter; known: {sorted(METHODS)}")
+    module, attr = ref.split(":")
+    return getattr(importlib.import_module(module), attr)
 
 
 # ------------------------------------------------------------------------------------------------------------
@@ -105,54 +141,31 @@ def unit_dir(spec: StudySpec, unit: Unit) -> Path:
 
 
 def unit_config(cfg: Any, name: str, spec: StudySpec, unit: Unit) -> Any:
-    """``cfg`` with the variant's overrides, the unit seed and the unit's own output and checkpoint directories."""
+    """``cfg`` with the variant's overrides, then the unit seed and what the method sets per unit (its own seeds,
+    output and checkpoint directories, the evaluation split)."""
+    method = study_method(spec)
     overrides = dict(spec.variants[unit.variant])
-    clash = sorted(k for k in overrides if k in RESERVED_KEYS)
+    clash = sorted(k for k in overrides if k in ("seed", *method.reserved_keys))
     if clash:
         raise ConfigError(f"study.{name}.variants.{unit.variant}: {clash} are set by the study per unit")
-    d = unit_dir(spec, unit)
-    untrained = unit.variant in spec.untrained
-    ckpt = Path(cfg.rucl.checkpoint_dir).parent / "studies" / name / unit.variant / f"seed{unit.seed}"
-    overrides.update({
-        # both seeds: the GRPO trainer draws the prompt order, rollouts and minibatches from rucl.grpo.seed (the
-        # run-level `seed` alone would leave every unit on the same trajectory: a study of one run, repeated)
-        "seed": unit.seed,
-        "rucl.grpo.seed": unit.seed,
-        "rucl.name": "train",
-        "rucl.out_dir": str(d / "model"),
-        "rucl.checkpoint_dir": str(ckpt),
-        "rucl.eval_split": spec.eval_split,  # test for a reporting study, val for a selection study
-    })
-    ucfg = apply_overrides(cfg, overrides)
-    policy = ucfg.rucl.init_from if untrained else ucfg.rucl.out_dir
-    return apply_overrides(ucfg, {"rucl.eval_policies": {EVAL_NAME: policy}})
-
-
-def shared_outputs(cfg: Any) -> dict[str, Path]:
-    """What a RuCL unit reuses from the main pipeline (stage -> file that proves it ran)."""
-    from rubricflow.foundation import stamp_path
-
-    return {
-        "data": Path(cfg.data.out_dir) / "manifest.json",
-        "validate": stamp_path(cfg.reports_dir, cfg.data.out_dir),
-        "sft": Path(cfg.rucl.init_from) / "config.json",
-        "stratify": Path(cfg.rucl.tiers_path),
-    }
+    vcfg = apply_overrides(cfg, overrides)
+    return apply_overrides(vcfg, {"seed": unit.seed,
+                                  **method.unit_overrides(vcfg, name, spec, unit, unit_dir(spec, unit))})
 
 
 def require_shared(cfg: Any, name: str, spec: StudySpec, units: Iterable[Unit]) -> None:
     """Refuse (naming each missing path) unless the main pipeline's shared outputs exist for every unit."""
+    method = study_method(spec)
     missing: dict[str, str] = {}
     for u in units:
-        for stage, path in shared_outputs(unit_config(cfg, name, spec, u)).items():
+        for stage, path in method.shared_outputs(unit_config(cfg, name, spec, u)).items():
             if not path.exists():
                 missing.setdefault(str(path), stage)
     if missing:
         lines = "\n".join(f"  - {p} (stage `{s}`)" for p, s in missing.items())
         raise SharedOutputsMissing(
-            f"study {name}: the main pipeline's shared outputs are missing (the data, the SFT model and the rubric "
-            f"tiers are shared by every unit, not made per seed):\n{lines}\n"
-            "run the main pipeline first (`dvc repro rucl_eval` or `make run`)"
+            f"study {name}: the main pipeline's shared outputs are missing (they are shared by every unit, not made "
+            f"per seed):\n{lines}\n{method.shared_hint}"
         )
 
 
@@ -160,48 +173,13 @@ def require_shared(cfg: Any, name: str, spec: StudySpec, units: Iterable[Unit]) 
 # units
 
 
-def run_rucl_unit(ucfg: Any, unit: Unit, udir: Path, run: Any, secret_resolver=None) -> dict:
-    """One RuCL unit: train on the unit config (unless untrained), then the final test-split evaluation."""
-    from rubricflow.foundation import require_gate
-    from rubricflow.rucl.evaluate import evaluate_policies
+def unit_inputs(ucfg: Any, unit: Unit, method: StudyMethod | None = None) -> dict[str, str]:
+    """One hash per input a unit's result depends on: the method's parts (:attr:`StudyMethod.input_parts`: config
+    sections, seed, the contents of what it reuses) and its ``code``."""
+    from rubricflow.grpo.checkpoint import code_hash, part_hashes
 
-    ctx = StageContext.of(ucfg, run, secret_resolver)
-    require_gate(ucfg.data, ctx)
-    train = None
-    if Path(ucfg.rucl.eval_policies[EVAL_NAME]) != Path(ucfg.rucl.init_from):
-        from rubricflow.rubrics.pool import load_tiers
-        from rubricflow.rucl.train import train_rucl
-
-        rcfg = ucfg.rucl
-        backend, rubrics = None, []
-        if rcfg.reward.mode != "outcome" or Path(rcfg.tiers_path).exists():
-            rubrics = load_tiers(rcfg.tiers_path)
-        if rcfg.reward.mode != "outcome":
-            from rubricflow.judge.factory import make_judge
-
-            backend = make_judge(ucfg.judge, secret_resolver, image_root=ucfg.data.out_dir)
-        train = train_rucl(rcfg, ucfg.data.out_dir, backend, rubrics, udir / "train", ucfg.generation, run=run,
-                           seed=unit.seed)
-    ev = evaluate_policies(ucfg.rucl, ucfg.judge, ucfg.data.out_dir, ucfg.generation, secret_resolver)
-    return {"metrics": ev[EVAL_NAME], "eval_samples": ev["eval_samples"], "rubrics": ev["rubrics"], "train": train}
-
-
-def unit_inputs(ucfg: Any, unit: Unit) -> dict[str, str]:
-    """One hash per input a unit's result depends on: its config sections (rucl, judge, generation, data), the
-    seed, the contents of the SFT start, the tiers file and the data set, and the code (:data:`UNIT_CODE`)."""
-    from rubricflow.grpo.checkpoint import code_hash, content_hash, part_hashes
-
-    judge = ucfg.judge.model_dump(mode="json", exclude=_JUDGE_OPERATIONAL)
-    return part_hashes({
-        "config": {"rucl": ucfg.rucl.model_dump(mode="json"), "judge": judge,
-                   "generation": ucfg.generation.model_dump(mode="json", exclude={"vllm_gpu_memory_utilization"}),
-                   "data": ucfg.data.model_dump(mode="json")},
-        "seed": unit.seed,
-        "init_policy": content_hash(ucfg.rucl.init_from),
-        "tiers": content_hash(ucfg.rucl.tiers_path),
-        "data_set": content_hash(ucfg.data.out_dir),
-        "code": code_hash(*UNIT_CODE),
-    })
+    method = method or RUCL
+    return part_hashes({**method.input_parts(ucfg, unit), "code": code_hash(*method.code)})
 
 
 def read_result(spec: StudySpec, unit: Unit, inputs: Mapping[str, str] | None = None) -> dict | None:
@@ -231,17 +209,19 @@ def run_unit(
     name: str,
     spec: StudySpec,
     unit: Unit,
-    unit_fn: UnitFn = run_rucl_unit,
+    unit_fn: UnitFn | None = None,
     track: bool = False,
     secret_resolver=None,
     prefect_flow_run_id: str | None = None,
 ) -> dict:
-    """Run ``unit`` unless it finished on the same inputs (:func:`read_result`); returns the result (``skipped``
-    true when it did not run)."""
+    """Run ``unit`` with ``unit_fn`` (default: the method's) unless it finished on the same inputs
+    (:func:`read_result`); returns the result (``skipped`` true when it did not run)."""
     from rubricflow.splits import forbid_test_split
 
+    method = study_method(spec)
+    unit_fn = unit_fn or method.run_unit
     ucfg = unit_config(cfg, name, spec, unit)
-    inputs = unit_inputs(ucfg, unit)
+    inputs = unit_inputs(ucfg, unit, method)
     done = read_result(spec, unit, inputs)
     if done is not None:
         return {**done, "skipped": True}
@@ -252,7 +232,7 @@ def run_unit(
     guard = forbid_test_split(f"study {name}") if spec.eval_split == "val" else contextlib.nullcontext()
     with guard:
         out, run_id = _run_unit_fn(cfg, name, spec, unit, ucfg, udir, unit_fn, track, secret_resolver,
-                                   prefect_flow_run_id)
+                                   prefect_flow_run_id, method)
     result = {"study": name, "variant": unit.variant, "seed": unit.seed,
               "overrides": dict(spec.variants[unit.variant]), "eval_split": spec.eval_split, "inputs": inputs, **out,
               "duration_s": round(time.perf_counter() - t0, 2), "mlflow_run_id": run_id}
@@ -260,14 +240,15 @@ def run_unit(
     return {**result, "skipped": False}
 
 
-def _run_unit_fn(cfg, name, spec, unit, ucfg, udir, unit_fn, track, secret_resolver, prefect_flow_run_id):
+def _run_unit_fn(cfg, name, spec, unit, ucfg, udir, unit_fn, track, secret_resolver, prefect_flow_run_id, method):
     """The unit function inside its MLflow child run (``track``); returns (its output, the run id or None)."""
     if track:
         from rubricflow.stage import flat_metrics
         from rubricflow.tracking import stage_run
 
         params = {"study": name, "variant": unit.variant, "seed": unit.seed,
-                  "overrides": dict(spec.variants[unit.variant]), "rucl": ucfg.rucl.model_dump(mode="json")}
+                  "overrides": dict(spec.variants[unit.variant]),
+                  **{sec: getattr(ucfg, sec).model_dump(mode="json") for sec in method.sections}}
         with stage_run(f"study_{name}/{unit.key}", experiment=cfg.tracking.experiment, params=params,
                        tags={"study": name, "variant": unit.variant, "seed": unit.seed, "profile": cfg.profile},
                        tracking_uri=cfg.tracking.tracking_uri, prefect_flow_run_id=prefect_flow_run_id) as run:
@@ -538,7 +519,8 @@ def study_info(cfg: Any, spec: StudySpec, units: Sequence[Unit]) -> dict[str, An
         "seeds": sorted({u.seed for u in units}),
         "variants": variants,
         "overrides": {v: spec.variants[v] for v in variants},
-        "shared": ", ".join(f"{s}: {p}" for s, p in shared_outputs(cfg).items()),
+        "method": spec.method,
+        "shared": ", ".join(f"{s}: {p}" for s, p in study_method(spec).shared_outputs(cfg).items()),
         "machine": machine(),
         "git_commit": git_commit(),
         "profile": cfg.profile,
@@ -552,7 +534,7 @@ def run_study(
     name: str,
     seeds: Sequence[int] | None = None,
     variants: Sequence[str] | None = None,
-    unit_fn: UnitFn = run_rucl_unit,
+    unit_fn: UnitFn | None = None,
     track: bool = False,
     secret_resolver=None,
     report_name: str | None = None,
@@ -565,8 +547,9 @@ def run_study(
     spec = study_spec(cfg, name)
     units = plan(spec, seeds, variants)
     require_shared(cfg, name, spec, units)
+    method = study_method(spec)
     done = {u: r for u in units
-            if (r := read_result(spec, u, unit_inputs(unit_config(cfg, name, spec, u), u))) is not None}
+            if (r := read_result(spec, u, unit_inputs(unit_config(cfg, name, spec, u), u, method))) is not None}
     todo = [u for u in units if u not in done]
     previous = os.environ.get("RUBRICFLOW_PIPELINE_ID")
     if track and not previous:
@@ -621,3 +604,99 @@ def _finish_parent(cfg: Any, paths: Mapping[str, Path]) -> None:
     for p in paths.values():
         client.log_artifact(parent.info.run_id, str(p), artifact_path="study")
     tracking.finish_parent(parent.info.run_id, children)
+
+
+# ------------------------------------------------------------------------------------------------------------
+# RuCL: a unit trains from the shared SFT start with the variant's reward and curriculum, then the final evaluation
+
+RUCL_EVAL_NAME = "policy"  # the name of the unit's checkpoint in rucl.eval_policies
+# Judge settings that change how verdicts are fetched, not what they are (as in rubricflow.rucl.train).
+_JUDGE_OPERATIONAL = {"cache_enabled", "cache_programmatic", "cache_path", "preflight", "max_failed_frac",
+                      "failure_window"}
+
+
+def _rucl_unit_overrides(vcfg: Any, name: str, spec: StudySpec, unit: Unit, udir: Path) -> dict[str, Any]:
+    out = str(udir / "model")
+    policy = vcfg.rucl.init_from if unit.variant in spec.untrained else out
+    return {
+        # the GRPO trainer draws the prompt order, rollouts and minibatches from rucl.grpo.seed (the run-level `seed`
+        # alone would leave every unit on the same trajectory: a study of one run, repeated)
+        "rucl.grpo.seed": unit.seed,
+        "rucl.name": "train",
+        "rucl.out_dir": out,
+        "rucl.checkpoint_dir": str(Path(vcfg.rucl.checkpoint_dir).parent / "studies" / name / unit.variant
+                                   / f"seed{unit.seed}"),
+        "rucl.eval_split": spec.eval_split,  # test for a reporting study, val for a selection study
+        "rucl.eval_policies": {RUCL_EVAL_NAME: policy},
+    }
+
+
+def _rucl_shared_outputs(cfg: Any) -> dict[str, Path]:
+    from rubricflow.foundation import stamp_path
+
+    return {
+        "data": Path(cfg.data.out_dir) / "manifest.json",
+        "validate": stamp_path(cfg.reports_dir, cfg.data.out_dir),
+        "sft": Path(cfg.rucl.init_from) / "config.json",
+        "stratify": Path(cfg.rucl.tiers_path),
+    }
+
+
+def _rucl_input_parts(ucfg: Any, unit: Unit) -> dict[str, Any]:
+    from rubricflow.grpo.checkpoint import content_hash
+
+    judge = ucfg.judge.model_dump(mode="json", exclude=_JUDGE_OPERATIONAL)
+    return {
+        "config": {"rucl": ucfg.rucl.model_dump(mode="json"), "judge": judge,
+                   "generation": ucfg.generation.model_dump(mode="json", exclude={"vllm_gpu_memory_utilization"}),
+                   "data": ucfg.data.model_dump(mode="json")},
+        "seed": unit.seed,
+        "init_policy": content_hash(ucfg.rucl.init_from),
+        "tiers": content_hash(ucfg.rucl.tiers_path),
+        "data_set": content_hash(ucfg.data.out_dir),
+    }
+
+
+def run_rucl_unit(ucfg: Any, unit: Unit, udir: Path, run: Any, secret_resolver=None) -> dict:
+    """One RuCL unit: train on the unit config (unless untrained), then the final evaluation on
+    ``rucl.eval_split``."""
+    from rubricflow.foundation import require_gate
+    from rubricflow.rucl.evaluate import evaluate_policies
+
+    ctx = StageContext.of(ucfg, run, secret_resolver)
+    require_gate(ucfg.data, ctx)
+    train = None
+    if Path(ucfg.rucl.eval_policies[RUCL_EVAL_NAME]) != Path(ucfg.rucl.init_from):
+        from rubricflow.rubrics.pool import load_tiers
+        from rubricflow.rucl.train import train_rucl
+
+        rcfg = ucfg.rucl
+        backend, rubrics = None, []
+        if rcfg.reward.mode != "outcome" or Path(rcfg.tiers_path).exists():
+            rubrics = load_tiers(rcfg.tiers_path)
+        if rcfg.reward.mode != "outcome":
+            from rubricflow.judge.factory import make_judge
+
+            backend = make_judge(ucfg.judge, secret_resolver, image_root=ucfg.data.out_dir)
+        train = train_rucl(rcfg, ucfg.data.out_dir, backend, rubrics, udir / "train", ucfg.generation, run=run,
+                           seed=unit.seed)
+    ev = evaluate_policies(ucfg.rucl, ucfg.judge, ucfg.data.out_dir, ucfg.generation, secret_resolver)
+    return {"metrics": ev[RUCL_EVAL_NAME], "eval_samples": ev["eval_samples"], "rubrics": ev["rubrics"],
+            "train": train}
+
+
+RUCL = StudyMethod(
+    name="rucl",
+    run_unit=run_rucl_unit,
+    unit_overrides=_rucl_unit_overrides,
+    reserved_keys=("rucl.grpo.seed", "rucl.name", "rucl.out_dir", "rucl.checkpoint_dir", "rucl.eval_policies",
+                   "rucl.eval_split"),
+    shared_outputs=_rucl_shared_outputs,
+    input_parts=_rucl_input_parts,
+    # training (as rubricflow.rucl.train.TRAINING_CODE), the judge, the evaluation and the independent verifier
+    code=("rubricflow.rucl", "rubricflow.grpo", "rubricflow.rewards", "rubricflow.curriculum", "rubricflow.answers",
+          "rubricflow.judge", "rubricflow.evaluation", "rubricflow.trace_check"),
+    sections=("rucl",),
+    shared_hint="run the main pipeline first (`dvc repro rucl_eval` or `make run`): the data, the SFT model and the "
+    "rubric tiers are shared by every unit",
+)

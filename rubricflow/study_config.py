@@ -63,6 +63,10 @@ class Selection(Section):
 
 
 class StudySpec(Section):
+    method: Literal["rucl"] = Field(
+        "rucl",
+        description="The method whose units the study trains and evaluates (its adapter in rubricflow.study.METHODS).",
+    )
     seeds: list[int] = Field(
         default_factory=lambda: [101, 202, 303, 404, 505],
         min_length=1,
