@@ -84,7 +84,10 @@ class StudyMethod:
     * ``run_unit``: trains the unit (unless its variant is in ``spec.untrained``) and evaluates it on the unit
       config's split, returning ``{"metrics": {...}, "eval_samples": n, ...}``;
     * ``sections``: the config sections logged with each unit's MLflow run; ``shared_hint``: how to make the shared
-      outputs.
+      outputs;
+    * ``report_extras(name, spec, results, stem_path)`` (optional): more of the report from the units' results
+      (e.g. a training-dynamics curve over seeds): ``{"markdown": [lines], "files": {key: path}, "json": {...}}``,
+      appended to ``<stem>.md``, listed among the report's files and stored under ``extras`` in ``<stem>.json``.
     """
 
     name: str
@@ -96,10 +99,11 @@ class StudyMethod:
     code: tuple[str, ...]
     sections: tuple[str, ...]
     shared_hint: str
+    report_extras: Callable[[str, StudySpec, Sequence[Mapping], Path], dict] | None = None
 
 
 # study.<name>.method -> "module:attribute" of its StudyMethod (imported when a study of it runs)
-METHODS: dict[str, str] = {"rucl": "rubricflow.study:RUCL"}
+METHODS: dict[str, str] = {"rucl": "rubricflow.study:RUCL", "deltarubric": "rubricflow.deltarubric.study:METHOD"}
 
 
 def study_method(spec: StudySpec) -> StudyMethod:
@@ -490,9 +494,16 @@ def write_report(name: str, spec: StudySpec, results: Sequence[Mapping], info: M
     if not stem or "/" in stem or stem.startswith("."):
         raise ConfigError(f"study report name {stem!r}: expected a plain file name")
     paths = {"md": out / f"{stem}.md", "json": out / f"{stem}.json", "png": out / f"{stem}.png"}
-    atomic_write_text(paths["md"], render_markdown(name, agg, info, chosen))
+    method = study_method(spec)
+    extras = method.report_extras(name, spec, results, out / stem) if method.report_extras else {}
+    md = render_markdown(name, agg, info, chosen)
+    if extras.get("markdown"):
+        md = md.rstrip("\n") + "\n" + "\n".join(extras["markdown"]) + "\n"
+    atomic_write_text(paths["md"], md)
+    paths.update(extras.get("files") or {})
     units = [{k: r.get(k) for k in ("variant", "seed", "metrics", "duration_s")} for r in results]
-    write_json(paths["json"], _json_safe({"study": name, **info, **agg, "selection": chosen, "units": units}))
+    write_json(paths["json"], _json_safe({"study": name, **info, **agg, "selection": chosen, "units": units,
+                                          **({"extras": extras["json"]} if extras.get("json") else {})}))
     plot_study(name, agg, paths["png"])
     return paths
 
