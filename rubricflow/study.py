@@ -444,7 +444,8 @@ def render_markdown(name: str, agg: Mapping, info: Mapping, chosen: Mapping | No
     lines += [
         "",
         f"- seeds: {', '.join(str(s) for s in info.get('seeds', []))} (study parameters, fixed in advance)",
-        f"- variants: " + "; ".join(f"`{v}`: {info['overrides'].get(v) or 'untrained start checkpoint'}"
+        f"- variants: " + "; ".join(f"`{v}`: " + ("untrained start checkpoint" if v in info.get("untrained", ())
+                                                   else str(info["overrides"].get(v) or "params.yaml as it is"))
                                    for v in agg["variants"]) if info.get("overrides") else "- variants: n/a",
         f"- shared, not per seed: {info.get('shared', 'n/a')}",
         f"- machine: {info.get('machine', 'n/a')}",
@@ -530,6 +531,7 @@ def study_info(cfg: Any, spec: StudySpec, units: Sequence[Unit]) -> dict[str, An
         "seeds": sorted({u.seed for u in units}),
         "variants": variants,
         "overrides": {v: spec.variants[v] for v in variants},
+        "untrained": [v for v in variants if v in spec.untrained],
         "method": spec.method,
         "shared": ", ".join(f"{s}: {p}" for s, p in study_method(spec).shared_outputs(cfg).items()),
         "machine": machine(),

@@ -37,7 +37,8 @@ def _cfg(tmp_path, **dr_over) -> Config:
 def test_config_section_defaults_and_algorithm_switch():
     dr = DeltaRubricConfig()
     t = dr.train
-    assert (t.n_checklists, t.m_verdicts, t.guidance_lambda, t.planner_reward) == (5, 5, 0.4, "relative")
+    assert (t.n_checklists, t.m_verdicts, t.guidance_lambda, t.planner_reward) == (5, 5, 0.4, "improvement")
+    assert (t.guidance, t.judge) == ("paired", "deltarubric")
     g = effective_grpo(t)
     assert (g.loss_agg, g.clip_high) == ("grpo", g.clip_low)
     g2 = effective_grpo(t.model_copy(update={"algorithm": "dapo"}))
