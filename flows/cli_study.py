@@ -4,7 +4,9 @@
   RuCL study (``study.rucl`` in params.yaml; ``rubricflow.study``): trains and evaluates every (variant, seed) unit
   not finished on the same inputs yet, then writes ``reports/studies/rucl.md``, ``.json`` and ``.png``;
 * ``rubricflow study rucl_tune``  the selection study that chooses the tiny profile's GRPO lr and temperature on
-  val (``reports/studies/rucl_tune.md`` names the selected setting).
+  val (``reports/studies/rucl_tune.md`` names the selected setting);
+* ``rubricflow study deltarubric``  DeltaRubric against its trained baselines and ablations
+  (``study.deltarubric``; the report adds the planner probe curve, ``reports/studies/deltarubric-probe.png``).
 """
 
 from __future__ import annotations

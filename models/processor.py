@@ -49,9 +49,12 @@ class VisionTextProcessor:
         return cls(tok, improc)
 
     # -- prompts -----------------------------------------------------------------------------------------------
-    def chat_prompt(self, text: str, n_images: int = 1, system: str | None = None) -> str:
-        """The generation prompt for one user turn with ``n_images`` images before the text."""
-        content = [{"type": "image"} for _ in range(n_images)] + [{"type": "text", "text": text}]
+    def chat_prompt(self, text: str, n_images: int = 1, system: str | None = None, images_last: bool = False) -> str:
+        """The generation prompt for one user turn with ``n_images`` images before the text (after it with
+        ``images_last``: next to the reply, for long prompts read by a small model)."""
+        images = [{"type": "image"} for _ in range(n_images)]
+        text_part = [{"type": "text", "text": text}]
+        content = text_part + images if images_last else images + text_part
         messages = ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": content}]
         return self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
 

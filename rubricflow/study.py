@@ -84,7 +84,10 @@ class StudyMethod:
     * ``run_unit``: trains the unit (unless its variant is in ``spec.untrained``) and evaluates it on the unit
       config's split, returning ``{"metrics": {...}, "eval_samples": n, ...}``;
     * ``sections``: the config sections logged with each unit's MLflow run; ``shared_hint``: how to make the shared
-      outputs.
+      outputs;
+    * ``report_extras(name, spec, results, stem_path)`` (optional): more of the report from the units' results
+      (e.g. a training-dynamics curve over seeds): ``{"markdown": [lines], "files": {key: path}, "json": {...}}``,
+      appended to ``<stem>.md``, listed among the report's files and stored under ``extras`` in ``<stem>.json``.
     """
 
     name: str
@@ -96,10 +99,11 @@ class StudyMethod:
     code: tuple[str, ...]
     sections: tuple[str, ...]
     shared_hint: str
+    report_extras: Callable[[str, StudySpec, Sequence[Mapping], Path], dict] | None = None
 
 
 # study.<name>.method -> "module:attribute" of its StudyMethod (imported when a study of it runs)
-METHODS: dict[str, str] = {"rucl": "rubricflow.study:RUCL"}
+METHODS: dict[str, str] = {"rucl": "rubricflow.study:RUCL", "deltarubric": "rubricflow.deltarubric.study:METHOD"}
 
 
 def study_method(spec: StudySpec) -> StudyMethod:
@@ -440,7 +444,8 @@ def render_markdown(name: str, agg: Mapping, info: Mapping, chosen: Mapping | No
     lines += [
         "",
         f"- seeds: {', '.join(str(s) for s in info.get('seeds', []))} (study parameters, fixed in advance)",
-        f"- variants: " + "; ".join(f"`{v}`: {info['overrides'].get(v) or 'untrained start checkpoint'}"
+        f"- variants: " + "; ".join(f"`{v}`: " + ("untrained start checkpoint" if v in info.get("untrained", ())
+                                                   else str(info["overrides"].get(v) or "params.yaml as it is"))
                                    for v in agg["variants"]) if info.get("overrides") else "- variants: n/a",
         f"- shared, not per seed: {info.get('shared', 'n/a')}",
         f"- machine: {info.get('machine', 'n/a')}",
@@ -490,9 +495,16 @@ def write_report(name: str, spec: StudySpec, results: Sequence[Mapping], info: M
     if not stem or "/" in stem or stem.startswith("."):
         raise ConfigError(f"study report name {stem!r}: expected a plain file name")
     paths = {"md": out / f"{stem}.md", "json": out / f"{stem}.json", "png": out / f"{stem}.png"}
-    atomic_write_text(paths["md"], render_markdown(name, agg, info, chosen))
+    method = study_method(spec)
+    extras = method.report_extras(name, spec, results, out / stem) if method.report_extras else {}
+    md = render_markdown(name, agg, info, chosen)
+    if extras.get("markdown"):
+        md = md.rstrip("\n") + "\n" + "\n".join(extras["markdown"]) + "\n"
+    atomic_write_text(paths["md"], md)
+    paths.update(extras.get("files") or {})
     units = [{k: r.get(k) for k in ("variant", "seed", "metrics", "duration_s")} for r in results]
-    write_json(paths["json"], _json_safe({"study": name, **info, **agg, "selection": chosen, "units": units}))
+    write_json(paths["json"], _json_safe({"study": name, **info, **agg, "selection": chosen, "units": units,
+                                          **({"extras": extras["json"]} if extras.get("json") else {})}))
     plot_study(name, agg, paths["png"])
     return paths
 
@@ -519,6 +531,7 @@ def study_info(cfg: Any, spec: StudySpec, units: Sequence[Unit]) -> dict[str, An
         "seeds": sorted({u.seed for u in units}),
         "variants": variants,
         "overrides": {v: spec.variants[v] for v in variants},
+        "untrained": [v for v in variants if v in spec.untrained],
         "method": spec.method,
         "shared": ", ".join(f"{s}: {p}" for s, p in study_method(spec).shared_outputs(cfg).items()),
         "machine": machine(),

@@ -63,7 +63,7 @@ class Selection(Section):
 
 
 class StudySpec(Section):
-    method: Literal["rucl"] = Field(
+    method: Literal["rucl", "deltarubric"] = Field(
         "rucl",
         description="The method whose units the study trains and evaluates (its adapter in rubricflow.study.METHODS).",
     )
@@ -176,6 +176,60 @@ def _rucl_tune_spec() -> StudySpec:
     )
 
 
+# DeltaRubric (rubricflow.deltarubric.study): metrics of a unit on the held-out pairs. `accuracy` /
+# `format_violation` are those of the judge mode the unit was trained for (DeltaRubric's own checklist for DeltaRubric
+# runs and the warm start, the no-rubric / static verdict for the trained baselines); acc_<mode> for every mode.
+DELTARUBRIC_METRICS = ["accuracy", "format_violation", "acc_no_rubric", "acc_static", "acc_deltarubric", "acc_oracle",
+                       "fmt_deltarubric", "probe_end"]
+
+
+def _deltarubric_variants() -> dict[str, dict[str, Any]]:
+    dr = "deltarubric.train"
+    return {
+        "sft": {},  # untrained: the shared warm start, evaluated in every mode (the before-RL table)
+        "deltarubric": {},  # the paper's setting: relative (improvement) planner reward, paired bonus, lambda 0.4
+        "no-rubric": {f"{dr}.judge": "no_rubric"},  # the trained no-rubric judge (same steps, pairs, verdicts)
+        "static": {f"{dr}.judge": "static"},  # the trained static-rubric judge
+        "absolute": {f"{dr}.planner_reward": "absolute"},  # the planner-reward ablation
+        "shift": {f"{dr}.planner_reward": "shift"},  # the reading built first (== absolute after centring)
+        "lambda0": {f"{dr}.guidance_lambda": 0.0},
+        "lambda0.2": {f"{dr}.guidance_lambda": 0.2},
+        "lambda0.6": {f"{dr}.guidance_lambda": 0.6},
+    }
+
+
+def _deltarubric_claims() -> list[Claim]:
+    return [
+        Claim(a="deltarubric", b="no-rubric", metric="accuracy", direction="higher"),
+        Claim(a="deltarubric", b="static", metric="accuracy", direction="higher"),
+        Claim(a="deltarubric", b="absolute", metric="accuracy", direction="higher"),
+        Claim(a="deltarubric", b="lambda0", metric="accuracy", direction="higher"),
+        Claim(a="deltarubric", b="sft", metric="accuracy", direction="higher"),
+    ]
+
+
+class DeltaRubricStudySpec(StudySpec):
+    """``StudySpec`` with DeltaRubric's defaults. A subclass (not a default instance), so a partial
+    ``study.deltarubric`` (``--set study.deltarubric.seeds=[1,2]``) keeps these defaults instead of RuCL's."""
+
+    method: Literal["rucl", "deltarubric"] = Field("deltarubric", description="The method: DeltaRubric.")
+    variants: dict[str, dict[str, Any]] = Field(
+        default_factory=_deltarubric_variants,
+        description="Variant name -> dotted overrides: the warm start, DeltaRubric, the trained no-rubric and static "
+        "judges, the planner-reward readings and the guidance lambda.",
+    )
+    metrics: list[str] = Field(
+        default_factory=lambda: list(DELTARUBRIC_METRICS), min_length=1,
+        description="Held-out metrics of a unit (rubricflow.deltarubric.study).",
+    )
+    claims: list[Claim] = Field(
+        default_factory=_deltarubric_claims,
+        description="DeltaRubric against the trained baselines, the absolute planner reward, lambda 0 and its warm "
+        "start, on the accuracy of each variant's own judge mode.",
+    )
+    out_dir: str = Field("artifacts/studies/deltarubric", description="Per-unit outputs: <out_dir>/<variant>/seed<k>/.")
+
+
 class StudyConfig(Section):
     rucl: StudySpec = Field(
         default_factory=StudySpec,
@@ -188,4 +242,10 @@ class StudyConfig(Section):
         "each setting trained with outcome-only and RuCL rewards on seeds 11, 22, 33 (not the study's seeds), "
         "scored by mean val accuracy "
         "(`rubricflow study rucl_tune`; the winner is `selected` in reports/studies/rucl_tune.md).",
+    )
+    deltarubric: DeltaRubricStudySpec = Field(
+        default_factory=DeltaRubricStudySpec,
+        description="The DeltaRubric study: the warm start (before RL), DeltaRubric, the trained no-rubric and static "
+        "judges, the absolute (and shift) planner reward and lambda 0 / 0.2 / 0.6, each trained from the shared "
+        "warm start once per seed and evaluated on the held-out pairs in every judge mode.",
     )

@@ -269,7 +269,10 @@ def test_cli_refuses_without_the_shared_outputs(tmp_path, monkeypatch):
     assert "artifacts/rubrics/tiers.json" in res.output
     assert not (tmp_path / "reports" / "studies").exists()
     res = CliRunner().invoke(app, ["study", "deltarubric", "--no-track"])
-    assert res.exit_code == 2 and "unknown study 'deltarubric'" in res.output
+    assert res.exit_code == 1 and "data/deltarubric/pairs/manifest.json" in res.output
+    assert "artifacts/deltarubric/sft/config.json" in res.output
+    res = CliRunner().invoke(app, ["study", "roro", "--no-track"])
+    assert res.exit_code == 2 and "unknown study 'roro'" in res.output
     res = CliRunner().invoke(app, ["study", "rucl", "--seeds", "1,x", "--no-track"])
     assert res.exit_code != 0 and "--seeds" in res.output
 

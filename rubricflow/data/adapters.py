@@ -4,11 +4,34 @@
 
 * ``virl39k``       parquet with ``question``, ``answer``, ``image`` (list of relative paths), ``category``, ``qid``
 * ``mathverse``     json/jsonl/parquet with ``question``, ``image`` (one path), ``answer``, ``question_type``
-* ``vlrewardbench`` jsonl with ``query``, ``image`` or ``image_path``, ``response`` (two), ``human_ranking``
-* ``mmrewardbench`` json (list) with ``Text``, ``Image``, ``Output1``, ``Output2``, ``Better``
+* ``vlrewardbench`` parquet (as published) or json/jsonl with ``id``, ``query``, ``image`` (or ``image_path``),
+                    ``response`` (two), ``human_ranking``
+* ``mmrewardbench`` json list (as published) or jsonl/parquet with ``ID``, ``Text``, ``Image``, ``Output1``,
+                    ``Output2``, ``Better``, ``Category``
 
 The first two become ``Sample`` rows (RL prompts); the reward benchmarks become preference pairs
-(``rubricflow.deltarubric.data``). Images are copied into ``DIR/images`` so the dataset is self-contained.
+(``rubricflow.deltarubric.data``). Images are copied (or decoded) into ``DIR/images`` so the dataset is
+self-contained.
+
+The reward benchmarks' published layouts (read in their public releases):
+
+* VL-RewardBench (Hugging Face dataset ``MMInstruction/VL-RewardBench``, dataset card ``README.md``: features and
+  ``configs``): one parquet file ``data/test-00000-of-00001.parquet`` with columns ``id``, ``query``, ``response``
+  (sequence of two strings), ``image`` (the ``datasets`` Image feature, stored in parquet as a struct
+  ``{bytes: binary, path: string}`` with the encoded image in ``bytes``), ``human_ranking`` (sequence of two ints:
+  ``[0, 1]`` = the first response is preferred, ``[1, 0]`` = the second), ``models``, ``judge``, ``rationale``,
+  ``query_source`` (the subset a query comes from; used as the category), ``ground_truth``.
+* Multimodal RewardBench (github.com/facebookresearch/multimodal_rewardbench, ``README.md`` and
+  ``scripts/0_download_data.py`` / ``2_get_accuracy.py``): ``data/all_data.json``, a JSON list of objects with
+  ``ID``, ``Text`` (prompt), ``Image`` (a path relative to ``data/``, e.g. ``images/nocaps/13062.jpg``: the image
+  root is the JSON file's folder unless ``--image-root`` says otherwise), ``Output1``, ``Output2``, ``Better``
+  (``"Output1"`` or ``"Output2"``) and ``Category`` (e.g. ``open_generation/correctness_task``).
+
+An image field may hold a path (relative to the image root), a ``datasets`` image struct (``bytes`` and/or
+``path``), raw bytes, a ``data:image/...;base64,`` URL or a bare base64 string of a PNG, JPEG, GIF or WebP file
+(recognised by the encoded file signature). Anything else, bytes that do not decode, a missing file and a tie
+(``human_ranking`` ``[0, 0]``, ``Better`` other than ``Output1``/``Output2``) are errors naming file, record and
+field.
 Every problem is reported with the file, the row and the field, and nothing is written unless all rows convert.
 
 Inputs can neither delete nor leak data:
@@ -163,6 +186,74 @@ def _copy_image(src_root: Path, rel: Any, out: Path, new_name: str, where: str) 
     return dest.as_posix()
 
 
+# base64 of the first bytes of PNG, JPEG, GIF and WebP (RIFF) files: a bare base64 image string starts with one
+_B64_SIGNATURES = ("iVBORw0KGgo", "/9j/", "R0lGOD", "UklGR")
+
+
+def _decode_b64(text: str, where: str) -> bytes:
+    import base64
+    import binascii
+
+    try:
+        return base64.b64decode(text, validate=True)
+    except (binascii.Error, ValueError) as e:
+        raise IngestError(f"{where}: the image's base64 text does not decode ({e})") from None
+
+
+def _image_bytes(value: Any, where: str) -> bytes | None:
+    """The encoded image an image field carries inline, or None when the field names a file (a path)."""
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return bytes(value)
+    if isinstance(value, dict):
+        data, path = value.get("bytes"), value.get("path")
+        if data:
+            return bytes(data)
+        if path:
+            return None
+        raise IngestError(f"{where}: the image struct has neither `bytes` nor `path`; expected an embedded or a "
+                          "referenced image")
+    if isinstance(value, str):
+        text = value.strip()
+        if text.startswith("data:"):
+            head, _, data = text.partition(",")
+            if not head.startswith("data:image/") or not head.endswith(";base64"):
+                raise IngestError(f"{where}: data URL {head[:40]!r}...: expected data:image/<type>;base64,<data>")
+            return _decode_b64(data, where)
+        if text.startswith(_B64_SIGNATURES) and len(text) > 64:
+            return _decode_b64(text, where)
+        return None
+    raise IngestError(f"{where}: image of type {type(value).__name__}; expected a path, an image struct "
+                      "({bytes, path}), bytes or base64 text")
+
+
+def _store_image(root: Path, value: Any, out: Path, new_name: str, where: str) -> str:
+    """Write the image a field embeds or names into ``out/images`` (decoded first) and return its relative path."""
+    data = _image_bytes(value, where)
+    if data is None:  # a path: a plain string or a struct's `path`
+        rel = value.get("path") if isinstance(value, dict) else value
+        return _copy_image(root, rel, out, new_name, where)
+    import io
+
+    from PIL import Image
+
+    try:
+        with Image.open(io.BytesIO(data)) as im:
+            fmt_name = (im.format or "png").lower()
+            im.verify()
+        with Image.open(io.BytesIO(data)) as im:
+            im.load()
+    except Exception as e:  # noqa: BLE001 - any decoder error means the bytes are unusable
+        raise IngestError(f"{where}: the embedded image ({len(data)} bytes) does not decode "
+                          f"({type(e).__name__}: {e})") from None
+    ext = {"jpeg": ".jpg", "mpo": ".jpg"}.get(fmt_name, f".{fmt_name}")
+    dest = Path("images") / f"{new_name}{ext}"
+    if (out / dest).exists():
+        raise IngestError(f"{where}: two images would be stored as {dest}; ids must be unique")
+    (out / dest).parent.mkdir(parents=True, exist_ok=True)
+    (out / dest).write_bytes(data)
+    return dest.as_posix()
+
+
 class _Ids:
     """Refuses a converted id seen before, naming both records."""
 
@@ -245,13 +336,17 @@ def _vlrewardbench(src: Path, image_root: Path) -> Iterator[dict]:
         field_name = "image_path" if row.get("image_path") else "image"
         img = row.get(field_name)
         if img is None:
-            raise IngestError(f"{src}: record {i}: missing required field `image` or `image_path`")
+            raise IngestError(f"{src}: record {i}: missing required field `image` (or `image_path`)")
         resp, rank = row["response"], row["human_ranking"]
         if not (isinstance(resp, list) and len(resp) == 2):
             raise IngestError(f"{src}: record {i}: field `response` must be a list of two responses")
-        if not (isinstance(rank, list) and len(rank) == 2) or rank[0] == rank[1]:
+        if not (isinstance(rank, list) and len(rank) == 2):
             raise IngestError(f"{src}: record {i}: field `human_ranking` must rank the two responses, got {rank!r}")
+        if rank[0] == rank[1]:
+            raise IngestError(f"{src}: record {i}: field `human_ranking` is a tie ({rank!r}); a preference pair needs "
+                              "one preferred response ([0, 1] or [1, 0])")
         # lower rank = better (VL-RewardBench: [0, 1] means the first response is preferred)
+        category = row.get("query_source") or (str(row["id"]).split("_")[0] if row.get("id") else "")
         yield {
             "id": f"vlrb-{_safe_id(row.get('id', i))}",
             "image": img,
@@ -260,7 +355,7 @@ def _vlrewardbench(src: Path, image_root: Path) -> Iterator[dict]:
             "response_a": str(resp[0]),
             "response_b": str(resp[1]),
             "preferred": "A" if rank[0] < rank[1] else "B",
-            "category": str(row.get("id", "")).split("_")[0] if row.get("id") else "",
+            "category": str(category),
             "source": "VL-RewardBench",
         }
 
@@ -270,7 +365,8 @@ def _mmrewardbench(src: Path, image_root: Path) -> Iterator[dict]:
         _require(src, row, i, "Text", "Image", "Output1", "Output2", "Better")
         better = str(row["Better"]).strip()
         if better not in ("Output1", "Output2"):
-            raise IngestError(f"{src}: record {i}: field `Better` must be 'Output1' or 'Output2', got {better!r}")
+            raise IngestError(f"{src}: record {i}: field `Better` must be 'Output1' or 'Output2' (a tie or another "
+                              f"label is not a preference), got {better!r}")
         yield {
             "id": f"mmrb-{_safe_id(row.get('ID', i))}",
             "image": row["Image"],
@@ -373,7 +469,7 @@ def ingest(
                 field_name = rec.pop("image_field")
                 ids.add(rec["id"], k)
                 where = f"{src}: record {k} (id {rec['id']}) field `{field_name}`"
-                rel = _copy_image(root, rec.pop("image"), staging, rec["id"], where)
+                rel = _store_image(root, rec.pop("image"), staging, rec["id"], where)
                 pairs.append(PreferencePair(images=[rel], split=split, **rec))
             write_pairs(staging, pairs, manifest={"adapter": fmt, "src": str(src)})
             n = len(pairs)

@@ -41,19 +41,34 @@ class DRSFTConfig(Section):
         description="Tiny profile: where the freshly built base model (tokenizer trained on DeltaRubric's prompts) "
         "is saved. Pretrained policies are loaded from models.policy.path instead.",
     )
+    init_from: str | None = Field(
+        None,
+        description="Policy the warm start continues from. The tiny profile sets the foundation SFT "
+        "(artifacts/models/sft: it reads counting and bar charts, 93% val on its traces), because a policy that "
+        "cannot read its images leaves a checklist nothing to guide. None: a fresh tiny base (tokenizer trained on "
+        "DeltaRubric's texts, `base_dir`) or, for pretrained policies, models.policy.path.",
+    )
     hidden_size: int | None = Field(
         64,
         ge=16,
-        description="Tiny only: width of DeltaRubric's base model (None = models.policy.hidden_size). Measured on "
-        "2 CPU cores: 64 runs ~4x faster per step than 128 and is the width that learned the verifier's "
-        "check-copy and claim-retrieval within the default budget.",
+        description="Tiny base only (init_from None): width of DeltaRubric's fresh base model (None = "
+        "models.policy.hidden_size).",
     )
     steps: int = Field(
         400, ge=0, description="SFT optimizer steps (about 0.3 s each on one idle core with the defaults)."
     )
     batch_size: int = Field(16, ge=1, description="Sequences per SFT step.")
-    lr: float = Field(3e-3, gt=0, description="AdamW learning rate (constant after warmup).")
+    lr: float = Field(3e-3, gt=0, description="AdamW peak learning rate.")
     warmup_steps: int = Field(20, ge=0, description="Linear warmup steps.")
+    schedule: Literal["constant", "cosine"] = Field(
+        "cosine", description="Learning rate after warmup: constant, or cosine decay to 0 at the last step."
+    )
+    perception_images: int = Field(
+        2000,
+        ge=0,
+        description="Images per task rendered in memory for the read-the-checks warm-up examples (seeded apart from "
+        "every pair image). The pairs' own training images are too few to learn to read counts and bar heights.",
+    )
     planner: bool = Field(True, description="Include planner examples (reference checklists from facts).")
     verifier_variants: int = Field(
         1, ge=0, description="Extra verifier examples per pair with a shuffled / extended checklist."
@@ -91,12 +106,29 @@ class DRTrainConfig(Section):
     n_checklists: int = Field(5, ge=1, description="N: checklists sampled from the planner per pair.")
     m_verdicts: int = Field(5, ge=1, description="M: checklist-guided verifier samples per checklist.")
     k_no_rubric: int = Field(
-        5, ge=1, description="K: no-rubric verdicts per pair, estimating the no-rubric accuracy acc0 of the pair."
+        5, ge=1, description="K: no-rubric verdicts per pair, the baseline of both rewards (verifier verdict m is "
+        "paired with no-rubric sample m mod K; K = M pairs each verdict with its own sample)."
     )
-    guidance_lambda: float = Field(0.4, ge=0, description="lambda of the verifier's guidance bonus c * (1 - acc0).")
-    planner_reward: Literal["relative", "absolute"] = Field(
-        "relative",
-        description="'relative': 1 + acc(checklist) - acc0 (the paper); 'absolute': 1 + acc(checklist) (ablation).",
+    judge: Literal["deltarubric", "no_rubric", "static"] = Field(
+        "deltarubric",
+        description="What GRPO trains: 'deltarubric' (planner + verifier, no-rubric verdicts sampled as the rewards' "
+        "baseline), or one single-step judge mode alone, the paper's trained baselines: 'no_rubric' / 'static' "
+        "(N*M verdicts per pair, reward = correctness, same steps, pairs and optimiser).",
+    )
+    guidance_lambda: float = Field(
+        0.4, ge=0, description="lambda of the verifier's guidance bonus (the paper's 0.4; sensitivity 0/0.2/0.4/0.6)."
+    )
+    guidance: Literal["paired", "pair_rate"] = Field(
+        "paired",
+        description="Verifier bonus (rubricflow.deltarubric.rewards): 'paired' = lambda for a right guided verdict "
+        "whose paired no-rubric verdict was wrong (varies within a group); 'pair_rate' = lambda * (1 - acc0) per "
+        "right verdict (a per-group factor that group scaling cancels; the reading built first).",
+    )
+    planner_reward: Literal["improvement", "shift", "absolute"] = Field(
+        "improvement",
+        description="Planner quality (rubricflow.deltarubric.rewards): 'improvement' = sign(acc_c - acc0), whether "
+        "the checklist improves on the no-rubric judge (the paper's relative reward); 'shift' = acc_c - acc0 (the "
+        "reading built first: group centring makes it identical to absolute); 'absolute' = acc_c (the ablation).",
     )
     algorithm: Literal["grpo", "dapo"] = Field(
         "grpo",
@@ -117,7 +149,12 @@ class DRTrainConfig(Section):
 
 class DREvalConfig(Section):
     out_dir: str = Field("artifacts/deltarubric/eval", description="Where evaluation tables (json) are written.")
-    test_pairs: int = Field(0, ge=0, description="Held-out synthetic pairs evaluated (0 = the whole test split).")
+    test_pairs: int = Field(0, ge=0, description="Held-out synthetic pairs evaluated (0 = the whole split).")
+    split: Literal["test", "val"] = Field(
+        "test",
+        description="Split of the synthetic pairs a study unit is evaluated on: 'test' to report, 'val' to choose "
+        "(a selection study, run under the test-split guard). The pipeline's eval stage reports on test.",
+    )
     benchmarks: list[str] = Field(
         default_factory=list,
         description="Ingested benchmark pair directories (rubricflow ingest --format vlrewardbench|mmrewardbench) "

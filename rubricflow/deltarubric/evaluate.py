@@ -85,7 +85,7 @@ def judge(gen, processor, items: list[Item], mode: str, max_tokens: dict[str, in
             res.append(Judged(it.pair.id, it.pair.category, None, False, False, False, None, "", reasons[i]))
             continue
         o = by_i[i][0]
-        p = VERIFIER.parse(o.text)
+        p = VERIFIER.parse(o.text, plans[i])
         res.append(Judged(it.pair.id, it.pair.category, p.value, p.ok and p.value == it.pair.preferred, p.ok, True,
                           plans[i], o.text, p.reason))
     return res
@@ -142,12 +142,15 @@ def planner_probe(gen, processor, items: list[Item], n_checklists: int, max_toke
             p = PLANNER.parse(c.text)
             if p.ok:
                 reqs.append(request(processor, VERIFIER, it, p.value))
-                owners.append(it.pair.preferred)
+                owners.append((it.pair.preferred, p.value))
             else:
                 bad += 1
     # called even with no valid checklist: under ZeRO-3 the other ranks' generation needs this rank's forwards
     vouts = _generate(gen, reqs, max_tokens["verifier"])
-    right = sum(VERIFIER.parse(o[0].text).value == pref for o, pref in zip(vouts, owners))
+    right = 0
+    for o, (pref, checks) in zip(vouts, owners):
+        v = VERIFIER.parse(o[0].text, checks)
+        right += v.ok and v.value == pref
     return {"probe/accuracy": right / max(total, 1), "probe/format_violation": bad / max(total, 1)}
 
 

@@ -1,6 +1,6 @@
 """Prompt templates of DeltaRubric's roles and of the paper's two baselines (after the paper's appendix A.6).
 
-Four templates, kept short for the tiny CPU model but with the paper's structure:
+Five templates, kept short for the tiny CPU model but with the paper's structure:
 
 * ``NO_RUBRIC``  judge the two responses directly, end with the verdict (the "lazy" single-step baseline);
 * ``STATIC``     judge them on five fixed criteria (relevance, factual consistency, key visual information,
@@ -8,6 +8,8 @@ Four templates, kept short for the tiny CPU model but with the paper's structure
 * ``PLANNER``    the Disagreement Planner: 2-4 neutral, evidence-seeking checks on where the responses
                  disagree, one concrete fact / relation / constraint each, never naming a response or a winner,
                  no preamble;
+* ``READ``       a warm-up task of the shared policy, not a judge mode: read each check's value off the image
+                 (the first half of a verifier evidence line, without the responses);
 * ``VERIFIER``   the Checklist Verifier: execute each check against the image and question (checks are things to
                  verify, not evidence; ignore irrelevant / vague / contradicted ones), state the evidence and the
                  response it favours, then the verdict.
@@ -40,6 +42,8 @@ PLANNER = (
     "Name no response and no winner. No preamble.\n" + _CASE + "Checks:"
 )
 
+READ = "Read each check off the image.\nQuestion: {question}\nChecks:\n{checklist}"
+
 VERIFIER = (
     "Run each check on the image; checks are not evidence, skip irrelevant or vague ones. Give the evidence and "
     "the favoured response per check, then the verdict.\n" + _CASE + "Checks:\n{checklist}"
@@ -60,6 +64,10 @@ def static_prompt(question: str, a: str, b: str) -> str:
 
 def planner_prompt(question: str, a: str, b: str) -> str:
     return PLANNER.format(question=question, a=a, b=b)
+
+
+def read_prompt(question: str, checks: list[str]) -> str:
+    return READ.format(question=question, checklist=numbered(checks))
 
 
 def verifier_prompt(question: str, a: str, b: str, checks: list[str]) -> str:

@@ -1,26 +1,46 @@
-"""DeltaRubric's rewards: pure functions of verdict correctness (hand-computed tests in test_deltarubric_rewards).
+"""DeltaRubric's rewards: pure functions of verdict correctness (hand-computed tests in tests/deltarubric/).
 
 Per pair the rollout has K no-rubric verdicts, N checklists from the planner and M checklist-guided verdicts per
-valid checklist. Let ``c`` be 1 for a right verdict and 0 for a wrong one or a format failure (no verdict).
+valid checklist. ``c`` is 1 for a right verdict and 0 for a wrong one or a format failure (no verdict, or a
+verifier output that does not execute every check). ``acc0`` = mean ``c`` over the K no-rubric verdicts of the
+pair; ``acc_c`` = mean ``c`` over the M verdicts guided by one checklist.
 
-* No-rubric accuracy of the pair: ``acc0 = mean(c over the K no-rubric verdicts)``, the current policy's
-  chance of judging the pair right *without* a checklist.
-* Verifier reward of a guided verdict: ``c + lambda * c * (1 - acc0)``. The guidance bonus pays a right
-  checklist-guided verdict in proportion to how often the no-rubric verdict was wrong on the same pair: +lambda
-  when the no-rubric judge always fails, 0 when it never does (the exact reading of "right where the no-rubric
-  verdict was wrong", in expectation over the no-rubric samples).
-* Planner reward of a checklist: a checklist that violates the planner's contract (``parse_checklist`` raises)
-  gets 0 (format reward 0, and it is never executed). A valid one gets ``1 + quality`` where ``quality`` is
-  ``acc_c - acc0`` (``relative``, the paper's choice: the improvement over the no-rubric verdict) or ``acc_c``
-  (``absolute``, the ablation); ``acc_c`` = mean ``c`` over the M verdicts guided by that checklist.
+What GRPO does to a reward decides which readings can act. Advantages are centred per group (the N checklists
+of a pair for the planner; the M verdicts of one checklist for the verifier) and then divided by the group's std
+(``scale_rewards="group"``), the role's batch std (``"batch"``) or nothing (``"none"``). A term that is constant
+within a group vanishes in the centring, and a factor that is constant within a group vanishes under group
+scaling. So:
 
-Note on GRPO normalisation (why the defaults use per-role *batch* scaling): within one advantage group the
-guidance bonus is the constant factor ``1 + lambda (1 - acc0)`` and the relative baseline is the constant
-``acc0``. Group-std scaling (``scale_rewards="group"``) cancels both exactly, so the bonus would have no effect
-and relative == absolute except for the margin to malformed checklists. With ``"batch"`` (centre per group, scale
-by the role's batch std) or ``"none"``, the bonus up-weights pairs the no-rubric judge gets wrong; relative and
-absolute still centre identically within a group and differ in the valid-vs-malformed margin (``1 + acc_c -
-acc0`` vs ``1 + acc_c``) and in the batch std that sets the step size.
+Planner (``train.planner_reward``):
+
+* ``improvement`` (default): ``sign(acc_c - acc0)``: +1 when the checklist makes the verifier right more often
+  than the no-rubric judge on the same pair, -1 when less often, 0 when it changes nothing. This is the paper's
+  "whether the checklist improves over the no-rubric decision": the reward depends on ``acc_c`` *relative to*
+  ``acc0`` non-linearly, so it does not reduce to ``acc_c`` plus a per-group constant. A checklist that changes
+  nothing (an off-topic one, or any checklist on a pair the judge already gets right) earns no quality reward,
+  however often the verdict it guides is right.
+* ``shift``: ``acc_c - acc0``, the reading built first. Paired per verifier sample (+1 wrong -> right, -1 right
+  -> wrong, 0 otherwise, averaged over the M samples) it is the same number: the transition score of a pair of
+  samples is ``c - c0``, so its mean is ``acc_c - acc0``. ``acc0`` is constant within the planner's group, so
+  its advantages equal ``absolute``'s (tests/deltarubric/test_rewards.py proves it). Kept for the ablation.
+* ``absolute``: ``acc_c`` (the paper's ablation: reward by the final verdict's accuracy alone).
+
+A checklist that breaks the planner's contract (``parse_checklist`` raises) is never executed and gets 0; a valid
+one gets ``1 + quality``, so a malformed checklist is never better than a valid one.
+
+Verifier (``train.guidance``), the reward of one guided verdict: ``c + lambda * bonus`` with
+
+* ``paired`` (default): ``bonus = c * (1 - c0)`` where ``c0`` is the correctness of the no-rubric verdict paired
+  with this guided verdict (verdict m of a checklist is paired with no-rubric sample ``m mod K``): a right guided
+  verdict earns the bonus exactly when its paired no-rubric verdict was wrong, the paper's "right where the
+  no-rubric decision was wrong". The bonus varies within a verifier group, so lambda changes advantages under
+  group scaling too. What it can and cannot do: the paired no-rubric verdict is sampled independently of the
+  guided one, so *which* right verdict of a group gets the bonus carries no information about that verdict;
+  averaged over the pairing, a right verdict's bonus is ``lambda * (1 - acc0)``: more weight on pairs the
+  no-rubric judge gets wrong. That weight survives batch or no scaling (the default is batch); under group
+  scaling only the pairing noise is left.
+* ``pair_rate``: ``bonus = c * (1 - acc0)``, the reading built first: the expected value of ``paired``. Within a
+  group it is the factor ``1 + lambda (1 - acc0)``, which group scaling cancels exactly.
 """
 
 from __future__ import annotations
@@ -28,7 +48,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Literal
 
-PlannerReward = Literal["relative", "absolute"]
+PlannerReward = Literal["improvement", "shift", "absolute"]
+Guidance = Literal["paired", "pair_rate"]
+PLANNER_REWARDS: tuple[str, ...] = ("improvement", "shift", "absolute")
+GUIDANCE: tuple[str, ...] = ("paired", "pair_rate")
 
 
 def accuracy(correct: Sequence[bool | float]) -> float:
@@ -38,20 +61,47 @@ def accuracy(correct: Sequence[bool | float]) -> float:
     return sum(float(c) for c in correct) / len(correct)
 
 
-def verifier_reward(correct: bool | float, acc0: float, lam: float) -> float:
-    """``c + lam * c * (1 - acc0)`` (see the module docstring)."""
+def verifier_reward(correct: bool | float, paired_no_rubric: bool | float | None, acc0: float | None, lam: float,
+                    guidance: Guidance = "paired") -> float:
+    """``c + lam * c * (1 - c0)`` with ``c0`` the paired no-rubric verdict's correctness (``paired``) or the
+    pair's no-rubric accuracy ``acc0`` (``pair_rate``); see the module docstring."""
     c = float(correct)
-    return c + lam * c * (1.0 - acc0)
+    if guidance == "paired":
+        if paired_no_rubric is None:
+            raise ValueError("verifier_reward: guidance 'paired' needs the paired no-rubric verdict's correctness")
+        c0 = float(paired_no_rubric)
+    elif guidance == "pair_rate":
+        if acc0 is None:
+            raise ValueError("verifier_reward: guidance 'pair_rate' needs the pair's no-rubric accuracy acc0")
+        c0 = float(acc0)
+    else:
+        raise ValueError(f"verifier_reward: guidance must be one of {GUIDANCE}, got {guidance!r}")
+    return c + lam * c * (1.0 - c0)
 
 
-def planner_reward(valid: bool, acc_c: float | None, acc0: float, mode: PlannerReward = "relative") -> float:
-    """0 for a malformed checklist; ``1 + (acc_c - acc0)`` (relative) or ``1 + acc_c`` (absolute) otherwise."""
+def planner_quality(acc_c: float, acc0: float, mode: PlannerReward = "improvement") -> float:
+    """``sign(acc_c - acc0)`` (improvement), ``acc_c - acc0`` (shift) or ``acc_c`` (absolute)."""
+    if mode == "improvement":
+        d = acc_c - acc0
+        return 0.0 if abs(d) < 1e-9 else (1.0 if d > 0 else -1.0)
+    if mode == "shift":
+        return acc_c - acc0
+    if mode == "absolute":
+        return acc_c
+    raise ValueError(f"planner_reward: mode must be one of {PLANNER_REWARDS}, got {mode!r}")
+
+
+def planner_reward(valid: bool, acc_c: float | None, acc0: float, mode: PlannerReward = "improvement") -> float:
+    """0 for a malformed checklist; ``1 + planner_quality(acc_c, acc0, mode)`` otherwise."""
+    if mode not in PLANNER_REWARDS:
+        raise ValueError(f"planner_reward: mode must be one of {PLANNER_REWARDS}, got {mode!r}")
     if not valid:
         return 0.0
     if acc_c is None:
         raise ValueError("planner_reward: a valid checklist needs the accuracy of its guided verdicts")
-    if mode == "relative":
-        return 1.0 + (acc_c - acc0)
-    if mode == "absolute":
-        return 1.0 + acc_c
-    raise ValueError(f"planner_reward: mode must be 'relative' or 'absolute', got {mode!r}")
+    return 1.0 + planner_quality(acc_c, acc0, mode)
+
+
+def judge_reward(correct: bool | float) -> float:
+    """A single-step judge (no-rubric or static, trained as the paper's baselines): its verdict's correctness."""
+    return float(correct)

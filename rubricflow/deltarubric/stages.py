@@ -105,7 +105,7 @@ def sft_stage(deltarubric: DeltaRubricConfig, models: ModelsConfig, ctx: StageCo
     from models.tiny import save
     from rubricflow.deltarubric.data import read_pairs
     from rubricflow.deltarubric.evaluate import load_items
-    from rubricflow.deltarubric.warmstart import sft_examples
+    from rubricflow.deltarubric.warmstart import perception_samples, read_examples, sft_examples
     from rubricflow.progress import progress
     from rubricflow.sft import train_sft
 
@@ -115,8 +115,18 @@ def sft_stage(deltarubric: DeltaRubricConfig, models: ModelsConfig, ctx: StageCo
     train = read_pairs(d, "train")
     if not train:
         raise ValueError(f"{d}: no train pairs; set deltarubric.pairs.train > 0")
-    model, proc = build_or_load_base(models, dr, train, ctx.seed)
+    if dr.sft.init_from:
+        from models.loader import load_policy
+
+        model, proc = load_policy(dr.sft.init_from, dtype=models.policy.dtype)
+    else:
+        model, proc = build_or_load_base(models, dr, train, ctx.seed)
     examples = sft_examples(proc, load_items(d, train), dr.sft, seed=ctx.seed)
+    n_pair_examples = len(examples)
+    if dr.sft.perception_images:
+        samples = perception_samples(list(dr.pairs.tasks), dr.sft.perception_images, dr.pairs.seed,
+                                     dr.pairs.image_size)
+        examples += read_examples(proc, samples, seed=ctx.seed)
     curve: list[dict] = []
 
     def log(step: int, m: dict) -> None:
@@ -130,7 +140,7 @@ def sft_stage(deltarubric: DeltaRubricConfig, models: ModelsConfig, ctx: StageCo
     with progress("deltarubric sft", total=dr.sft.steps) as bar:
         losses = train_sft(
             model, proc, examples, steps=dr.sft.steps, batch_size=dr.sft.batch_size, lr=dr.sft.lr,
-            warmup_steps=dr.sft.warmup_steps, seed=ctx.seed,
+            warmup_steps=dr.sft.warmup_steps, seed=ctx.seed, schedule=dr.sft.schedule,
             log_fn=lambda s, m: (log(s, m), bar.advance(1, loss=m["sft/loss"])),
         )
     sft_s = time.perf_counter() - t0
@@ -140,6 +150,7 @@ def sft_stage(deltarubric: DeltaRubricConfig, models: ModelsConfig, ctx: StageCo
     tail = losses[-20:]
     return {
         "train_examples": len(examples),
+        "pair_examples": n_pair_examples,
         "params": sum(p.numel() for p in model.parameters()),
         "first_loss": losses[0] if losses else None,
         "final_loss": sum(tail) / len(tail) if tail else None,

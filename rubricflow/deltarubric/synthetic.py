@@ -26,7 +26,7 @@ import random
 from pathlib import Path
 from typing import Any
 
-from rubricflow.data.synthetic import generate_samples
+from rubricflow.data.synthetic import BAR_MAX, generate_samples
 from rubricflow.data.schema import Sample
 from rubricflow.data.traces import extract_boxed, fmt, parse_claims, render_trace, values_equal
 from rubricflow.deltarubric.data import PreferencePair, write_pairs
@@ -110,7 +110,7 @@ def _barchart_error(rng: random.Random, perc: list, kind: str) -> list | None:
     vals = {k: v for k, v in perc}
     if kind == "value":
         k = rng.choice(list(vals))
-        free = [v for v in range(1, 6) if v not in vals.values()]
+        free = [v for v in range(1, BAR_MAX + 1) if v not in vals.values()]
         vals[k] = rng.choice(free)
     else:  # relation: two bars swapped
         a, b = rng.sample(list(vals), 2)

@@ -4,8 +4,8 @@
   *disagree* (perception first, then the final answer, then intermediate values; 2-4 checks; if only one claim
   differs the final-answer check is added). The check text names what to verify, never a value, a response or
   a winner (it passes ``parse_checklist``).
-* ``verifier_target(pair, checks)``: per check ``<key> = <true value> -> A|B|both|neither`` (which response's
-  claim matches the image), then ``verdict: <preferred>``.
+* ``verifier_target(pair, checks)``: per check ``<key> = <true value> (A <claim>, B <claim>) -> A|B|both|neither``
+  (which response's claim matches the image), then ``verdict: <preferred>``.
 * ``static_target(pair)``: per fixed criterion the response it favours (factual consistency: fewer wrong claims;
   key visual information: fewer wrong perception claims; relevance, reasoning and clarity: both, since the
   synthetic responses are on topic, consistent and complete), then the verdict.
@@ -94,17 +94,18 @@ def favours(pair: PreferencePair, key: str, truth) -> str:
 
 
 def evidence_lines(pair: PreferencePair, checks: list[Check]) -> list[str]:
-    """``<i>. <check text without its final period>: <true value> (A <A's claim>, B <B's claim>) -> <favours>``.
+    """``<i>. <key> = <true value> (A <A's claim>, B <B's claim>) -> <favours>``.
 
-    The line restates the check (a copy), the value read from the image (or computed from it), then what each
-    response claims, so the comparison that decides ``favours`` is local to the line."""
+    The line names what the check reads (the claim key, or ``answer``) and the value read from the image (or
+    computed from it) in the reasoning traces' own ``key = value`` form, so the policy's trace-reading carries over;
+    then what each response claims, so the comparison that decides ``favours`` is local to the line."""
     truth = gold_values(pair.facts)
     a, b = claim_values(pair.response_a), claim_values(pair.response_b)
     lines = []
     for i, c in enumerate(checks, 1):
         t = truth[c.key]
         lines.append(
-            f"{i}. {c.text.rstrip('.')}: {fmt(t)} (A {a.get(c.key, '?')}, B {b.get(c.key, '?')}) -> {favours(pair, c.key, t)}"
+            f"{i}. {c.key} = {fmt(t)} (A {a.get(c.key, '?')}, B {b.get(c.key, '?')}) -> {favours(pair, c.key, t)}"
         )
     return lines
 

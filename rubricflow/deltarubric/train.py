@@ -4,7 +4,8 @@
 (``prompts_per_step`` per step), calls ``rollout_fn`` (rubricflow.deltarubric.rollout: N checklists, M guided
 verdicts per valid checklist, K no-rubric verdicts; rewards of both roles) and hands the episodes of *both* roles
 to one ``GRPOUpdater.update`` call, which normalises advantages per role (decoupled) and takes one optimiser step
-on the shared policy. The planner probe runs on validation pairs every ``probe_every`` steps (with the torch RNG
+on the shared policy (``train.judge: no_rubric | static`` trains that judge mode alone instead: the paper's
+trained baselines). The planner probe runs on validation pairs every ``probe_every`` steps (with the torch RNG
 forked, so probing does not change the training samples) and once after the last step.
 """
 
@@ -59,6 +60,9 @@ def train_policy(
     tok = text_tokenizer(processor)
     eos = tok.convert_tokens_to_ids("<|im_end|>")
     max_tokens = {"planner": cfg.planner_max_tokens, "verifier": cfg.verifier_max_tokens}
+    if cfg.judge != "deltarubric":  # a single-step judge run has no planner to probe
+        val_items = []
+
     def probe(step: int) -> dict[str, float]:
         with torch.random.fork_rng(devices=[]):
             return planner_probe(gen, processor, val_items, cfg.n_checklists, max_tokens, g.temperature, seed=g.seed + step)

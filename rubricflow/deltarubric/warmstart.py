@@ -9,6 +9,13 @@ Per training pair (rubricflow.deltarubric.targets):
 * no_rubric:  no-rubric prompt -> ``verdict: X``;
 * static:     static-rubric prompt -> per-criterion preference + verdict.
 
+Perception (``perception_images`` per task, ``read_examples``): images rendered in memory by the synthetic
+generators under their own split name (``"perception"``, so never a train/val/test image), each with a random 2-4
+item checklist over its ground-truth values and the target ``<i>. <key> = <value>`` per check, which is the first
+half of a verifier evidence line. The pairs' 256 training images per task are far too few to learn to read
+counts and bar heights (the foundation's SFT needed about 2000 per task), and a verifier that cannot read its
+image has nothing for a checklist to guide.
+
 The baselines get examples too: the tiny model has no instruction following of its own, and the comparison
 between judge modes is only fair when every mode's output format was taught equally.
 """
@@ -17,11 +24,15 @@ from __future__ import annotations
 
 import random
 
+from rubricflow.data.traces import fmt
 from rubricflow.deltarubric.roles import NO_RUBRIC, PLANNER, STATIC, VERIFIER
-from rubricflow.deltarubric.rollout import Item, request
+from rubricflow.deltarubric.rollout import Item, chat, request
 from rubricflow.deltarubric.config import DRSFTConfig
 from rubricflow.deltarubric.data import PreferencePair
+from rubricflow.deltarubric.prompts import read_prompt
+from rubricflow.deltarubric.synthetic import gold_values
 from rubricflow.deltarubric.targets import (
+    check_text,
     no_rubric_target,
     planner_target,
     reference_checks,
@@ -62,6 +73,45 @@ def sft_examples(processor, items: list[Item], cfg: DRSFTConfig, seed: int = 0) 
     return out
 
 
+PERCEPTION_SPLIT = "perception"  # the split name in the image seeds: disjoint from every pair's image
+
+
+def read_target(checks: list[tuple[str, str]], truth: dict) -> str:
+    """``<i>. <key> = <true value>`` per check (the evidence line up to the value)."""
+    return "\n".join(f"{i}. {key} = {fmt(truth[key])}" for i, (key, _) in enumerate(checks, 1))
+
+
+def read_checks(facts: dict, rng: random.Random) -> list[tuple[str, str]]:
+    """A random 2-4 item checklist over the image's ground-truth values (perception, intermediates, answer)."""
+    keys = list(gold_values(facts))
+    k = rng.randint(2, min(4, len(keys)))
+    return [(key, check_text(facts["task"], key)) for key in rng.sample(keys, k)]
+
+
+def perception_samples(tasks: list[str], n_per_task: int, seed: int, image_size: int):
+    """``(image, question, facts)`` rendered in memory: ``n_per_task`` per task, seeded like the synthetic data
+    set but under the split name ``perception``."""
+    from rubricflow.data.synthetic import GENERATORS, _rng
+
+    out = []
+    for task in tasks:
+        for i in range(n_per_task):
+            im, q, _, _, facts = GENERATORS[task](_rng(seed, task, PERCEPTION_SPLIT, i), image_size)
+            out.append((im, q, facts))
+    return out
+
+
+def read_examples(processor, samples, seed: int = 0) -> list[SFTExample]:
+    rng = random.Random(f"{seed}:read")
+    n_img = 1 if hasattr(processor, "chat_prompt") else 0
+    out = []
+    for im, q, facts in samples:
+        checks = read_checks(facts, rng)
+        prompt = chat(processor, read_prompt(q, [t for _, t in checks]), n_img)
+        out.append(SFTExample(prompt, read_target(checks, gold_values(facts)), [im] if n_img else []))
+    return out
+
+
 def pair_tokenizer_corpus(pairs: list[PreferencePair], cfg: DRSFTConfig, seed: int = 0) -> list[str]:
     """Every role prompt and target text of the warm-start SFT set built from these preference pairs (the tiny
     DeltaRubric tokenizer is trained on it)."""
@@ -71,4 +121,8 @@ def pair_tokenizer_corpus(pairs: list[PreferencePair], cfg: DRSFTConfig, seed: i
         for role, checks, target in role_texts(p, cfg, rng):
             texts.append(_ROLES[role].prompt(p, checks))
             texts.append(target)
+    rng = random.Random(seed)
+    for p in pairs[:64]:  # the read task's instruction and lines (its images are not pairs)
+        checks = read_checks(p.facts, rng)
+        texts += [read_prompt(p.question, [t for _, t in checks]), read_target(checks, gold_values(p.facts))]
     return texts

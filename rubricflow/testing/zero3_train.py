@@ -58,7 +58,7 @@ def deltarubric_sections(work: Path, name: str, steps: int) -> dict:
         "pairs": {"out_dir": str(work / "dr-pairs"), "tasks": ["counting"], "train": 12, "val": 4, "test": 6,
                   "balance_tol": 0.2},
         "sft": {"out_dir": str(work / "dr-sft"), "base_dir": str(work / "dr-base"), "steps": 6, "batch_size": 8,
-                "warmup_steps": 1, "hidden_size": None},
+                "warmup_steps": 1, "hidden_size": None, "perception_images": 4},
         "train": {"out_dir": str(work / name / "model"), "n_checklists": 2, "m_verdicts": 2, "k_no_rubric": 2,
                   "planner_max_tokens": 12, "verifier_max_tokens": 12, "probe_every": 1, "probe_pairs": 2,
                   "grpo": {"steps": steps, "prompts_per_step": 1, "lr": 1e-3, "scale_rewards": "batch",

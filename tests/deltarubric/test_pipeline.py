@@ -16,7 +16,7 @@ def _cfg(tmp_path, **dr_over) -> Config:
         "pairs": {"out_dir": str(tmp_path / "pairs"), "tasks": ["counting"], "train": 12, "val": 4, "test": 6,
                   "balance_tol": 0.2},
         "sft": {"out_dir": str(tmp_path / "sft"), "base_dir": str(tmp_path / "base"), "steps": 6, "batch_size": 8,
-                "warmup_steps": 1, "hidden_size": None},
+                "warmup_steps": 1, "hidden_size": None, "perception_images": 4},
         "train": {"out_dir": str(tmp_path / "policy"), "n_checklists": 2, "m_verdicts": 2, "k_no_rubric": 2,
                   "planner_max_tokens": 12, "verifier_max_tokens": 12, "probe_every": 1, "probe_pairs": 2,
                   "grpo": {"steps": 2, "prompts_per_step": 1, "lr": 1e-3, "scale_rewards": "batch"}},
@@ -37,7 +37,8 @@ def _cfg(tmp_path, **dr_over) -> Config:
 def test_config_section_defaults_and_algorithm_switch():
     dr = DeltaRubricConfig()
     t = dr.train
-    assert (t.n_checklists, t.m_verdicts, t.guidance_lambda, t.planner_reward) == (5, 5, 0.4, "relative")
+    assert (t.n_checklists, t.m_verdicts, t.guidance_lambda, t.planner_reward) == (5, 5, 0.4, "improvement")
+    assert (t.guidance, t.judge) == ("paired", "deltarubric")
     g = effective_grpo(t)
     assert (g.loss_agg, g.clip_high) == ("grpo", g.clip_low)
     g2 = effective_grpo(t.model_copy(update={"algorithm": "dapo"}))
@@ -90,7 +91,7 @@ def test_stages_end_to_end(tmp_path):
 
     logged = []
     m = sft_stage(cfg, track=False, log_fn=lambda s, x: logged.append(s))
-    assert logged == list(range(6)) and m["train_examples"] == 12 * 5
+    assert logged == list(range(6)) and m["pair_examples"] == 12 * 5 and m["train_examples"] == 12 * 5 + 4
     assert m["final_loss"] < m["first_loss"]
     assert (tmp_path / "sft" / "config.json").exists() and (tmp_path / "base" / "config.json").exists()
     assert json.loads((tmp_path / "base" / "config.json").read_text())["text_config"]["hidden_size"] == 32

@@ -11,7 +11,7 @@ import rubricflow.grpo.updater as updater_mod
 from models.generation import Completion
 from rubricflow.deltarubric.config import DRTrainConfig, effective_grpo
 from rubricflow.deltarubric.evaluate import load_items
-from rubricflow.deltarubric.prompts import NO_RUBRIC, PLANNER, VERIFIER
+from rubricflow.deltarubric.prompts import NO_RUBRIC, PLANNER, STATIC, VERIFIER
 from rubricflow.deltarubric.rollout import collect, score
 from rubricflow.deltarubric.synthetic import build_pairs
 from rubricflow.deltarubric.data import read_pairs
@@ -23,6 +23,7 @@ from rubricflow.grpo.updater import GRPOUpdater
 _PLAN_HEAD = PLANNER.split("\n")[0]
 _VER_HEAD = VERIFIER.split("\n")[0]
 _NR_HEAD = NO_RUBRIC.split("\n")[0]
+_ST_HEAD = STATIC.split("\n")[0]
 
 
 class ScriptedGen:
@@ -36,7 +37,8 @@ class ScriptedGen:
         self.calls = []
 
     def _role(self, prompt):
-        for head, role in ((_PLAN_HEAD, "planner"), (_VER_HEAD, "verifier"), (_NR_HEAD, "no_rubric")):
+        for head, role in ((_PLAN_HEAD, "planner"), (_VER_HEAD, "verifier"), (_NR_HEAD, "no_rubric"),
+                           (_ST_HEAD, "static")):
             if head in prompt:
                 return role
         raise AssertionError(f"unknown role in prompt {prompt!r}")
@@ -77,11 +79,19 @@ def setup(tmp_path_factory):
     return items, model, proc
 
 
+def executed(verdict: str, n_checks: int = 2) -> str:
+    """A verifier output that executes every check (one evidence line each), then the verdict."""
+    lines = [f"{i}. check {i}: 1 (A 1, B 2) -> {verdict}" for i in range(1, n_checks + 1)]
+    return "\n".join(lines + [f"verdict: {verdict}"])
+
+
 def _script(items):
     good = [f"verdict: {it.pair.preferred}" for it in items]
     bad = ["verdict: B" if it.pair.preferred == "A" else "verdict: A" for it in items]
+    vgood = [executed(it.pair.preferred) for it in items]
+    vbad = [executed("B" if it.pair.preferred == "A" else "A") for it in items]
     return {
-        # pair 0: 4 checklists, the 4th names a response (invalid); pair 1: all valid
+        # pair 0: 4 checklists, the 4th names a response (invalid); pair 1: all valid (2 checks each)
         "planner": [
             ["1. count the red shapes.\n2. check the final answer.", "- count the blue shapes\n- count the green shapes",
              "1. count the red shapes. 2. count the blue shapes.", "1. is Response A right?\n2. check the final answer."],
@@ -90,12 +100,13 @@ def _script(items):
         # no-rubric verdicts: pair 0 right 1 of 3 (one is a format failure), pair 1 right 3 of 3
         "no_rubric": [[good[0], bad[0], "I cannot tell"], [good[1]] * 3],
         # guided verdicts: pair 0 right 2 of 3; pair 1 right 1 of 3
-        "verifier": [[good[0], good[0], bad[0]], [good[1], bad[1], bad[1]]],
+        "verifier": [[vgood[0], vgood[0], vbad[0]], [vgood[1], vbad[1], vbad[1]]],
+        "static": [[good[0], bad[0]], [bad[1]]],
     }
 
 
 def _cfg(**kw):
-    base = dict(n_checklists=4, m_verdicts=3, k_no_rubric=3, guidance_lambda=0.4, planner_reward="relative")
+    base = dict(n_checklists=4, m_verdicts=3, k_no_rubric=3, guidance_lambda=0.4)
     base.update(kw)
     return DRTrainConfig(**base)
 
@@ -103,6 +114,7 @@ def _cfg(**kw):
 def test_rewards_and_episode_layout_hand_computed(setup):
     items, model, proc = setup
     cfg = _cfg()
+    assert (cfg.planner_reward, cfg.guidance, cfg.judge) == ("improvement", "paired", "deltarubric")
     gen = ScriptedGen(proc.tokenizer, _script(items), [it.pair.question for it in items])
     ro = collect(gen, proc, items, cfg)
     # generation calls: planner N=4 per pair, no-rubric K=3 per pair, verifier M=3 per *valid* checklist (3 + 4)
@@ -114,15 +126,16 @@ def test_rewards_and_episode_layout_hand_computed(setup):
     plan = [e for e in episodes if e.role == "planner"]
     ver = [e for e in episodes if e.role == "verifier"]
     assert len(plan) == 8 and len(ver) == 21
-    # pair 0: acc0 = 1/3; valid checklists have acc_c = 2/3 -> 1 + 2/3 - 1/3; the invalid one gets 0
+    # pair 0: acc0 = 1/3, valid checklists acc_c = 2/3: they improve -> 1 + 1; the invalid one gets 0
     p0 = [e.reward for e in plan if e.group == f"{items[0].pair.id}/plan"]
-    assert p0 == pytest.approx([4 / 3, 4 / 3, 4 / 3, 0.0])
-    # pair 1: acc0 = 1, acc_c = 1/3 -> 1 + 1/3 - 1 (the checklist hurts)
+    assert p0 == pytest.approx([2.0, 2.0, 2.0, 0.0])
+    # pair 1: acc0 = 1, acc_c = 1/3: the checklists hurt -> 1 - 1
     p1 = [e.reward for e in plan if e.group == f"{items[1].pair.id}/plan"]
-    assert p1 == pytest.approx([1 / 3] * 4)
-    # verifier rewards: right = 1 + 0.4 * (1 - acc0), wrong = 0
+    assert p1 == pytest.approx([0.0] * 4)
+    # verifier (paired): verdict m <-> no-rubric sample m. Pair 0's no-rubric correctness is [1, 0, 0]:
+    # verdict 0 right, paired right -> 1; verdict 1 right, paired wrong -> 1.4; verdict 2 wrong -> 0
     v0 = [e.reward for e in ver if e.group == f"{items[0].pair.id}/c0"]
-    assert v0 == pytest.approx([1 + 0.4 * (2 / 3), 1 + 0.4 * (2 / 3), 0.0])
+    assert v0 == pytest.approx([1.0, 1.4, 0.0])
     v1 = [e.reward for e in ver if e.group == f"{items[1].pair.id}/c2"]
     assert v1 == pytest.approx([1.0, 0.0, 0.0])
     assert not any(e.group == f"{items[0].pair.id}/c3" for e in ver)  # the invalid checklist is never executed
@@ -133,11 +146,65 @@ def test_rewards_and_episode_layout_hand_computed(setup):
     assert m["no_rubric/accuracy"] == pytest.approx((1 / 3 + 1) / 2)
     assert m["no_rubric/format_violation"] == pytest.approx(1 / 6)
     assert m["verifier/accuracy"] == pytest.approx((3 * 2 + 4 * 1) / 21)
+    assert m["verifier/bonus_rate"] == pytest.approx(3 / 21)  # pair 0's verdict 1 of each of its 3 checklists
     assert m["planner/gain_over_no_rubric"] == pytest.approx((3 * (2 / 3 - 1 / 3) + 4 * (1 / 3 - 1)) / 7)
-    # absolute ablation: 1 + acc_c for valid checklists, 0 for the invalid one
+    assert m["planner/improved"] == pytest.approx(3 / 7)
+    # the readings kept for the ablations: shift 1 + acc_c - acc0, absolute 1 + acc_c; pair_rate 1 + lambda (1 - acc0)
+    sh, _ = score(ro, _cfg(planner_reward="shift", guidance="pair_rate"), eos)
+    assert [e.reward for e in sh if e.role == "planner"] == pytest.approx([4 / 3] * 3 + [0.0] + [1 / 3] * 4)
+    assert [e.reward for e in sh if e.group == f"{items[0].pair.id}/c0"] == pytest.approx([1 + 0.4 * 2 / 3] * 2 + [0.0])
     episodes_abs, _ = score(ro, _cfg(planner_reward="absolute"), eos)
     pa = [e.reward for e in episodes_abs if e.role == "planner"]
     assert pa == pytest.approx([5 / 3, 5 / 3, 5 / 3, 0.0] + [4 / 3] * 4)
+
+
+def test_rewards_do_not_pay_for_skipped_work(setup):
+    """Adversarial outputs: an empty checklist, an off-topic one that changes nothing, a verifier that gives a right
+    verdict without executing the checks (or only some of them)."""
+    items, model, proc = setup
+    eos = proc.tokenizer.convert_tokens_to_ids("<|im_end|>")
+    it = items[:1]
+    right = it[0].pair.preferred
+    script = {
+        "planner": [["", "1. count the red shapes.\n2. count the blue shapes.", "1. check the final answer.\n2. x."]],
+        "no_rubric": [[f"verdict: {right}"] * 3],  # an easy pair: the judge is right without a checklist
+        # checklist 1 (on topic): right verdicts, but the first is bare and the second skips a check;
+        # checklist 2 (off topic): right verdicts executed in full
+        "verifier": [[f"verdict: {right}", executed(right, 1), executed(right)]],
+    }
+    cfg = _cfg(n_checklists=3, m_verdicts=3, k_no_rubric=3)
+    gen = ScriptedGen(proc.tokenizer, script, [it[0].pair.question])
+    episodes, m = score(collect(gen, proc, it, cfg), cfg, eos)
+    plan = [e.reward for e in episodes if e.role == "planner"]
+    ver = [e.reward for e in episodes if e.role == "verifier" and e.group.endswith("/c1")]
+    assert plan[0] == 0.0  # the empty checklist is malformed
+    assert ver == [0.0, 0.0, 1.0]  # a bare verdict and a partly executed one are format failures
+    assert m["verifier/format_violation"] == pytest.approx(4 / 6)
+    # both valid checklists lead to acc_c 1/3 vs acc0 1 -> they hurt; relative pays an off-topic checklist on an
+    # easy pair nothing above a malformed one, absolute pays it 1 + 1/3
+    assert plan[1:] == [0.0, 0.0]
+    abs_plan = [e.reward for e in score(collect(gen, proc, it, _cfg(planner_reward="absolute", n_checklists=3)),
+                                        _cfg(planner_reward="absolute", n_checklists=3), eos)[0] if e.role == "planner"]
+    assert abs_plan == pytest.approx([0.0, 4 / 3, 4 / 3])
+
+
+@pytest.mark.parametrize("judge", ["no_rubric", "static"])
+def test_single_step_judge_runs_train_that_mode_alone(setup, judge):
+    """The paper's trained baselines: N*M verdicts per pair of one judge mode, reward = correctness, one group per
+    pair, no planner or verifier episodes."""
+    items, model, proc = setup
+    cfg = _cfg(judge=judge, n_checklists=2, m_verdicts=2)
+    gen = ScriptedGen(proc.tokenizer, _script(items), [it.pair.question for it in items])
+    episodes, m = score(collect(gen, proc, items, cfg), cfg, proc.tokenizer.convert_tokens_to_ids("<|im_end|>"))
+    assert gen.calls == [(judge, 4, cfg.verifier_max_tokens)] * 2
+    assert {e.role for e in episodes} == {judge} and len(episodes) == 8
+    r0 = [e.reward for e in episodes if e.group == f"{items[0].pair.id}/{judge}"]
+    if judge == "no_rubric":  # the script's no-rubric texts cycle [right, wrong, no verdict]
+        assert r0 == [1.0, 0.0, 0.0, 1.0]
+        assert m["no_rubric/format_violation"] == pytest.approx(1 / 8)
+    else:
+        assert r0 == [1.0, 0.0, 1.0, 0.0]
+    assert m[f"{judge}/accuracy"] == pytest.approx(sum(e.reward for e in episodes) / 8)
 
 
 def _advantages_seen_by_updater(model, proc, episodes, monkeypatch, scale="batch"):

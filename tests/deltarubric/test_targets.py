@@ -29,7 +29,7 @@ def test_reference_checks_target_the_disagreement():
     assert text == "1. count the red shapes.\n2. check the final answer."
     assert parse_checklist(text) == ["count the red shapes.", "check the final answer."]
     assert verifier_target(p, checks) == (
-        "1. count the red shapes: 2 (A 2, B 3) -> A\n2. check the final answer: 2 (A 2, B 3) -> A\nverdict: A"
+        "1. red = 2 (A 2, B 3) -> A\n2. answer = 2 (A 2, B 3) -> A\nverdict: A"
     )
 
 
@@ -39,7 +39,7 @@ def test_colour_error_and_static_target():
     checks = reference_checks(p)
     assert [c.key for c in checks] == ["green", "blue"]
     assert verifier_target(p, checks) == (
-        "1. count the green shapes: 1 (A 1, B 0) -> A\n2. count the blue shapes: 0 (A 0, B 1) -> A\nverdict: A"
+        "1. green = 1 (A 1, B 0) -> A\n2. blue = 0 (A 0, B 1) -> A\nverdict: A"
     )
     assert static_target(p) == (
         "1. relevance -> both\n2. consistency -> A\n3. visual -> A\n4. reasoning -> both\n5. clarity -> both\nverdict: A"

@@ -1,0 +1,135 @@
+"""DeltaRubric's study adapter: per-unit configs, the shared outputs it needs, a report with the planner probe curve
+from injected unit functions, and one tiny real unit (slow)."""
+
+import json
+
+import pytest
+
+from rubricflow.config import ConfigError, config_from_dict
+from rubricflow.study import SharedOutputsMissing, Unit, plan, require_shared, run_study, unit_config
+from tests.deltarubric.test_pipeline import _cfg as _pipeline_cfg
+
+
+def _cfg(tmp_path, study=None):
+    return config_from_dict({
+        "reports_dir": str(tmp_path / "reports"),
+        "deltarubric": {"pairs": {"out_dir": str(tmp_path / "pairs")}, "sft": {"out_dir": str(tmp_path / "sft")}},
+        "study": {"deltarubric": {"seeds": [11, 22, 33, 44, 55], "out_dir": str(tmp_path / "studies" / "dr"),
+                                  "report_dir": str(tmp_path / "reports" / "studies"), **(study or {})}},
+    })
+
+
+def _make_shared(tmp_path):
+    for d in ("pairs", "sft"):
+        (tmp_path / d).mkdir(parents=True, exist_ok=True)
+    (tmp_path / "pairs" / "manifest.json").write_text("{}")
+    (tmp_path / "sft" / "config.json").write_text("{}")
+
+
+def test_default_spec_variants_and_claims():
+    spec = config_from_dict({}).study.deltarubric
+    assert spec.method == "deltarubric" and spec.seeds == [101, 202, 303, 404, 505] and spec.untrained == ["sft"]
+    assert {"sft", "deltarubric", "no-rubric", "static", "absolute", "lambda0", "lambda0.2", "lambda0.6"} <= set(spec.variants)
+    assert spec.variants["no-rubric"] == {"deltarubric.train.judge": "no_rubric"}
+    assert spec.variants["absolute"] == {"deltarubric.train.planner_reward": "absolute"}
+    assert {(c.a, c.b, c.metric, c.direction) for c in spec.claims} >= {
+        ("deltarubric", "no-rubric", "accuracy", "higher"), ("deltarubric", "static", "accuracy", "higher"),
+        ("deltarubric", "absolute", "accuracy", "higher"), ("deltarubric", "lambda0", "accuracy", "higher")}
+
+
+def test_unit_configs(tmp_path):
+    cfg = _cfg(tmp_path)
+    spec = cfg.study.deltarubric
+    u = unit_config(cfg, "deltarubric", spec, Unit("lambda0.2", 22))
+    tr = u.deltarubric.train
+    assert u.seed == 22 and tr.grpo.seed == 22 and tr.guidance_lambda == 0.2
+    assert tr.out_dir == str(tmp_path / "studies" / "dr" / "lambda0.2" / "seed22" / "model")
+    assert u.deltarubric.eval.split == "test" and u.deltarubric.eval.out_dir.endswith("lambda0.2/seed22/eval")
+    sft = unit_config(cfg, "deltarubric", spec, Unit("sft", 11))
+    assert sft.deltarubric.train.out_dir == str(tmp_path / "sft")  # an untrained unit evaluates the warm start
+    bad = _cfg(tmp_path, {"variants": {"x": {"deltarubric.train.grpo.seed": 3}}, "claims": [], "untrained": []})
+    with pytest.raises(ConfigError, match="set by the study per unit"):
+        unit_config(bad, "deltarubric", bad.study.deltarubric, Unit("x", 11))
+
+
+def test_require_shared_names_the_pairs_and_the_warm_start(tmp_path):
+    cfg = _cfg(tmp_path)
+    units = plan(cfg.study.deltarubric)
+    with pytest.raises(SharedOutputsMissing) as e:
+        require_shared(cfg, "deltarubric", cfg.study.deltarubric, units)
+    msg = str(e.value)
+    assert "pairs/manifest.json (stage `deltarubric_pairs`)" in msg and "sft/config.json (stage `deltarubric_sft`)" in msg
+    assert "dvc repro deltarubric_sft" in msg
+    _make_shared(tmp_path)
+    require_shared(cfg, "deltarubric", cfg.study.deltarubric, units)
+
+
+# accuracy per variant, +-0.01 per seed; the probe climbs 0.2 -> 0.4 for DeltaRubric runs
+BASE = {"sft": 0.5, "deltarubric": 0.7, "no-rubric": 0.6, "static": 0.72, "absolute": 0.7, "shift": 0.7,
+        "lambda0": 0.65, "lambda0.2": 0.68, "lambda0.6": 0.69}
+WOBBLE = {11: 0.01, 22: -0.01, 33: 0.0, 44: 0.005, 55: -0.005}
+
+
+class FakeUnit:
+    def __init__(self):
+        self.calls = []
+
+    def __call__(self, ucfg, unit, udir, run, secret_resolver):
+        self.calls.append(unit.key)
+        trained = unit.variant != "sft"
+        curve = [[0, 0.2], [10, 0.3], [20, 0.4 + WOBBLE[unit.seed]]] if trained and unit.variant not in (
+            "no-rubric", "static") else []
+        return {"metrics": {"accuracy": BASE[unit.variant] + (WOBBLE[unit.seed] if trained else 0.0),
+                            "format_violation": 0.0, "probe_end": curve[-1][1] if curve else None},
+                "eval_samples": 96, "probe_curve": curve}
+
+
+def test_a_study_reports_claims_and_the_probe_curve(tmp_path):
+    cfg = _cfg(tmp_path, {"metrics": ["accuracy", "format_violation", "probe_end"]})
+    _make_shared(tmp_path)
+    out = run_study(cfg, "deltarubric", variants=["sft", "deltarubric", "no-rubric", "static", "absolute", "lambda0"],
+                    unit_fn=FakeUnit())
+    assert out["units"] == 30 and out["ran"] == 30
+    claims = out["claims"]
+    assert claims["deltarubric vs no-rubric (accuracy)"] == "shown"  # +0.1 on every seed
+    assert claims["deltarubric vs static (accuracy)"] == "reversed"  # -0.02 on every seed
+    assert claims["deltarubric vs absolute (accuracy)"] == "not shown"  # equal on every seed
+    assert claims["deltarubric vs sft (accuracy)"] == "shown"
+    md = (tmp_path / "reports" / "studies" / "deltarubric.md").read_text()
+    assert "Planner probe accuracy over training" in md
+    row = next(line for line in md.splitlines() if line.startswith("| deltarubric | 0.200"))
+    # step 20: mean 0.4 over the wobble (0.01, -0.01, 0, 0.005, -0.005): sd 0.0079, half 2.776 * 0.0079 / 2.236
+    assert row.split("|")[3].strip() == "0.300 ± 0.000" and row.split("|")[4].strip() == "0.400 ± 0.010"
+    assert not any(line.startswith("| no-rubric | 0.") for line in md.splitlines())  # no planner, no curve
+    rep = json.loads((tmp_path / "reports" / "studies" / "deltarubric.json").read_text())
+    assert rep["extras"]["deltarubric"]["20"]["mean"] == pytest.approx(0.4)
+    assert (tmp_path / "reports" / "studies" / "deltarubric-probe.png").stat().st_size > 1000
+    assert out["reports"]["probe_png"].endswith("deltarubric-probe.png")
+
+
+@pytest.mark.slow
+def test_one_real_unit_trains_and_evaluates_every_mode(tmp_path):
+    """The tiny pipeline's pairs and warm start, then one trained unit and the untrained one through the harness."""
+    from rubricflow.deltarubric.stages import pairs_stage, sft_stage
+
+    base = _pipeline_cfg(tmp_path)
+    pairs_stage(base, track=False)
+    sft_stage(base, track=False)
+    raw = base.model_dump(mode="json")
+    raw["study"]["deltarubric"].update({"seeds": [7], "out_dir": str(tmp_path / "studies"),
+                                        "report_dir": str(tmp_path / "reports" / "studies")})
+    cfg = config_from_dict(raw)
+    out = run_study(cfg, "deltarubric", variants=["sft", "deltarubric"])
+    assert out["ran"] == 2
+    res = json.loads((tmp_path / "studies" / "deltarubric" / "seed7" / "result.json").read_text())
+    m = res["metrics"]
+    assert res["own_mode"] == "deltarubric" and res["eval_samples"] == 4
+    assert {"acc_no_rubric", "acc_static", "acc_deltarubric", "acc_oracle"} <= set(m)
+    assert m["accuracy"] == m["acc_deltarubric"] and 0.0 <= m["accuracy"] <= 1.0
+    assert [s for s, _ in res["probe_curve"]] == [0, 1, 2]  # probe_every 1 over 2 steps, and the final probe
+    assert m["probe_end"] == res["probe_curve"][-1][1]
+    assert (tmp_path / "studies" / "deltarubric" / "seed7" / "model" / "config.json").exists()
+    sft = json.loads((tmp_path / "studies" / "sft" / "seed7" / "result.json").read_text())
+    assert sft["probe_curve"] == [] and sft["metrics"]["probe_end"] is None
+    # a second run reuses both units (same inputs)
+    assert run_study(cfg, "deltarubric", variants=["sft", "deltarubric"])["ran"] == 0
