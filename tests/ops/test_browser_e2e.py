@@ -113,9 +113,10 @@ def test_deployment_run_visible_in_prefect_and_mlflow_uis(tmp_path):
                 viewport={"width": 1400, "height": 1000},
             )
             page = ctx.new_page()
+            # the UIs poll their APIs, so "networkidle" may never come: wait for content instead
             page.set_default_timeout(90_000)
 
-            page.goto(f"{ui}/runs/flow-run/{fr['id']}", wait_until="networkidle")
+            page.goto(f"{ui}/runs/flow-run/{fr['id']}", wait_until="domcontentloaded")
             page.get_by_text(fr["name"]).first.wait_for()
             page.get_by_text("Completed").first.wait_for()
             shots["prefect flow run"] = SHOTS / "prefect-flow-run.png"
@@ -126,21 +127,21 @@ def test_deployment_run_visible_in_prefect_and_mlflow_uis(tmp_path):
             shots["prefect artifacts tab"] = SHOTS / "prefect-flow-run-artifacts.png"
             page.screenshot(path=shots["prefect artifacts tab"], full_page=True)
 
-            page.goto(f"{ui}/artifacts/artifact/{by_key['rucl-report']['id']}", wait_until="networkidle")
+            page.goto(f"{ui}/artifacts/artifact/{by_key['rucl-report']['id']}", wait_until="domcontentloaded")
             page.get_by_role("heading", name="rucl run report").wait_for()
             body = page.inner_text("body")
             assert all(s in body for s in ("data", "validate", "base_model", "sft")) and parent["info"]["run_id"] in body
             shots["prefect report artifact"] = SHOTS / "prefect-report-artifact.png"
             page.screenshot(path=shots["prefect report artifact"], full_page=True)
 
-            page.goto(f"{ui}/artifacts/artifact/{by_key['rucl-sft-loss-plot']['id']}", wait_until="networkidle")
+            page.goto(f"{ui}/artifacts/artifact/{by_key['rucl-sft-loss-plot']['id']}", wait_until="domcontentloaded")
             img = page.locator("img[src^='data:image/png']").first
             img.wait_for()
             assert img.evaluate("e => e.naturalWidth") > 100  # the PNG decoded
             shots["prefect plot artifact"] = SHOTS / "prefect-plot-artifact.png"
             page.screenshot(path=shots["prefect plot artifact"], full_page=True)
 
-            page.goto(f"{mlflow_ui}/#/experiments/{exp['experiment_id']}/runs", wait_until="networkidle")
+            page.goto(f"{mlflow_ui}/#/experiments/{exp['experiment_id']}/runs", wait_until="domcontentloaded")
             page.get_by_text(parent_name).first.wait_for()
             assistant = page.get_by_role("button", name="Close")  # MLflow 3's assistant side panel, if shown
             if assistant.count():
