@@ -84,7 +84,11 @@ class StudyMethod:
     * ``run_unit``: trains the unit (unless its variant is in ``spec.untrained``) and evaluates it on the unit
       config's split, returning ``{"metrics": {...}, "eval_samples": n, ...}``;
     * ``sections``: the config sections logged with each unit's MLflow run; ``shared_hint``: how to make the shared
-      outputs.
+      outputs;
+    * ``report_extra`` (optional): ``(name, spec, results, out_dir, stem) -> {"markdown": str, "json": dict}``, what
+      the method adds to the report from its unit results (tables and plots of quantities that are not one scalar
+      per unit, e.g. a curve with its band over seeds); its files are written under ``out_dir`` named after
+      ``stem``.
     """
 
     name: str
@@ -96,10 +100,11 @@ class StudyMethod:
     code: tuple[str, ...]
     sections: tuple[str, ...]
     shared_hint: str
+    report_extra: Callable[[str, StudySpec, Sequence[Mapping], Path, str], dict[str, Any]] | None = None
 
 
 # study.<name>.method -> "module:attribute" of its StudyMethod (imported when a study of it runs)
-METHODS: dict[str, str] = {"rucl": "rubricflow.study:RUCL"}
+METHODS: dict[str, str] = {"rucl": "rubricflow.study:RUCL", "roro": "rubricflow.roro.study:METHOD"}
 
 
 def study_method(spec: StudySpec) -> StudyMethod:
@@ -490,9 +495,15 @@ def write_report(name: str, spec: StudySpec, results: Sequence[Mapping], info: M
     if not stem or "/" in stem or stem.startswith("."):
         raise ConfigError(f"study report name {stem!r}: expected a plain file name")
     paths = {"md": out / f"{stem}.md", "json": out / f"{stem}.json", "png": out / f"{stem}.png"}
-    atomic_write_text(paths["md"], render_markdown(name, agg, info, chosen))
+    method = study_method(spec)
+    extra = method.report_extra(name, spec, results, out, stem) if method.report_extra is not None else {}
+    md = render_markdown(name, agg, info, chosen)
+    if extra.get("markdown"):
+        md = md.rstrip("\n") + "\n\n" + extra["markdown"].rstrip("\n") + "\n"
+    atomic_write_text(paths["md"], md)
     units = [{k: r.get(k) for k in ("variant", "seed", "metrics", "duration_s")} for r in results]
-    write_json(paths["json"], _json_safe({"study": name, **info, **agg, "selection": chosen, "units": units}))
+    write_json(paths["json"], _json_safe({"study": name, **info, **agg, "selection": chosen, "units": units,
+                                          **({"extra": extra["json"]} if extra.get("json") else {})}))
     plot_study(name, agg, paths["png"])
     return paths
 

@@ -63,7 +63,7 @@ class Selection(Section):
 
 
 class StudySpec(Section):
-    method: Literal["rucl"] = Field(
+    method: Literal["rucl", "roro"] = Field(
         "rucl",
         description="The method whose units the study trains and evaluates (its adapter in rubricflow.study.METHODS).",
     )
@@ -176,7 +176,44 @@ def _rucl_tune_spec() -> StudySpec:
     )
 
 
+# RoRo: each variant names one routing method (rubricflow.roro.study); the curve of each unit is reduced to its AUC and
+# the accuracy at matched costs; a `roro` unit also measures its kept Judge on the evaluation split's route pairs.
+RORO_METRICS = ["auc", "acc_at_cost_25", "acc_at_cost_50", "acc_at_cost_75", "judge_test_acc",
+                "judge_test_process_acc"]
+
+
+def _roro_spec() -> StudySpec:
+    variants = {
+        "roro": {"roro.router.methods": ["roro"], "roro.eval.baselines": []},
+        "outcome-only": {"roro.router.methods": ["outcome-only"], "roro.eval.baselines": []},
+        "threshold": {"roro.router.methods": [], "roro.eval.baselines": ["threshold"]},
+        "random": {"roro.router.methods": [], "roro.eval.baselines": ["random"]},
+    }
+    claims = [
+        Claim(a="roro", b="outcome-only", metric="auc", direction="higher"),
+        Claim(a="roro", b="outcome-only", metric="acc_at_cost_50", direction="higher"),
+        Claim(a="roro", b="threshold", metric="auc", direction="higher"),
+        Claim(a="roro", b="random", metric="auc", direction="higher"),
+        Claim(a="outcome-only", b="threshold", metric="auc", direction="higher"),
+    ]
+    return StudySpec(method="roro", variants=variants, untrained=["threshold", "random"], metrics=list(RORO_METRICS),
+                     claims=claims, out_dir="artifacts/studies/roro")
+
+
 class StudyConfig(Section):
+    @model_validator(mode="before")
+    @classmethod
+    def _own_defaults(cls, data):
+        """A partial study (``study.roro: {seeds: [...]}``) is merged onto that study's own defaults, not the class
+        defaults of StudySpec (which are RuCL's): a key given replaces the default's value whole."""
+        if not isinstance(data, dict):
+            return data
+        out = dict(data)
+        for key, field in cls.model_fields.items():
+            if isinstance(out.get(key), dict) and field.default_factory is not None:
+                out[key] = {**field.default_factory().model_dump(), **out[key]}
+        return out
+
     rucl: StudySpec = Field(
         default_factory=StudySpec,
         description="The RuCL study: SFT start, outcome-only, uniform rubrics, sigmoid and linear curriculum, and "
@@ -188,4 +225,11 @@ class StudyConfig(Section):
         "each setting trained with outcome-only and RuCL rewards on seeds 11, 22, 33 (not the study's seeds), "
         "scored by mean val accuracy "
         "(`rubricflow study rucl_tune`; the winner is `selected` in reports/studies/rucl_tune.md).",
+    )
+    roro: StudySpec = Field(
+        default_factory=_roro_spec,
+        description="The RoRo study: RoRo (process + outcome - cost) vs outcome-only routers over the cost-weight "
+        "sweep, the uncertainty threshold and the random router; per unit the area under the accuracy-vs-cost hull "
+        "and the accuracy at matched costs on test; per `roro` unit the Judge's per-phase val accuracy and its "
+        "kept phase on test pairs (`rubricflow study roro`).",
     )
