@@ -106,11 +106,14 @@ def chat(tokenizer, content: str) -> str:
 
 
 def random_rubric(rng: random.Random, n_steps: int) -> list[dict]:
-    """Every family, random weights (0.0-0.9, not all 0) and random parameters: uninformative by construction.
-    Each criterion keeps its parameters under ``params`` (not rendered)."""
-    weights = [0.0] * len(FAMILIES)
-    while not any(weights):
-        weights = [rng.randint(0, 9) / 10 for _ in FAMILIES]
+    """Every family, random weights (0.1-0.9) and random parameters: uninformative by construction. Each criterion
+    keeps its parameters under ``params`` (not rendered).
+
+    No warm-start weight is 0: the Rubricor's greedy rubric takes the most likely digit of each weight, and with 0.0
+    among ten equally frequent targets a warm-started Rubricor wrote 0.0 for every family of every problem (a rubric
+    with no weight fails to parse: every score missing). A rubric learns to drop a family by weight 0 from kept
+    candidates later."""
+    weights = [rng.randint(1, 9) / 10 for _ in FAMILIES]
     params = {"k": rng.randint(1, max(1, n_steps)), "d": rng.randint(1, 8), "m": rng.randint(0, 2)}
     return [{"criterion": name, "score_guidance": guide.format(**params), "weight": w, "params": dict(params)}
             for (name, guide), w in zip(FAMILIES, weights)]

@@ -109,8 +109,8 @@ def run_roro_unit(ucfg: Any, unit: Unit, udir: Path, run: Any, secret_resolver=N
     with roro_threads(rc):
         if kind == "roro":
             rj = P.run_rubricor_judge(rc)
-            out["judge_rounds"] = [{k: r[k] for k in ("round", "phase", "selected", *PHASE_METRICS) if k in r}
-                                   for r in rj["rounds"]]
+            keep = ("round", "phase", "selected", *PHASE_METRICS, "val_judge_failed_frac", "val_rubric_failed_frac")
+            out["judge_rounds"] = [{k: r[k] for k in keep if k in r} for r in rj["rounds"]]
         if kind in ("roro", "outcome-only"):
             tr = P.run_router(rc)
             out["routers"] = [{k: r[k] for k in ("tag", "cost_weight", "final_train_accuracy", "final_train_cost_frac",
@@ -187,6 +187,15 @@ def judge_tables(results: Sequence[Mapping]) -> tuple[list[str], dict]:
             row_data[m] = {**t_interval(vals), "values": vals}
         data["phases"][ph] = {"kept": kept, **row_data}
         lines.append(f"| {ph} | {kept} | " + " | ".join(cells) + " |")
+    failed = []
+    for i, ph in enumerate(names):
+        fr = [max(r["judge_rounds"][i].get("val_judge_failed_frac") or 0.0,
+                  r["judge_rounds"][i].get("val_rubric_failed_frac") or 0.0) for r in units]
+        if any(fr):
+            failed.append(f"{ph}: " + ", ".join(f"{x:.2f}" for x in fr))
+    if failed:  # a missing score counts as a misordered pair: say where they came from
+        lines += ["", "Fraction of val problems or trajectories without a score (rubric or judgment failed; counted as "
+                  "misordered), per seed: " + "; ".join(failed)]
     tested = [r for r in units if r.get("judge_test")]
     if tested:
         counts = tested[0].get("judge_test_pair_counts") or {}

@@ -207,3 +207,12 @@ def test_pair_accuracy_per_category_by_hand():
     assert (acc["acc_outcome"], acc["acc_cost"], acc["acc_process_right"], acc["acc_process_wrong"]) == (
         1.0, 0.5, 0.5, 0.0)
     assert acc["acc_process"] == pytest.approx(0.25) and acc["n_process"] == 2.0
+
+
+def test_warm_start_rubrics_never_weigh_a_family_zero():
+    # a greedy Rubricor takes each weight's most likely digit; a 0.0 among the warm targets made one write 0.0 for
+    # every family (a rubric that fails to parse)
+    rng = random.Random(3)
+    weights = [c["weight"] for _ in range(500) for c in random_rubric(rng, 4)]
+    assert min(weights) == 0.1 and max(weights) == 0.9
+    assert parse_rubric(render_rubric_json([{**c, "weight": 0.0} for c in random_rubric(rng, 4)])).status == "failed"
