@@ -125,3 +125,19 @@ def test_study_report_has_claims_the_judge_table_and_the_curve_bands(tmp_path):
     assert band["mean"][0] == pytest.approx(0.3) and band["mean"][-1] == pytest.approx(1.0)  # the ends
     assert band["mean"][25] == pytest.approx(0.8) and band["low"][25] < 0.8 < band["high"][25]  # cost 0.5
     assert (tmp_path / "reports" / "studies" / "roro-curves.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_studies_dvc_yaml_runs_the_roro_study_on_the_pipelines_outputs():
+    from pathlib import Path
+
+    import yaml
+
+    root = Path(__file__).resolve().parents[2]
+    st = yaml.safe_load((root / "studies" / "dvc.yaml").read_text())["stages"]["roro_study"]
+    assert st["cmd"] == "rubricflow study roro" and st["wdir"] == ".."
+    for dep in ("artifacts/roro/models", "data/roro/trajectories.parquet", "data/roro/pairs.parquet",
+                "data/roro/step_cache.jsonl", "reports/params/roro.json", "rubricflow/roro", "rubricflow/study.py"):
+        assert dep in st["deps"], dep
+    outs = {k: v for o in st["outs"] for k, v in o.items()}
+    assert outs["artifacts/studies/roro"]["persist"] is True
+    assert "roro_study" not in yaml.safe_load((root / "dvc.yaml").read_text())["stages"]
