@@ -1,7 +1,7 @@
 """RoRo commands of the ``rubricflow`` CLI that print more than their metrics (the other RoRo stages get the
 generated command, ``rubricflow roro-models`` ... ``rubricflow roro-router``):
 
-* ``rubricflow roro-rubricor-judge``  Rubricor-Judge alternation; prints held-out pairwise accuracy per phase
+* ``rubricflow roro-rubricor-judge``  Rubricor-Judge alternation; prints val pairwise accuracy per phase
 * ``rubricflow roro-eval``            accuracy vs LRM cost on held-out problems: prints the table, writes the curve
                                       (``--from-file`` prints the last saved table); alias ``route-eval``
 """
@@ -15,13 +15,16 @@ import typer
 
 
 def roro_rubricor_judge():
-    """Alternate Judge and Rubricor rejection-sampling fine-tuning; print held-out pairwise accuracy."""
+    """Alternate Judge and Rubricor rejection-sampling fine-tuning; print val pairwise accuracy per phase."""
     from flows.cli import run_stage
     from rubricflow.pipelines import stage
 
     m = run_stage(stage("roro_rubricor_judge"))
     for r in m.get("rounds", []):
-        typer.echo(f"round {r['round']} {r['phase']:>8}: held-out pairwise accuracy {r['heldout_pairwise_acc']:.3f}")
+        cats = ", ".join(f"{k[len('val_acc_'):]} {r[k]:.3f}" for k in sorted(r)
+                         if k.startswith("val_acc_") and k != "val_acc_process")
+        typer.echo(f"round {r['round']} {r['phase']:>8}: val pairwise accuracy {r['val_pairwise_acc']:.3f} ({cats})"
+                   f"{'  <- kept' if r.get('selected') else ''}")
 
 
 def roro_eval(
@@ -46,11 +49,19 @@ def roro_eval(
         rows, matched = m["rows"], m["matched"]
     typer.echo(format_table(rows))
     for mt in matched:
+        others = ", ".join(f"{m} {mt[f'{m}_accuracy_at_cost']:.3f}" for m in ("outcome-only", "threshold")
+                           if f"{m}_accuracy_at_cost" in mt)
         typer.echo(
             f"cost weight {mt['cost_weight']:g}: RoRo {mt['roro_accuracy']:.3f} at LRM cost "
-            f"{mt['roro_lrm_cost_frac']:.3f}; at that cost outcome-only {mt['outcome-only_accuracy_at_cost']:.3f}, "
-            f"threshold {mt['threshold_accuracy_at_cost']:.3f}, random {mt['random_matched_accuracy']:.3f}"
+            f"{mt['roro_lrm_cost_frac']:.3f}; at that cost {others}, random {mt['random_matched_accuracy']:.3f}"
         )
+    if not from_file:
+        typer.echo("area under the accuracy-vs-cost hull: " + ", ".join(f"{k} {v:.3f}" for k, v in m["auc"].items()))
+        jt = m.get("judge_test") or {}
+        if jt:
+            cats = ", ".join(f"{k[len('acc_'):]} {jt[k]:.3f} (n={jt['n_' + k[len('acc_'):]]:.0f})" for k in sorted(jt)
+                             if k.startswith("acc_"))
+            typer.echo(f"kept Judge on test pairs: pairwise accuracy {jt['pairwise_acc']:.3f} ({cats})")
 
 
 # stage name -> its command (flows/cli.py registers it under the stage's CLI name and aliases)

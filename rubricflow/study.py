@@ -103,7 +103,8 @@ class StudyMethod:
 
 
 # study.<name>.method -> "module:attribute" of its StudyMethod (imported when a study of it runs)
-METHODS: dict[str, str] = {"rucl": "rubricflow.study:RUCL", "deltarubric": "rubricflow.deltarubric.study:METHOD"}
+METHODS: dict[str, str] = {"rucl": "rubricflow.study:RUCL", "deltarubric": "rubricflow.deltarubric.study:METHOD",
+                           "roro": "rubricflow.roro.study:METHOD"}
 
 
 def study_method(spec: StudySpec) -> StudyMethod:

@@ -63,7 +63,7 @@ class Selection(Section):
 
 
 class StudySpec(Section):
-    method: Literal["rucl", "deltarubric"] = Field(
+    method: Literal["rucl", "deltarubric", "roro"] = Field(
         "rucl",
         description="The method whose units the study trains and evaluates (its adapter in rubricflow.study.METHODS).",
     )
@@ -212,7 +212,7 @@ class DeltaRubricStudySpec(StudySpec):
     """``StudySpec`` with DeltaRubric's defaults. A subclass (not a default instance), so a partial
     ``study.deltarubric`` (``--set study.deltarubric.seeds=[1,2]``) keeps these defaults instead of RuCL's."""
 
-    method: Literal["rucl", "deltarubric"] = Field("deltarubric", description="The method: DeltaRubric.")
+    method: Literal["rucl", "deltarubric", "roro"] = Field("deltarubric", description="The method: DeltaRubric.")
     variants: dict[str, dict[str, Any]] = Field(
         default_factory=_deltarubric_variants,
         description="Variant name -> dotted overrides: the warm start, DeltaRubric, the trained no-rubric and static "
@@ -230,7 +230,44 @@ class DeltaRubricStudySpec(StudySpec):
     out_dir: str = Field("artifacts/studies/deltarubric", description="Per-unit outputs: <out_dir>/<variant>/seed<k>/.")
 
 
+# RoRo: each variant names one routing method (rubricflow.roro.study); the curve of each unit is reduced to its AUC and
+# the accuracy at matched costs; a `roro` unit also measures its kept Judge on the evaluation split's route pairs.
+RORO_METRICS = ["auc", "acc_at_cost_25", "acc_at_cost_50", "acc_at_cost_75", "judge_test_acc",
+                "judge_test_process_acc"]
+
+
+def _roro_spec() -> StudySpec:
+    variants = {
+        "roro": {"roro.router.methods": ["roro"], "roro.eval.baselines": []},
+        "outcome-only": {"roro.router.methods": ["outcome-only"], "roro.eval.baselines": []},
+        "threshold": {"roro.router.methods": [], "roro.eval.baselines": ["threshold"]},
+        "random": {"roro.router.methods": [], "roro.eval.baselines": ["random"]},
+    }
+    claims = [
+        Claim(a="roro", b="outcome-only", metric="auc", direction="higher"),
+        Claim(a="roro", b="outcome-only", metric="acc_at_cost_50", direction="higher"),
+        Claim(a="roro", b="threshold", metric="auc", direction="higher"),
+        Claim(a="roro", b="random", metric="auc", direction="higher"),
+        Claim(a="outcome-only", b="threshold", metric="auc", direction="higher"),
+    ]
+    return StudySpec(method="roro", variants=variants, untrained=["threshold", "random"], metrics=list(RORO_METRICS),
+                     claims=claims, out_dir="artifacts/studies/roro")
+
+
 class StudyConfig(Section):
+    @model_validator(mode="before")
+    @classmethod
+    def _own_defaults(cls, data):
+        """A partial study (``study.roro: {seeds: [...]}``) is merged onto that study's own defaults, not the class
+        defaults of StudySpec (which are RuCL's): a key given replaces the default's value whole."""
+        if not isinstance(data, dict):
+            return data
+        out = dict(data)
+        for key, field in cls.model_fields.items():
+            if isinstance(out.get(key), dict) and field.default_factory is not None:
+                out[key] = {**field.default_factory().model_dump(), **out[key]}
+        return out
+
     rucl: StudySpec = Field(
         default_factory=StudySpec,
         description="The RuCL study: SFT start, outcome-only, uniform rubrics, sigmoid and linear curriculum, and "
@@ -248,4 +285,11 @@ class StudyConfig(Section):
         description="The DeltaRubric study: the warm start (before RL), DeltaRubric, the trained no-rubric and static "
         "judges, the absolute (and shift) planner reward and lambda 0 / 0.2 / 0.6, each trained from the shared "
         "warm start once per seed and evaluated on the held-out pairs in every judge mode.",
+    )
+    roro: StudySpec = Field(
+        default_factory=_roro_spec,
+        description="The RoRo study: RoRo (process + outcome - cost) vs outcome-only routers over the cost-weight "
+        "sweep, the uncertainty threshold and the random router; per unit the area under the accuracy-vs-cost hull "
+        "and the accuracy at matched costs on test; per `roro` unit the Judge's per-phase val accuracy and its "
+        "kept phase on test pairs (`rubricflow study roro`).",
     )

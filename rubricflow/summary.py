@@ -91,13 +91,20 @@ def _deltarubric_lines(r: Path) -> list[str]:
 def _roro_lines(r: Path) -> list[str]:
     out = []
     if (m := _load(r / "roro_rubricor_judge.json")):
-        accs = " -> ".join(f"{row['heldout_pairwise_acc']:.2f}" for row in m["rounds"])
-        out.append(f"roro judge  held-out pairwise accuracy per phase: {accs} (kept {m['selected_phase']})")
+        accs = " -> ".join(f"{row['val_pairwise_acc']:.2f}" for row in m["rounds"])
+        out.append(f"roro judge  val pairwise accuracy per phase: {accs} (kept {m['selected_phase']})")
     if (m := _load(r / "roro_eval.json")):
         by = {row["method"]: row for row in m["rows"] if row.get("param") is None}
         ends = ", ".join(f"{k} {by[k]['accuracy']:.1%}" for k in ("all-slm", "all-lrm") if k in by)
-        out.append(f"roro route  {ends}; RoRo {m['roro_accuracy']:.1%} at LRM cost {m['roro_lrm_cost_frac']:.2f} "
-                   f"vs outcome-only {m['outcome_only_accuracy_at_roro_cost']:.1%} at the same cost")
+        if m.get("roro_accuracy") is not None and m.get("outcome_only_accuracy_at_roro_cost") is not None:
+            out.append(f"roro route  {ends}; RoRo {m['roro_accuracy']:.1%} at LRM cost {m['roro_lrm_cost_frac']:.2f} "
+                       f"vs outcome-only {m['outcome_only_accuracy_at_roro_cost']:.1%} at the same cost")
+        if m.get("auc"):
+            order = [k for k in ("roro", "outcome-only", "threshold", "random") if k in m["auc"]]
+            out.append("roro route  AUC of accuracy vs cost: " + ", ".join(f"{k} {m['auc'][k]:.3f}" for k in order))
+        if (jt := m.get("judge_test")):
+            out.append(f"roro judge  kept Judge on test pairs: {jt['pairwise_acc']:.2f} overall, process "
+                       f"{jt.get('acc_process', float('nan')):.2f}")
     return out
 
 

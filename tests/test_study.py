@@ -272,7 +272,9 @@ def test_cli_refuses_without_the_shared_outputs(tmp_path, monkeypatch):
     assert res.exit_code == 1 and "data/deltarubric/pairs/manifest.json" in res.output
     assert "artifacts/deltarubric/sft/config.json" in res.output
     res = CliRunner().invoke(app, ["study", "roro", "--no-track"])
-    assert res.exit_code == 2 and "unknown study 'roro'" in res.output
+    assert res.exit_code == 1 and "data/roro/pairs.parquet" in res.output, res.output
+    res = CliRunner().invoke(app, ["study", "nosuch", "--no-track"])
+    assert res.exit_code == 2 and "unknown study 'nosuch'" in res.output
     res = CliRunner().invoke(app, ["study", "rucl", "--seeds", "1,x", "--no-track"])
     assert res.exit_code != 0 and "--seeds" in res.output
 

@@ -30,14 +30,16 @@ def test_summary_has_a_line_per_pipeline(tmp_path):
     _write(r / "deltarubric_eval.json", {
         "grpo/synthetic-test": {"no_rubric": 0.5, "deltarubric": 0.385, "deltarubric_format_violation": 0.24},
         "sft/synthetic-test": {"no_rubric": 0.5, "deltarubric": 0.5}, "duration_s": 20.0})
-    _write(r / "roro_rubricor_judge.json", {"rounds": [{"heldout_pairwise_acc": 0.365},
-                                                       {"heldout_pairwise_acc": 0.535}],
+    _write(r / "roro_rubricor_judge.json", {"rounds": [{"val_pairwise_acc": 0.365},
+                                                       {"val_pairwise_acc": 0.535}],
                                             "selected_phase": "1/judge"})
     _write(r / "roro_eval.json", {"rows": [{"method": "all-slm", "param": None, "accuracy": 0.328},
                                            {"method": "all-lrm", "param": None, "accuracy": 0.969},
                                            {"method": "threshold", "param": 0.1, "accuracy": 0.9}],
                                   "roro_accuracy": 0.891, "roro_lrm_cost_frac": 0.673,
-                                  "outcome_only_accuracy_at_roro_cost": 0.892})
+                                  "outcome_only_accuracy_at_roro_cost": 0.892,
+                                  "auc": {"roro": 0.812, "outcome-only": 0.8, "threshold": 0.79},
+                                  "judge_test": {"pairwise_acc": 0.61, "acc_process": 0.66}})
     text = "\n".join(key_lines(cfg.reports_dir))
     assert "after:  overall 47%" in text
     assert "foundational C08/C11 (pass 0.84), advanced C01 (pass 0.21)" in text
@@ -48,6 +50,8 @@ def test_summary_has_a_line_per_pipeline(tmp_path):
     assert "no_rubric 50.0%, deltarubric 38.5%" in dr[1] and "format" not in dr[1]
     assert "0.36 -> 0.54 (kept 1/judge)" in text
     assert "all-slm 32.8%, all-lrm 96.9%; RoRo 89.1% at LRM cost 0.67 vs outcome-only 89.2%" in text
+    assert "AUC of accuracy vs cost: roro 0.812, outcome-only 0.800, threshold 0.790" in text
+    assert "kept Judge on test pairs: 0.61 overall, process 0.66" in text
 
 
 def test_summary_skips_pipelines_that_did_not_run(tmp_path):

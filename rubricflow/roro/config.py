@@ -1,9 +1,22 @@
 """RoRo parameters (the ``roro`` section of params.yaml): task, step models, routing, trajectories, pairs, the
 Rubricor-Judge alternation, router GRPO and the evaluation sweep. Pydantic only (no heavy imports).
 
-Every size is a parameter; the defaults are the tiny CPU profile, sized so that the whole RoRo pipeline runs in a
-few minutes on 2 cores. Ablations are single keys, e.g. ``dvc exp run -S roro.router.process_weight=0``
-(outcome-only router), ``-S roro.pairs.order='[outcome,process,cost]'``, ``-S roro.rubricor_judge.rounds=3``.
+Every size is a parameter; the defaults are the tiny CPU profile, sized so that the whole RoRo pipeline runs in
+about 5 minutes on 2 cores. Ablations are single keys, e.g. ``dvc exp run -S roro.router.methods='[outcome-only]'``
+(outcome-only routers), ``-S roro.pairs.order='[outcome,process,cost]'``, ``-S roro.rubricor_judge.rounds=3``,
+``-S roro.rubricor_judge.score_mode=expected``, ``-S roro.steps.fifth_feature=none``.
+
+Readings of what the paper leaves open (each alternative is a named value next to the chosen one):
+
+* the Judge's process score is the paper's ``sum weight * score * 1[satisfied]`` over sampled judgments
+  (``rubricor_judge.score_mode: sampled``); the probability-weighted reading is ``expected``;
+* each alternation round is rejection-sampling fine-tuning (expert iteration), not RL
+  (``rubricor_judge.optimizer: rft``; why: ``rubricflow.roro.rubricor_judge``);
+* on the tiny profile the Rubricor fills a fixed list of criterion families (``rubricor_judge.fixed_families``);
+* the router's fifth state feature is the step index (``steps.fifth_feature: step_index``; ``none`` keeps the four
+  features the paper names);
+* "same cost" for a process pair is the same number of LRM calls (``pairs.cost_unit: lrm_calls``; ``lrm_tokens``
+  compares token counts).
 """
 
 from __future__ import annotations
@@ -42,8 +55,13 @@ class RoRoTaskConfig(Section):
     n_train: int = Field(32, ge=1, description="Problems for trajectories, training pairs and router GRPO.")
     n_val: int = Field(16, ge=1, description="Held-out problems whose pairs measure the Judge's pairwise accuracy.")
     n_test: int = Field(64, ge=1, description="Held-out problems for the accuracy-vs-cost evaluation.")
-    min_ops: int = Field(2, ge=1, description="Fewest operations per synthetic problem (steps = ops + final).")
-    max_ops: int = Field(3, ge=1, description="Most operations per synthetic problem.")
+    min_ops: int = Field(
+        3, ge=1,
+        description="Fewest operations per synthetic problem (steps = ops + final). With 2 operations a problem has "
+        "at most 8 routes and rarely two of them tie on outcome and cost while differing in process (a process "
+        "pair; docs/operations.md, 'Measurements behind defaults').",
+    )
+    max_ops: int = Field(4, ge=1, description="Most operations per synthetic problem.")
     max_value: int = Field(9, ge=2, description="Every intermediate value stays in [0, max_value].")
     arg_max: int = Field(5, ge=1, description="Largest operand of Add / Subtract.")
     mul_max: int = Field(2, ge=0, description="Largest 'Multiply by' factor (below 2: no multiplication).")
@@ -110,10 +128,24 @@ class StepsConfig(Section):
     )
     token_norm: float = Field(16.0, gt=0, description="Router feature: step tokens are divided by this constant.")
     step_norm: float = Field(8.0, gt=0, description="Router feature: the step index is divided by this constant.")
+    fifth_feature: Literal["step_index", "none"] = Field(
+        "step_index",
+        description="The router's fifth state feature. The paper's text we follow names four (current, min and mean "
+        "prefix uncertainty, normalised step tokens) and a 5-dim state; 'step_index' (k / step_norm: where the "
+        "decision falls, so early escalation can be learned) is our reading; 'none' sets it to 0 (the four named "
+        "features only).",
+    )
     batch_size: int = Field(64, ge=1, description="Prefixes per generate() call.")
 
 
 class TrajectoriesConfig(Section):
+    enumerate_routes: bool = Field(
+        True,
+        description="Collect every route of each train/val problem (2^steps; the step cache makes it cheap) instead of "
+        "the routing policies below. Every pair of routes that reach the same answer with the same number of LRM "
+        "calls but place them differently (a process pair) is then in the pool. Off: only the policies' routes "
+        "(real step counts make 2^steps impossible; the gpu profile).",
+    )
     random_rates: list[float] = Field(
         default_factory=lambda: [0.2, 0.5, 0.8], description="Random routers (P(call LRM) per step) collected."
     )
@@ -129,10 +161,25 @@ class PairsConfig(Section):
         default_factory=lambda: ["outcome", "cost", "process"],
         description="Lexicographic preference: the first criterion that separates two trajectories decides.",
     )
-    cost_margin: int = Field(
-        0, ge=0, description="LRM-token difference that must be exceeded for cost to decide a pair."
+    cost_unit: Literal["lrm_calls", "lrm_tokens"] = Field(
+        "lrm_calls",
+        description="What 'cost' compares: 'lrm_calls' (the number of LRM steps; two routes with as many calls have "
+        "the same cost, whichever steps they called) or 'lrm_tokens' (the LRM's generated tokens: calling the short "
+        "final step instead of an operation step is then already a cost difference).",
     )
-    max_pairs_per_problem: int = Field(12, ge=1, description="Pairs kept per problem (sampled, all reasons mixed).")
+    cost_margin: int = Field(
+        0, ge=0, description="Cost difference (in `cost_unit`) that must be exceeded for cost to decide a pair."
+    )
+    max_pairs_per_problem: int = Field(
+        12, ge=1, description="Pairs kept per problem (balance=problem), or that times the problems (balance=split)."
+    )
+    balance: Literal["split", "problem"] = Field(
+        "split",
+        description="How the kept pairs are shared between the reasons (outcome, cost, process): 'split' = equal "
+        "shares of the split's budget, drawn round-robin over problems (process pairs exist only in problems with "
+        "several SLM errors, so round-robin within each problem leaves them a small share); 'problem' = round-robin "
+        "within each problem.",
+    )
     seed: int = Field(13, description="Seed of the pair subsampling.")
 
 
@@ -156,11 +203,11 @@ class RubricLMConfig(Section):
 
 
 def _judge() -> RubricLMConfig:
-    return RubricLMConfig(path="artifacts/roro/judge")
+    return RubricLMConfig(path="artifacts/roro/judge", warm_steps=500)
 
 
 def _rubricor() -> RubricLMConfig:
-    return RubricLMConfig(path="artifacts/roro/rubricor", warm_steps=80, rft_steps=30, samples=6, max_new_tokens=96)
+    return RubricLMConfig(path="artifacts/roro/rubricor", warm_steps=80, rft_steps=30, samples=4, max_new_tokens=96)
 
 
 class RubricorJudgeConfig(Section):
@@ -170,32 +217,52 @@ class RubricorJudgeConfig(Section):
         return _with_defaults(data, {"judge": _judge, "rubricor": _rubricor})
 
     rounds: int = Field(2, ge=0, description="Alternation rounds (each: a Judge phase, then a Rubricor phase).")
+    optimizer: Literal["rft"] = Field(
+        "rft",
+        description="How each phase optimises: 'rft' = rejection-sampling fine-tuning (expert iteration: sample K "
+        "candidates, keep those that order the training pairs correctly, fine-tune on them), not RL (GRPO). Why: "
+        "the signal is a pairwise order known only after both trajectories of a pair are judged; RFT optimises it "
+        "with one SFT pass per phase, affordable on CPU (rubricflow.roro.rubricor_judge).",
+    )
     judge: RubricLMConfig = Field(default_factory=_judge, description="The Judge LM.")
     rubricor: RubricLMConfig = Field(default_factory=_rubricor, description="The Rubricor LM.")
     warm_label_noise: float = Field(
-        0.2, ge=0, le=0.5,
+        0.0, ge=0, le=0.5,
         description="Round-0 Judge targets: probability of flipping each criterion's literal reading (0.5 = pure "
-        "noise).",
+        "noise). The warm start teaches what a criterion says, not which routes are good (the Rubricor's rubrics are "
+        "random then); with noisy labels the tiny Judge did not learn to read a rubric at all (docs/operations.md, "
+        "'Measurements behind defaults').",
     )
-    score_samples: int = Field(
-        0, ge=0,
-        description="How a trajectory's process score is read: 0 = probability-weighted (one greedy judgment, "
-        "expected score from the Judge's token probabilities); n > 0 = mean over n sampled judgments.",
+    score_mode: Literal["sampled", "expected"] = Field(
+        "sampled",
+        description="How a trajectory's process score is read. 'sampled' (the paper): each of `score_samples` sampled "
+        "judgments scores sum(weight * score * 1[satisfied]) with score parsed as a number in [0, 1], and the score "
+        "is their mean. 'expected': one greedy judgment, each criterion's score as written (parsed) times "
+        "P(satisfied = true) from the Judge's token probabilities (rubricor_judge.expected_scores).",
     )
+    score_samples: int = Field(4, ge=1, description="score_mode=sampled: judgments sampled per trajectory.")
     score_temperature: float = Field(1.0, ge=0, description="Sampling temperature of those judgments (0 = greedy).")
     fixed_families: bool = Field(
         True,
         description="Rubricor candidates must list the criterion families of rubricflow.roro.prompts.FAMILIES in "
-        "order (what the tiny Judge was warm-started on); off for free-form rubrics of real models.",
+        "order; the rubric is query-specific through its weights and the parameters of the score guidance. The paper "
+        "writes free-form criteria; a tiny Rubricor and Judge cannot copy free text into judgments within the CPU "
+        "budget, so the tiny profile fills this template. Off (the gpu profile): free-form rubrics of real models.",
     )
-    rubricor_problems: int = Field(16, ge=1, description="Training problems per Rubricor phase.")
+    rubricor_problems: int = Field(12, ge=1, description="Training problems per Rubricor phase.")
+    select_on: Literal["val", "last"] = Field(
+        "val",
+        description="Which phase's Judge and Rubricor are kept: 'val' = the best pairwise accuracy on the val "
+        "problems' pairs (test pairs are never read here; the kept Judge is measured on test pairs by roro_eval); "
+        "'last' = the last phase.",
+    )
     batch_size: int = Field(256, ge=1, description="Prompts per generate() call (tiny LMs: big batches are cheap).")
     seed: int = Field(17, description="Seed of the warm-start templates and candidate sampling.")
 
 
 def _router_grpo() -> GRPOConfig:
     return GRPOConfig(
-        steps=120, group_size=8, prompts_per_step=8, lr=1e-2, loss_agg="grpo", scale_rewards="group",
+        steps=200, group_size=8, prompts_per_step=8, lr=1e-3, loss_agg="grpo", scale_rewards="group",
         checkpoint_every=50, keep_checkpoints=1, clip_high=0.28, max_new_tokens=8, seed=19,
     )
 
@@ -209,13 +276,20 @@ class RouterConfig(Section):
     hidden: int = Field(128, ge=1, description="Router MLP hidden units (paper: 128).")
     init_call_bias: float = Field(0.0, description="Initial logit of 'call LRM' (0: P = 0.5 at the start).")
     grpo: GRPOConfig = Field(default_factory=_router_grpo, description="GRPO for the router (shared updater).")
+    methods: list[Literal["roro", "outcome-only"]] = Field(
+        default_factory=lambda: ["roro", "outcome-only"],
+        description="Routers trained at every swept cost weight: 'roro' (outcome + process - cost) and "
+        "'outcome-only' (outcome - cost, no Judge).",
+    )
     process_weight: float = Field(
         0.5, ge=0, description="Weight of the Judge's process score (under the Rubricor's rubric) in the reward."
     )
-    cost_weight: float = Field(0.4, ge=0, description="Cost term weight of the main RoRo router (one of the sweep).")
+    cost_weight: float = Field(0.2, ge=0, description="Cost term weight of the main RoRo router (one of the sweep).")
     sweep_cost_weights: list[float] = Field(
-        default_factory=lambda: [0.2, 0.4, 0.6],
-        description="Cost weights swept for the accuracy-vs-cost curves (RoRo and the outcome-only router).",
+        default_factory=lambda: [0.1, 0.15, 0.2, 0.3, 0.4],
+        description="Cost weights swept for the accuracy-vs-cost curves (every method in `methods`). The cost term is "
+        "a fraction of the all-LRM cost; the sweep spans the weights where the routers neither call every step nor "
+        "none (docs/operations.md, 'Measurements behind defaults').",
     )
     checkpoint_dir: str = Field(
         ".rubricflow/checkpoints/roro",
@@ -228,6 +302,8 @@ class RouterConfig(Section):
     def _check(self) -> "RouterConfig":
         if not self.sweep_cost_weights:
             raise ValueError("sweep_cost_weights must list at least one cost weight")
+        if len(set(self.methods)) != len(self.methods):
+            raise ValueError(f"methods {self.methods} repeat a method")
         if self.grpo.engine.device != "cpu":
             raise ValueError(
                 "grpo.engine.device: the router is a small MLP trained on the CPU (its rollouts sample on the CPU); "
@@ -237,6 +313,15 @@ class RouterConfig(Section):
 
 
 class RoRoEvalConfig(Section):
+    split: Literal["test", "val"] = Field(
+        "test",
+        description="Problems the evaluation routes: 'test' (the final evaluation) or 'val' (a study that chooses, "
+        "run under the test-split guard).",
+    )
+    baselines: list[Literal["threshold", "random"]] = Field(
+        default_factory=lambda: ["threshold", "random"],
+        description="Baseline curves evaluated beside the trained routers: uncertainty threshold, random router.",
+    )
     thresholds: list[float] = Field(
         default_factory=lambda: [0.02, 0.05, 0.1, 0.2, 0.3, 0.45, 0.6, 0.8],
         description="Uncertainty-threshold baseline: one curve point per threshold.",
@@ -246,6 +331,11 @@ class RoRoEvalConfig(Section):
     )
     random_repeats: int = Field(3, ge=1, description="Rollouts per problem of each random router (averaged).")
     seed: int = Field(23, description="Seed of the random baselines.")
+    judge_problems: int = Field(
+        32, ge=0,
+        description="Test problems whose route pairs (built like the training pairs) measure the kept Judge's "
+        "pairwise accuracy per pair category (0: not measured).",
+    )
 
 
 class RoRoConfig(Section):
@@ -257,6 +347,12 @@ class RoRoConfig(Section):
     data_dir: str = Field("data/roro", description="Problems, trajectories, pairs and the step cache.")
     out_dir: str = Field("artifacts/roro", description="Models, rubrics, routers, metrics and plots.")
     seed: int = Field(1234, description="Seed of model initialisation and training.")
+    threads: int = Field(
+        1, ge=0,
+        description="Torch intra-op threads of the RoRo stages (0: the process default). Its models have under a "
+        "million parameters, where per-operation overhead dominates and a second thread on a loaded 2-core machine "
+        "makes training many times slower (docs/operations.md, 'Measurements behind defaults').",
+    )
     task: RoRoTaskConfig = Field(default_factory=RoRoTaskConfig, description="Problems.")
     slm: StepModelConfig = Field(default_factory=_slm, description="The small step model (cheap, weaker).")
     lrm: StepModelConfig = Field(default_factory=_lrm, description="The large step model (costly, stronger).")

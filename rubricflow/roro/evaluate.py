@@ -7,6 +7,13 @@ per step and the FLOPs estimates (``2 * params * tokens``: LRM only, and SLM + L
 Matched cost: for each RoRo router, the outcome-only, threshold and random curves are linearly interpolated at
 its LRM cost (``interpolate``; each curve is anchored at all-SLM and all-LRM), and a random router with the same
 per-step LRM call rate is also run directly.
+
+Area under the accuracy-vs-cost curve (``curve_auc``): a method's points (LRM cost as a fraction of the all-LRM
+cost, accuracy), anchored at all-SLM (cost 0) and all-LRM (cost 1), span their upper concave hull (``hull``): every
+point on it is achievable by routing each problem with one of two of the method's settings at random, so a setting
+below the hull costs the method nothing and a method is not favoured by a denser grid between two settings on a
+straight line. The AUC is the area under the hull over cost [0, 1] (so in [0, 1]); ``accuracy_at_cost`` reads the
+hull at a cost (accuracy at matched cost). Every method (routers, threshold, random) is summarised the same way.
 """
 
 from __future__ import annotations
@@ -53,6 +60,53 @@ def interpolate(curve: list[tuple[float, float]], x: float) -> float:
         if x0 <= x <= x1:
             return y0 + (y1 - y0) * (x - x0) / (x1 - x0)
     return pts[-1][1]
+
+
+def hull(points: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    """Upper concave hull of ``(cost, accuracy)`` points, sorted by cost (several points at one cost: the best).
+    Raises ValueError on an empty list or a cost outside [0, 1]."""
+    if not points:
+        raise ValueError("hull: no points")
+    bad = [c for c, _ in points if not 0.0 <= c <= 1.0 + 1e-9]
+    if bad:
+        raise ValueError(f"hull: costs must be fractions of the all-LRM cost in [0, 1], got {bad}")
+    best: dict[float, float] = {}
+    for c, a in points:
+        best[c] = max(a, best.get(c, float("-inf")))
+    out: list[tuple[float, float]] = []
+    for p in sorted(best.items()):
+        # drop the last vertex while it lies on or below the segment from the one before it to p
+        while len(out) >= 2 and (out[-1][0] - out[-2][0]) * (p[1] - out[-2][1]) \
+                - (out[-1][1] - out[-2][1]) * (p[0] - out[-2][0]) >= 0:
+            out.pop()
+        out.append(p)
+    return out
+
+
+def curve_auc(points: list[tuple[float, float]], anchors: list[tuple[float, float]]) -> float:
+    """Area under the upper concave hull of ``points`` + ``anchors`` (all-SLM at cost 0, all-LRM at cost 1) over
+    cost [0, 1]. Raises ValueError when the anchors do not reach cost 0 and cost 1."""
+    costs = [c for c, _ in anchors]
+    if not costs or min(costs) != 0.0 or max(costs) != 1.0:
+        raise ValueError(f"curve_auc: anchors must include cost 0 (all-SLM) and cost 1 (all-LRM), got {anchors}")
+    h = hull(list(points) + list(anchors))
+    return sum((x1 - x0) * (y0 + y1) / 2 for (x0, y0), (x1, y1) in zip(h, h[1:]))
+
+
+def accuracy_at_cost(points: list[tuple[float, float]], anchors: list[tuple[float, float]], cost: float) -> float:
+    """The hull's accuracy at ``cost`` (accuracy at matched cost)."""
+    return interpolate(hull(list(points) + list(anchors)), cost)
+
+
+MATCHED_COSTS = (0.25, 0.5, 0.75)
+
+
+def curve_metrics(points: list[tuple[float, float]], anchors: list[tuple[float, float]]) -> dict[str, float]:
+    """``auc`` and ``acc_at_cost_<pct>`` at each of ``MATCHED_COSTS``."""
+    out = {"auc": curve_auc(points, anchors)}
+    for c in MATCHED_COSTS:
+        out[f"acc_at_cost_{round(100 * c)}"] = accuracy_at_cost(points, anchors, c)
+    return out
 
 
 def format_table(rows: list[dict]) -> str:

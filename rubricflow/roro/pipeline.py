@@ -2,11 +2,14 @@
 and writes under ``rc.data_dir`` / ``rc.out_dir``. ``rubricflow.roro.stages`` wraps them as pipeline stages.
 
     models          train the SLM and the LRM (tiny Qwen2, SFT on step-by-step solutions)
-    trajectories    route train / val problems with diverse policies; store steps, writers, checks, states, cost
-    pairs           preference pairs (outcome, then cost, then process quality)
-    rubricor_judge  warm start + alternating rejection-sampling fine-tuning; held-out pairwise accuracy per phase
+    trajectories    every route of each train / val problem (or the routes of diverse policies); store steps,
+                    writers, checks, states, cost
+    pairs           preference pairs (outcome, then cost, then process quality), counted per category
+    rubricor_judge  warm start + alternating rejection-sampling fine-tuning; val pairwise accuracy per phase and
+                    pair category; the phase with the best val accuracy is kept
     router          (rubricflow.roro.router_train) GRPO routers + the cost-weight sweep
-    eval            (rubricflow.roro.evaluate) accuracy vs LRM cost on held-out problems, baselines, curve
+    eval            (rubricflow.roro.evaluate) accuracy vs LRM cost on test problems, baselines, curve, AUC; the
+                    kept Judge's pairwise accuracy on test pairs
 """
 
 from __future__ import annotations
@@ -175,7 +178,8 @@ def make_env(rc: RoRoConfig, cache_path: str | Path | None = None):
     cache = StepCache()
     if cache_path is not None and Path(cache_path).exists():
         cache.load(cache_path)
-    return RoutingEnv(slm, lrm, slm_fp, lrm_fp, rc.steps.max_steps, rc.steps.token_norm, rc.steps.step_norm, cache)
+    return RoutingEnv(slm, lrm, slm_fp, lrm_fp, rc.steps.max_steps, rc.steps.token_norm, rc.steps.step_norm, cache,
+                      rc.steps.fifth_feature)
 
 
 def collection_policies(rc: RoRoConfig) -> list:
@@ -235,17 +239,26 @@ def run_trajectories(rc: RoRoConfig, log: Log | None = None) -> dict:
     env = make_env(rc)
     pool = probs["train"] + probs["val"]
     trajs = []
-    for pol in collection_policies(rc):
-        reps = rc.trajectories.random_repeats if pol.name.startswith("random") else 1
-        trajs += env.rollout(pool, pol, repeats=reps)
+    if rc.trajectories.enumerate_routes:
+        trajs += env.enumerate_routes(pool)
+    else:
+        for pol in collection_policies(rc):
+            reps = rc.trajectories.random_repeats if pol.name.startswith("random") else 1
+            trajs += env.rollout(pool, pol, repeats=reps)
     unique = dedupe(trajs)
     write_trajectories(trajectories_path(rc), unique)
+    steps = [s for t in unique for s in t.steps]
+    slm_err = [s for s in steps if s.slm_correct is False]
+    if rc.trajectories.enumerate_routes:  # the policies' accuracy and cost, read off the routes they would take
+        trajs = []
+        for pol in collection_policies(rc):
+            reps = rc.trajectories.random_repeats if pol.name.startswith("random") else 1
+            trajs += env.rollout(pool, pol, repeats=reps)
     env.cache.save(cache_path(rc))
     summ = policy_summary(trajs)
-    steps = [s for t in trajs for s in t.steps]
-    slm_err = [s for s in steps if s.slm_correct is False]
     out = {
         "n_rollouts": len(trajs), "n_unique": len(unique), "n_problems": len(pool),
+        "collection": "every route" if rc.trajectories.enumerate_routes else "policies",
         "step_cache_entries": len(env.cache.entries),
         "slm_step_error_rate": len(slm_err) / max(1, len(steps)),
         "uncertainty_auc": _auc([s.slm_uncertainty for s in slm_err],
@@ -296,20 +309,39 @@ def run_pairs(rc: RoRoConfig, log: Log | None = None) -> dict:
     from rubricflow.roro.pairs import build_trajectory_pairs
 
     trajs = read_trajectories(trajectories_path(rc))
-    pc = rc.pairs
-    pairs = build_trajectory_pairs(trajs, pc.order, pc.cost_margin, pc.max_pairs_per_problem, pc.seed)
+    pairs, out = make_pairs(rc, trajs)
     split_of = {t.problem_id: t.split for t in trajs}
     rows = [p.to_row(split_of[p.problem_id]) for p in pairs]
     write_parquet(pairs_path(rc), pa.Table.from_pylist(rows, schema=pa.schema([
         ("problem_id", pa.string()), ("chosen", pa.int64()), ("rejected", pa.int64()), ("reason", pa.string()),
         ("split", pa.string())])))
-    out = {"n_pairs": len(pairs)}
-    for split in ("train", "val"):
-        ps = [p for p in pairs if split_of[p.problem_id] == split]
-        out[f"{split}_pairs"] = len(ps)
-        for reason in pc.order:
-            out[f"{split}_{reason}"] = sum(1 for p in ps if p.reason == reason)
     return out
+
+
+def make_pairs(rc: RoRoConfig, trajs) -> tuple[list, dict]:
+    """The pairs of ``trajs`` under ``rc.pairs`` and their counts: per split and category, kept (``<split>_<cat>``)
+    and decided before the per-problem cap (``<split>_available_<cat>``), and the process share of the kept pairs."""
+    from rubricflow.roro.pairs import CATEGORIES, build_trajectory_pairs, category_counts
+
+    pc = rc.pairs
+    split_of = {t.problem_id: t.split for t in trajs}
+    out: dict = {}
+    pairs: list = []
+    for split in sorted(set(split_of.values())):
+        idx = [i for i, t in enumerate(trajs) if t.split == split]
+        sub = [trajs[i] for i in idx]
+        available: dict[str, int] = {}
+        ps = build_trajectory_pairs(sub, pc.order, pc.cost_margin, pc.max_pairs_per_problem, pc.seed, pc.cost_unit,
+                                    available, pc.balance)
+        counts = category_counts(ps, sub)
+        out[f"{split}_pairs"] = len(ps)
+        for cat in CATEGORIES:
+            out[f"{split}_{cat}"] = counts[cat]
+            out[f"{split}_available_{cat}"] = available.get(cat, 0)
+        out[f"{split}_process_frac"] = (counts["process-right"] + counts["process-wrong"]) / max(1, len(ps))
+        pairs += [type(p)(p.problem_id, idx[p.chosen], idx[p.rejected], p.reason) for p in ps]
+    out["n_pairs"] = len(pairs)
+    return pairs, out
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -321,7 +353,7 @@ def rubrics_path(rc: RoRoConfig) -> Path:
 
 
 def rounds_path(rc: RoRoConfig) -> Path:
-    """Held-out pairwise accuracy after each alternation phase (a DVC plot: x=phase_index)."""
+    """Val pairwise accuracy after each alternation phase (a DVC plot: x=phase_index)."""
     return Path(rc.out_dir) / "rubricor_judge_rounds.json"
 
 
@@ -353,18 +385,22 @@ def run_rubricor_judge(rc: RoRoConfig, log: Log | None = None) -> dict:
     rubricor.save(rj.rubricor.path)
     rubrics = write_rubrics(rubricor, views, sorted(views))
     save_rubrics(rubrics_path(rc), rubrics)
+    sel = next(r for r in rows if r["selected"])
     out = {
         "rounds": rows,
-        "heldout_pairwise_acc_round0": rows[0]["heldout_pairwise_acc"],
-        "heldout_pairwise_acc_final": rows[-1]["heldout_pairwise_acc"],
-        "heldout_pairwise_acc_selected": next(r["heldout_pairwise_acc"] for r in rows if r["selected"]),
-        "selected_phase": next(f"{r['round']}/{r['phase']}" for r in rows if r["selected"]),
+        "optimizer": rj.optimizer, "score_mode": rj.score_mode, "select_on": rj.select_on,
+        "val_pairwise_acc_round0": rows[0]["val_pairwise_acc"],
+        "val_pairwise_acc_final": rows[-1]["val_pairwise_acc"],
+        "val_pairwise_acc_selected": sel["val_pairwise_acc"],
+        "val_process_acc_selected": sel.get("val_acc_process"),
+        "selected_phase": f"{sel['round']}/{sel['phase']}",
         "rubric_failed_frac": sum(r.failed for r in rubrics.values()) / max(1, len(rubrics)),
         "judge_generations": judge.n_generated, "rubricor_generations": rubricor.n_generated,
         "duration_s": time.perf_counter() - t0,
     }
     write_json(rounds_path(rc), [{"phase_index": i, "round": r["round"], "phase": r["phase"],
-                                   "heldout_pairwise_acc": r["heldout_pairwise_acc"]} for i, r in enumerate(rows)])
+                                   **{k: r[k] for k in r if k.startswith("val_acc_") or k == "val_pairwise_acc"}}
+                                  for i, r in enumerate(rows)])
     return out
 
 
@@ -388,8 +424,11 @@ def router_runs(rc: RoRoConfig) -> list:
     from rubricflow.roro.router_train import RouterRun
 
     weights = sorted(set(rc.router.sweep_cost_weights) | {rc.router.cost_weight})
-    runs = [RouterRun(f"roro-cw{w:g}", rc.router.process_weight, w) for w in weights]
-    runs += [RouterRun(f"outcome-cw{w:g}", 0.0, w) for w in weights]
+    runs = []
+    if "roro" in rc.router.methods:
+        runs += [RouterRun(f"roro-cw{w:g}", rc.router.process_weight, w) for w in weights]
+    if "outcome-only" in rc.router.methods:
+        runs += [RouterRun(f"outcome-cw{w:g}", 0.0, w) for w in weights]
     return runs
 
 
@@ -405,8 +444,8 @@ def load_judge_scorer(rc: RoRoConfig, probs: list[Problem]):
         raise FileNotFoundError(f"{rubrics_path(rc)}: no rubrics; run `rubricflow roro-rubricor-judge`")
     model, tok = load_policy(rj.judge.path)
     judge = RubricLM(model, tok, "judge", rj.batch_size, rj.judge.max_new_tokens)
-    return ProcessScorer(judge, load_rubrics(rubrics_path(rc)), {p.id: p.question for p in probs}, rj.score_samples,
-                         rj.score_temperature, rj.seed)
+    return ProcessScorer(judge, load_rubrics(rubrics_path(rc)), {p.id: p.question for p in probs}, rj.score_mode,
+                         rj.score_samples, rj.score_temperature, rj.seed)
 
 
 def run_router(rc: RoRoConfig, log: Log | None = None) -> dict:
@@ -426,7 +465,8 @@ def run_router(rc: RoRoConfig, log: Log | None = None) -> dict:
         fps += [model_fingerprint("judge", rc.rubricor_judge.judge.path), _file_hash(rubrics_path(rc))]
     # the sections the environment and the scorer were built from (the models themselves are in ``fps``)
     key_parts = {"task": rc.task.model_dump(mode="json"), "steps": rc.steps.model_dump(mode="json"),
-                 "rubricor_judge": rc.rubricor_judge.model_dump(mode="json") if scorer is not None else None}
+                 "rubricor_judge": rc.rubricor_judge.model_dump(mode="json", exclude={"judge", "rubricor"})
+                 if scorer is not None else None}
     out_dir = router_dir(rc)
     main = process_rank() == 0  # several ranks train the router together; rank 0 writes the files
     if main:
@@ -463,35 +503,115 @@ def eval_dir(rc: RoRoConfig) -> Path:
     return Path(rc.out_dir) / "eval"
 
 
-def run_eval(rc: RoRoConfig, log: Log | None = None) -> dict:
-    from models.router import load_router
-    from rubricflow.roro.routing import ConstantPolicy, RandomPolicy, RouterPolicy, ThresholdPolicy
-    from rubricflow.roro.evaluate import format_table, interpolate, summarize, write_curve
+def anchor_rows(env, probs: list[Problem]) -> list[dict]:
+    """The all-SLM and all-LRM rows (the ends of every accuracy-vs-cost curve)."""
+    from rubricflow.roro.evaluate import summarize
+    from rubricflow.roro.routing import ConstantPolicy
 
-    t0 = time.perf_counter()
-    test = problems(rc)["test"]
-    env = make_env(rc, cache_path(rc))
-    all_lrm_trajs = env.rollout(test, ConstantPolicy(1))
+    all_lrm_trajs = env.rollout(probs, ConstantPolicy(1))
     all_lrm = {t.problem_id: t.lrm_tokens for t in all_lrm_trajs}
-    ec = rc.eval
-    rows = [summarize("all-slm", None, env.rollout(test, ConstantPolicy(0)), all_lrm),
+    return [summarize("all-slm", None, env.rollout(probs, ConstantPolicy(0)), all_lrm),
             summarize("all-lrm", None, all_lrm_trajs, all_lrm)]
-    for th in ec.thresholds:
-        rows.append(summarize("threshold", th, env.rollout(test, ThresholdPolicy(th)), all_lrm))
-    for i, rate in enumerate(ec.random_rates):
-        rows.append(summarize("random", rate, env.rollout(test, RandomPolicy(rate, seed=ec.seed + i),
-                                                           repeats=ec.random_repeats), all_lrm))
+
+
+def baseline_rows(rc: RoRoConfig, env, test: list[Problem], all_lrm: dict[str, int],
+                  methods=("threshold", "random"), seed: int | None = None) -> list[dict]:
+    """The threshold and random baselines' curve points on ``test`` (random routers seeded from ``seed``, default
+    ``rc.eval.seed``)."""
+    from rubricflow.roro.evaluate import summarize
+    from rubricflow.roro.routing import RandomPolicy, ThresholdPolicy
+
+    ec = rc.eval
+    seed = ec.seed if seed is None else seed
+    rows = []
+    if "threshold" in methods:
+        for th in ec.thresholds:
+            rows.append(summarize("threshold", th, env.rollout(test, ThresholdPolicy(th)), all_lrm))
+    if "random" in methods:
+        for i, rate in enumerate(ec.random_rates):
+            rows.append(summarize("random", rate, env.rollout(test, RandomPolicy(rate, seed=seed + i),
+                                                               repeats=ec.random_repeats), all_lrm))
+    return rows
+
+
+def router_rows(rc: RoRoConfig, env, test: list[Problem], all_lrm: dict[str, int]) -> list[dict]:
+    """The trained routers' curve points on ``test`` (greedy), one per router in ``router_dir``."""
+    from models.router import load_router
+    from rubricflow.roro.evaluate import summarize
+    from rubricflow.roro.routing import RouterPolicy
+
     routers = sorted(router_dir(rc).glob("*.pt"))
     if not routers:
         raise FileNotFoundError(f"{router_dir(rc)}: no trained routers; run `rubricflow roro-router` first")
+    rows = []
     for path in routers:
         router, meta = load_router(path)
         method = "roro" if meta["process_weight"] > 0 else "outcome-only"
         trajs = env.rollout(test, RouterPolicy(router, greedy=True, name=meta["tag"]))
         rows.append(summarize(method, meta["cost_weight"], trajs, all_lrm))
+    return rows
+
+
+def method_curves(rows: list[dict]) -> dict[str, dict]:
+    """Per method with curve points: its points and ``evaluate.curve_metrics`` (AUC, accuracy at matched costs),
+    anchored at the all-SLM and all-LRM rows."""
+    from rubricflow.roro.evaluate import curve_metrics
+
+    anchors = [(0.0, r["accuracy"]) for r in rows if r["method"] == "all-slm"]
+    anchors += [(1.0, r["accuracy"]) for r in rows if r["method"] == "all-lrm"]
+    out = {}
+    for m in ("roro", "outcome-only", "threshold", "random"):
+        pts = [(min(1.0, r["lrm_cost_frac"]), r["accuracy"]) for r in rows if r["method"] == m]
+        if pts:
+            out[m] = {"points": pts, **curve_metrics(pts, anchors)}
+    return out
+
+
+def judge_test_accuracy(rc: RoRoConfig, env, test: list[Problem]) -> dict:
+    """The kept Judge's pairwise accuracy on test pairs, overall and per category: every route of the first
+    ``rc.eval.judge_problems`` problems of ``test`` (the evaluation split), paired by the training rules (``make_pairs``), each problem's rubric
+    written by the kept Rubricor, scored as in training (``score_mode``). A final evaluation: nothing is chosen on
+    it."""
+    from models.loader import load_policy
+    from rubricflow.roro.pairs import dedupe
+    from rubricflow.roro.rubricor_judge import RubricLM, pairwise_accuracy, problem_views, write_rubrics
+
+    probs = test[: rc.eval.judge_problems]
+    if not probs:
+        return {}
+    rj = rc.rubricor_judge
+    lms = {}
+    for name, spec in (("judge", rj.judge), ("rubricor", rj.rubricor)):
+        if not (Path(spec.path) / "config.json").exists():
+            raise FileNotFoundError(f"roro.rubricor_judge.{name}.path={spec.path}: no {name}; run "
+                                    "`rubricflow roro-rubricor-judge`")
+        model, tok = load_policy(spec.path)
+        lms[name] = RubricLM(model, tok, name, rj.batch_size, spec.max_new_tokens)
+    trajs = dedupe(env.enumerate_routes(probs))
+    pairs, counts = make_pairs(rc, trajs)
+    views = problem_views(trajs)
+    rubrics = write_rubrics(lms["rubricor"], views, sorted(views))
+    acc = pairwise_accuracy(lms["judge"], rubrics, views, trajs, pairs, rj.score_mode, rj.score_samples,
+                            rj.score_temperature, rj.seed + 7)
+    return {**acc, "n_problems": len(probs), "pair_counts": counts}
+
+
+def run_eval(rc: RoRoConfig, log: Log | None = None) -> dict:
+    from rubricflow.roro.evaluate import format_table, interpolate, summarize, write_curve
+    from rubricflow.roro.routing import ConstantPolicy, RandomPolicy
+
+    t0 = time.perf_counter()
+    test = problems(rc)[rc.eval.split]
+    env = make_env(rc, cache_path(rc))
+    ec = rc.eval
+    rows = anchor_rows(env, test)
+    all_lrm = {t.problem_id: t.lrm_tokens for t in env.rollout(test, ConstantPolicy(1))}
+    rows += baseline_rows(rc, env, test, all_lrm, ec.baselines)
+    rows += router_rows(rc, env, test, all_lrm)
     anchors = [(r["lrm_cost_frac"], r["accuracy"]) for r in rows if r["method"] in ("all-slm", "all-lrm")]
     curve = {m: anchors + [(r["lrm_cost_frac"], r["accuracy"]) for r in rows if r["method"] == m]
              for m in ("outcome-only", "threshold", "random")}
+    curves = method_curves(rows)
     matched = []
     for j, r in enumerate([r for r in rows if r["method"] == "roro"]):
         rnd = summarize("random-matched", round(r["lrm_call_rate"], 4),
@@ -500,7 +620,8 @@ def run_eval(rc: RoRoConfig, log: Log | None = None) -> dict:
         matched.append({
             "cost_weight": r["param"], "roro_accuracy": r["accuracy"], "roro_lrm_cost_frac": r["lrm_cost_frac"],
             "roro_lrm_tokens": r["lrm_tokens"],
-            **{f"{m}_accuracy_at_cost": interpolate(c, r["lrm_cost_frac"]) for m, c in curve.items()},
+            **{f"{m}_accuracy_at_cost": interpolate(c, r["lrm_cost_frac"]) for m, c in curve.items()
+               if len(c) > len(anchors)},
             "random_matched_accuracy": rnd["accuracy"], "random_matched_lrm_cost_frac": rnd["lrm_cost_frac"],
         })
         rows.append(rnd)
@@ -508,12 +629,18 @@ def run_eval(rc: RoRoConfig, log: Log | None = None) -> dict:
     table = format_table(rows)
     (eval_dir(rc) / "table.txt").write_text(table + "\n")
     main = next((m for m in matched if m["cost_weight"] == rc.router.cost_weight), matched[0] if matched else {})
+    judge = judge_test_accuracy(rc, env, test) if "roro" in rc.router.methods else {}
     out = {
-        "rows": rows, "matched": matched, "n_test": len(test), "source": rc.task.source,
+        "rows": rows, "matched": matched, "split": rc.eval.split, "n_test": len(test), "source": rc.task.source,
         "main_cost_weight": rc.router.cost_weight,
+        "auc": {m: c["auc"] for m, c in curves.items()},
+        "roro_minus_outcome_auc": (curves["roro"]["auc"] - curves["outcome-only"]["auc"])
+        if {"roro", "outcome-only"} <= set(curves) else None,
         "roro_accuracy": main.get("roro_accuracy"), "roro_lrm_cost_frac": main.get("roro_lrm_cost_frac"),
         "outcome_only_accuracy_at_roro_cost": main.get("outcome-only_accuracy_at_cost"),
-        "roro_minus_outcome_at_cost": (main["roro_accuracy"] - main["outcome-only_accuracy_at_cost"]) if main else None,
+        "roro_minus_outcome_at_cost": (main["roro_accuracy"] - main["outcome-only_accuracy_at_cost"])
+        if main.get("outcome-only_accuracy_at_cost") is not None else None,
+        "judge_test": judge,
         "plots": {k: str(v) for k, v in paths.items()}, "duration_s": time.perf_counter() - t0,
     }
     write_json(eval_dir(rc) / "table.json", {"rows": rows, "matched": matched})

@@ -9,7 +9,9 @@ the all-SLM route, one digit each: what makes a rubric query-specific without re
 
 Judge input: the rubric (criterion names with their query-specific score guidance) and the trajectory in text:
 each step with who wrote it and the SLM's uncertainty at that step (one digit, 0-9), never the ground truth. The
-problem itself is not repeated: the steps carry its numbers and operations::
+problem itself is not repeated: the steps carry its numbers and operations. Writer and uncertainty are one token
+(``S0``-``S9`` for a step the SLM wrote, ``L0``-``L9`` for one the LRM wrote, the digit being the SLM's uncertainty
+at that step; ``STEP_MARKS``)::
 
     Judge the routing.
     Rubric:
@@ -18,10 +20,13 @@ problem itself is not repeated: the steps carry its numbers and operations::
     - few LRM steps: 1.0 if at most 1 LRM steps
     - steps are right: 1.0 if every step is right
     Steps:
-    1 SLM u=1: 7 + 5 = 12
-    2 LRM u=7: 12 * 2 = 24
-    3 SLM u=0: #### 24
+    1 S1: 7 + 5 = 12
+    2 L7: 12 * 2 = 24
+    3 S0: #### 24
     LRM steps: 1 of 3
+
+A tiny Judge did not learn to read ``SLM u=7`` spelled over several tokens within the CPU budget (docs/operations.md,
+"Measurements behind defaults"): one token per step makes "is there an SLM step above u 5" a lookup of marks.
 
 Criterion families. On the tiny profile a rubric weighs a fixed list of four criterion families (``FAMILIES``),
 always in the same order; what makes it query-specific is the weights (0 drops a family) and the parameters of
@@ -58,10 +63,11 @@ FAMILIES = (
 # JSON boilerplate of the canonical renderings and the criterion names, added to the rubric LMs' tokenizer as whole
 # tokens: a judgment of two criteria is then about 20 tokens instead of 70, and copying a criterion name into
 # ``criterion_judgments`` is copying one token. The text (and its parsing) is unchanged.
+STEP_MARKS = [f"{w}{d}" for w in ("S", "L") for d in range(10)]
 ADDED_TOKENS = [
     '{"criterion_judgments": [{"criterion": "', '", "score": ', ', "satisfied": ', '}, {"criterion": "', "}]}",
     '{"criteria": [{"criterion": "', '", "weight": ', ', "score_guidance": "', '"}, {"criterion": "', '"}]}',
-] + [name for name, _ in FAMILIES]
+] + [name for name, _ in FAMILIES] + STEP_MARKS
 
 
 def u_digit(u: float) -> int:
@@ -74,8 +80,13 @@ def rubricor_input(question: str, slm_uncertainties: list[float]) -> str:
     return f"{RUBRICOR_TASK}\nProblem: {question}\nSLM uncertainty: {us}"
 
 
+def step_mark(writer: str, u: float) -> str:
+    """``S<d>`` / ``L<d>``: who wrote the step (SLM / LRM) and the SLM's uncertainty digit there."""
+    return f"{'L' if writer == 'LRM' else 'S'}{u_digit(u)}"
+
+
 def trajectory_text(t: Trajectory) -> str:
-    lines = [f"{s.index + 1} {s.writer} u={u_digit(s.slm_uncertainty)}: {s.text}" for s in t.steps]
+    lines = [f"{s.index + 1} {step_mark(s.writer, s.slm_uncertainty)}: {s.text}" for s in t.steps]
     return "\n".join(lines + [f"LRM steps: {t.lrm_calls} of {len(t.steps)}"])
 
 
@@ -95,11 +106,14 @@ def chat(tokenizer, content: str) -> str:
 
 
 def random_rubric(rng: random.Random, n_steps: int) -> list[dict]:
-    """Every family, random weights (0.0-0.9, not all 0) and random parameters: uninformative by construction.
-    Each criterion keeps its parameters under ``params`` (not rendered)."""
-    weights = [0.0] * len(FAMILIES)
-    while not any(weights):
-        weights = [rng.randint(0, 9) / 10 for _ in FAMILIES]
+    """Every family, random weights (0.1-0.9) and random parameters: uninformative by construction. Each criterion
+    keeps its parameters under ``params`` (not rendered).
+
+    No warm-start weight is 0: the Rubricor's greedy rubric takes the most likely digit of each weight, and with 0.0
+    among ten equally frequent targets a warm-started Rubricor wrote 0.0 for every family of every problem (a rubric
+    with no weight fails to parse: every score missing). A rubric learns to drop a family by weight 0 from kept
+    candidates later."""
+    weights = [rng.randint(1, 9) / 10 for _ in FAMILIES]
     params = {"k": rng.randint(1, max(1, n_steps)), "d": rng.randint(1, 8), "m": rng.randint(0, 2)}
     return [{"criterion": name, "score_guidance": guide.format(**params), "weight": w, "params": dict(params)}
             for (name, guide), w in zip(FAMILIES, weights)]

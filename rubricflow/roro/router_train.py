@@ -4,12 +4,18 @@ An episode is one routed solution: ``prompt`` = the router states it saw (one 5-
 its decisions (0 keep SLM, 1 call LRM), ``group`` = the problem (``group_size`` rollouts per problem are compared).
 Reward of a trajectory (the same for each of its decisions, GRPO's sequence-level advantage)::
 
-    reward = 1[final answer right] + process_weight * judge_score - cost_weight * lrm_tokens / all_lrm_tokens
+    reward = 1[final answer right] + process_weight * judge_score * 1[finished] - cost_weight * lrm_tokens / all_lrm_tokens
 
-``judge_score`` is the Judge's process score (``rubric.process_score`` of its judgments; the mean over
-``score_samples`` sampled judgments) under the Rubricor's rubric for the problem; a failed judgment makes the
-reward *missing* (NaN: the updater leaves the episode out), never 0. ``all_lrm_tokens`` is the LRM cost of routing every step of that problem to the LRM, so the cost term is
-a fraction in [0, 1]. ``process_weight = 0`` is the outcome-only GRPO baseline (no Judge calls).
+``judge_score`` is the Judge's process score under the Rubricor's rubric for the problem (``score_mode``: by default
+the mean over sampled judgments of ``sum weight * score * 1[satisfied]``, the paper's score); a failed judgment
+makes the reward *missing* (NaN: the updater leaves the episode out), never 0. A route cut off before its final
+answer (``finished`` false) earns no process credit, whatever the Judge says: the process term must not pay for a
+solution that skipped its end. ``all_lrm_tokens`` is the LRM cost of routing every step of that problem to the LRM,
+so the cost term is a fraction in [0, 1]. ``process_weight = 0`` is the outcome-only GRPO baseline (no Judge calls).
+
+Under GRPO's group centring (a group = the rollouts of one problem) every term varies within a group (outcome,
+routes' process scores, cost), so none of them vanishes; a wrong route never out-earns a right one of the same cost
+while ``process_weight`` < 1 (the process score is in [0, 1]: weights sum to 1, scores in [0, 1]).
 """
 
 from __future__ import annotations
@@ -65,15 +71,15 @@ class RouterAdapter:
 class ProcessScorer:
     """Judge process scores for trajectories, memoised by (problem, solution); None = the judgment failed."""
 
-    def __init__(self, judge, rubrics: dict, questions: dict[str, str], samples: int = 4, temperature: float = 1.0,
-                 seed: int = 0):
+    def __init__(self, judge, rubrics: dict, questions: dict[str, str], mode: str = "sampled", samples: int = 4,
+                 temperature: float = 1.0, seed: int = 0):
         self.judge, self.rubrics, self.questions = judge, rubrics, questions
-        self.samples, self.temperature, self.seed = samples, temperature, seed
+        self.mode, self.samples, self.temperature, self.seed = mode, samples, temperature, seed
         self.cache: dict[tuple, float | None] = {}
         self.failures = 0
 
     def scores(self, trajs: list[Trajectory]) -> list[float | None]:
-        from rubricflow.roro.rubricor_judge import expected_scores, sampled_scores
+        from rubricflow.roro.rubricor_judge import process_scores
 
         todo, seen = [], set()
         for t in trajs:
@@ -95,8 +101,7 @@ class ProcessScorer:
             # the generator reseeds torch's global RNG; fork it so the router's rollout sampling stream (which the
             # GRPO checkpoints save and restore) is not reset at every Judge call
             with torch.random.fork_rng():
-                scored = (expected_scores(self.judge, items) if self.samples == 0
-                          else sampled_scores(self.judge, items, self.samples, self.temperature, self.seed))
+                scored = process_scores(self.judge, items, self.mode, self.samples, self.temperature, self.seed)
             for k, sc in zip(keys, scored):
                 self.cache[k] = sc
                 self.failures += sc is None
@@ -108,15 +113,18 @@ class ProcessScorer:
 
 
 def trajectory_reward(outcome: bool, process: float | None, lrm_tokens: int, all_lrm_tokens: int,
-                      process_weight: float, cost_weight: float) -> float:
-    """``outcome + process_weight * process - cost_weight * lrm_tokens / all_lrm_tokens`` (NaN when the process
-    score is needed and missing)."""
+                      process_weight: float, cost_weight: float, finished: bool = True) -> float:
+    """``outcome + process_weight * process * finished - cost_weight * lrm_tokens / all_lrm_tokens`` (NaN when the
+    process score is needed and missing). Raises ValueError for a process score outside [0, 1]."""
     cost = lrm_tokens / all_lrm_tokens if all_lrm_tokens > 0 else 0.0
     r = float(outcome) - cost_weight * cost
     if process_weight > 0:
         if process is None:
             return float("nan")
-        r += process_weight * process
+        if not -1e-9 <= process <= 1.0 + 1e-9:  # weights sum to 1, scores in [0, 1]
+            raise ValueError(f"process score {process!r}: expected a number in [0, 1]")
+        if finished:
+            r += process_weight * process
     return r
 
 
@@ -197,7 +205,7 @@ def train_router(
         eps, outs, costs, pvals = [], [], [], []
         for t, pv in zip(trajs, proc):
             r = trajectory_reward(t.outcome, pv, t.lrm_tokens, all_lrm[t.problem_id], run.process_weight,
-                                  run.cost_weight)
+                                  run.cost_weight, t.finished)
             eps.append(Episode(prompt=t.states, actions=t.actions, reward=r, group=t.problem_id, role="router"))
             outs.append(float(t.outcome))
             costs.append(t.lrm_tokens / max(1, all_lrm[t.problem_id]))

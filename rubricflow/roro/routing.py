@@ -298,10 +298,12 @@ class RoutingEnv:
         token_norm: float = 16.0,
         step_norm: float = 8.0,
         cache: StepCache | None = None,
+        fifth_feature: str = "step_index",
     ):
         self.slm, self.lrm = slm, lrm
         self.fp = {SLM: slm_fingerprint, LRM: lrm_fingerprint}
         self.max_steps, self.token_norm, self.step_norm = max_steps, token_norm, step_norm
+        self.fifth_feature = fifth_feature
         self.cache = cache or StepCache()
         self._prompts: dict[tuple[str, str], str] = {}
 
@@ -328,7 +330,7 @@ class RoutingEnv:
             for lv, prop in zip(active, proposals):
                 lv.uncertainties.append(prop.uncertainty)
                 states.append(router_state(lv.uncertainties, prop.n_tokens, len(lv.steps), self.token_norm,
-                                           self.step_norm))
+                                           self.step_norm, self.fifth_feature))
             actions = policy.decide(torch.tensor(states, dtype=torch.float32))
             called = [lv for lv, a in zip(active, actions) if a == 1]
             lrm_out = dict(zip(map(id, called), self._steps(LRM, called))) if called else {}
@@ -348,7 +350,8 @@ class RoutingEnv:
             nxt: list[_Live] = []
             for lv, prop, lo in zip(lives, proposals, lrm_steps):
                 us = lv.uncertainties + [prop.uncertainty]
-                state = router_state(us, prop.n_tokens, len(lv.steps), self.token_norm, self.step_norm)
+                state = router_state(us, prop.n_tokens, len(lv.steps), self.token_norm, self.step_norm,
+                                     self.fifth_feature)
                 for a in (0, 1):
                     child = _Live(lv.problem, lv.repeat, list(lv.steps), list(us), lv.carried)
                     self._advance(child, prop, lo if a else None, state, a)

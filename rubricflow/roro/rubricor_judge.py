@@ -1,14 +1,16 @@
 """Rubricor and Judge (both tiny LMs) and their alternating optimisation on preference pairs.
 
-Method: rejection-sampling fine-tuning (expert iteration), not GRPO. Why: the training signal is a pairwise
-ordering of two scores, available only after both trajectories of a pair are judged; with tiny LMs, sampling K
-candidates, keeping the ones that order pairs correctly and fine-tuning on them (with the shared SFT utility)
-optimises exactly that ordering, needs no value baseline or advantage normalisation over a binary, very sparse
-reward, and costs one SFT pass per phase — affordable inside the CPU budget, where a GRPO loop over hundreds of
-judge generations per step is not. Every kept target is re-rendered as canonical JSON, so format never drifts.
+Method: rejection-sampling fine-tuning (expert iteration), not RL (``roro.rubricor_judge.optimizer: rft``). Why:
+the training signal is a pairwise ordering of two scores, available only after both trajectories of a pair are
+judged; with tiny LMs, sampling K candidates, keeping the ones that order pairs correctly and fine-tuning on them
+(with the shared SFT utility) optimises exactly that ordering, needs no value baseline or advantage normalisation
+over a binary, very sparse reward, and costs one SFT pass per phase — affordable inside the CPU budget, where a GRPO
+loop over hundreds of judge generations per step is not. It is the 0/1-reward special case of policy-gradient RL
+(only the kept samples get a gradient, all with the same weight). Every kept target is re-rendered as canonical
+JSON, so format never drifts.
 
 Round 0 (``warm``): templated SFT with deliberately uninformative content (``prompts.random_rubric`` /
-``random_judgments``): both LMs learn the output shapes, not what makes routing good.
+``noisy_judgments``): both LMs learn the output shapes, not what makes routing good.
 
 Round r >= 1:
 
@@ -16,19 +18,25 @@ Round r >= 1:
   sample K judgments of each trajectory; keep the highest-scoring judgment of the chosen trajectory and the
   lowest-scoring one of the rejected trajectory when they order the pair correctly; SFT the Judge on them.
 * **Rubricor phase** (Judge fixed). For each training problem, sample K rubrics; the Judge scores the problem's
-  paired trajectories greedily under each; keep the rubric with the best pairwise accuracy (ties: larger mean
-  score margin) when it orders at least one pair correctly; SFT the Rubricor on them.
+  paired trajectories under each; keep the rubric with the best pairwise accuracy (ties: larger mean score margin)
+  when it orders at least one pair correctly; SFT the Rubricor on them.
 
-A trajectory's process score is the mean over ``score_samples`` sampled judgments (each scored by code,
-``rubric.process_score``; failed parses are left out, all failed = missing). One greedy judgment hides the Judge's
-probabilities (a tiny Judge's argmax is often the same judgment for every trajectory, i.e. all ties); the
-sampled mean is its expected score, as in self-consistency judging.
+A trajectory's process score (``process_scores``) is read in one of two ways (``score_mode``):
 
-After warm start and after every phase, the held-out pairwise accuracy is measured on pairs of held-out problems
-(rubrics written greedily by the current Rubricor, scores from the current Judge). A pair counts 1 when the
-chosen trajectory scores higher, 0.5 on a tie, 0 when lower or when a score is missing. The Judge and Rubricor
-kept at the end (for the router's process reward) are those of the phase with the best accuracy on the
-*training* pairs; held-out pairs are never used for selection.
+* ``sampled`` (default; the paper): ``samples`` judgments are sampled at ``temperature``, each is parsed (scores
+  as numbers in [0, 1], verdicts as booleans) and scored by code, ``sum weight * score * 1[satisfied]``
+  (``rubric.process_score``); the process score is their mean. Failed parses are left out; all failed = missing.
+* ``expected`` (probability-weighted): one greedy judgment; each criterion counts ``weight * score *
+  P(satisfied = true)``, with ``score`` the number the judgment wrote and ``P`` read from the Judge's next-token
+  distribution at the verdict (``expected_scores``). It is the paper's formula in expectation over the verdicts
+  only, with no sampling noise.
+
+After warm start and after every phase, the pairwise accuracy is measured on the pairs of the val problems (rubrics
+written greedily by the current Rubricor, scores from the current Judge), overall and per pair category (outcome,
+cost, process; ``pairs.category``). A pair counts 1 when the chosen trajectory scores higher, 0.5 on a tie, 0 when
+lower or when a score is missing. The Judge and Rubricor kept at the end (for the router's process reward) are those
+of the phase with the best val accuracy (``select_on: val``; ``last`` keeps the last phase). Test pairs are never
+read here: the kept Judge is measured on them by the final evaluation (``roro_eval``).
 """
 
 from __future__ import annotations
@@ -43,8 +51,8 @@ from pathlib import Path
 
 import torch
 
-from rubricflow.roro.routing import Trajectory
-from rubricflow.roro.pairs import Pair
+from rubricflow.roro.routing import SLM, Trajectory
+from rubricflow.roro.pairs import Pair, category
 from rubricflow.roro.prompts import (
     FAMILIES,
     chat,
@@ -153,9 +161,11 @@ class ProblemView:
 
 
 def problem_views(trajectories: list[Trajectory]) -> dict[str, ProblemView]:
+    """The view of each problem, from its all-SLM route (the ``all-slm`` policy's, or the enumerated route with no
+    LRM call)."""
     views: dict[str, ProblemView] = {}
     for t in trajectories:
-        if t.policy == "all-slm" and t.problem_id not in views:
+        if t.problem_id not in views and t.steps and all(s.writer == SLM for s in t.steps):
             views[t.problem_id] = ProblemView(t.question, [s.slm_uncertainty for s in t.steps])
     missing = sorted({t.problem_id for t in trajectories} - set(views))
     if missing:
@@ -189,16 +199,23 @@ def sampled_scores(judge: RubricLM, items: list[tuple[str, list[dict], Trajector
     return [mean_score(row) for row in judge_scores(judge, items, n=n, temperature=temperature, seed=seed)]
 
 
+def criterion_expected(weight: float, score: float, p_true: float, p_false: float) -> float:
+    """One criterion's share of the probability-weighted process score: ``weight * score * P(satisfied = true)``,
+    with ``P`` renormalised over the two verdict tokens (``score`` is the number the judgment wrote)."""
+    return weight * score * p_true / max(p_true + p_false, 1e-12)
+
+
 @torch.no_grad()
 def expected_scores(judge: RubricLM, items: list[tuple[str, list[dict], Trajectory]]) -> list[float | None]:
-    """Probability-weighted process score per item (G-Eval style), read off one teacher-forced pass.
+    """Probability-weighted process score per item (``score_mode: expected``), read off one teacher-forced pass.
 
-    The greedy judgment is generated and parsed (a failed parse or a missing criterion: None, missing); its
-    canonical JSON is scored by the Judge and, at each criterion's value slots, the next-token distribution gives
-    ``P(satisfied = true)`` (first token of ``true`` vs ``false``) and ``E[score]`` over {0.5, 1.0} (first digit
-    ``0`` vs ``1``), both conditioned on the greedy values before them. The score is then
-    ``sum weight * E[score] * P(satisfied)``: the paper's formula in expectation. One sampled judgment moves a
-    tiny Judge's ordering by chance; this estimate moves only with what it learned.
+    The greedy judgment is generated and parsed (a failed parse or a missing criterion: None, missing). Each
+    criterion's ``score`` is the number it wrote (parsed in [0, 1]: ``0.25`` counts 0.25); its verdict is taken in
+    expectation: the canonical JSON of the judgment is scored by the Judge and, at each ``satisfied`` slot, the
+    next-token distribution gives ``P(true)`` against ``P(false)`` (first token of each word), conditioned on the
+    greedy judgment before it. The score is ``sum weight * score * P(satisfied)`` (``criterion_expected``): the
+    paper's formula in expectation over the verdicts. (The score itself is not taken in expectation: a number is
+    several tokens, with no single next-token distribution over its value.)
     """
     from rubricflow.sft import encode_pairs
 
@@ -208,9 +225,8 @@ def expected_scores(judge: RubricLM, items: list[tuple[str, list[dict], Trajecto
     texts = [row[0] for row in judge.generate([judge_input(q, r, t) for q, r, t in items])]
     parsed = [parse_criterion_judgments(x, r) for x, (q, r, t) in zip(texts, items)]
     first = lambda w: tok(w, add_special_tokens=False)["input_ids"][0]  # noqa: E731
-    t_id, f_id, one_id, zero_id = first("true"), first("false"), first("1"), first("0")
-    score_sep = tok(', "satisfied": ', add_special_tokens=False)["input_ids"][-1]
-    value_sep = tok('", "score": ', add_special_tokens=False)["input_ids"][-1]
+    t_id, f_id = first("true"), first("false")
+    verdict_slot = tok(', "satisfied": ', add_special_tokens=False)["input_ids"][-1]
     out: list[float | None] = [None] * len(items)
     todo = [i for i, pj in enumerate(parsed) if not pj.failed and not pj.missing]
     model = judge.model
@@ -225,20 +241,28 @@ def expected_scores(judge: RubricLM, items: list[tuple[str, list[dict], Trajecto
             pos = comp[row].nonzero().flatten().tolist()
             ids = batch["input_ids"][row].tolist()
             weights = {c["criterion"]: c["weight"] for c in items[i][1]}
+            judged = parsed[i].judgments
             total, k = 0.0, 0
-            crits = [j["criterion"] for j in parsed[i].judgments]
             for p in pos:
-                if ids[p] == value_sep and k < len(crits):  # next token: first digit of the score
+                if ids[p] == verdict_slot and k < len(judged):  # next token: first token of true / false
                     lp = logp[row, p]
-                    p1, p0 = lp[one_id].exp().item(), lp[zero_id].exp().item()
-                    e_score = (p1 * 1.0 + p0 * 0.5) / max(p1 + p0, 1e-12)
-                elif ids[p] == score_sep and k < len(crits):  # next token: first token of true / false
-                    lp = logp[row, p]
-                    pt, pf = lp[t_id].exp().item(), lp[f_id].exp().item()
-                    total += weights[crits[k]] * e_score * pt / max(pt + pf, 1e-12)
+                    j = judged[k]
+                    total += criterion_expected(weights[j["criterion"]], j["score"], lp[t_id].exp().item(),
+                                                lp[f_id].exp().item())
                     k += 1
-            out[i] = total if k == len(crits) else None
+            out[i] = total if k == len(judged) else None
     return out
+
+
+def process_scores(judge: RubricLM, items: list[tuple[str, list[dict], Trajectory]], mode: str, samples: int,
+                   temperature: float, seed: int) -> list[float | None]:
+    """Process score per (question, rubric, trajectory) as ``mode`` says (module docstring): ``sampled`` or
+    ``expected``."""
+    if mode == "sampled":
+        return sampled_scores(judge, items, samples, temperature, seed)
+    if mode == "expected":
+        return expected_scores(judge, items)
+    raise ValueError(f"roro.rubricor_judge.score_mode: unknown mode {mode!r}; expected 'sampled' or 'expected'")
 
 
 def pair_credit(s_chosen: float | None, s_rejected: float | None) -> float:
@@ -250,31 +274,43 @@ def pair_credit(s_chosen: float | None, s_rejected: float | None) -> float:
     return 0.5 if s_chosen == s_rejected else 0.0
 
 
+def pair_accuracy(pairs: list[Pair], trajectories: list[Trajectory], scores: dict[int, float | None]) -> dict[str, float]:
+    """Pairwise accuracy (ties 0.5, a missing score 0) of ``scores`` (trajectory index -> score) on ``pairs``:
+    overall (``pairwise_acc``), strict (ties 0), and per category (``acc_<category>``, with ``n_<category>``;
+    ``acc_process`` pools both process categories)."""
+    credits = [pair_credit(scores.get(p.chosen), scores.get(p.rejected)) for p in pairs]
+    by_cat: dict[str, list[float]] = defaultdict(list)
+    for p, c in zip(pairs, credits):
+        cat = category(p, trajectories)
+        by_cat[cat.replace("-", "_")].append(c)
+        if cat.startswith("process"):
+            by_cat["process"].append(c)
+    out = {
+        "pairwise_acc": sum(credits) / max(1, len(credits)),
+        "strict_acc": sum(1.0 for c in credits if c == 1.0) / max(1, len(credits)),
+        "n_pairs": float(len(pairs)),
+    }
+    for cat, cs in sorted(by_cat.items()):
+        out[f"acc_{cat}"] = sum(cs) / len(cs)
+        out[f"n_{cat}"] = float(len(cs))
+    return out
+
+
 def pairwise_accuracy(judge: RubricLM, rubrics: dict[str, ParsedRubric], views: dict[str, ProblemView],
-                      trajectories: list[Trajectory], pairs: list[Pair], n: int = 4, temperature: float = 1.0,
-                      seed: int = 0) -> dict[str, float]:
-    """Judge scores (sampled means) under ``rubrics``; accuracy (ties 0.5), strict accuracy, failure rates."""
+                      trajectories: list[Trajectory], pairs: list[Pair], mode: str = "sampled", n: int = 4,
+                      temperature: float = 1.0, seed: int = 0) -> dict[str, float]:
+    """Judge scores under ``rubrics`` (``process_scores``); :func:`pair_accuracy` plus failure rates."""
     need = sorted({i for p in pairs for i in (p.chosen, p.rejected)
                    if not rubrics[trajectories[i].problem_id].failed})
     items = [(views[trajectories[i].problem_id].question, rubrics[trajectories[i].problem_id].criteria,
               trajectories[i]) for i in need]
-    scores = dict(zip(need, expected_scores(judge, items) if n == 0 else sampled_scores(judge, items, n, temperature, seed)))
-    credits = [pair_credit(scores.get(p.chosen), scores.get(p.rejected)) for p in pairs]
-    strict = [1.0 if c == 1.0 else 0.0 for c in credits]
+    scores = dict(zip(need, process_scores(judge, items, mode, n, temperature, seed)))
     n_fail = sum(1 for i in need if scores[i] is None)
-    by_reason: dict[str, list[float]] = defaultdict(list)
-    for p, c in zip(pairs, credits):
-        by_reason[p.reason].append(c)
-    out = {
-        "pairwise_acc": sum(credits) / max(1, len(credits)),
-        "strict_acc": sum(strict) / max(1, len(strict)),
-        "n_pairs": float(len(pairs)),
+    return {
+        **pair_accuracy(pairs, trajectories, scores),
         "judge_failed_frac": n_fail / max(1, len(need)),
         "rubric_failed_frac": sum(1 for r in rubrics.values() if r.failed) / max(1, len(rubrics)),
     }
-    for r, cs in by_reason.items():
-        out[f"acc_{r}"] = sum(cs) / len(cs)
-    return out
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -368,7 +404,8 @@ def warm_style_weights(criteria: list[dict]) -> list[dict]:
 
 def rubricor_phase(rubricor: RubricLM, judge: RubricLM, views: dict[str, ProblemView], trajectories: list[Trajectory],
                    pairs: list[Pair], cfg, seed: int, n_problems: int, score_samples: int,
-                   score_temperature: float, fixed_families: bool = True) -> dict[str, float]:
+                   score_temperature: float, fixed_families: bool = True,
+                   score_mode: str = "sampled") -> dict[str, float]:
     """Rejection sampling over rubrics with the Judge fixed; SFT the Rubricor on each problem's best rubric
     (``n_problems`` training problems per phase, drawn with ``seed``)."""
     by_pid: dict[str, list[Pair]] = defaultdict(list)
@@ -395,8 +432,7 @@ def rubricor_phase(rubricor: RubricLM, judge: RubricLM, views: dict[str, Problem
             for i in idx:
                 items.append((views[pid].question, r.criteria, trajectories[i]))
                 keys.append((pid, ci, i))
-    scores = dict(zip(keys, expected_scores(judge, items) if score_samples == 0
-                          else sampled_scores(judge, items, score_samples, score_temperature, seed)))
+    scores = dict(zip(keys, process_scores(judge, items, score_mode, score_samples, score_temperature, seed)))
     examples, accs = [], []
     for pid in pids:
         best = None
@@ -426,6 +462,17 @@ def rubricor_phase(rubricor: RubricLM, judge: RubricLM, views: dict[str, Problem
     }
 
 
+def select_phase(rows: list[dict], select_on: str = "val") -> int:
+    """Index of the phase to keep: the best val pairwise accuracy (``val``; ties: the earliest) or the last."""
+    if not rows:
+        raise ValueError("select_phase: no phases")
+    if select_on == "last":
+        return len(rows) - 1
+    if select_on == "val":
+        return max(range(len(rows)), key=lambda i: (rows[i]["val_pairwise_acc"], -i))
+    raise ValueError(f"roro.rubricor_judge.select_on: unknown rule {select_on!r}; expected 'val' or 'last'")
+
+
 def alternate(
     judge: RubricLM,
     rubricor: RubricLM,
@@ -435,8 +482,15 @@ def alternate(
     val_pairs: list[Pair],
     log: Callable[[dict], None] | None = None,
 ) -> list[dict]:
-    """Warm start + ``rj_cfg.rounds`` rounds; returns one row per phase with held-out pairwise accuracy."""
+    """Warm start + ``rj_cfg.rounds`` rounds; returns one row per phase with the val pairwise accuracy (overall and
+    per pair category, ``val_*``); the phase :func:`select_phase` picks is loaded back into both LMs and marked
+    ``selected``."""
     views = problem_views(trajectories)
+    split_of = {t.problem_id: t.split for t in trajectories}
+    for name, pairs, want in (("train_pairs", train_pairs, "train"), ("val_pairs", val_pairs, "val")):
+        wrong = sorted({split_of[p.problem_id] for p in pairs} - {want})
+        if wrong:  # training reads train pairs, selection val pairs; never test
+            raise ValueError(f"alternate: {name} must be pairs of {want} problems, got problems of split {wrong}")
     train_pids = sorted({p.problem_id for p in train_pairs})
     val_pids = sorted({p.problem_id for p in val_pairs})
     rng = random.Random(rj_cfg.seed)
@@ -448,22 +502,17 @@ def alternate(
     judge.sft(jud_ex, rj_cfg.judge.warm_steps, rj_cfg.judge.batch_size, rj_cfg.judge.lr, rj_cfg.seed)
 
     rows: list[dict] = []
+    states: list[tuple[dict, dict]] = []
     clock = [time.perf_counter()]
-    best: dict = {"acc": -1.0}
 
     def evaluate(round_: int, phase: str, extra: dict) -> None:
         val_rubrics = write_rubrics(rubricor, views, val_pids)
-        held = pairwise_accuracy(judge, val_rubrics, views, trajectories, val_pairs, rj_cfg.score_samples,
-                                 rj_cfg.score_temperature, rj_cfg.seed + 7)
-        train = pairwise_accuracy(judge, write_rubrics(rubricor, views, train_pids), views, trajectories,
-                                  train_pairs, rj_cfg.score_samples, rj_cfg.score_temperature, rj_cfg.seed + 7)
-        row = {"round": round_, "phase": phase, **{f"heldout_{k}": v for k, v in held.items()},
-               "train_pairwise_acc": train["pairwise_acc"], **{f"{phase}_{k}": v for k, v in extra.items()},
-               "phase_s": time.perf_counter() - clock[0]}
-        if train["pairwise_acc"] > best["acc"]:  # model selection on the *training* pairs only
-            best.update(acc=train["pairwise_acc"], index=len(rows),
-                        judge={k: v.detach().clone() for k, v in judge.model.state_dict().items()},
-                        rubricor={k: v.detach().clone() for k, v in rubricor.model.state_dict().items()})
+        held = pairwise_accuracy(judge, val_rubrics, views, trajectories, val_pairs, rj_cfg.score_mode,
+                                 rj_cfg.score_samples, rj_cfg.score_temperature, rj_cfg.seed + 7)
+        row = {"round": round_, "phase": phase, **{f"val_{k}": v for k, v in held.items()},
+               **{f"{phase}_{k}": v for k, v in extra.items()}, "phase_s": time.perf_counter() - clock[0]}
+        states.append(({k: v.detach().clone() for k, v in judge.model.state_dict().items()},
+                       {k: v.detach().clone() for k, v in rubricor.model.state_dict().items()}))
         rows.append(row)
         clock[0] = time.perf_counter()
         if log is not None:
@@ -476,15 +525,15 @@ def alternate(
         evaluate(r, "judge", jm)
         rm = rubricor_phase(rubricor, judge, views, trajectories, train_pairs, rj_cfg.rubricor,
                             rj_cfg.seed + 100 * r + 1, rj_cfg.rubricor_problems, rj_cfg.score_samples,
-                            rj_cfg.score_temperature, rj_cfg.fixed_families)
+                            rj_cfg.score_temperature, rj_cfg.fixed_families, rj_cfg.score_mode)
         evaluate(r, "rubricor", rm)
-    # keep the phase whose Judge + Rubricor ordered the training pairs best (never chosen on held-out pairs)
-    judge.model.load_state_dict(best["judge"])
-    rubricor.model.load_state_dict(best["rubricor"])
+    keep = select_phase(rows, rj_cfg.select_on)  # chosen on val pairs; test pairs are never read here
+    judge.model.load_state_dict(states[keep][0])
+    rubricor.model.load_state_dict(states[keep][1])
     judge._greedy.clear()
     rubricor._greedy.clear()
     for i, row in enumerate(rows):
-        row["selected"] = i == best["index"]
+        row["selected"] = i == keep
     return rows
 
 

@@ -7,8 +7,27 @@ training curves (Judge/Rubricor phases, router GRPO steps) are logged to the run
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+
 from rubricflow.roro.config import RoRoConfig
 from rubricflow.stage import StageContext, stage
+
+
+@contextlib.contextmanager
+def roro_threads(rc: RoRoConfig) -> Iterator[None]:
+    """Torch intra-op threads set to ``rc.threads`` for the block (0: left as they are), restored after."""
+    if not rc.threads:
+        yield
+        return
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(rc.threads)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 def _logger(run):
@@ -28,31 +47,36 @@ def models_stage(roro: RoRoConfig, ctx: StageContext) -> dict:
     """Train the small (SLM) and large (LRM) step models on step-by-step arithmetic solutions."""
     from rubricflow.roro.pipeline import run_models
 
-    return run_models(roro, log=_logger(ctx.run))
+    with roro_threads(roro):
+        return run_models(roro, log=_logger(ctx.run))
 
 
 @stage("roro_trajectories")
 def trajectories_stage(roro: RoRoConfig, ctx: StageContext) -> dict:
-    """Route train/val problems with all-SLM, all-LRM, random and threshold policies; store the trajectories."""
+    """Every route of each train/val problem (or the routes of all-SLM, all-LRM, random and threshold policies)."""
     from rubricflow.roro.pipeline import run_trajectories
 
-    return run_trajectories(roro, log=_logger(ctx.run))
+    with roro_threads(roro):
+        return run_trajectories(roro, log=_logger(ctx.run))
 
 
 @stage("roro_pairs")
 def pairs_stage(roro: RoRoConfig, ctx: StageContext) -> dict:
-    """Preference pairs by outcome, then LRM cost, then process quality."""
+    """Preference pairs by outcome, then LRM cost, then process quality; counts per pair category."""
     from rubricflow.roro.pipeline import run_pairs
 
-    return run_pairs(roro, log=_logger(ctx.run))
+    with roro_threads(roro):
+        return run_pairs(roro, log=_logger(ctx.run))
 
 
 @stage("roro_rubricor_judge", retries=1)
 def rubricor_judge_stage(roro: RoRoConfig, ctx: StageContext) -> dict:
-    """Warm start + alternating rejection-sampling fine-tuning of the Judge and the Rubricor."""
+    """Warm start + alternating rejection-sampling fine-tuning of the Judge and the Rubricor; the phase with the best
+    val pairwise accuracy is kept."""
     from rubricflow.roro.pipeline import run_rubricor_judge
 
-    return run_rubricor_judge(roro, log=_logger(ctx.run))
+    with roro_threads(roro):
+        return run_rubricor_judge(roro, log=_logger(ctx.run))
 
 
 @stage("roro_router", retries=3, resumable=True)
@@ -60,14 +84,17 @@ def router_stage(roro: RoRoConfig, ctx: StageContext) -> dict:
     """GRPO routers (RoRo: outcome + process - cost; outcome-only) over the cost-weight sweep."""
     from rubricflow.roro.pipeline import run_router
 
-    return run_router(roro, log=_logger(ctx.run))
+    with roro_threads(roro):
+        return run_router(roro, log=_logger(ctx.run))
 
 
 @stage("roro_eval", aliases=("route-eval",), reads_test=True)
 def eval_stage(roro: RoRoConfig, ctx: StageContext) -> dict:
-    """Accuracy vs LRM cost on held-out problems: routers and baselines, curve PNG + data, the table."""
+    """Accuracy vs LRM cost on test problems: routers and baselines, curve PNG + data, the table, AUC per method;
+    the kept Judge's pairwise accuracy on test pairs."""
     from rubricflow.roro.pipeline import eval_dir, run_eval
 
-    out = run_eval(roro, log=_logger(ctx.run))
+    with roro_threads(roro):
+        out = run_eval(roro, log=_logger(ctx.run))
     ctx.run.log_artifact(eval_dir(roro))
     return out

@@ -11,8 +11,8 @@ def test_partial_role_overrides_merge_onto_the_role_defaults():
     r = cfg.roro
     assert (r.slm.path, r.slm.hidden_size, r.slm.num_layers) == ("x", 64, 2)  # still the small model
     assert (r.lrm.sft_steps, r.lrm.hidden_size, r.lrm.num_layers, r.lrm.lr) == (10, 128, 3, 1e-3)
-    assert (r.router.grpo.steps, r.router.grpo.lr, r.router.grpo.group_size) == (5, 1e-2, 8)
-    assert r.rubricor_judge.rubricor.warm_steps == 80 and r.rubricor_judge.judge.warm_steps == 300
+    assert (r.router.grpo.steps, r.router.grpo.lr, r.router.grpo.group_size) == (5, 1e-3, 8)
+    assert r.rubricor_judge.rubricor.warm_steps == 80 and r.rubricor_judge.judge.warm_steps == 500
 
 
 def test_router_defaults_follow_the_paper():

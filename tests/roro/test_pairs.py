@@ -76,3 +76,47 @@ def test_dedupe_merges_identical_routes():
     b = traj("a", [S, L], [True, False], True, policy="threshold-0.3")
     c = traj("a", [L, L], [True, False], True)
     assert [t.policy for t in dedupe([a, b, c])] == ["random-0.5", "p"]
+
+
+def test_same_number_of_calls_is_the_same_cost_and_process_decides():
+    from rubricflow.roro.pairs import category
+
+    # both wrong, one call each: A called the op step where the SLM erred (8 tokens), B the final restatement (4)
+    a = traj("a", [S, L, S], [True, False, False], False, lrm_tokens_per_call=8)
+    b = traj("a", [S, S, L], [True, False, True], False, lrm_tokens_per_call=4)
+    assert a.lrm_calls == b.lrm_calls == 1 and a.lrm_tokens > b.lrm_tokens
+    assert compare(a, b) == (1, "process")  # counted in calls: a tie, so placement decides (A intervened)
+    assert compare(a, b, cost_unit="lrm_tokens") == (-1, "cost")  # counted in tokens: B is cheaper
+    with pytest.raises(ValueError, match="pairs.cost_unit: unknown unit 'flops'"):
+        compare(a, b, cost_unit="flops")
+    ts = [a, b, traj("a", [L, L, S], [True, False, True], True)]
+    pairs = build_trajectory_pairs(ts)
+    assert {(p.chosen, p.rejected, category(p, ts)) for p in pairs} == {
+        (0, 1, "process-wrong"), (2, 0, "outcome"), (2, 1, "outcome")}
+
+
+def test_split_balance_gives_each_reason_an_equal_share_of_the_budget():
+    from rubricflow.roro.pairs import category_counts
+
+    # problem a: 1 outcome pair + 1 cost pair + 1 process pair available (4 routes, 6 pairs: see below)
+    # problem b: outcome and cost pairs only
+    a = [traj("a", [S, L, S], [True, False, False], False),  # 1 call, intervened
+         traj("a", [L, S, S], [True, False, False], False),  # 1 call, wasted: process pair with the first
+         traj("a", [L, L, L], [True, False, False], True)]   # right: outcome pairs with both
+    b = [traj("b", [S, S], [True, True], True), traj("b", [L, S], [True, True], True),
+         traj("b", [L, L], [True, True], True), traj("b", [S, S], [False, True], False)]
+    ts = a + b
+    available = {}
+    every = build_trajectory_pairs(ts, available=available)
+    assert available == {"outcome": 5, "cost": 3, "process-wrong": 1}
+    assert category_counts(every, ts) == {**available, "process-right": 0}
+    # per problem, a cap of 2: problem a keeps outcome + cost... it has no cost pair: outcome + process
+    per_problem = build_trajectory_pairs(ts, max_per_problem=2, seed=0, balance="problem")
+    assert category_counts(per_problem, ts) == {"outcome": 2, "cost": 1, "process-right": 0, "process-wrong": 1}
+    # split-wide: budget 2 * 2 problems = 4; shares 1 / 1 / 1 plus the left-over one to the first open reason
+    split = build_trajectory_pairs(ts, max_per_problem=2, seed=0, balance="split")
+    assert category_counts(split, ts) == {"outcome": 2, "cost": 1, "process-right": 0, "process-wrong": 1}
+    assert len({(p.chosen, p.rejected) for p in split}) == 4  # no pair drawn twice
+    assert {p.problem_id for p in split if p.reason == "outcome"} == {"a", "b"}  # round-robin over problems
+    with pytest.raises(ValueError, match="pairs.balance: unknown rule 'global'"):
+        build_trajectory_pairs(ts, max_per_problem=2, balance="global")

@@ -13,7 +13,7 @@ def tiny_roro_dict(tmp_path) -> dict:
     a, d = tmp_path / "artifacts" / "roro", tmp_path / "data" / "roro"
     return {
         "data_dir": str(d), "out_dir": str(a),
-        "task": {"n_sft": 300, "n_train": 10, "n_val": 6, "n_test": 12},
+        "task": {"n_sft": 300, "n_train": 10, "n_val": 6, "n_test": 12, "min_ops": 2, "max_ops": 3},
         "slm": {"path": str(a / "models" / "slm"), "hidden_size": 32, "num_layers": 1, "sft_steps": 30,
                 "sft_decay_steps": 0, "target_step_acc": 0.0},
         "lrm": {"path": str(a / "models" / "lrm"), "hidden_size": 64, "num_layers": 2, "sft_steps": 60,
@@ -26,7 +26,7 @@ def tiny_roro_dict(tmp_path) -> dict:
         "router": {"grpo": {"steps": 3, "group_size": 4, "prompts_per_step": 4, "checkpoint_every": 2},
                    "sweep_cost_weights": [0.5], "cost_weight": 0.5,
                    "checkpoint_dir": str(a / "router" / "checkpoints")},
-        "eval": {"thresholds": [0.1, 0.5], "random_rates": [0.5], "random_repeats": 1},
+        "eval": {"thresholds": [0.1, 0.5], "random_rates": [0.5], "random_repeats": 1, "judge_problems": 4},
     }
 
 
@@ -45,11 +45,20 @@ def test_roro_pipeline_end_to_end(tmp_path):
     assert 0.0 <= m["slm_val_step_acc"] <= 1.0 and 0.0 <= m["lrm_val_step_acc"] <= 1.0
 
     t = P.run_trajectories(rc)
-    assert t["n_problems"] == 16
+    assert t["n_problems"] == 16 and t["collection"] == "every route"
     assert set(t["policies"]) == {"all-slm", "all-lrm", "random-0.5", "threshold-0.3"}
     assert t["policies"]["all-slm"]["lrm_tokens"] == 0 and t["policies"]["all-lrm"]["lrm_call_rate"] == 1.0
     rows = pq.read_table(P.trajectories_path(rc)).to_pylist()
     assert len(rows) == t["n_unique"] and {r["split"] for r in rows} == {"train", "val"}
+    # every route: each problem's decision tree is complete (the other choice at any route's last decision is a
+    # route too), with the all-SLM and all-LRM routes in it
+    per_problem = {}
+    for r in rows:
+        per_problem.setdefault(r["problem_id"], set()).add(r["writers"])
+    flip = {"S": "L", "L": "S"}
+    for ws in per_problem.values():
+        assert any(set(w) == {"S"} for w in ws) and any(set(w) == {"L"} for w in ws)
+        assert all(any(o.startswith(w[:-1] + flip[w[-1]]) for o in ws) for w in ws)
     steps = json.loads(rows[0]["steps"])
     assert {"writer", "slm_uncertainty", "slm_correct", "correct", "state", "action"} <= set(steps[0])
     assert all(len(s["state"]) == 5 for s in steps)
@@ -57,19 +66,29 @@ def test_roro_pipeline_end_to_end(tmp_path):
 
     p = P.run_pairs(rc)
     assert p["n_pairs"] > 0 and p["train_pairs"] > 0 and p["val_pairs"] > 0
+    for split in ("train", "val"):  # categories are counted, kept <= decided
+        cats = ("outcome", "cost", "process-right", "process-wrong")
+        assert sum(p[f"{split}_{c}"] for c in cats) == p[f"{split}_pairs"]
+        assert all(p[f"{split}_{c}"] <= p[f"{split}_available_{c}"] for c in cats)
     pairs = pq.read_table(P.pairs_path(rc)).to_pylist()
     trajs = P.read_trajectories(P.trajectories_path(rc))
     for pr in pairs:  # the ordering rules hold on the stored pairs
         c, r = trajs[pr["chosen"]], trajs[pr["rejected"]]
-        assert c.problem_id == r.problem_id == pr["problem_id"]
+        assert c.problem_id == r.problem_id == pr["problem_id"] and c.split == pr["split"]
         if pr["reason"] == "outcome":
             assert c.outcome and not r.outcome
         elif pr["reason"] == "cost":
-            assert c.outcome == r.outcome and c.lrm_tokens < r.lrm_tokens
+            assert c.outcome == r.outcome and c.lrm_calls < r.lrm_calls
+        else:  # process: same outcome, same number of LRM calls
+            assert c.outcome == r.outcome and c.lrm_calls == r.lrm_calls
 
     rj = P.run_rubricor_judge(rc)
     assert [(r["round"], r["phase"]) for r in rj["rounds"]] == [(0, "warm"), (1, "judge"), (1, "rubricor")]
-    assert all(0.0 <= r["heldout_pairwise_acc"] <= 1.0 for r in rj["rounds"])
+    assert all(0.0 <= r["val_pairwise_acc"] <= 1.0 for r in rj["rounds"])
+    assert all(r["val_n_pairs"] == p["val_pairs"] for r in rj["rounds"])  # measured on the val pairs
+    kept = [r for r in rj["rounds"] if r["selected"]]  # the best val accuracy (ties: the earliest) is kept
+    assert len(kept) == 1 and kept[0]["val_pairwise_acc"] == max(r["val_pairwise_acc"] for r in rj["rounds"])
+    assert rj["score_mode"] == "sampled" and rj["optimizer"] == "rft"
     assert (tmp_path / "artifacts" / "roro" / "judge" / "config.json").exists()
     rub_rows = [json.loads(x) for x in P.rubrics_path(rc).read_text().splitlines()]
     assert len(rub_rows) == 16 and all(r["status"] in ("ok", "repaired", "failed") for r in rub_rows)
@@ -88,6 +107,12 @@ def test_roro_pipeline_end_to_end(tmp_path):
     assert by["all-slm"]["lrm_tokens"] == 0 and by["all-lrm"]["lrm_cost_frac"] == pytest.approx(1.0)
     assert by["all-lrm"]["lrm_flops"] > 0 and by["all-lrm"]["total_flops"] > by["all-lrm"]["lrm_flops"]
     assert ev["matched"] and "outcome-only_accuracy_at_cost" in ev["matched"][0]
+    chord = (by["all-slm"]["accuracy"] + by["all-lrm"]["accuracy"]) / 2  # the AUC floor: mixing the two ends
+    assert set(ev["auc"]) == {"roro", "outcome-only", "threshold", "random"}
+    assert all(chord - 1e-9 <= a <= 1.0 for a in ev["auc"].values())
+    jt = ev["judge_test"]  # the kept Judge on pairs of 4 test problems, by category
+    assert jt["n_problems"] == 4 and jt["n_pairs"] > 0 and 0.0 <= jt["pairwise_acc"] <= 1.0
+    assert jt["pair_counts"]["n_pairs"] == jt["n_pairs"]
     out = P.eval_dir(rc)
     assert (out / "curve.png").stat().st_size > 5000
     curve = json.loads((out / "curve.json").read_text())
@@ -111,3 +136,23 @@ def test_roro_pipeline_end_to_end(tmp_path):
     assert report["n_test"] == 12 and report["roro_accuracy"] is not None
     res = CliRunner().invoke(app, ["--params", str(params), "--no-track", "route-eval", "--from-file"])
     assert res.exit_code == 0 and "random-matched" in res.output
+
+    # one real unit per trained kind of the RoRo study on the same shared outputs (the alternation with the unit's
+    # seed, its routers, the evaluation); the report has the per-phase Judge table and the curve plot
+    from rubricflow.config import config_from_dict
+    from rubricflow.study import run_study
+
+    study = {"seeds": [5], "out_dir": str(tmp_path / "studies" / "roro"),
+             "report_dir": str(tmp_path / "reports" / "studies")}
+    cfg = config_from_dict({"reports_dir": str(tmp_path / "reports"), "roro": tiny_roro_dict(tmp_path),
+                            "study": {"roro": study}})
+    out = run_study(cfg, "roro", variants=["roro", "threshold"])
+    assert (out["units"], out["ran"]) == (2, 2)
+    unit = json.loads((tmp_path / "studies" / "roro" / "roro" / "seed5" / "result.json").read_text())
+    assert unit["kind"] == "roro" and [r["phase"] for r in unit["judge_rounds"]] == ["warm", "judge", "rubricor"]
+    assert [r["tag"] for r in unit["routers"]] == ["roro-cw0.5"]  # only its own method's routers
+    assert 0.0 <= unit["metrics"]["judge_test_acc"] <= 1.0 and unit["metrics"]["auc"] >= 0.0
+    assert (tmp_path / "studies" / "roro" / "roro" / "seed5" / "out" / "judge" / "config.json").exists()
+    md = (tmp_path / "reports" / "studies" / "roro.md").read_text()
+    assert "## Judge: val pairwise accuracy per alternation phase" in md and "| 0/warm | " in md
+    assert (tmp_path / "reports" / "studies" / "roro-curves.png").read_bytes()[:4] == b"\x89PNG"

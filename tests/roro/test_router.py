@@ -73,3 +73,32 @@ def test_save_load_round_trip(tmp_path):
     r2, meta = load_router(tmp_path / "r.pt")
     x = torch.rand(3, 5)
     assert torch.allclose(r(x), r2(x)) and meta["cost_weight"] == 0.5
+
+
+def test_fifth_feature_is_the_step_index_or_nothing():
+    assert router_state([0.2, 0.6, 0.1], 8, 2, 16, 8, fifth="none") == pytest.approx([0.1, 0.1, 0.3, 0.5, 0.0])
+    with pytest.raises(ValueError, match="fifth feature 'lrm_calls'"):
+        router_state([0.4], 4, 0, fifth="lrm_calls")
+
+
+def test_reward_probes_no_process_credit_for_skipping_work():
+    from rubricflow.config import config_from_dict
+
+    # a route cut off before its final answer earns no process credit, whatever the Judge says
+    assert trajectory_reward(False, 1.0, 0, 24, 0.5, 0.2, finished=False) == 0.0
+    assert trajectory_reward(False, 1.0, 0, 24, 0.5, 0.2, finished=True) == pytest.approx(0.5)
+    with pytest.raises(ValueError, match="process score 1.5: expected a number in \\[0, 1\\]"):
+        trajectory_reward(True, 1.5, 0, 24, 0.5, 0.2)
+    # adversarial: an all-SLM route (no LRM work) that gets the answer wrong but fools the Judge completely (process
+    # 1.0) never out-earns the right all-LRM route the Judge scores 0, at any swept cost weight of the defaults
+    r = config_from_dict({}).roro.router
+    assert r.process_weight < 1.0
+    for cw in r.sweep_cost_weights:
+        skip = trajectory_reward(False, 1.0, 0, 24, r.process_weight, cw)
+        work = trajectory_reward(True, 0.0, 24, 24, r.process_weight, cw)
+        assert skip < work, cw
+    # nor does any wrong route out-earn a right one of the same cost
+    for p_wrong in (0.0, 0.5, 1.0):
+        for tokens in (0, 8, 24):
+            assert trajectory_reward(False, p_wrong, tokens, 24, 0.5, 0.4) < trajectory_reward(True, 0.0, tokens, 24,
+                                                                                              0.5, 0.4)
