@@ -105,7 +105,7 @@ class JudgeConfig(Section):
         "and a response that omits the reasoning it checks fails it, so skipping the reasoning never pays. "
         "response: the earlier reading, where a rubric whose quantity the response never mentions is "
         "'not applicable' (a bare answer then falls back to the outcome reward; kept for the ablation). "
-        "Implemented by the programmatic backend; the LLM judges' prompt (judge-v1) still asks whether a rubric "
+        "Implemented by the programmatic backend; the LLM judges' prompt (judge-v2) still asks whether a rubric "
         "applies to the question and response.",
     )
     prompt_version: Literal["judge-v2"] = Field(
