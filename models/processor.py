@@ -25,6 +25,24 @@ def text_tokenizer(processor):
     return getattr(processor, "tokenizer", processor)
 
 
+def chat_prompt(processor, text: str, n_images: int = 0, system: str | None = None,
+                demo: tuple[str, str] | None = None) -> str:
+    """The generation prompt for one user turn, for a ``VisionTextProcessor`` (image placeholders before the text)
+    or a text model's tokenizer (its own chat template; a text model takes no image). ``demo``: one solved example
+    ``(question, answer)`` given as an earlier user/assistant exchange (a text task's one-shot demonstration)."""
+    if hasattr(processor, "chat_prompt"):
+        if demo is not None:
+            raise ValueError("a one-shot demonstration is defined for text tasks only")
+        return processor.chat_prompt(text, n_images=n_images, system=system)
+    if n_images:
+        raise ValueError(f"a text-only model got a prompt with {n_images} image(s)")
+    messages = [{"role": "system", "content": system}] if system else []
+    if demo is not None:
+        messages += [{"role": "user", "content": demo[0]}, {"role": "assistant", "content": demo[1]}]
+    messages.append({"role": "user", "content": text})
+    return processor.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+
+
 class VisionTextProcessor:
     """Tokenizer + image processor for Qwen2-VL style models (images only, no video)."""
 

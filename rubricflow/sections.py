@@ -23,6 +23,7 @@ __all__ = [
 class Profile(str, Enum):
     tiny = "tiny"
     gpu = "gpu"
+    smol = "smol"
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -40,11 +41,12 @@ class SplitSizes(Section):
 
 class DataConfig(Section):
     out_dir: str = Field("data/synthetic", description="Where the synthetic dataset (parquet + images) is written.")
-    tasks: list[Literal["counting", "barchart", "geometry"]] = Field(
+    tasks: list[Literal["counting", "barchart", "geometry", "arith"]] = Field(
         default_factory=lambda: ["counting", "barchart"],
-        description="Synthetic multimodal tasks to generate. geometry is available but the tiny 56 px policy cannot "
+        description="Synthetic tasks to generate. geometry is available but the tiny 56 px policy cannot "
         "read it (its perception stayed at 0-6% after SFT; rubricflow/data/synthetic.py), so RL on it would measure "
-        "noise: it is left out by default.",
+        "noise: it is left out by default. arith is text only (multi-step word problems, rubricflow/data/arith.py; "
+        "the smol profile's task).",
     )
     splits: SplitSizes = Field(default_factory=SplitSizes, description="Samples per split and task.")
     image_size: int = Field(
@@ -62,7 +64,9 @@ class ModelSpec(Section):
     source: Literal["tiny", "pretrained"] = Field(
         "tiny", description="'tiny': built offline from a production architecture config; 'pretrained': a real id/path."
     )
-    arch: Literal["qwen2_5_vl", "qwen2"] = Field("qwen2_5_vl", description="Architecture family.")
+    arch: Literal["qwen2_5_vl", "qwen2", "llama"] = Field(
+        "qwen2_5_vl", description="Architecture family (llama: SmolLM2, the smol profile's real text model)."
+    )
     path: str = Field(
         "artifacts/models/base-vl",
         description="Tiny: directory the built model is saved to. Pretrained: HF model id or local directory.",

@@ -111,6 +111,11 @@ class StudySpec(Section):
         "artifacts/studies/rucl",
         description="Per-unit outputs: <out_dir>/<variant>/seed<k>/ (policy, training reports, result.json).",
     )
+    profile: str | None = Field(
+        None,
+        description="The profile the study belongs to (its data, policy and tiers are that profile's): run under "
+        "another one, it is refused. None: any profile.",
+    )
     report_dir: str = Field(
         "reports/studies", description="Study reports: <report_dir>/<name>.md, .json and .png (the study name)."
     )
@@ -254,6 +259,19 @@ def _roro_spec() -> StudySpec:
                      claims=claims, out_dir="artifacts/studies/roro")
 
 
+def _rucl_smol_spec() -> StudySpec:
+    return StudySpec(
+        seeds=[101, 202, 303],
+        variants={"base": {}, "rucl": {"rucl.reward.mode": "rucl"}},
+        untrained=["base"],
+        claims=[Claim(a="rucl", b="base", metric="accuracy", direction="higher"),
+                Claim(a="rucl", b="base", metric="correct_but_flawed", direction="lower")],
+        metrics=["accuracy", "correct_but_flawed", "s_f", "s_a"],
+        out_dir="artifacts/studies/rucl_smol",
+        profile="smol",
+    )
+
+
 class StudyConfig(Section):
     @model_validator(mode="before")
     @classmethod
@@ -272,6 +290,12 @@ class StudyConfig(Section):
         default_factory=StudySpec,
         description="The RuCL study: SFT start, outcome-only, uniform rubrics, sigmoid and linear curriculum, and "
         "the shuffled-reward control, each trained from the shared SFT checkpoint once per seed.",
+    )
+    rucl_smol: StudySpec = Field(
+        default_factory=_rucl_smol_spec,
+        description="RuCL on real weights (`rubricflow --profile smol study rucl_smol`): SmolLM2-135M-Instruct as it "
+        "is (base) and after RuCL with LoRA on the text task, over seeds 101, 202, 303 (the budget of about an hour "
+        "and a half on 2 cores: fewer than the 5 a claim needs, so its verdicts are reported, not claimed).",
     )
     rucl_tune: StudySpec = Field(
         default_factory=_rucl_tune_spec,

@@ -476,3 +476,16 @@ def test_a_unit_finished_on_other_inputs_is_rerun_and_its_old_result_kept(tmp_pa
     run_study(changed, "rucl", variants=["outcome"], unit_fn=unit)
     assert unit.calls == ["outcome/seed11"]
     assert "(config changed)" in capsys.readouterr().out
+
+
+def test_a_profile_bound_study_is_refused_under_another_profile():
+    from rubricflow.config import load_config
+    from rubricflow.section import ConfigError
+    from rubricflow.study import study_spec
+
+    with pytest.raises(ConfigError, match=r"study rucl_smol belongs to profile 'smol' .*`rubricflow --profile smol "
+                                          r"study rucl_smol` \(the profile now is 'tiny'\)"):
+        study_spec(load_config("params.yaml", profile="tiny"), "rucl_smol")
+    spec = study_spec(load_config("params.yaml", profile="smol"), "rucl_smol")
+    assert spec.untrained == ["base"] and spec.out_dir == "artifacts/studies/rucl_smol"
+    assert study_spec(load_config("params.yaml", profile="smol"), "rucl").profile is None  # unbound studies run anywhere

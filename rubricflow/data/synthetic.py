@@ -6,6 +6,8 @@ Three generators, deterministic by seed (each sample's RNG is seeded from (seed,
 * ``barchart``  three bars A, B, C of heights 1-8; "Which bar is the tallest?" or "tallest minus shortest?"
 * ``geometry``  two lattice points P (red) and Q (blue) on a 5x5 grid; area of the right triangle
                 P, Q, (xQ, yP): perception P, Q; intermediate dx, dy, area.
+* ``arith``     text only: a multi-step arithmetic word problem (rubricflow.data.arith): given a, b, c;
+                intermediate s, t; the smol profile's task for a real text policy.
 
 Images are small (56 px by default = 4 visual tokens for Qwen2.5-VL): learning is visible on CPU only at that
 size. Every sample records ``facts`` (see rubricflow.data.traces) so reasoning can be checked, not just answers.
@@ -27,6 +29,7 @@ from pathlib import Path
 
 from PIL import Image, ImageDraw
 
+from rubricflow.data.arith import gen_arith
 from rubricflow.data.schema import SPLITS, Sample, write_dataset
 from rubricflow.data.traces import fmt
 
@@ -151,7 +154,9 @@ GENERATORS: dict[str, Callable[[random.Random, int], tuple]] = {
     "counting": gen_counting,
     "barchart": gen_barchart,
     "geometry": gen_geometry,
+    "arith": gen_arith,  # text only (rubricflow.data.arith): the generator returns no image
 }
+TEXT_TASKS = frozenset({"arith"})  # tasks whose samples have no image (the validation gate expects none)
 
 
 def generate_samples(
@@ -168,9 +173,11 @@ def generate_samples(
                 rng = _rng(seed, task, split, i)
                 im, q, ans, atype, facts = gen(rng, image_size)
                 sid = f"{task}-{split}-{i:05d}"
-                rel = f"images/{sid}.png"
-                im.save(out / rel, optimize=False)
-                samples.append(Sample(sid, [rel], q, ans, atype, task, facts, split, f"synthetic/{task}"))
+                images = []
+                if im is not None:
+                    images = [f"images/{sid}.png"]
+                    im.save(out / images[0], optimize=False)
+                samples.append(Sample(sid, images, q, ans, atype, task, facts, split, f"synthetic/{task}"))
                 if progress is not None:
                     progress()
     return samples

@@ -49,11 +49,16 @@ def file_sha256(path: str | Path) -> str:
     return h.hexdigest()
 
 
-def _image_status(data_dir: Path, images) -> str:
+def _image_status(data_dir: Path, images, task: str | None = None) -> str:
     """'ok', or why not: 'no images', 'null image path', 'absolute path: <p>', 'outside the data set: <p>',
-    'missing: <p>', 'corrupt: <p>'. A path must be relative and resolve (symlinks followed) inside ``data_dir``."""
+    'missing: <p>', 'corrupt: <p>', 'images in a text-only task'. A path must be relative and resolve (symlinks
+    followed) inside ``data_dir``. A text-only task (``synthetic.TEXT_TASKS``) must have no image."""
     from PIL import Image
 
+    from rubricflow.data.synthetic import TEXT_TASKS
+
+    if task in TEXT_TASKS:
+        return "ok" if images is None or len(images) == 0 else "images in a text-only task"
     if images is None or len(images) == 0:
         return "no images"
     root = data_dir.resolve()
@@ -190,7 +195,7 @@ def validate_dataset(
             [{"expectation": "expect_column_values_to_be_of_type", "column": c} for c in wrong],
         )
     df = table.to_pandas()
-    df["image_status"] = [_image_status(data_dir, ims) for ims in df["images"]]
+    df["image_status"] = [_image_status(data_dir, ims, t) for ims, t in zip(df["images"], df["task"])]
     df["facts_status"] = [_facts_status(f) for f in df["facts"]]
     df = df.drop(columns=["images", "facts"])
     n_exp, failures = _gx_validate(df, min_split_size, required_splits or [])

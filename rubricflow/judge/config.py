@@ -52,7 +52,10 @@ class OpenAIJudgeConfig(Section):
         120.0, ge=0, description="Longest Retry-After (429/503) honoured; a longer one ends the retries (failed)."
     )
     temperature: float = Field(0.0, ge=0, description="Judge sampling temperature (0 = greedy, reproducible).")
-    max_tokens: int = Field(1024, ge=16, description="Completion token cap per judge call.")
+    max_tokens: int = Field(
+        512, ge=16,
+        description="Completion token cap per judge call (compact verdicts of 20 rubrics take about 150 tokens).",
+    )
     send_images: bool = Field(
         True, description="Send the sample images as base64 data URLs (False for text-only judges)."
     )
@@ -61,10 +64,18 @@ class OpenAIJudgeConfig(Section):
         description="HTTP layer under AsyncOpenAI: openai's aiohttp client (less CPU per request) or its httpx default.",
     )
     json_schema: bool = Field(True, description="Ask for schema-constrained output (response_format=json_schema).")
+    verdict_format: Literal["compact", "object"] = Field(
+        "compact",
+        description="What the judge writes per rubric. compact (default): \"pass\" | \"fail\" | \"n/a\", a few tokens, "
+        "what a small judge (SmolLM2-135M) answers reliably (docs/smol.md); object: {rationale, applicable, "
+        "satisfied} with a one-sentence rationale (capped by rationale_max_chars). Part of the cache key.",
+    )
     rationale_max_chars: int | None = Field(
-        None,
+        64,
         ge=1,
-        description="maxLength of the rationale in the schema (vLLM honours it; some hosted APIs reject it).",
+        description="object format: maxLength of the rationale in the schema (vLLM honours it; a small model "
+        "without a cap never closes the string and every call ends at max_tokens). None for hosted APIs whose "
+        "strict mode rejects maxLength.",
     )
     extra_body: dict[str, Any] = Field(
         default_factory=dict, description="Extra JSON fields merged into every request body (server-specific options)."
@@ -94,11 +105,11 @@ class JudgeConfig(Section):
         "and a response that omits the reasoning it checks fails it, so skipping the reasoning never pays. "
         "response: the earlier reading, where a rubric whose quantity the response never mentions is "
         "'not applicable' (a bare answer then falls back to the outcome reward; kept for the ablation). "
-        "Implemented by the programmatic backend; the LLM judges' prompt (judge-v1) still asks whether a rubric "
+        "Implemented by the programmatic backend; the LLM judges' prompt (judge-v2) still asks whether a rubric "
         "applies to the question and response.",
     )
-    prompt_version: Literal["judge-v1"] = Field(
-        "judge-v1", description="LLM judge prompt template version (part of the cache key)."
+    prompt_version: Literal["judge-v2"] = Field(
+        "judge-v2", description="LLM judge prompt template version (part of the cache key)."
     )
     cache_enabled: bool = Field(
         True, description="Cache verdicts in SQLite (a rerun makes no calls for cached verdicts)."

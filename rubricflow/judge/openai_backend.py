@@ -206,7 +206,8 @@ class OpenAIJudge:
             raise ValueError(f"judge.prompt_version: unknown template {prompt_version!r}; expected {PROMPT_VERSION!r}")
         self.cfg = cfg.model_copy(deep=True)
         self.model_id = cfg.model
-        self.prompt_version = prompt_version
+        # the verdict format changes what the judge writes: part of the cache key
+        self.prompt_version = f"{prompt_version}+{cfg.verdict_format}"
         self._key_source = api_key
         self._key: SecretStr | None = None
         self.image_root = Path(image_root) if image_root else None
@@ -254,7 +255,7 @@ class OpenAIJudge:
 
     def messages(self, request: JudgeRequest) -> list[dict]:
         images = self._image_parts(request) if self.cfg.send_images else []
-        text = user_prompt(request, n_images_shown=len(images))
+        text = user_prompt(request, n_images_shown=len(images), verdict_format=self.cfg.verdict_format)
         content: Any = images + [{"type": "text", "text": text}] if images else text
         return [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": content}]
 
@@ -342,7 +343,7 @@ class OpenAIJudge:
             model=self.model_id, messages=messages, temperature=self.cfg.temperature, max_tokens=self.cfg.max_tokens
         )
         if self.cfg.json_schema:
-            body["response_format"] = response_format(ids, self.cfg.rationale_max_chars)
+            body["response_format"] = response_format(ids, self.cfg.rationale_max_chars, self.cfg.verdict_format)
         body.update(self.cfg.extra_body)
         return body
 

@@ -5,7 +5,8 @@ The strict schema (what ``prompt.judgment_schema`` asks for and schema-constrain
     {"verdicts": {"R01": {"rationale": "...", "applicable": true, "satisfied": false}, ...}}
 
 with exactly the requested rubric ids, ``applicable`` a JSON boolean and ``satisfied`` a boolean when applicable
-and ``null`` when not. Such text is ``ok``.
+and ``null`` when not, or its compact form ``{"verdicts": {"R01": "pass" | "fail" | "n/a", ...}}`` (exactly those
+three strings). Such text is ``ok``.
 
 Anything else goes through tolerant extraction and, if it yields at least one verdict, is ``repaired`` (the
 reason lists what was repaired and which rubrics are missing):
@@ -168,6 +169,11 @@ def _strict(obj: Any, rubric_ids: list[str]) -> dict[str, Verdict] | None:
     if set(v) != set(rubric_ids):
         return None
     out = {}
+    if all(isinstance(v[rid], str) for rid in rubric_ids):  # the compact form
+        compact = {"pass": Verdict(True, True), "fail": Verdict(True, False), "n/a": Verdict(False, None)}
+        if not all(v[rid] in compact for rid in rubric_ids):
+            return None
+        return {rid: compact[v[rid]] for rid in rubric_ids}
     for rid in rubric_ids:
         item = v[rid]
         if not isinstance(item, dict) or not {"applicable", "satisfied"} <= set(item):

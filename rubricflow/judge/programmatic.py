@@ -30,7 +30,7 @@ from typing import Any, Literal
 from rubricflow.data.traces import BOXED_RE, CLAIM_RE, parse_value, render_trace, values_equal
 from rubricflow.judge.protocol import JudgeRequest, Judgment, Rubric, Verdict
 
-CHECKS_VERSION = "checks-v1"  # part of the cache key: bump when a checker changes (the mode is appended)
+CHECKS_VERSION = "checks-v2"  # part of the cache key: bump when a checker changes (the mode is appended)
 _SENTENCE_END = re.compile(r"\.(?=\s|$)")
 _INT_RE = re.compile(r"^-?\d+$")
 _NUM_RE = re.compile(r"^-?\d+(?:\.\d+)?$")
@@ -134,6 +134,7 @@ def answer_format(ctx: Ctx) -> Result:
         "diff": (_INT_RE.match(b) is not None, "an integer"),
         "tallest": (b in ctx.perception, f"one of {list(ctx.perception)}"),
         "area": (_NUM_RE.match(b) is not None, "a number"),
+        "arith": (_INT_RE.match(b) is not None, "an integer"),
     }
     if ctx.qtype not in expected:
         return NA(f"no answer format known for question type {ctx.qtype!r}")
@@ -224,6 +225,13 @@ def _derivations(ctx: Ctx) -> list[tuple[str, Any, Any]]:
     dx, dy = s("dx"), s("dy")
     if s("area") is not None and isinstance(dx, (int, float)) and isinstance(dy, (int, float)):
         out.append(("area", s("area"), dx * dy / 2))
+    if ctx.task == "arith":  # each defined step, from the values the response stated for its inputs
+        from rubricflow.data.arith import OPS
+
+        for key, op, x, y in ctx.facts.get("steps", []):
+            vx, vy = s(x), s(y)
+            if s(key) is not None and isinstance(vx, (int, float)) and isinstance(vy, (int, float)) and op in OPS:
+                out.append((key, s(key), OPS[op](vx, vy)))
     if ctx.task == "counting":  # "so red = N" must repeat the count read off the image
         for k, v in ctx.computed:
             first = [fv for fk, fv in ctx.first if fk == k]
@@ -275,7 +283,8 @@ def answer_from_last_value(ctx: Ctx) -> Result:
 
 
 def question_target_addressed(ctx: Ctx) -> Result:
-    target = {"count": ctx.facts.get("target"), "tallest": "max", "diff": "diff", "area": "area"}.get(ctx.qtype)
+    target = {"count": ctx.facts.get("target"), "tallest": "max", "diff": "diff", "area": "area",
+              "arith": ctx.facts.get("target")}.get(ctx.qtype)
     if not target:
         return NA(f"no target quantity known for question type {ctx.qtype!r}")
     ok = bool(ctx.stated(target))

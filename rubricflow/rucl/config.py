@@ -40,6 +40,24 @@ class CurriculumConfig(Section):
     steepness: float = Field(10.0, gt=0, description="Sigmoid ramp steepness (rescaled to hit 0 and 1 exactly).")
 
 
+class LoRAConfig(Section):
+    rank: int = Field(
+        0, ge=0, le=512,
+        description="LoRA rank of the policy's adapters (peft); 0 = no LoRA, full fine-tuning (the tiny profile).",
+    )
+    alpha: float = Field(32.0, gt=0, description="LoRA scaling numerator (the update is scaled by alpha / rank).")
+    dropout: float = Field(0.0, ge=0, lt=1, description="Dropout on the adapters' input.")
+    target_modules: list[str] = Field(
+        default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"],
+        description="Linear layers that get adapters (Llama/Qwen2 names).",
+    )
+    top_layers: int | None = Field(
+        None, ge=1,
+        description="Adapt only the top this-many decoder layers (the backward pass then stops there: cheaper on "
+        "CPU); None = every layer.",
+    )
+
+
 class RuCLConfig(Section):
     name: str = Field(
         "rucl",
@@ -78,6 +96,10 @@ class RuCLConfig(Section):
         description="rucl_eval: policies compared on held-out samples, name -> checkpoint directory.",
     )
     reward: RewardConfig = Field(default_factory=RewardConfig, description="Hybrid reward.")
+    lora: LoRAConfig = Field(
+        default_factory=LoRAConfig, description="LoRA adapters on the policy (rank 0 = full fine-tuning); the saved "
+        "policy has them merged."
+    )
     curriculum: CurriculumConfig = Field(default_factory=CurriculumConfig, description="Advanced-rubric schedule.")
     grpo: GRPOConfig = Field(
         # the tiny profile's lr is chosen on val by `rubricflow study rucl_tune` (params.yaml); a 7B

@@ -138,7 +138,10 @@ def train_rucl(
     data_dir = Path(data_dir)
     t_start = time.perf_counter()
 
+    from rubricflow.grpo.lora import apply_lora, merge_lora
+
     model, proc = load_policy(rcfg.init_from)
+    model = apply_lora(model, rcfg.lora)  # rank 0: unchanged (full fine-tuning)
     train = read_dataset(data_dir, split=rcfg.train_split)
     if not train:
         raise ValueError(f"{data_dir}: split {rcfg.train_split!r} is empty (rucl.train_split)")
@@ -202,6 +205,7 @@ def train_rucl(
         "lambda_final": sched.lambda_t,
         "reward_mode": rcfg.reward.mode,
     }
+    module = merge_lora(module)  # adapters folded in: the saved policy is a plain checkpoint
     save_policy(module, proc, rcfg.out_dir)  # consolidated once, written by rank 0
     after = evaluate_policy(module, proc, data_dir, val, gen_cfg, engine) if val else {}
     if main:

@@ -53,13 +53,14 @@ def test_constructor_uses_the_section_values_and_keeps_its_own_copy():
         base_url="http://judge.invalid/v1", model="m-7", concurrency=3, timeout_s=7.5, max_retries=2,
         backoff_initial_s=1.0, backoff_max_s=3.0, backoff_jitter_s=0.0, retry_after_max_s=9.0, temperature=0.3,
         max_tokens=77, send_images=False, json_schema=True, http_client="httpx", rationale_max_chars=40,
-        extra_body={"top_k": 5},
+        verdict_format="object", extra_body={"top_k": 5},
     )
     j = OpenAIJudge(cfg, api_key="not-a-secret")
     r = req(1, images=["not/read/when/send_images/is/off.png"])
     body = j._kwargs(r, j.messages(r))
     assert body["model"] == "m-7" and body["temperature"] == 0.3 and body["max_tokens"] == 77 and body["top_k"] == 5
-    assert body["response_format"] == prompt_mod.response_format(["R01", "R02"], 40)
+    assert body["response_format"] == prompt_mod.response_format(["R01", "R02"], 40, "object")
+    assert j.prompt_version == "judge-v2+object"  # the verdict format is part of the cache key
     assert isinstance(body["messages"][1]["content"], str)  # send_images=False: text only
 
     class State:

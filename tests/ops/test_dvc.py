@@ -21,9 +21,31 @@ def test_dvc_yaml_equals_the_manifest():
     from rubricflow import pipelines
 
     dvc = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]
-    expected = {name: spec.command for name, spec in pipelines.STAGES.items()}
+    expected = {s.name: p.dvc_command(s) for p in pipelines.PIPELINES.values() if p.dvc_file == "dvc.yaml"
+                for s in p.stages}
     expected[pipelines.PARAMS_STAGE] = pipelines.PARAMS_COMMAND
     assert {name: st.get("cmd") for name, st in dvc.items()} == expected
+    # every manifest stage runs in some dvc file
+    assert set(pipelines.STAGES) <= {s.name for p in pipelines.PIPELINES.values() for s in p.stages}
+
+
+def test_opt_in_pipelines_have_their_own_dvc_file_under_their_profile():
+    """A pipeline outside `make run` (smol: the real model and a vLLM server) lives in its own dvc file, runs each of
+    its stages under its profile, resolves that profile's params into its own folder, and is not in the root
+    dvc.yaml (so `make run` / `dvc repro` never start it)."""
+    from rubricflow import pipelines
+
+    smol = pipelines.pipeline("smol")
+    assert smol.dvc_file == "smol/dvc.yaml" and smol.profile == "smol"
+    dvc = yaml.safe_load((ROOT / smol.dvc_file).read_text())["stages"]
+    expected = {s.name: f"rubricflow --profile smol {s.cli}" for s in smol.stages}
+    expected["params"] = "rubricflow --profile smol resolve-params --out reports/smol/params"
+    assert {name: st.get("cmd") for name, st in dvc.items()} == expected
+    assert all(st.get("wdir") == ".." for st in dvc.values())
+    root = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]
+    assert "fetch_model" not in root and "smol_judge" not in root
+    # the smol params stage depends on every config module the smol stages read (the root one on all of them)
+    assert "rubricflow/smol/config.py" in dvc["params"]["deps"] and "rubricflow/smol/config.py" in root["params"]["deps"]
 
 
 def test_every_stage_command_exists_in_the_cli():

@@ -107,8 +107,14 @@ def test_manifest_pipelines_and_until():
         pipelines.pipeline("nope")
     with pytest.raises(KeyError, match="unknown stage 'nope'"):
         pipelines.stage("nope")
-    # every stage once; the compared stage of each pipeline is one of its stages
-    assert len(pipelines.STAGES) == sum(len(p.stages) for p in pipelines.PIPELINES.values())
+    # every stage once (a stage shared by two pipelines is the same spec); no pipeline lists a stage twice; the
+    # compared stage of each pipeline is one of its stages
+    by_name = {}
+    for p in pipelines.PIPELINES.values():
+        assert len(set(p.stage_names)) == len(p.stage_names), p.name
+        for s in p.stages:
+            assert by_name.setdefault(s.name, s) is s, s.name
+    assert set(pipelines.STAGES) == set(by_name)
     assert all(p.compare in p.stage_names for p in pipelines.PIPELINES.values())
 
 

@@ -1,0 +1,159 @@
+"""Score completions with rubricflow's judge and hybrid reward, outside rubricflow's own trainer.
+
+``RubricScorer`` holds a judge (any backend of ``rubricflow.judge``: programmatic, openai, local; cached and
+budgeted as ``make_judge`` builds it), the tiered rubrics, ``alpha`` and the reward mode, and a
+``CurriculumScheduler``. Per reward call (one batch of completions)::
+
+    lambda_t   = scheduler.lambda_t                  (decided by the steps before: as in rubricflow.rucl.rollout)
+    judgments  = judge.judge(requests)               (one batched call; skipped in mode "outcome")
+    breakdowns = compute_reward(outcome, judgment, tiers, lambda_t, alpha, mode)
+
+A failed judgment gives a *missing* reward (``breakdown.missing``, total NaN), never 0 or 0.5
+(``rubricflow.rewards``). Once per optimizer step the trainer hook calls :meth:`RubricScorer.step`: the mean S_F of
+the calls since the last step goes to ``scheduler.update`` (which returns lambda for the next step), and the step's
+statistics (S_F, S_A, judge failures, the transition event when it happened) are returned for logging.
+
+Why the curriculum survives GRPO's centring: the rubric term enters each completion's reward with a weight that is
+the same for the whole group, and S_F / S_A differ between the completions of a group (that is what the judge
+measures), so the group-centred advantage keeps ``(1 - lambda) dS_F + lambda dS_A``; a term constant within a group
+would be removed, which is why the scheduler only moves weights, never adds a per-group constant.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rubricflow.answers import outcome_score
+from rubricflow.curriculum import CurriculumScheduler
+from rubricflow.judge.protocol import JudgeRequest, Rubric
+from rubricflow.rewards import RewardBreakdown, compute_reward, tier_map
+
+
+@dataclass
+class Item:
+    """One completion to score, with what the judge and the outcome check need about its problem."""
+
+    sample_id: str
+    question: str
+    response: str
+    answer: str
+    answer_type: str = "text"
+    facts: dict[str, Any] = field(default_factory=dict)
+    images: list[str] = field(default_factory=list)
+
+
+def as_facts(value: Any, where: str = "facts") -> dict:
+    """A facts column as a dict: a dict, a JSON object string, or None/empty (no facts: only an LLM judge can
+    score it; the programmatic judge fails such a sample, which makes its reward missing)."""
+    if value is None or value == "":
+        return {}
+    if isinstance(value, dict):
+        return value
+    if isinstance(value, str):
+        try:
+            out = json.loads(value)
+        except ValueError as e:
+            raise ValueError(f"{where}: not a JSON object ({e}): {value[:80]!r}") from None
+        if isinstance(out, dict):
+            return out
+    raise ValueError(f"{where}: expected a dict or a JSON object string, got {type(value).__name__}")
+
+
+def _nanmean(xs) -> float:
+    v = [x for x in xs if x is not None and not math.isnan(x)]
+    return sum(v) / len(v) if v else float("nan")
+
+
+class RubricScorer:
+    def __init__(self, judge, rubrics: Sequence[Rubric], scheduler: CurriculumScheduler | None = None,
+                 alpha: float = 0.7, mode: str = "rucl"):
+        if mode != "outcome" and judge is None:
+            raise ValueError(f"reward mode {mode!r} needs a judge (only 'outcome' scores without one)")
+        if mode != "outcome" and not rubrics:
+            raise ValueError(f"reward mode {mode!r} needs tiered rubrics (a stratify output), got none")
+        self.judge = judge
+        self.rubrics = list(rubrics)
+        self.tiers = tier_map(self.rubrics) if self.rubrics else {}
+        self.scheduler = scheduler
+        self.alpha, self.mode = alpha, mode
+        self._pending: list[RewardBreakdown] = []
+        self.total_failures = 0
+
+    @classmethod
+    def from_config(cls, rucl, judge_cfg, secret_resolver=None, image_root: str | Path | None = None) -> "RubricScorer":
+        """From the ``rucl`` and ``judge`` sections: the tiers file, alpha and mode, the curriculum, the judge
+        (``make_judge``: preflight, cache, failure budget)."""
+        from rubricflow.judge.factory import make_judge
+        from rubricflow.rubrics.pool import load_tiers
+
+        judge = None if rucl.reward.mode == "outcome" else make_judge(judge_cfg, secret_resolver, image_root=image_root)
+        rubrics = load_tiers(rucl.tiers_path) if rucl.reward.mode != "outcome" else []
+        return cls(judge, rubrics, CurriculumScheduler.from_config(rucl.curriculum), rucl.reward.alpha,
+                   rucl.reward.mode)
+
+    @property
+    def lambda_t(self) -> float:
+        return float(self.scheduler.lambda_t) if self.scheduler is not None else 0.0
+
+    def _requests(self, items: Sequence[Item]) -> list[JudgeRequest]:
+        return [JudgeRequest(it.sample_id, it.question, it.response, self.rubrics, list(it.images), it.facts,
+                             it.answer) for it in items]
+
+    def _breakdowns(self, items: Sequence[Item], judgments) -> list[RewardBreakdown]:
+        lam = self.lambda_t
+        out = [compute_reward(outcome_score(it.response, it.answer, it.answer_type), j, self.tiers, lam,
+                              self.alpha, self.mode) for it, j in zip(items, judgments)]
+        self._pending.extend(out)
+        self.total_failures += sum(1 for j in judgments if j is not None and j.failed)
+        return out
+
+    def score(self, items: Sequence[Item]) -> list[RewardBreakdown]:
+        """Judge ``items`` in one call and return each one's reward breakdown (``missing`` when its judgment
+        failed)."""
+        judgments: list = [None] * len(items)
+        if self.mode != "outcome" and items:
+            judgments = self.judge.judge(self._requests(items))
+            if len(judgments) != len(items):
+                raise RuntimeError(f"judge returned {len(judgments)} judgments for {len(items)} requests")
+        return self._breakdowns(items, judgments)
+
+    async def ascore(self, items: Sequence[Item]) -> list[RewardBreakdown]:
+        """:meth:`score` for an event loop (the judge's ``ajudge`` when it has one)."""
+        judgments: list = [None] * len(items)
+        if self.mode != "outcome" and items:
+            reqs = self._requests(items)
+            judgments = await self.judge.ajudge(reqs) if hasattr(self.judge, "ajudge") else self.judge.judge(reqs)
+        return self._breakdowns(items, judgments)
+
+    @staticmethod
+    def batch_stats(breakdowns: Sequence[RewardBreakdown]) -> dict[str, float]:
+        return {
+            "s_f": _nanmean(b.s_f for b in breakdowns),
+            "s_a": _nanmean(b.s_a for b in breakdowns),
+            "outcome": _nanmean(b.outcome for b in breakdowns),
+            "reward": _nanmean(b.total for b in breakdowns),
+            "n_missing": float(sum(b.missing for b in breakdowns)),
+        }
+
+    def step(self) -> dict[str, Any]:
+        """End of an optimizer step: feed the mean S_F of the scored completions since the last step to the
+        scheduler and return the step's statistics (``lambda_t`` used, ``lambda_next``, S_F, S_A, judge failures,
+        ``transition``: the scheduler's event at the step it switched, else None)."""
+        stats = self.batch_stats(self._pending)
+        stats["judge_failures"] = stats.pop("n_missing") if self.mode != "outcome" else 0.0
+        stats["n_scored"] = float(len(self._pending))
+        stats["lambda_t"] = self.lambda_t
+        self._pending = []
+        transition = None
+        if self.scheduler is not None:
+            before = self.scheduler.transitioned
+            stats["lambda_next"] = self.scheduler.update(stats["s_f"])
+            if self.scheduler.transitioned and not before:
+                transition = dict(self.scheduler.event or {})
+        stats["transition"] = transition
+        return stats

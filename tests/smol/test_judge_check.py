@@ -1,0 +1,83 @@
+"""The smol judge check: the response kinds, the agreement numbers, kappa, and the compact verdict format."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+
+from rubricflow.data.arith import gen_arith
+from rubricflow.data.schema import Sample
+from rubricflow.judge.parse import parse_judgment
+from rubricflow.judge.programmatic import ProgrammaticJudge
+from rubricflow.judge.prompt import judgment_schema, user_prompt
+from rubricflow.judge.protocol import JudgeRequest, Judgment, Verdict
+from rubricflow.rubrics.pool import load_default_pool
+from rubricflow.smol.judge_check import agreement, check_requests, cohen_kappa, judge_and_compare, make_response
+
+POOL = {r.id: r for r in load_default_pool("rubricflow/resources/rubric_pool_text.json").rubrics}
+
+
+def sample(seed=0):
+    _, q, ans, atype, facts = gen_arith(random.Random(seed))
+    return Sample(f"arith-calib-{seed}", [], q, ans, atype, "arith", facts, "calib")
+
+
+def test_response_kinds_carry_the_intended_flaw():
+    s = sample(3)
+    gold = make_response("gold", s.facts, s.answer)
+    (key, val), _ = s.facts["intermediate"]
+    assert make_response("bare", s.facts, s.answer) == f"\\boxed{{{s.answer}}}"
+    assert make_response("wrong_step", s.facts, s.answer) == gold.replace(f"{key} = {val}", f"{key} = {val + 1}")
+    assert make_response("wrong_answer", s.facts, s.answer).endswith(f"\\boxed{{{int(s.answer) + 1}}}")
+    with pytest.raises(ValueError, match="unknown kind 'nope'"):
+        make_response("nope", s.facts, s.answer)
+
+
+def test_agreement_kappa_and_the_majority_line_by_hand():
+    ref = [Judgment("ok", {"R": Verdict(True, x)}) for x in (True, True, True, False)]
+    always_pass = [Judgment("ok", {"R": Verdict(True, True)})] * 4
+    row = agreement(ref, always_pass, ["R"])["R"]
+    assert row["agree"] == 0.75 and row["majority"] == 0.75 and row["kappa"] == 0.0  # a constant judge: chance
+    flipped = [Judgment("ok", {"R": Verdict(True, not x)}) for x in (True, True, True, False)]
+    assert agreement(ref, flipped, ["R"])["R"]["kappa"] == pytest.approx(-0.6)  # po 0, pe (3 + 3) / 16
+    perfect = agreement(ref, ref, ["R"])["R"]
+    assert perfect["agree"] == 1.0 and perfect["kappa"] == 1.0
+    # a failed judgment and a rubric the judge left out are not compared
+    mixed = [Judgment("failed", reason="x"), Judgment("ok", {}), *always_pass[:2]]
+    assert agreement(ref, mixed, ["R"])["R"]["n"] == 2
+    assert cohen_kappa([("pass", "pass")] * 3) is None
+
+
+def test_judge_and_compare_reports_statuses_and_agreement_against_the_programmatic_judge():
+    reqs = check_requests([sample(1), sample(2)], ["gold", "bare"], [POOL["W11"], POOL["W04"]])
+    ref = ProgrammaticJudge().judge(reqs)
+    # the programmatic verdicts: gold passes both; bare passes W11 (boxed) and fails W04 (no intermediate value)
+    assert [(j.verdicts["W11"].satisfied, j.verdicts["W04"].satisfied) for j in ref] == [(True, True), (True, False)] * 2
+
+    class SaysPassFailsOne:
+        def judge(self, requests):
+            out = [Judgment("ok", {r.id: Verdict(True, True) for r in q.rubrics}) for q in requests]
+            out[-1] = Judgment("failed", reason="max_tokens")
+            return out
+
+    res = judge_and_compare(SaysPassFailsOne(), ref, reqs)
+    assert res["statuses"] == {"ok": 3, "repaired": 0, "failed": 1}
+    assert res["agreement"]["W11"]["agree"] == 1.0 and res["agreement"]["W04"]["agree"] == pytest.approx(2 / 3)
+    assert res["top_failure_reasons"] == ["1x max_tokens"] and len(res["judgments"]) == 4
+
+
+def test_compact_verdicts_parse_strictly_and_the_schema_allows_only_three_values():
+    ids = ["W01", "W04", "W11"]
+    j = parse_judgment(json.dumps({"verdicts": {"W01": "pass", "W04": "fail", "W11": "n/a"}}), ids)
+    assert j.status == "ok"
+    assert j.verdicts == {"W01": Verdict(True, True), "W04": Verdict(True, False), "W11": Verdict(False, None)}
+    odd = parse_judgment(json.dumps({"verdicts": {"W01": "pass", "W04": "maybe", "W11": "n/a"}}), ids)
+    assert odd.status == "repaired" and "W04" not in odd.verdicts  # never guessed as unsatisfied
+    schema = judgment_schema(ids, verdict_format="compact")
+    assert schema["properties"]["verdicts"]["properties"]["W04"] == {"type": "string", "enum": ["pass", "fail", "n/a"]}
+    prompt = user_prompt(JudgeRequest("s", "q", "r", [POOL[i] for i in ids]), verdict_format="compact")
+    assert '"pass" or "fail" or "n/a"' in prompt and "rationale" not in prompt
+    with pytest.raises(ValueError, match="verdict format"):
+        user_prompt(JudgeRequest("s", "q", "r", [POOL["W01"]]), verdict_format="prose")

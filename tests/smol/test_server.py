@@ -1,0 +1,104 @@
+"""The vLLM server a stage starts: named errors, health wait, and it always stops (also when the block fails).
+
+A stand-in "vLLM python" (a shell script running a tiny HTTP server with /health) replaces .venv-vllm here, so the
+start/stop logic is tested in seconds; the real server is exercised by `rubricflow --profile smol smol-judge` and
+tests/judge/test_vllm.py."""
+
+from __future__ import annotations
+
+import os
+import socket
+import stat
+import sys
+import time
+
+import pytest
+
+from models.errors import BackendUnavailable
+from rubricflow.smol.config import ServerConfig
+from rubricflow.smol.server import ServerFailed, VLLMServer, server_command
+
+FAKE = """
+import http.server, sys
+port = int(sys.argv[sys.argv.index("--port") + 1])
+print("fake vllm starting on", port, flush=True)
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200 if self.path == "/health" else 404); self.end_headers()
+    def log_message(self, *a):
+        pass
+http.server.HTTPServer(("127.0.0.1", port), H).serve_forever()
+"""
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def fake_python(tmp_path, body: str):
+    script = tmp_path / "fake_server.py"
+    script.write_text(body)
+    py = tmp_path / "python"
+    # drops the "-m vllm.entrypoints..." arguments, keeps the rest
+    py.write_text(f'#!/bin/sh\nshift 2\nexec {sys.executable} {script} "$@"\n')
+    py.chmod(py.stat().st_mode | stat.S_IEXEC)
+    return py
+
+
+def model_dir(tmp_path):
+    d = tmp_path / "model"
+    d.mkdir()
+    (d / "config.json").write_text("{}")
+    return d
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def test_command_uses_the_cpu_settings():
+    cmd = server_command(ServerConfig(port=9), "m")
+    for flag in ("--enforce-eager", "--dtype", "float32", "--distributed-executor-backend", "uni"):
+        assert flag in cmd
+    assert cmd[cmd.index("--structured-outputs-config") + 1] == '{"backend": "xgrammar", "disable_any_whitespace": true}'
+
+
+def test_missing_vllm_env_is_named(tmp_path):
+    cfg = ServerConfig(python=str(tmp_path / "nope" / "python"))
+    with pytest.raises(BackendUnavailable, match=r"\.venv-vllm\) is missing; install it with `make install-vllm`"):
+        with VLLMServer(cfg, model_dir(tmp_path), tmp_path / "log"):
+            pass
+
+
+def test_starts_waits_for_health_and_stops_even_when_the_block_fails(tmp_path):
+    cfg = ServerConfig(python=str(fake_python(tmp_path, FAKE)), port=free_port(), start_timeout_s=60)
+    server = VLLMServer(cfg, model_dir(tmp_path), tmp_path / "logs" / "server.log")
+    with pytest.raises(RuntimeError, match="stage failed"):
+        with server as url:
+            assert url == f"http://127.0.0.1:{cfg.port}/v1" and server.startup_s is not None
+            pid = server.proc.pid
+            raise RuntimeError("stage failed")
+    time.sleep(0.2)
+    assert not alive(pid)  # stopped on the way out
+    assert "fake vllm starting" in (tmp_path / "logs" / "server.log").read_text()  # the log is kept
+    # the port is taken while something else listens there: named
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        busy = cfg.model_copy(update={"port": s.getsockname()[1]})
+        with pytest.raises(ServerFailed, match=f"port {busy.port} on 127.0.0.1 is already in use"):
+            VLLMServer(busy, tmp_path / "model", tmp_path / "l").start()
+
+
+def test_a_server_that_dies_reports_its_log(tmp_path):
+    body = "import sys; print('CUDA not found: boom', flush=True); sys.exit(3)"
+    cfg = ServerConfig(python=str(fake_python(tmp_path, body)), port=free_port(), start_timeout_s=60)
+    with pytest.raises(ServerFailed, match=r"exited with 3 before it was healthy(.|\n)*boom"):
+        with VLLMServer(cfg, model_dir(tmp_path), tmp_path / "server.log"):
+            pass
