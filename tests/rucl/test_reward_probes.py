@@ -3,8 +3,9 @@
 Averaged over held-out-style samples of every task, at lambda_t 0 (most of training) and 0.5: a bare correct
 ``\\boxed{}`` answer must earn strictly less than the correct reasoned trace and no more than a reasoned trace with one
 wrong perception claim and the right answer. Checked for the tiers the stratification kept earlier (foundational
-C08/C11, advanced C01/C06/C14/C15), for those it keeps now (foundational C01/C05/C08/C15, advanced C06/C14) and for a
-second split of the whole default pool. The first reading of applicability
+C08/C11, advanced C01/C06/C14/C15; then foundational C01/C05/C08/C15, advanced C06/C14 from the 400-step SFT start),
+for those it keeps from the 300-step start (foundational C05/C08/C11/C15, advanced C01/C14) and for a second split
+of the whole default pool. The first reading of applicability
 (``response``) fails the probe, which shows the probe can fail.
 """
 
@@ -28,6 +29,9 @@ KEPT = {"C08": "foundational", "C11": "foundational", "C01": "advanced", "C06": 
 # what the pipeline keeps now (counting + barchart, 400-step SFT start, the count rule's 4 / 2 split)
 KEPT_COUNT = {"C01": "foundational", "C05": "foundational", "C08": "foundational", "C15": "foundational",
               "C06": "advanced", "C14": "advanced"}
+# what the pipeline keeps from the 300-step SFT start (reports/rubrics/stratification.json)
+KEPT_300 = {"C05": "foundational", "C08": "foundational", "C11": "foundational", "C15": "foundational",
+            "C01": "advanced", "C14": "advanced"}
 BY_CATEGORY = {"constraint_satisfaction": "foundational", "logical_coherence": "foundational"}  # rest: advanced
 
 
@@ -40,8 +44,8 @@ def samples(tmp_path_factory):
 
 def _rubrics(assign: str):
     pool = load_default_pool().rubrics
-    if assign in ("kept", "kept_count"):
-        kept = KEPT if assign == "kept" else KEPT_COUNT
+    if assign in ("kept", "kept_count", "kept_300"):
+        kept = {"kept": KEPT, "kept_count": KEPT_COUNT, "kept_300": KEPT_300}[assign]
         return [replace(r, tier=kept[r.id]) for r in pool if r.id in kept]
     return [replace(r, tier=BY_CATEGORY.get(r.category, "advanced")) for r in pool]
 
@@ -80,7 +84,7 @@ def test_the_flawed_trace_keeps_the_answer_and_breaks_one_fact(samples):
         assert f != render_trace(s.facts, s.answer) and f.endswith(f"\\boxed{{{s.answer}}}")
 
 
-@pytest.mark.parametrize("assign", ["kept", "kept_count", "by_category"])
+@pytest.mark.parametrize("assign", ["kept", "kept_count", "kept_300", "by_category"])
 @pytest.mark.parametrize("lambda_t", [0.0, 0.5])
 def test_a_bare_answer_never_pays_more_than_reasoning(samples, assign, lambda_t):
     m = mean_rewards(samples, _rubrics(assign), "problem", lambda_t)
