@@ -122,7 +122,7 @@ def test_flow_parameters_are_a_typed_form_with_params_yaml_defaults(project):
 
     schema = parameter_schema(rucl).model_dump()
     defs = schema["definitions"]
-    assert defs["Profile"]["enum"] == ["tiny", "gpu"]
+    assert defs["Profile"]["enum"] == ["tiny", "gpu", "smol"]
     knobs = defs["RuCLOverrides"]["properties"]
     assert knobs["reward_mode"]["enum"] == ["rucl", "uniform", "outcome"]
     assert knobs["curriculum_shape"]["enum"] == ["sigmoid", "linear"]

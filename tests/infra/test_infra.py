@@ -754,7 +754,7 @@ PREFECT_BREAKAGES = {
     ),
     "unknown profile": (
         lambda doc: _deployment("rucl-local")(doc).update({"parameters": {"profile": "huge"}}),
-        "parameters.profile 'huge' is not one of ['gpu', 'tiny']",
+        "parameters.profile 'huge' is not one of ['gpu', 'smol', 'tiny']",
     ),
     "no pull step": (lambda doc: doc.update({"pull": []}), "pull steps need prefect.deployments.steps.set_working_directory"),
     "unknown job variable": (
