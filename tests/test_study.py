@@ -487,5 +487,6 @@ def test_a_profile_bound_study_is_refused_under_another_profile():
                                           r"study rucl_smol` \(the profile now is 'tiny'\)"):
         study_spec(load_config("params.yaml", profile="tiny"), "rucl_smol")
     spec = study_spec(load_config("params.yaml", profile="smol"), "rucl_smol")
-    assert spec.untrained == ["base"] and spec.out_dir == "artifacts/studies/rucl_smol"
+    assert spec.untrained == ["sft"] and spec.out_dir == "artifacts/studies/rucl_smol"
+    assert set(spec.variants) == {"sft", "outcome", "rucl"}
     assert study_spec(load_config("params.yaml", profile="smol"), "rucl").profile is None  # unbound studies run anywhere

@@ -4,7 +4,7 @@ A problem gives three named quantities and defines two computed ones, each by on
 
     Sam has a = 4 apples. He buys b = 3 bags with c = 2 apples each, so s = b * c apples more, and t = a + s
     apples in all. How many apples does Sam have in all? ...
-    gold trace:  a = 4, b = 3, c = 2. s = 6, t = 10. \\boxed{10}
+    gold trace:  a = 4, b = 3, c = 2. s = 3 * 2 = 6, t = 4 + 6 = 10. \\boxed{10}
 
 The names are given, the operations are stated, the numbers must be computed: every step of the solution is a
 ``name = value`` claim that the programmatic judge and the strict verifier (``rubricflow.trace_check``) check
@@ -24,12 +24,14 @@ import random
 
 # The task's one-shot demonstration: every prompt starts with this solved problem as an earlier user/assistant
 # exchange (rubricflow.evaluation.policy_requests), which shows the response format the checks read. Measured on
-# SmolLM2-135M-Instruct (16 problems, greedy): with only a written format instruction it answered in free prose
-# (0 of 16 restated a, b, c); with this exchange it restated them in most answers.
+# SmolLM2-135M-Instruct (greedy): with only a written format instruction it answered in free prose (0 of 16 restated
+# a, b, c); with this exchange it restated them in most answers. With the working written out (s = 2 + 3 = 5) the
+# untrained model's val accuracy was 4 of 32 (12.5%), against 1 of 32 with bare values (s = 5): it computes better
+# when it writes the operands out, and it boxes its answer more often.
 DEMO = (
     "A box has a = 2 red and b = 3 blue balls, so s = a + b balls. c = 4 boxes like it hold t = s * c balls. "
     "How many balls do the boxes hold?",
-    "a = 2, b = 3, c = 4. s = 5, t = 20. \\boxed{20}",
+    "a = 2, b = 3, c = 4. s = 2 + 3 = 5, t = 5 * 4 = 20. \\boxed{20}",
 )
 
 OPS = {"+": lambda x, y: x + y, "-": lambda x, y: x - y, "*": lambda x, y: x * y}

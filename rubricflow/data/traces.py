@@ -5,6 +5,10 @@ A response is a list of ``key = value`` claims followed by ``\\boxed{answer}``::
     counting  red = 2, green = 1, blue = 3. so red = 2. \\boxed{2}
     barchart  A = 3, B = 5, C = 1. max = 5, min = 1. diff = 4. \\boxed{4}
     geometry  P = (1, 2), Q = (4, 0). dx = 3, dy = 2. area = 3. \\boxed{3}
+    arith     a = 4, b = 3, c = 2. s = 3 * 2 = 6, t = 4 + 6 = 10. \\boxed{10}
+
+A claim may show its working as a chain ``key = expression = ... = value``: the claim is the value after the last
+``=`` (:func:`collapse_chains`), so ``s = 3 * 2 = 6`` states ``s = 6`` and ``s = 3 * 2 = 5`` states ``s = 5``.
 
 The first sentence states what was read from the image (perception), the next ones the intermediate values, and
 the box the answer. ``facts`` of a synthetic sample hold the ground truth for each claim
@@ -22,6 +26,17 @@ _NUM = r"-?\d+(?:\.\d+)?"
 _VALUE = rf"\(\s*{_NUM}\s*,\s*{_NUM}\s*\)|{_NUM}|\b[A-Z]\b"
 CLAIM_RE = re.compile(rf"(?P<key>\b[A-Za-z][A-Za-z_]*)\s*=\s*(?P<val>{_VALUE})")
 BOXED_RE = re.compile(r"\\boxed\{([^{}]*)\}")
+# "= <expression with an operator> =" inside a chain; no comma, full stop, semicolon or newline, so it never spans
+# two claims
+_CHAIN_LINK = re.compile(r"=[^=,.;\n]*?[+\-*/\u00d7][^=,.;\n]*?=")
+
+
+def collapse_chains(text: str) -> str:
+    """``key = e1 = e2 = v`` -> ``key = v`` for links ``e`` that hold an arithmetic operator (a claim's working)."""
+    prev = None
+    while prev != text:
+        prev, text = text, _CHAIN_LINK.sub("=", text)
+    return text
 
 
 def fmt(value: Any) -> str:
@@ -38,7 +53,13 @@ def render_trace(facts: dict, answer: str) -> str:
     perception = ", ".join(f"{k} = {fmt(v)}" for k, v in facts.get("perception", []))
     parts = [perception + "."] if perception else []
     inter = facts.get("intermediate", [])
-    if facts.get("task") == "counting":
+    if facts.get("task") == "arith" and facts.get("steps"):
+        # each computed value with its working: s = 3 * 2 = 6 (a small real model computes better when it writes
+        # the operands out; the claim is the value after the last "=")
+        values = {k: v for k, v in facts.get("perception", [])} | {k: v for k, v in inter}
+        parts.append(", ".join(f"{k} = {fmt(values[x])} {op} {fmt(values[y])} = {fmt(values[k])}"
+                               for k, op, x, y in facts["steps"]) + ".")
+    elif facts.get("task") == "counting":
         t = facts["target"]
         parts.append(f"so {t} = {fmt(dict(facts['perception'])[t])}.")
     elif inter:
@@ -61,6 +82,7 @@ def parse_claims(text: str) -> list[tuple[str, str]]:
     cut = body.rfind("\\boxed{")
     if cut >= 0:
         body = body[:cut]
+    body = collapse_chains(body)
     return [(m.group("key"), re.sub(r"\s+", " ", m.group("val")).strip()) for m in CLAIM_RE.finditer(body)]
 
 

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from models.errors import BackendUnavailable
 
 if TYPE_CHECKING:
-    from rubricflow.rucl.config import LoRAConfig
+    from rubricflow.sections import LoRAConfig
 
 
 def _num_layers(model) -> int:
@@ -33,8 +33,8 @@ def apply_lora(model, cfg: "LoRAConfig"):
         from peft import LoraConfig, get_peft_model
     except ImportError:
         raise BackendUnavailable(
-            "rucl.lora.rank > 0 needs the `peft` package (pinned in the dev extra: "
-            "`.venv/bin/pip install -c requirements/constraints.txt torch==2.13.0 peft`); or set rucl.lora.rank: 0"
+            "lora.rank > 0 (rucl.lora, sft.lora) needs the `peft` package (pinned in the dev extra: "
+            "`.venv/bin/pip install -c requirements/constraints.txt torch==2.13.0 peft`); or set lora.rank: 0"
         ) from None
     n = _num_layers(model)
     layers = None if cfg.top_layers is None else list(range(max(0, n - cfg.top_layers), n))

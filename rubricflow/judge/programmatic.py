@@ -27,7 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from rubricflow.data.traces import BOXED_RE, CLAIM_RE, parse_value, render_trace, values_equal
+from rubricflow.data.traces import BOXED_RE, CLAIM_RE, collapse_chains, parse_value, render_trace, values_equal
 from rubricflow.judge.protocol import JudgeRequest, Judgment, Rubric, Verdict
 
 CHECKS_VERSION = "checks-v2"  # part of the cache key: bump when a checker changes (the mode is appended)
@@ -72,6 +72,7 @@ class Ctx:
 
 
 def _claims(text: str) -> list[tuple[str, str]]:
+    text = collapse_chains(text)
     return [(m.group("key"), re.sub(r"\s+", " ", m.group("val")).strip()) for m in CLAIM_RE.finditer(text)]
 
 

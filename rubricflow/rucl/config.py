@@ -12,6 +12,7 @@ from typing import Literal
 from pydantic import Field
 
 from rubricflow.section import Section
+from rubricflow.sections import LoRAConfig  # noqa: F401  (rucl.lora; shared with sft.lora)
 from rubricflow.grpo.config import GRPOConfig
 
 
@@ -38,24 +39,6 @@ class CurriculumConfig(Section):
     peak: float = Field(0.5, ge=0, le=1, description="Final advanced-rubric weight lambda_max (held after the ramp).")
     shape: Literal["sigmoid", "linear"] = Field("sigmoid", description="Ramp shape (paper: sigmoid beats linear).")
     steepness: float = Field(10.0, gt=0, description="Sigmoid ramp steepness (rescaled to hit 0 and 1 exactly).")
-
-
-class LoRAConfig(Section):
-    rank: int = Field(
-        0, ge=0, le=512,
-        description="LoRA rank of the policy's adapters (peft); 0 = no LoRA, full fine-tuning (the tiny profile).",
-    )
-    alpha: float = Field(32.0, gt=0, description="LoRA scaling numerator (the update is scaled by alpha / rank).")
-    dropout: float = Field(0.0, ge=0, lt=1, description="Dropout on the adapters' input.")
-    target_modules: list[str] = Field(
-        default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"],
-        description="Linear layers that get adapters (Llama/Qwen2 names).",
-    )
-    top_layers: int | None = Field(
-        None, ge=1,
-        description="Adapt only the top this-many decoder layers (the backward pass then stops there: cheaper on "
-        "CPU); None = every layer.",
-    )
 
 
 class RuCLConfig(Section):

@@ -53,7 +53,8 @@ def test_gold_trace_passes_every_check_and_the_strict_verifier():
     for seed in range(40):
         _, q, ans, _, facts = gen_arith(random.Random(seed))
         gold = render_trace(facts, ans)
-        assert re.fullmatch(r"a = \d, b = \d, c = \d\. s = \d+, t = \d+\. \\boxed\{\d+\}", gold), gold
+        assert re.fullmatch(r"a = \d, b = \d, c = \d\. s = \d [-+*] \d = \d+, t = \d+ [-+*] \d+ = \d+\. "
+                            r"\\boxed\{\d+\}", gold), gold
         assert trace_flaws(facts, gold) == [] and outcome_score(gold, ans, "int") == 1.0
         (j,) = judge.judge([JudgeRequest("x", q, gold, pool, facts=facts, answer=ans)])
         assert j.status == "ok"
@@ -109,17 +110,37 @@ def _tiers(split: str):
     return [replace(r, tier=kept[r.id]) for r in pool if r.id in kept]
 
 
+def _off_by_one(facts, part: str):
+    """The facts with the first value of ``part`` one higher (rendered, the answer untouched)."""
+    rows = [list(r) for r in facts[part]]
+    rows[0][1] += 1
+    return {**facts, part: rows}
+
+
 def _responses(facts, ans):
-    gold = render_trace(facts, ans)
-    key, val = facts["intermediate"][0]
-    gkey, gval = facts["perception"][0]
     return {
-        "gold": gold,
+        "gold": render_trace(facts, ans),
         "bare": f"\\boxed{{{ans}}}",
         "empty": "",
-        "wrong_step": gold.replace(f"{key} = {val}", f"{key} = {val + 1}", 1),  # the answer untouched
-        "wrong_given": gold.replace(f"{gkey} = {gval}", f"{gkey} = {gval + 1}", 1),  # the answer untouched
+        "wrong_step": render_trace(_off_by_one(facts, "intermediate"), ans),  # s wrong, the answer untouched
+        "wrong_given": render_trace(_off_by_one(facts, "perception"), ans),  # a wrong, the answer untouched
     }
+
+
+def test_a_claim_is_the_value_after_its_working():
+    from rubricflow.data.traces import collapse_chains
+
+    assert parse_claims("a = 4, b = 3. s = b * c = 3 * 2 = 6, t = 4 + 6 = 10. \\boxed{10}") == [
+        ("a", "4"), ("b", "3"), ("s", "6"), ("t", "10")]
+    assert parse_claims("s = 3 * 2 = 5.") == [("s", "5")]  # wrong working states a wrong value
+    # no operator, no chain: two claims; a negative value is a value, not a link
+    assert collapse_chains("s = -3, t = 4") == "s = -3, t = 4"
+    assert parse_claims("P = (1, 2), dx = 3. area = 3.") == [("P", "(1, 2)"), ("dx", "3"), ("area", "3")]
+    facts = {"task": "arith", "perception": [["a", 4], ["b", 3], ["c", 2]], "intermediate": [["s", 6], ["t", 10]],
+             "steps": [["s", "*", "b", "c"], ["t", "+", "a", "s"]], "target": "t"}
+    assert trace_flaws(facts, "a = 4, b = 3, c = 2. s = 3 * 2 = 6, t = 4 + 6 = 10. \\boxed{10}") == []
+    assert trace_flaws(facts, "a = 4, b = 3, c = 2. s = 3 * 2 = 5, t = 4 + 5 = 10. \\boxed{10}") == [
+        "s stated as 5, true 6"]
 
 
 @pytest.mark.parametrize("split", ["by_category", "count_like"])
