@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import random
+import re
 import statistics
 import time
 from pathlib import Path
@@ -60,6 +61,76 @@ def literal_agreement(judge, views, trajectories, seed: int) -> dict[str, float]
     return {name: n / max(1, len(items)) for name, n in agree.items()}
 
 
+def guidance_params(criterion: str, guidance: str) -> dict | None:
+    """The parameters (``k``, ``d``, ``m``) a criterion family's score guidance names, read back from its text;
+    None when the text is not the family's template."""
+    from rubricflow.roro.prompts import FAMILIES
+
+    guide = dict(FAMILIES).get(criterion)
+    if guide is None:
+        return None
+    pattern = re.escape(guide)
+    for key in "kdm":
+        pattern = pattern.replace(re.escape("{" + key + "}"), f"(?P<{key}>-?\\d+)")
+    m = re.fullmatch(pattern, guidance.strip())
+    return {k: int(v) for k, v in m.groupdict().items()} if m else None
+
+
+def literal_score(rubric: list[dict], t) -> float | None:
+    """An exact reader's process score of ``t`` under a parsed rubric: ``sum weight * 1.0 * literal reading``
+    (score 1.0, the families' guidance); None when a criterion is not a family template."""
+    from rubricflow.roro.prompts import literal_satisfied
+
+    total = 0.0
+    for c in rubric:
+        params = guidance_params(c["criterion"], c.get("score_guidance", ""))
+        if params is None:
+            return None
+        total += c["weight"] * float(literal_satisfied(c["criterion"], {"k": 0, "d": 0, "m": 0, **params}, t))
+    return total
+
+
+def oracle_accuracy(rubrics: dict, trajectories, pairs) -> dict[str, float]:
+    """Val pairwise accuracy (``pair_accuracy``) of an exact reader of ``rubrics``: the ceiling a Judge reaches
+    under these rubrics when it reads every criterion literally."""
+    from rubricflow.roro.rubricor_judge import pair_accuracy
+
+    need = {i for p in pairs for i in (p.chosen, p.rejected)}
+    scores = {i: (None if rubrics[trajectories[i].problem_id].failed
+                  else literal_score(rubrics[trajectories[i].problem_id].criteria, trajectories[i])) for i in need}
+    return pair_accuracy(pairs, trajectories, scores)
+
+
+def oracle_warm(rc, seed: int) -> dict[str, float]:
+    """The exact reader's val accuracy under the warm-started Rubricor's greedy rubrics (the Judge setting does not
+    enter: the Rubricor's warm start is the same in every setting)."""
+    import torch
+
+    from rubricflow.roro.pipeline import pairs_path, read_trajectories, read_trajectory_pairs, trajectories_path
+    from rubricflow.roro.rubricor_judge import (
+        build_rubric_lms,
+        problem_views,
+        routing_tokenizer_corpus,
+        warm_start_examples,
+        write_rubrics,
+    )
+
+    rj = rc.rubricor_judge.model_copy(update={"seed": seed})
+    trajs = read_trajectories(trajectories_path(rc))
+    pairs = read_trajectory_pairs(pairs_path(rc))
+    views = problem_views(trajs)
+    torch.manual_seed(seed)
+    _, rubricor = build_rubric_lms(routing_tokenizer_corpus(views, trajs, seed), rj.judge, rj.rubricor,
+                                   rj.batch_size, seed)
+    train_pids = sorted({p.problem_id for p in pairs["train"]})
+    rub_ex, _ = warm_start_examples({p: views[p] for p in train_pids},
+                                    [t for t in trajs if t.problem_id in set(train_pids)], random.Random(seed))
+    torch.manual_seed(seed)  # as alternate() does before the warm start
+    rubricor.sft(rub_ex, rj.rubricor.warm_steps, rj.rubricor.batch_size, rj.rubricor.lr, seed)
+    val_pids = sorted({p.problem_id for p in pairs["val"]})
+    return oracle_accuracy(write_rubrics(rubricor, views, val_pids), trajs, pairs["val"])
+
+
 def run_one(rc, setting: dict, seed: int) -> dict:
     import torch
 
@@ -69,6 +140,7 @@ def run_one(rc, setting: dict, seed: int) -> dict:
         build_rubric_lms,
         problem_views,
         routing_tokenizer_corpus,
+        write_rubrics,
     )
     from rubricflow.stage import apply_overrides
 
@@ -90,6 +162,8 @@ def run_one(rc, setting: dict, seed: int) -> dict:
         if row["phase"] == "warm":
             out["warm_s"] = time.perf_counter() - t0
             out["literal_agreement"] = literal_agreement(judge, views, val_trajs, seed + 5)
+        rubrics = write_rubrics(rubricor, views, sorted(val_pids))  # memoised: the rubrics the phase was scored under
+        out.setdefault("oracle_process", []).append(oracle_accuracy(rubrics, trajs, pairs["val"]).get("acc_process"))
 
     rows = alternate(judge, rubricor, rj, trajs, pairs["train"], pairs["val"], log=log)
     out["seconds"] = time.perf_counter() - t0
@@ -110,20 +184,24 @@ def select(results: dict[str, dict[int, dict]]) -> str:
 
 
 def report(results: dict[str, dict[int, dict]], chosen: str) -> str:
+    from rubricflow.roro.prompts import FAMILIES
+
     f = lambda x: "n/a" if x is None else f"{x:.3f}"  # noqa: E731
     lines = ["# RoRo Judge setting, chosen on val (`python -m rubricflow.roro.judge_tune`)", "",
              "Warm start + 1 alternation round per setting and seed; val pairs only (test never read). Rule, fixed "
              "before the runs: highest mean over seeds of the kept phase's val process-pair accuracy; within 0.01 "
              "the cheaper setting.", "",
              "| setting | judge params | seed | kept phase | kept: process | kept: overall | process per phase "
-             "(warm, 1/judge, 1/rubricor) | literal agreement after warm (risky, uncertain, few, right) | s |",
-             "|---|---|---|---|---|---|---|---|---|"]
+             "(warm, 1/judge, 1/rubricor) | exact reader of the same rubrics: process per phase | literal agreement after "
+             "warm (risky, uncertain, few, right) | s |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for name, by_seed in results.items():
         for seed, r in sorted(by_seed.items()):
             per = ", ".join(f(p["acc_process"]) for p in r["phases"])
-            lit = ", ".join(f"{v:.2f}" for v in r["literal_agreement"].values())
+            lit = ", ".join(f"{r['literal_agreement'][name]:.2f}" for name, _ in FAMILIES)
+            orc = ", ".join(f(x) for x in r.get("oracle_process", [])) or "n/a"
             lines.append(f"| {name} | {r['judge_params']} | {seed} | {r['kept_phase']} | {f(r['kept_process'])} | "
-                         f"{f(r['kept_overall'])} | {per} | {lit} | {r['seconds']:.0f} |")
+                         f"{f(r['kept_overall'])} | {per} | {orc} | {lit} | {r['seconds']:.0f} |")
     lines += ["", "| setting | mean kept process (val) | mean kept overall (val) | mean process over all phases |",
               "|---|---|---|---|"]
     for name, by_seed in results.items():
@@ -146,9 +224,19 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--settings", nargs="*", default=list(SETTINGS), help="names from SETTINGS (default: all)")
     ap.add_argument("--seeds", nargs="*", type=int, default=list(SEEDS))
     ap.add_argument("--out", default="reports/studies/roro_judge_tune")
+    ap.add_argument("--oracle-warm", action="store_true",
+                    help="only the exact reader's val accuracy under the warm-started Rubricor's rubrics, per seed")
     a = ap.parse_args(argv)
     cfg = load_config()
     rc = cfg.roro
+    if a.oracle_warm:
+        with roro_threads(rc):
+            for seed in a.seeds:
+                acc = oracle_warm(rc, seed)
+                print(f"exact reader, warm Rubricor, seed {seed}: " + " ".join(
+                    f"{k.removeprefix('acc_')} {v:.3f}" for k, v in acc.items() if k.startswith("acc_") or k == "pairwise_acc"),
+                      flush=True)
+        return
     js = Path(a.out + ".json")
     results: dict[str, dict[int, dict]] = {}
     if js.exists():  # resume: settings and seeds already measured are kept

@@ -70,3 +70,45 @@ def test_literal_agreement_counts_verdicts_against_the_literal_reading():
     names = [n for n, _ in FAMILIES]
     assert set(got) == set(names)
     assert got["few LRM steps"] == 0.0 and all(got[n] == 1.0 for n in names if n != "few LRM steps")
+
+
+def test_guidance_params_read_back_the_family_templates():
+    from rubricflow.roro.judge_tune import guidance_params
+
+    rubric = random_rubric(random.Random(5), 4)
+    for c in rubric:
+        want = {k: c["params"][k] for k in "kdm" if "{" + k + "}" in dict(FAMILIES)[c["criterion"]]}
+        assert guidance_params(c["criterion"], c["score_guidance"]) == want
+    assert guidance_params("few LRM steps", "1.0 if at most two LRM steps") is None  # not the template
+    assert guidance_params("steps are short", "1.0 if short") is None  # not a family
+
+
+def test_exact_reader_scores_the_literal_reading_and_orders_pairs():
+    from rubricflow.roro.judge_tune import literal_score, oracle_accuracy
+    from rubricflow.roro.pairs import Pair
+    from rubricflow.roro.rubric import ParsedRubric
+
+    # weight only on "risky step to LRM" with k=2: a route that called the LRM at step 2 scores 1, others 0
+    rubric = [{"criterion": "risky step to LRM", "weight": 1.0, "score_guidance": "1.0 if step 2 is by the LRM"},
+              {"criterion": "few LRM steps", "weight": 0.0, "score_guidance": "1.0 if at most 0 LRM steps"}]
+    a = _traj((SLM, LRM, SLM), (0.1, 0.7, 0.0))
+    b = _traj((LRM, SLM, SLM), (0.1, 0.7, 0.0))
+    assert (literal_score(rubric, a), literal_score(rubric, b)) == (1.0, 0.0)
+    assert literal_score([{"criterion": "x", "weight": 1.0, "score_guidance": "y"}], a) is None
+    trajs = [a, b]
+    pairs = [Pair("p1", 0, 1, "process"), Pair("p1", 1, 0, "cost")]  # right on the first, wrong on the second
+    acc = oracle_accuracy({"p1": ParsedRubric("ok", rubric)}, trajs, pairs)
+    assert (acc["pairwise_acc"], acc["acc_cost"], acc["acc_process"]) == (0.5, 0.0, 1.0)
+    failed = oracle_accuracy({"p1": ParsedRubric("failed", reason="x")}, trajs, pairs)
+    assert failed["pairwise_acc"] == 0.0  # a failed rubric leaves every score missing
+
+
+def test_report_lists_literal_agreement_in_family_order_whatever_the_dict_order():
+    from rubricflow.roro.judge_tune import report
+
+    names = [n for n, _ in FAMILIES]
+    agree = dict(zip(sorted(names), (0.1, 0.2, 0.3, 0.4)))  # a JSON round trip sorts the keys
+    r = {"judge_params": 100, "kept_phase": "0/warm", "kept_process": 0.6, "kept_overall": 0.55, "seconds": 9,
+         "phases": [{"acc_process": 0.6}], "literal_agreement": agree}
+    text = report({"h64-l2-w500": {11: r}}, "h64-l2-w500")
+    assert ", ".join(f"{agree[n]:.2f}" for n in names) in text
