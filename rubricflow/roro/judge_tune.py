@@ -210,6 +210,10 @@ def report(results: dict[str, dict[int, dict]], chosen: str) -> str:
         lines.append(f"| {name} | {statistics.mean(r['kept_process'] for r in rs):.3f} | "
                      f"{statistics.mean(r['kept_overall'] for r in rs):.3f} | {statistics.mean(allp):.3f} |")
     lines += ["", f"Selected: `{chosen}` ({SETTINGS.get(chosen, {})})."]
+    left = [n for n in SETTINGS if n not in results]
+    if left:
+        lines += ["", "Listed in `SETTINGS` but not measured here (not part of the choice): "
+                  + ", ".join(f"`{n}`" for n in left) + "."]
     return "\n".join(lines) + "\n"
 
 

@@ -112,3 +112,4 @@ def test_report_lists_literal_agreement_in_family_order_whatever_the_dict_order(
          "phases": [{"acc_process": 0.6}], "literal_agreement": agree}
     text = report({"h64-l2-w500": {11: r}}, "h64-l2-w500")
     assert ", ".join(f"{agree[n]:.2f}" for n in names) in text
+    assert "not measured here" in text and "`h128-l4-w1500`" in text and "`h64-l2-w500`" not in text.split("not measured")[1]
