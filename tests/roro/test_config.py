@@ -36,3 +36,22 @@ def test_engine_device_errors_name_the_key():
     assert cfg.rucl.grpo.engine.device == "cuda"
     with pytest.raises(ConfigError, match=r"rucl\.grpo\.engine.*device applies to kind=torch only"):
         config_from_dict({"rucl": {"grpo": {"engine": {"kind": "deepspeed", "device": "cuda"}}}})
+
+
+def test_tiny_profile_judge_warm_start_is_the_val_chosen_one_and_the_old_one_stays_reachable():
+    """params.yaml's tiny profile carries the Judge warm start chosen on val by rubricflow.roro.judge_tune
+    (1500 steps at lr 1e-3); the previous one (500 at 3e-3) is the code default and one override away."""
+    from rubricflow.config import load_config
+    from rubricflow.roro.judge_tune import SETTINGS
+
+    j = load_config("params.yaml").roro.rubricor_judge.judge
+    assert (j.warm_steps, j.lr, j.hidden_size, j.num_layers) == (1500, 1e-3, 64, 2)
+    assert {"hidden_size": 64, "num_layers": 2, "warm_steps": 1500, "lr": 1e-3} in SETTINGS.values()
+    assert (j.rft_steps, j.rft_lr, j.samples) == (40, 1e-3, 4)  # the alternation itself is unchanged
+    old = load_config("params.yaml", overrides={"roro.rubricor_judge.judge.warm_steps": 500,
+                                                "roro.rubricor_judge.judge.lr": 3e-3}).roro.rubricor_judge.judge
+    assert (old.warm_steps, old.lr) == (500, 3e-3)
+    d = config_from_dict({}).roro.rubricor_judge.judge  # no profile file: the code defaults are the old values
+    assert (d.warm_steps, d.lr) == (500, 3e-3)
+    rubricor = load_config("params.yaml").roro.rubricor_judge.rubricor  # the Rubricor keeps its own defaults
+    assert (rubricor.warm_steps, rubricor.lr) == (80, 3e-3)

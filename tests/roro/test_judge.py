@@ -216,3 +216,36 @@ def test_warm_start_rubrics_never_weigh_a_family_zero():
     weights = [c["weight"] for _ in range(500) for c in random_rubric(rng, 4)]
     assert min(weights) == 0.1 and max(weights) == 0.9
     assert parse_rubric(render_rubric_json([{**c, "weight": 0.0} for c in random_rubric(rng, 4)])).status == "failed"
+
+
+def test_the_warm_start_trains_each_role_with_its_own_steps_and_learning_rate():
+    """roro.rubricor_judge.judge.warm_steps / lr (tiny profile 1500 at 1e-3, chosen on val) reach the Judge's warm
+    start, and the Rubricor's own values reach the Rubricor's; the alternation's rounds do not use them."""
+    import torch
+
+    from rubricflow.config import config_from_dict
+    from rubricflow.roro.pairs import Pair
+    from rubricflow.roro.rubricor_judge import alternate
+
+    rj = config_from_dict({"roro": {"rubricor_judge": {"rounds": 0, "judge": {"warm_steps": 1500, "lr": 1e-3}}}}
+                          ).roro.rubricor_judge
+    rubric = [{**c, "weight": 0.5} for c in random_rubric(random.Random(0), 3)]
+
+    class StubLM:
+        def __init__(self, text):
+            self.text, self.calls, self.model, self._greedy = text, [], torch.nn.Linear(1, 1), {}
+
+        def sft(self, examples, steps, batch_size, lr, seed):
+            self.calls.append((len(examples), steps, lr))
+            return []
+
+        def generate(self, contents, n=1, temperature=0.0, seed=None):
+            return [[self.text] * n for _ in contents]
+
+    judge = StubLM(render_judgment_json(random_judgments(random.Random(1), rubric)))
+    rubricor = StubLM(render_rubric_json(rubric))
+    a, b = _traj(writers=(SLM, SLM, SLM)), _traj(writers=(SLM, SLM, SLM))
+    b.problem_id, b.split = "p2", "val"
+    rows = alternate(judge, rubricor, rj, [a, b], [Pair("p1", 0, 0, "cost")], [Pair("p2", 1, 1, "cost")])
+    assert judge.calls == [(1, 1500, 1e-3)] and rubricor.calls == [(4, 80, 3e-3)]
+    assert [(r["phase"], r["selected"]) for r in rows] == [("warm", True)]

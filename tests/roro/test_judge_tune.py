@@ -1,0 +1,115 @@
+"""The val-only choice of the Judge setting (rubricflow.roro.judge_tune): the rule and the literal-agreement probe."""
+
+import random
+
+from rubricflow.roro.judge_tune import SETTINGS, literal_agreement, select
+from rubricflow.roro.prompts import FAMILIES, literal_satisfied, random_rubric
+from rubricflow.roro.rubric import render_judgment_json
+from rubricflow.roro.rubricor_judge import ProblemView
+from rubricflow.roro.routing import LRM, SLM, StepRecord, Trajectory
+
+
+def _res(params: int, *kept_process: float) -> dict:
+    return {seed: {"judge_params": params, "kept_process": p} for seed, p in zip((11, 22), kept_process)}
+
+
+def test_select_takes_the_best_mean_val_process_accuracy():
+    results = {"h64-l2-w500": _res(100, 0.55, 0.60), "h128-l2-w1000": _res(300, 0.70, 0.72),
+               "h64-l2-w1500": _res(100, 0.60, 0.66)}
+    assert select(results) == "h128-l2-w1000"
+
+
+def test_select_prefers_the_cheaper_setting_within_0_01():
+    # h128-l4 is best by 0.005: the smaller model wins; between equal sizes, fewer warm-start steps win
+    results = {"h128-l4-w1500": _res(500, 0.705, 0.705), "h128-l2-w1000": _res(300, 0.70, 0.70)}
+    assert select(results) == "h128-l2-w1000"
+    results = {"h64-l2-w1500": _res(100, 0.70, 0.70), "h64-l2-w500": _res(100, 0.695, 0.695)}
+    assert select(results) == "h64-l2-w500"
+    results["h64-l2-w1500"] = _res(100, 0.72, 0.72)  # 0.025 better: the cost no longer decides
+    assert select(results) == "h64-l2-w1500"
+
+
+def test_settings_start_from_the_previous_default_and_change_only_the_judge_spec():
+    first = next(iter(SETTINGS.values()))
+    assert first == {"hidden_size": 64, "num_layers": 2, "warm_steps": 500, "lr": 3e-3}
+    assert all(set(s) <= {"hidden_size", "num_layers", "warm_steps", "lr"} for s in SETTINGS.values())
+
+
+def _traj(writers, us):
+    texts = ["7 + 5 = 12", "12 * 2 = 24", "#### 24"]
+    steps = [StepRecord(k, w, t, 5, t, 5, u, k != 1, t if w == LRM else None, 5 if w == LRM else 0, True, True, True,
+                        [u] * 5, int(w == LRM)) for k, (w, t, u) in enumerate(zip(writers, texts, us))]
+    return Trajectory("p1", "val", "enumerate", "Start with 7. Add 5. Multiply by 2.", steps, True, True)
+
+
+class _Judge:
+    """Stands in for the RubricLM: answers every criterion with the literal reading, or its negation."""
+
+    def __init__(self, flip: set[str]):
+        self.flip = flip
+
+    def generate(self, contents, n=1, temperature=0.0, seed=None):
+        out = []
+        for c in contents:
+            rubric, traj = self.queue.pop(0)
+            js = [{"criterion": r["criterion"], "score": 1.0,
+                   "satisfied": literal_satisfied(r["criterion"], r["params"], traj) != (r["criterion"] in self.flip)}
+                  for r in rubric]
+            out.append([render_judgment_json(js)] * n)
+        return out
+
+
+def test_literal_agreement_counts_verdicts_against_the_literal_reading():
+    trajs = [_traj((SLM, LRM, SLM), (0.12, 0.71, 0.0)), _traj((SLM, SLM, SLM), (0.1, 0.9, 0.3)),
+             _traj((LRM, LRM, SLM), (0.5, 0.2, 0.0))]
+    views = {"p1": ProblemView(trajs[0].question, [0.12, 0.71, 0.0])}
+    judge = _Judge(flip={"few LRM steps"})
+    rng = random.Random(3)  # the probe draws its rubrics with random.Random(seed): replay them for the stand-in
+    judge.queue = [(random_rubric(rng, 3), t) for t in trajs]
+    got = literal_agreement(judge, views, trajs, seed=3)
+    names = [n for n, _ in FAMILIES]
+    assert set(got) == set(names)
+    assert got["few LRM steps"] == 0.0 and all(got[n] == 1.0 for n in names if n != "few LRM steps")
+
+
+def test_guidance_params_read_back_the_family_templates():
+    from rubricflow.roro.judge_tune import guidance_params
+
+    rubric = random_rubric(random.Random(5), 4)
+    for c in rubric:
+        want = {k: c["params"][k] for k in "kdm" if "{" + k + "}" in dict(FAMILIES)[c["criterion"]]}
+        assert guidance_params(c["criterion"], c["score_guidance"]) == want
+    assert guidance_params("few LRM steps", "1.0 if at most two LRM steps") is None  # not the template
+    assert guidance_params("steps are short", "1.0 if short") is None  # not a family
+
+
+def test_exact_reader_scores_the_literal_reading_and_orders_pairs():
+    from rubricflow.roro.judge_tune import literal_score, oracle_accuracy
+    from rubricflow.roro.pairs import Pair
+    from rubricflow.roro.rubric import ParsedRubric
+
+    # weight only on "risky step to LRM" with k=2: a route that called the LRM at step 2 scores 1, others 0
+    rubric = [{"criterion": "risky step to LRM", "weight": 1.0, "score_guidance": "1.0 if step 2 is by the LRM"},
+              {"criterion": "few LRM steps", "weight": 0.0, "score_guidance": "1.0 if at most 0 LRM steps"}]
+    a = _traj((SLM, LRM, SLM), (0.1, 0.7, 0.0))
+    b = _traj((LRM, SLM, SLM), (0.1, 0.7, 0.0))
+    assert (literal_score(rubric, a), literal_score(rubric, b)) == (1.0, 0.0)
+    assert literal_score([{"criterion": "x", "weight": 1.0, "score_guidance": "y"}], a) is None
+    trajs = [a, b]
+    pairs = [Pair("p1", 0, 1, "process"), Pair("p1", 1, 0, "cost")]  # right on the first, wrong on the second
+    acc = oracle_accuracy({"p1": ParsedRubric("ok", rubric)}, trajs, pairs)
+    assert (acc["pairwise_acc"], acc["acc_cost"], acc["acc_process"]) == (0.5, 0.0, 1.0)
+    failed = oracle_accuracy({"p1": ParsedRubric("failed", reason="x")}, trajs, pairs)
+    assert failed["pairwise_acc"] == 0.0  # a failed rubric leaves every score missing
+
+
+def test_report_lists_literal_agreement_in_family_order_whatever_the_dict_order():
+    from rubricflow.roro.judge_tune import report
+
+    names = [n for n, _ in FAMILIES]
+    agree = dict(zip(sorted(names), (0.1, 0.2, 0.3, 0.4)))  # a JSON round trip sorts the keys
+    r = {"judge_params": 100, "kept_phase": "0/warm", "kept_process": 0.6, "kept_overall": 0.55, "seconds": 9,
+         "phases": [{"acc_process": 0.6}], "literal_agreement": agree}
+    text = report({"h64-l2-w500": {11: r}}, "h64-l2-w500")
+    assert ", ".join(f"{agree[n]:.2f}" for n in names) in text
+    assert "not measured here" in text and "`h128-l4-w1500`" in text and "`h64-l2-w500`" not in text.split("not measured")[1]
