@@ -221,7 +221,7 @@ def _register() -> None:
     from flows import cli_deltarubric, cli_ops, cli_roro, cli_study
 
     register_stage_commands(app, {"validate": validate, **cli_roro.COMMANDS})
-    for m in (cli_deltarubric, cli_ops, cli_study):
+    for m in (cli_deltarubric, cli_ops, cli_roro, cli_study):
         m.register(app)
 
 

@@ -4,6 +4,7 @@ generated command, ``rubricflow roro-models`` ... ``rubricflow roro-router``):
 * ``rubricflow roro-rubricor-judge``  Rubricor-Judge alternation; prints val pairwise accuracy per phase
 * ``rubricflow roro-eval``            accuracy vs LRM cost on held-out problems: prints the table, writes the curve
                                       (``--from-file`` prints the last saved table); alias ``route-eval``
+* ``rubricflow roro-judge-tune``      the tiny Judge's warm start chosen on val pairs (rubricflow.roro.judge_tune)
 """
 
 from __future__ import annotations
@@ -66,3 +67,29 @@ def roro_eval(
 
 # stage name -> its command (flows/cli.py registers it under the stage's CLI name and aliases)
 COMMANDS = {"roro_rubricor_judge": roro_rubricor_judge, "roro_eval": roro_eval}
+
+
+def roro_judge_tune(
+    settings: Annotated[str, typer.Option(help="Comma-separated names from judge_tune.SETTINGS (default: all).")] = "",
+    seeds: Annotated[str, typer.Option(help="Comma-separated seeds (default: judge_tune.SEEDS, not the study's).")] = "",
+    out: Annotated[str, typer.Option(help="Report stem (.md and .json).")] = "reports/studies/roro_judge_tune",
+    oracle_warm: Annotated[bool, typer.Option(
+        "--oracle-warm", help="Only the exact reader's val accuracy under the warm Rubricor's rubrics, per seed.")] = False,
+):
+    """Measure Judge settings (warm start + one round) on val pairs and select one by the rule fixed in advance."""
+    from flows.cli import load_cfg
+    from rubricflow.roro.judge_tune import run_tune
+
+    try:
+        names = [x for x in settings.split(",") if x] or None
+        seed_list = [int(x) for x in seeds.split(",") if x] or None
+        chosen = run_tune(load_cfg().roro, names, seed_list, out, oracle_warm, echo=typer.echo)
+    except ValueError as e:
+        typer.echo(f"error: {e}", err=True)
+        raise typer.Exit(2) from None
+    if chosen is not None:
+        typer.echo(f"selected: {chosen}")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("roro-judge-tune")(roro_judge_tune)

@@ -1,4 +1,4 @@
-"""Choose the tiny Judge's size and warm start on val pairs: ``python -m rubricflow.roro.judge_tune``.
+"""Choose the tiny Judge's size and warm start on val pairs: ``rubricflow roro-judge-tune`` (flows/cli_roro.py).
 
 Each setting (``SETTINGS``: overrides of ``roro.rubricor_judge.judge``) runs the warm start and one alternation
 round (``rounds: 1``) on the main pipeline's trajectories and pairs (``dvc repro roro_pairs``) with every seed of
@@ -20,7 +20,6 @@ Writes ``reports/studies/roro_judge_tune.md`` and ``.json``; models are not save
 
 from __future__ import annotations
 
-import argparse
 import random
 import re
 import statistics
@@ -187,7 +186,7 @@ def report(results: dict[str, dict[int, dict]], chosen: str) -> str:
     from rubricflow.roro.prompts import FAMILIES
 
     f = lambda x: "n/a" if x is None else f"{x:.3f}"  # noqa: E731
-    lines = ["# RoRo Judge setting, chosen on val (`python -m rubricflow.roro.judge_tune`)", "",
+    lines = ["# RoRo Judge setting, chosen on val (`rubricflow roro-judge-tune`)", "",
              "Warm start + 1 alternation round per setting and seed; val pairs only (test never read). Rule, fixed "
              "before the runs: highest mean over seeds of the kept phase's val process-pair accuracy; within 0.01 "
              "the cheaper setting.", "",
@@ -217,49 +216,43 @@ def report(results: dict[str, dict[int, dict]], chosen: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def main(argv: list[str] | None = None) -> None:
-    from rubricflow.config import load_config
+def run_tune(rc, settings: list[str] | None = None, seeds: list[int] | None = None,
+             out: str = "reports/studies/roro_judge_tune", oracle_warm_only: bool = False, echo=print) -> str | None:
+    """Measure ``settings`` x ``seeds`` on val (resuming from ``<out>.json``), write ``<out>.json`` / ``<out>.md`` and
+    return the setting the rule selects; ``oracle_warm_only``: only the exact reader under the warm Rubricor's
+    rubrics, per seed (returns None). The CLI is ``rubricflow roro-judge-tune`` (flows/cli_roro.py)."""
     import json
 
     from rubricflow.io import write_json
     from rubricflow.roro.stages import roro_threads
 
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--settings", nargs="*", default=list(SETTINGS), help="names from SETTINGS (default: all)")
-    ap.add_argument("--seeds", nargs="*", type=int, default=list(SEEDS))
-    ap.add_argument("--out", default="reports/studies/roro_judge_tune")
-    ap.add_argument("--oracle-warm", action="store_true",
-                    help="only the exact reader's val accuracy under the warm-started Rubricor's rubrics, per seed")
-    a = ap.parse_args(argv)
-    cfg = load_config()
-    rc = cfg.roro
-    if a.oracle_warm:
+    settings = list(SETTINGS) if settings is None else settings
+    seeds = list(SEEDS) if seeds is None else seeds
+    unknown = [n for n in settings if n not in SETTINGS]
+    if unknown:
+        raise ValueError(f"unknown judge_tune setting(s) {unknown}: expected names from {list(SETTINGS)}")
+    if oracle_warm_only:
         with roro_threads(rc):
-            for seed in a.seeds:
+            for seed in seeds:
                 acc = oracle_warm(rc, seed)
-                print(f"exact reader, warm Rubricor, seed {seed}: " + " ".join(
-                    f"{k.removeprefix('acc_')} {v:.3f}" for k, v in acc.items() if k.startswith("acc_") or k == "pairwise_acc"),
-                      flush=True)
-        return
-    js = Path(a.out + ".json")
+                echo(f"exact reader, warm Rubricor, seed {seed}: " + " ".join(
+                    f"{k.removeprefix('acc_')} {v:.3f}" for k, v in acc.items() if k.startswith("acc_") or k == "pairwise_acc"))
+        return None
+    js = Path(out + ".json")
     results: dict[str, dict[int, dict]] = {}
     if js.exists():  # resume: settings and seeds already measured are kept
         results = {n: {int(s): r for s, r in d.items()} for n, d in json.loads(js.read_text())["results"].items()}
     with roro_threads(rc):
-        for name in a.settings:
-            for seed in a.seeds:
+        for name in settings:
+            for seed in seeds:
                 if seed in results.get(name, {}):
                     continue
                 r = run_one(rc, SETTINGS[name], seed)
                 results.setdefault(name, {})[seed] = r
-                print(f"{name} seed {seed}: kept {r['kept_phase']} process {r['kept_process']:.3f} overall "
-                      f"{r['kept_overall']:.3f} ({r['seconds']:.0f} s)", flush=True)
-                write_json(js, {"seeds": a.seeds, "results": results})
-    chosen = select({n: results[n] for n in a.settings if n in results})
-    write_json(js, {"seeds": a.seeds, "results": results, "selected": chosen, "selected_setting": SETTINGS[chosen]})
-    Path(a.out + ".md").write_text(report({n: results[n] for n in a.settings if n in results}, chosen))
-    print(f"selected: {chosen}")
-
-
-if __name__ == "__main__":
-    main()
+                echo(f"{name} seed {seed}: kept {r['kept_phase']} process {r['kept_process']:.3f} overall "
+                     f"{r['kept_overall']:.3f} ({r['seconds']:.0f} s)")
+                write_json(js, {"seeds": seeds, "results": results})
+    chosen = select({n: results[n] for n in settings if n in results})
+    write_json(js, {"seeds": seeds, "results": results, "selected": chosen, "selected_setting": SETTINGS[chosen]})
+    Path(out + ".md").write_text(report({n: results[n] for n in settings if n in results}, chosen))
+    return chosen

@@ -113,3 +113,15 @@ def test_report_lists_literal_agreement_in_family_order_whatever_the_dict_order(
     text = report({"h64-l2-w500": {11: r}}, "h64-l2-w500")
     assert ", ".join(f"{agree[n]:.2f}" for n in names) in text
     assert "not measured here" in text and "`h128-l4-w1500`" in text and "`h64-l2-w500`" not in text.split("not measured")[1]
+
+
+def test_the_cli_names_an_unknown_setting_and_runs_nothing(tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    from flows.cli import app
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "params.yaml").write_text("profile: tiny\n")
+    res = CliRunner().invoke(app, ["roro-judge-tune", "--settings", "no-such-setting", "--seeds", "11"])
+    assert res.exit_code == 2 and "no-such-setting" in res.output and str(list(SETTINGS)) in res.output
+    assert not list(tmp_path.glob("reports/**/*.json"))
