@@ -43,7 +43,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rubricflow.io import atomic_write_text, write_json
+from rubricflow.io import atomic_path, atomic_write_text, write_json
 from rubricflow.section import ConfigError
 from rubricflow.stage import NullRun, StageContext, apply_overrides
 from rubricflow.study_config import Claim, Selection, StudySpec
@@ -481,11 +481,9 @@ def plot_study(name: str, agg: Mapping, path: Path) -> Path:
         ax.set_title(m, fontsize=9)
     fig.suptitle(f"study {name}: mean and {round(100 * agg['confidence'])}% t-interval over seeds", fontsize=10)
     fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp.png")
-    fig.savefig(tmp, dpi=110)
+    with atomic_path(path, suffix=".png") as tmp:  # the temporary name ends in .png: savefig infers the format
+        fig.savefig(tmp, dpi=110)
     plt.close(fig)
-    os.replace(tmp, path)
     return path
 
 

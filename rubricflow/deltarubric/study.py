@@ -22,6 +22,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from rubricflow.io import atomic_path
 from rubricflow.stage import StageContext
 from rubricflow.study import StudyMethod, Unit, t_interval
 from rubricflow.study_config import StudySpec
@@ -155,8 +156,6 @@ def report_probe_curve(name: str, spec: StudySpec, results: Sequence[Mapping], s
 
 
 def _plot_probe(name: str, curves: Mapping[str, Mapping[int, Mapping]], path: Path, pct: int) -> None:
-    import os
-
     import matplotlib
 
     matplotlib.use("Agg")
@@ -175,11 +174,9 @@ def _plot_probe(name: str, curves: Mapping[str, Mapping[int, Mapping]], path: Pa
     ax.set_title(f"study {name}: planner probe, mean and {pct}% t-interval over seeds", fontsize=9)
     ax.legend(fontsize=7)
     fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp.png")
-    fig.savefig(tmp, dpi=110)
+    with atomic_path(path, suffix=".png") as tmp:  # the temporary name ends in .png: savefig infers the format
+        fig.savefig(tmp, dpi=110)
     plt.close(fig)
-    os.replace(tmp, path)
 
 
 METHOD = StudyMethod(

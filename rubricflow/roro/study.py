@@ -29,6 +29,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from rubricflow.io import atomic_path
 from rubricflow.section import ConfigError
 from rubricflow.study import StudyMethod, Unit, t_interval
 from rubricflow.study_config import StudySpec
@@ -264,8 +265,6 @@ def curve_bands(results: Sequence[Mapping]) -> dict[str, dict]:
 
 
 def plot_bands(bands: Mapping[str, Mapping], results: Sequence[Mapping], path: Path) -> Path:
-    import os
-
     import matplotlib
 
     matplotlib.use("Agg")
@@ -286,11 +285,9 @@ def plot_bands(bands: Mapping[str, Mapping], results: Sequence[Mapping], path: P
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8, loc="lower right")
     fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp.png")
-    fig.savefig(tmp, dpi=110)
+    with atomic_path(path, suffix=".png") as tmp:  # the temporary name ends in .png: savefig infers the format
+        fig.savefig(tmp, dpi=110)
     plt.close(fig)
-    os.replace(tmp, path)
     return path
 
 
