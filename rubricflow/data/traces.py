@@ -82,8 +82,14 @@ def parse_claims(text: str) -> list[tuple[str, str]]:
     cut = body.rfind("\\boxed{")
     if cut >= 0:
         body = body[:cut]
-    body = collapse_chains(body)
-    return [(m.group("key"), re.sub(r"\s+", " ", m.group("val")).strip()) for m in CLAIM_RE.finditer(body)]
+    return claims_in(body)
+
+
+def claims_in(text: str) -> list[tuple[str, str]]:
+    """Every ``key = value`` claim of ``text`` in order (a worked claim ``key = e = v`` counts as ``key = v``), with
+    no cut at a box: the judge applies it to the sentences before the answer."""
+    return [(m.group("key"), re.sub(r"\s+", " ", m.group("val")).strip())
+            for m in CLAIM_RE.finditer(collapse_chains(text))]
 
 
 def parse_value(text: str) -> Any:

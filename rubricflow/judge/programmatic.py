@@ -27,7 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from rubricflow.data.traces import BOXED_RE, CLAIM_RE, collapse_chains, parse_value, render_trace, values_equal
+from rubricflow.data.traces import BOXED_RE, claims_in, parse_value, render_trace, values_equal
 from rubricflow.judge.protocol import JudgeRequest, Judgment, Rubric, Verdict
 
 CHECKS_VERSION = "checks-v2"  # part of the cache key: bump when a checker changes (the mode is appended)
@@ -71,17 +71,12 @@ class Ctx:
         return parse_value(vals[-1]) if vals else None
 
 
-def _claims(text: str) -> list[tuple[str, str]]:
-    text = collapse_chains(text)
-    return [(m.group("key"), re.sub(r"\s+", " ", m.group("val")).strip()) for m in CLAIM_RE.finditer(text)]
-
-
 def make_ctx(facts: dict, answer: str | None, response: str) -> Ctx:
     text = response or ""
     cut = text.rfind("\\boxed{")
     body = text[:cut] if cut >= 0 else text
     sentences = [s for s in _SENTENCE_END.split(body) if s.strip()]
-    per_sentence = [_claims(s) for s in sentences]
+    per_sentence = [claims_in(s) for s in sentences]
     with_claims = [c for c in per_sentence if c]
     return Ctx(
         facts=facts or {},
@@ -89,7 +84,7 @@ def make_ctx(facts: dict, answer: str | None, response: str) -> Ctx:
         response=text,
         perception={k: v for k, v in (facts or {}).get("perception", [])},
         intermediate={k: v for k, v in (facts or {}).get("intermediate", [])},
-        claims=_claims(body),
+        claims=claims_in(body),
         first=with_claims[0] if with_claims else [],
         computed=[c for s in with_claims[1:] for c in s],
         boxes=BOXED_RE.findall(text),
