@@ -213,26 +213,9 @@ def _deltarubric_claims() -> list[Claim]:
     ]
 
 
-class DeltaRubricStudySpec(StudySpec):
-    """``StudySpec`` with DeltaRubric's defaults. A subclass (not a default instance), so a partial
-    ``study.deltarubric`` (``--set study.deltarubric.seeds=[1,2]``) keeps these defaults instead of RuCL's."""
-
-    method: Literal["rucl", "deltarubric", "roro"] = Field("deltarubric", description="The method: DeltaRubric.")
-    variants: dict[str, dict[str, Any]] = Field(
-        default_factory=_deltarubric_variants,
-        description="Variant name -> dotted overrides: the warm start, DeltaRubric, the trained no-rubric and static "
-        "judges, the planner-reward readings and the guidance lambda.",
-    )
-    metrics: list[str] = Field(
-        default_factory=lambda: list(DELTARUBRIC_METRICS), min_length=1,
-        description="Held-out metrics of a unit (rubricflow.deltarubric.study).",
-    )
-    claims: list[Claim] = Field(
-        default_factory=_deltarubric_claims,
-        description="DeltaRubric against the trained baselines, the absolute planner reward, lambda 0 and its warm "
-        "start, on the accuracy of each variant's own judge mode.",
-    )
-    out_dir: str = Field("artifacts/studies/deltarubric", description="Per-unit outputs: <out_dir>/<variant>/seed<k>/.")
+def _deltarubric_spec() -> StudySpec:
+    return StudySpec(method="deltarubric", variants=_deltarubric_variants(), metrics=list(DELTARUBRIC_METRICS),
+                     claims=_deltarubric_claims(), out_dir="artifacts/studies/deltarubric")
 
 
 # RoRo: each variant names one routing method (rubricflow.roro.study); the curve of each unit is reduced to its AUC and
@@ -306,8 +289,8 @@ class StudyConfig(Section):
         "scored by mean val accuracy "
         "(`rubricflow study rucl_tune`; the winner is `selected` in reports/studies/rucl_tune.md).",
     )
-    deltarubric: DeltaRubricStudySpec = Field(
-        default_factory=DeltaRubricStudySpec,
+    deltarubric: StudySpec = Field(
+        default_factory=_deltarubric_spec,
         description="The DeltaRubric study: the warm start (before RL), DeltaRubric, the trained no-rubric and static "
         "judges, the absolute (and shift) planner reward and lambda 0 / 0.2 / 0.6, each trained from the shared "
         "warm start once per seed and evaluated on the held-out pairs in every judge mode.",

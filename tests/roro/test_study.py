@@ -36,8 +36,12 @@ def test_default_study_compares_four_methods_on_fixed_seeds():
     assert set(spec.variants) == {"roro", "outcome-only", "threshold", "random"}
     assert ("roro", "outcome-only", "auc", "higher") in {(c.a, c.b, c.metric, c.direction) for c in spec.claims}
     # a partial study section keeps that study's own defaults (not StudySpec's, which are RuCL's)
-    part = config_from_dict({"study": {"roro": {"seeds": [1, 2]}, "rucl_tune": {"seeds": [7]}}}).study
+    part = config_from_dict({"study": {"roro": {"seeds": [1, 2]}, "rucl_tune": {"seeds": [7]},
+                                       "deltarubric": {"seeds": [3]}}}).study
     assert (part.roro.method, part.roro.seeds, sorted(part.roro.variants)) == ("roro", [1, 2], sorted(spec.variants))
+    dr = config_from_dict({}).study.deltarubric
+    assert (part.deltarubric.method, part.deltarubric.seeds, part.deltarubric.variants, part.deltarubric.out_dir) == (
+        "deltarubric", [3], dr.variants, "artifacts/studies/deltarubric")
     assert part.rucl_tune.eval_split == "val" and part.rucl_tune.selection is not None
 
 
