@@ -43,10 +43,10 @@ class DRSFTConfig(Section):
     )
     init_from: str | None = Field(
         None,
-        description="Policy the warm start continues from. The tiny profile sets the foundation SFT "
-        "(artifacts/models/sft: it reads counting and bar charts, 93% val on its traces), because a policy that "
-        "cannot read its images leaves a checklist nothing to guide. None: a fresh tiny base (tokenizer trained on "
-        "DeltaRubric's texts, `base_dir`) or, for pretrained policies, models.policy.path.",
+        description="Policy the warm start continues from (e.g. the foundation SFT, artifacts/models/sft). None: a "
+        "fresh tiny base (tokenizer trained on DeltaRubric's texts, `base_dir`) or, for pretrained policies, "
+        "models.policy.path. The tiny profile uses a fresh 64-wide base: continuing the 128-wide foundation SFT read "
+        "no better and cost 2.5x per step (docs/operations.md, \"DeltaRubric warm start\").",
     )
     hidden_size: int | None = Field(
         64,
@@ -64,11 +64,19 @@ class DRSFTConfig(Section):
         "cosine", description="Learning rate after warmup: constant, or cosine decay to 0 at the last step."
     )
     perception_images: int = Field(
-        2000,
+        0,
         ge=0,
-        description="Images per task rendered in memory for the read-the-checks warm-up examples (seeded apart from "
-        "every pair image). The pairs' own training images are too few to learn to read counts and bar heights.",
+        description="Images per task rendered in memory for the worked-reading warm-up examples (read prompt -> the "
+        "trace of the image's ground truth, the verifier's first line; seeded apart from every pair image). 0 = none.",
     )
+    perception_steps: int = Field(
+        0,
+        ge=0,
+        description="With perception_images: optimizer steps of a first phase on the reading examples alone (short "
+        "sequences, about a fifth of a role example's cost), before the role examples. 0 = mix them into the role "
+        "examples instead.",
+    )
+    perception_batch_size: int = Field(32, ge=1, description="Sequences per step of the reading phase.")
     planner: bool = Field(True, description="Include planner examples (reference checklists from facts).")
     verifier_variants: int = Field(
         1, ge=0, description="Extra verifier examples per pair with a shuffled / extended checklist."
@@ -137,7 +145,8 @@ class DRTrainConfig(Section):
     )
     planner_max_tokens: int = Field(40, ge=4, description="Completion cap of planner checklists.")
     verifier_max_tokens: int = Field(
-        128, ge=4, description="Completion cap of verifier outputs (all judge modes; 4 evidence lines need ~100)."
+        160, ge=4, description="Completion cap of verifier outputs (all judge modes; the worked reading and 4 evidence "
+        "lines take up to 126 tokens on the tiny counting pairs)."
     )
     probe_every: int = Field(5, ge=0, description="Planner probe on validation pairs every N steps (0 = start and end only).")
     probe_pairs: int = Field(16, ge=1, description="Validation pairs in the planner probe.")

@@ -8,11 +8,11 @@ Five templates, kept short for the tiny CPU model but with the paper's structure
 * ``PLANNER``    the Disagreement Planner: 2-4 neutral, evidence-seeking checks on where the responses
                  disagree, one concrete fact / relation / constraint each, never naming a response or a winner,
                  no preamble;
-* ``READ``       a warm-up task of the shared policy, not a judge mode: read each check's value off the image
-                 (the first half of a verifier evidence line, without the responses);
-* ``VERIFIER``   the Checklist Verifier: execute each check against the image and question (checks are things to
-                 verify, not evidence; ignore irrelevant / vague / contradicted ones), state the evidence and the
-                 response it favours, then the verdict.
+* ``READ``       a warm-up task of the shared policy, not a judge mode: read the image as a worked trace of the
+                 question (the verifier's first line, without the responses and the checks);
+* ``VERIFIER``   the Checklist Verifier: read the image (a worked trace of the question), then execute each check
+                 (checks are things to verify, not evidence; ignore irrelevant / vague ones): the image's value,
+                 each response's claim and whether it agrees, the response it favours; then the verdict.
 
 All outputs end with ``verdict: A`` or ``verdict: B`` (the verdict parser also accepts ``[[A]]`` and a few
 spellings). The image placeholders are added by the processor's chat template (``chat_prompt``), not here.
@@ -42,11 +42,12 @@ PLANNER = (
     "Name no response and no winner. No preamble.\n" + _CASE + "Checks:"
 )
 
-READ = "Read each check off the image.\nQuestion: {question}\nChecks:\n{checklist}"
+READ = "Read the image.\nQuestion: {question}"
 
 VERIFIER = (
-    "Run each check on the image; checks are not evidence, skip irrelevant or vague ones. Give the evidence and "
-    "the favoured response per check, then the verdict.\n" + _CASE + "Checks:\n{checklist}"
+    "Read the image, then run each check; checks are not evidence, skip irrelevant or vague ones. Per check give "
+    "the image's value, each response's claim, and the favoured response; then the verdict.\n" + _CASE
+    + "Checks:\n{checklist}"
 )
 
 
@@ -66,8 +67,8 @@ def planner_prompt(question: str, a: str, b: str) -> str:
     return PLANNER.format(question=question, a=a, b=b)
 
 
-def read_prompt(question: str, checks: list[str]) -> str:
-    return READ.format(question=question, checklist=numbered(checks))
+def read_prompt(question: str) -> str:
+    return READ.format(question=question)
 
 
 def verifier_prompt(question: str, a: str, b: str, checks: list[str]) -> str:

@@ -123,26 +123,36 @@ def sft_stage(deltarubric: DeltaRubricConfig, models: ModelsConfig, ctx: StageCo
         model, proc = build_or_load_base(models, dr, train, ctx.seed)
     examples = sft_examples(proc, load_items(d, train), dr.sft, seed=ctx.seed)
     n_pair_examples = len(examples)
+    reading: list = []
     if dr.sft.perception_images:
         samples = perception_samples(list(dr.pairs.tasks), dr.sft.perception_images, dr.pairs.seed,
                                      dr.pairs.image_size)
-        examples += read_examples(proc, samples, seed=ctx.seed)
+        reading = read_examples(proc, samples)
+    phases = [("roles", examples, dr.sft.steps, dr.sft.batch_size)]
+    if reading and dr.sft.perception_steps:
+        phases.insert(0, ("reading", reading, dr.sft.perception_steps, dr.sft.perception_batch_size))
+    else:
+        examples += reading
     curve: list[dict] = []
+    offset = 0
 
-    def log(step: int, m: dict) -> None:
-        curve.append({"step": step, "loss": m["sft/loss"]})
+    def log(step: int, m: dict, phase: str) -> None:
+        curve.append({"step": offset + step, "phase": phase, "loss": m["sft/loss"]})
         if log_fn is not None:
-            log_fn(step, m)
+            log_fn(offset + step, m)
         if step % 10 == 0:
-            ctx.run.log_metrics(m, step=step)
+            ctx.run.log_metrics(m, step=offset + step)
 
     t0 = time.perf_counter()
-    with progress("deltarubric sft", total=dr.sft.steps) as bar:
-        losses = train_sft(
-            model, proc, examples, steps=dr.sft.steps, batch_size=dr.sft.batch_size, lr=dr.sft.lr,
-            warmup_steps=dr.sft.warmup_steps, seed=ctx.seed, schedule=dr.sft.schedule,
-            log_fn=lambda s, m: (log(s, m), bar.advance(1, loss=m["sft/loss"])),
-        )
+    losses: list[float] = []
+    with progress("deltarubric sft", total=sum(p[2] for p in phases)) as bar:
+        for phase, exs, steps, bs in phases:
+            losses = train_sft(
+                model, proc, exs, steps=steps, batch_size=bs, lr=dr.sft.lr, warmup_steps=dr.sft.warmup_steps,
+                seed=ctx.seed, schedule=dr.sft.schedule,
+                log_fn=lambda s, m, ph=phase: (log(s, m, ph), bar.advance(1, loss=m["sft/loss"])),
+            )
+            offset += steps
     sft_s = time.perf_counter() - t0
     with staged_dir(dr.sft.out_dir) as tmp:
         save(model, proc, tmp)
@@ -151,6 +161,8 @@ def sft_stage(deltarubric: DeltaRubricConfig, models: ModelsConfig, ctx: StageCo
     return {
         "train_examples": len(examples),
         "pair_examples": n_pair_examples,
+        "reading_examples": len(reading),
+        "reading_steps": dr.sft.perception_steps if reading else 0,
         "params": sum(p.numel() for p in model.parameters()),
         "first_loss": losses[0] if losses else None,
         "final_loss": sum(tail) / len(tail) if tail else None,

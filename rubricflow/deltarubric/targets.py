@@ -4,8 +4,9 @@
   *disagree* (perception first, then the final answer, then intermediate values; 2-4 checks; if only one claim
   differs the final-answer check is added). The check text names what to verify, never a value, a response or
   a winner (it passes ``parse_checklist``).
-* ``verifier_target(pair, checks)``: per check ``<key> = <true value> (A <claim>, B <claim>) -> A|B|both|neither``
-  (which response's claim matches the image), then ``verdict: <preferred>``.
+* ``verifier_target(pair, checks)``: the verifier's own reading of the image as a worked trace (the gold trace, in
+  the responses' own form), then per check ``image <key> = <value>, A <key> = <claim> yes|no, B <key> = <claim>
+  yes|no -> A|B|both|neither``, then ``verdict: <preferred>`` (see ``evidence_lines`` for why this form).
 * ``static_target(pair)``: per fixed criterion the response it favours (factual consistency: fewer wrong claims;
   key visual information: fewer wrong perception claims; relevance, reasoning and clarity: both, since the
   synthetic responses are on topic, consistent and complete), then the verdict.
@@ -22,7 +23,7 @@ from dataclasses import dataclass
 from rubricflow.data.traces import extract_boxed, fmt, parse_claims, values_equal
 from rubricflow.deltarubric.data import PreferencePair
 from rubricflow.deltarubric.prompts import STATIC_CRITERIA
-from rubricflow.deltarubric.synthetic import gold_values
+from rubricflow.deltarubric.synthetic import gold_values, response_text
 
 _FIXED = {
     "max": "find the height of the tallest bar.",
@@ -93,25 +94,40 @@ def favours(pair: PreferencePair, key: str, truth) -> str:
     return {(True, False): "A", (False, True): "B", (True, True): "both", (False, False): "neither"}[(ok_a, ok_b)]
 
 
-def evidence_lines(pair: PreferencePair, checks: list[Check]) -> list[str]:
-    """``<i>. <key> = <true value> (A <A's claim>, B <B's claim>) -> <favours>``.
+def _agrees(claims: dict[str, str], key: str, truth) -> str:
+    return "yes" if key in claims and values_equal(claims[key], fmt(truth)) else "no"
 
-    The line names what the check reads (the claim key, or ``answer``) and the value read from the image (or
-    computed from it) in the reasoning traces' own ``key = value`` form, so the policy's trace-reading carries over;
-    then what each response claims, so the comparison that decides ``favours`` is local to the line."""
+
+def evidence_lines(pair: PreferencePair, checks: list[Check]) -> list[str]:
+    """``<i>. image <key> = <value>, A <key> = <A's claim> yes|no, B <key> = <B's claim> yes|no -> <favours>``.
+
+    Every value the line needs is one copy away for a small model: the key is written again before each value,
+    so ``A red =`` is completed from the ``red =`` of response A (and ``image red =`` from the verifier's own
+    worked trace above it, or the image), as the reasoning traces write their claims; ``yes`` / ``no`` compares a
+    claim with the image value two tokens before it; ``favours`` is a lookup of the two yes/no. A claim a response
+    does not make is ``?`` (and ``no``). The compact form ``<key> = <v> (A <a>, B <b>) -> <favours>`` of the
+    first version asked a 2-layer policy to find a key in the checklist and its claims in both responses at once;
+    after 400-1500 warm-start steps it copied a claim right 30-65% of the time and the oracle checklist left it at
+    chance (docs/operations.md, "DeltaRubric warm start")."""
     truth = gold_values(pair.facts)
     a, b = claim_values(pair.response_a), claim_values(pair.response_b)
     lines = []
     for i, c in enumerate(checks, 1):
         t = truth[c.key]
         lines.append(
-            f"{i}. {c.key} = {fmt(t)} (A {a.get(c.key, '?')}, B {b.get(c.key, '?')}) -> {favours(pair, c.key, t)}"
+            f"{i}. image {c.key} = {fmt(t)}, A {c.key} = {a.get(c.key, '?')} {_agrees(a, c.key, t)}, "
+            f"B {c.key} = {b.get(c.key, '?')} {_agrees(b, c.key, t)} -> {favours(pair, c.key, t)}"
         )
     return lines
 
 
+def worked_reading(pair: PreferencePair) -> str:
+    """The verifier's reading of the image: the gold trace of the pair's problem (what a faithful response says)."""
+    return response_text(pair.facts, pair.facts["perception"])
+
+
 def verifier_target(pair: PreferencePair, checks: list[Check]) -> str:
-    return "\n".join(evidence_lines(pair, checks) + [f"verdict: {pair.preferred}"])
+    return "\n".join([worked_reading(pair), *evidence_lines(pair, checks), f"verdict: {pair.preferred}"])
 
 
 def planner_target(checks: list[Check]) -> str:

@@ -10,11 +10,11 @@ Per training pair (rubricflow.deltarubric.targets):
 * static:     static-rubric prompt -> per-criterion preference + verdict.
 
 Perception (``perception_images`` per task, ``read_examples``): images rendered in memory by the synthetic
-generators under their own split name (``"perception"``, so never a train/val/test image), each with a random 2-4
-item checklist over its ground-truth values and the target ``<i>. <key> = <value>`` per check, which is the first
-half of a verifier evidence line. The pairs' 256 training images per task are far too few to learn to read
-counts and bar heights (the foundation's SFT needed about 2000 per task), and a verifier that cannot read its
-image has nothing for a checklist to guide.
+generators under their own split name (``"perception"``, so never a train/val/test image), each with the read
+prompt (question + image) and the worked trace of its ground truth as the target: the verifier's first line. With
+``perception_steps > 0`` they are a first phase of their own (short sequences, so many images for little time),
+before the role examples; with 0 they are mixed into them. A verifier that cannot read its image has nothing for a
+checklist to guide.
 
 The baselines get examples too: the tiny model has no instruction following of its own, and the comparison
 between judge modes is only fair when every mode's output format was taught equally.
@@ -24,15 +24,13 @@ from __future__ import annotations
 
 import random
 
-from rubricflow.data.traces import fmt
 from rubricflow.deltarubric.roles import NO_RUBRIC, PLANNER, STATIC, VERIFIER
 from rubricflow.deltarubric.rollout import Item, chat, request
 from rubricflow.deltarubric.config import DRSFTConfig
 from rubricflow.deltarubric.data import PreferencePair
 from rubricflow.deltarubric.prompts import read_prompt
-from rubricflow.deltarubric.synthetic import gold_values
+from rubricflow.deltarubric.synthetic import response_text
 from rubricflow.deltarubric.targets import (
-    check_text,
     no_rubric_target,
     planner_target,
     reference_checks,
@@ -76,16 +74,9 @@ def sft_examples(processor, items: list[Item], cfg: DRSFTConfig, seed: int = 0) 
 PERCEPTION_SPLIT = "perception"  # the split name in the image seeds: disjoint from every pair's image
 
 
-def read_target(checks: list[tuple[str, str]], truth: dict) -> str:
-    """``<i>. <key> = <true value>`` per check (the evidence line up to the value)."""
-    return "\n".join(f"{i}. {key} = {fmt(truth[key])}" for i, (key, _) in enumerate(checks, 1))
-
-
-def read_checks(facts: dict, rng: random.Random) -> list[tuple[str, str]]:
-    """A random 2-4 item checklist over the image's ground-truth values (perception, intermediates, answer)."""
-    keys = list(gold_values(facts))
-    k = rng.randint(2, min(4, len(keys)))
-    return [(key, check_text(facts["task"], key)) for key in rng.sample(keys, k)]
+def read_target(facts: dict) -> str:
+    """The worked trace of the image's ground truth (what the verifier writes first)."""
+    return response_text(facts, facts["perception"])
 
 
 def perception_samples(tasks: list[str], n_per_task: int, seed: int, image_size: int):
@@ -101,15 +92,10 @@ def perception_samples(tasks: list[str], n_per_task: int, seed: int, image_size:
     return out
 
 
-def read_examples(processor, samples, seed: int = 0) -> list[SFTExample]:
-    rng = random.Random(f"{seed}:read")
+def read_examples(processor, samples) -> list[SFTExample]:
     n_img = 1 if hasattr(processor, "chat_prompt") else 0
-    out = []
-    for im, q, facts in samples:
-        checks = read_checks(facts, rng)
-        prompt = chat(processor, read_prompt(q, [t for _, t in checks]), n_img)
-        out.append(SFTExample(prompt, read_target(checks, gold_values(facts)), [im] if n_img else []))
-    return out
+    return [SFTExample(chat(processor, read_prompt(q), n_img), read_target(facts), [im] if n_img else [])
+            for im, q, facts in samples]
 
 
 def pair_tokenizer_corpus(pairs: list[PreferencePair], cfg: DRSFTConfig, seed: int = 0) -> list[str]:
@@ -121,8 +107,6 @@ def pair_tokenizer_corpus(pairs: list[PreferencePair], cfg: DRSFTConfig, seed: i
         for role, checks, target in role_texts(p, cfg, rng):
             texts.append(_ROLES[role].prompt(p, checks))
             texts.append(target)
-    rng = random.Random(seed)
-    for p in pairs[:64]:  # the read task's instruction and lines (its images are not pairs)
-        checks = read_checks(p.facts, rng)
-        texts += [read_prompt(p.question, [t for _, t in checks]), read_target(checks, gold_values(p.facts))]
+    for p in pairs[:64]:  # the read task's instruction (its images are not pairs; its targets are traces)
+        texts.append(read_prompt(p.question))
     return texts

@@ -16,7 +16,8 @@ def _cfg(tmp_path, **dr_over) -> Config:
         "pairs": {"out_dir": str(tmp_path / "pairs"), "tasks": ["counting"], "train": 12, "val": 4, "test": 6,
                   "balance_tol": 0.2},
         "sft": {"out_dir": str(tmp_path / "sft"), "base_dir": str(tmp_path / "base"), "steps": 6, "batch_size": 8,
-                "warmup_steps": 1, "hidden_size": None, "perception_images": 4},
+                "warmup_steps": 1, "hidden_size": None, "perception_images": 4, "perception_steps": 2,
+                "perception_batch_size": 2},
         "train": {"out_dir": str(tmp_path / "policy"), "n_checklists": 2, "m_verdicts": 2, "k_no_rubric": 2,
                   "planner_max_tokens": 12, "verifier_max_tokens": 12, "probe_every": 1, "probe_pairs": 2,
                   "grpo": {"steps": 2, "prompts_per_step": 1, "lr": 1e-3, "scale_rewards": "batch"}},
@@ -91,11 +92,14 @@ def test_stages_end_to_end(tmp_path):
 
     logged = []
     m = sft_stage(cfg, track=False, log_fn=lambda s, x: logged.append(s))
-    assert logged == list(range(6)) and m["pair_examples"] == 12 * 5 and m["train_examples"] == 12 * 5 + 4
+    # a reading phase (2 steps on the 4 reading examples), then the role examples (6 steps)
+    assert logged == list(range(8)) and m["pair_examples"] == 12 * 5 and m["train_examples"] == 12 * 5
+    assert (m["reading_examples"], m["reading_steps"]) == (4, 2)
     assert m["final_loss"] < m["first_loss"]
     assert (tmp_path / "sft" / "config.json").exists() and (tmp_path / "base" / "config.json").exists()
     assert json.loads((tmp_path / "base" / "config.json").read_text())["text_config"]["hidden_size"] == 32
-    assert len(json.loads((tmp_path / "reports" / "plots" / "deltarubric_sft_loss.json").read_text())) == 6
+    curve = json.loads((tmp_path / "reports" / "plots" / "deltarubric_sft_loss.json").read_text())
+    assert [(c["step"], c["phase"]) for c in curve] == [(0, "reading"), (1, "reading")] + [(i, "roles") for i in range(2, 8)]
 
     steps = []
     m = train_stage(cfg, track=False, log_fn=lambda s, x: steps.append((s, x)))

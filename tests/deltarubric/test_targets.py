@@ -28,8 +28,11 @@ def test_reference_checks_target_the_disagreement():
     text = planner_target(checks)
     assert text == "1. count the red shapes.\n2. check the final answer."
     assert parse_checklist(text) == ["count the red shapes.", "check the final answer."]
+    # the verifier's own worked reading first, then per check: image value, each claim and whether it agrees
     assert verifier_target(p, checks) == (
-        "1. red = 2 (A 2, B 3) -> A\n2. answer = 2 (A 2, B 3) -> A\nverdict: A"
+        "red = 2, green = 1, blue = 0. so red = 2. \\boxed{2}\n"
+        "1. image red = 2, A red = 2 yes, B red = 3 no -> A\n"
+        "2. image answer = 2, A answer = 2 yes, B answer = 3 no -> A\nverdict: A"
     )
 
 
@@ -39,7 +42,9 @@ def test_colour_error_and_static_target():
     checks = reference_checks(p)
     assert [c.key for c in checks] == ["green", "blue"]
     assert verifier_target(p, checks) == (
-        "1. green = 1 (A 1, B 0) -> A\n2. blue = 0 (A 0, B 1) -> A\nverdict: A"
+        "red = 2, green = 1, blue = 0. so red = 2. \\boxed{2}\n"
+        "1. image green = 1, A green = 1 yes, B green = 0 no -> A\n"
+        "2. image blue = 0, A blue = 0 yes, B blue = 1 no -> A\nverdict: A"
     )
     assert static_target(p) == (
         "1. relevance -> both\n2. consistency -> A\n3. visual -> A\n4. reasoning -> both\n5. clarity -> both\nverdict: A"

@@ -1,29 +1,39 @@
-"""The warm start's read-the-checks examples: targets from ground truth, checklists of 2-4 ground-truth keys, and
+"""The warm start's worked-reading examples: the trace of the image's ground truth (the verifier's first line), on
 images seeded apart from every pair's."""
 
-import random
-
 import rubricflow.config  # noqa: F401
+from rubricflow.data.traces import parse_claims
 from rubricflow.deltarubric.prompts import read_prompt
 from rubricflow.deltarubric.synthetic import gold_values
-from rubricflow.deltarubric.warmstart import PERCEPTION_SPLIT, perception_samples, read_checks, read_target
+from rubricflow.deltarubric.targets import verifier_target, reference_checks
+from rubricflow.deltarubric.warmstart import PERCEPTION_SPLIT, perception_samples, read_target
 
 
-def test_read_examples_are_ground_truth_in_the_traces_key_value_form():
+def test_reading_examples_are_the_ground_truth_trace_the_verifier_writes_first():
     samples = perception_samples(["counting", "barchart"], 3, seed=1234, image_size=56)
     assert len(samples) == 6 and all(im.size == (56, 56) for im, _, _ in samples)
-    rng = random.Random(0)
     for im, q, facts in samples:
-        checks = read_checks(facts, rng)
         truth = gold_values(facts)
-        assert 2 <= len(checks) <= 4 and len({k for k, _ in checks}) == len(checks)
-        assert all(k in truth for k, _ in checks)
-        lines = read_target(checks, truth).splitlines()
-        assert lines == [f"{i}. {k} = {truth[k]}" for i, (k, _) in enumerate(checks, 1)]
-        assert all(text in read_prompt(q, [t for _, t in checks]) for _, text in checks)
-    counting = samples[0][2]
-    assert read_target([("red", "count the red shapes.")], {"red": 2}) == "1. red = 2"
-    assert counting["task"] == "counting"
+        target = read_target(facts)
+        claims = dict(parse_claims(target))
+        # every perceived value of the image, with the ground truth
+        assert {k: str(v) for k, v in facts["perception"]} == {k: claims[k] for k, _ in facts["perception"]}
+        assert target.endswith(f"\\boxed{{{truth['answer']}}}")
+        assert q in read_prompt(q)
+    facts = {"task": "counting", "perception": [["red", 2], ["green", 1], ["blue", 0]], "intermediate": [],
+             "target": "green", "question_type": "count"}
+    assert read_target(facts) == "red = 2, green = 1, blue = 0. so green = 1. \\boxed{1}"
+
+
+def test_the_verifier_target_starts_with_the_reading():
+    from rubricflow.deltarubric.data import PreferencePair
+
+    facts = {"task": "counting", "perception": [["red", 2], ["green", 1], ["blue", 0]], "intermediate": [],
+             "target": "red", "question_type": "count"}
+    p = PreferencePair("p", ["i.png"], "How many red shapes are there?",
+                       "red = 2, green = 1, blue = 0. so red = 2. \\boxed{2}",
+                       "red = 1, green = 1, blue = 0. so red = 1. \\boxed{1}", "A", facts=facts)
+    assert verifier_target(p, reference_checks(p)).splitlines()[0] == read_target(facts)
 
 
 def test_perception_images_are_not_the_pairs_images():
