@@ -7,7 +7,11 @@ Judge modes (greedy decoding, one verdict per pair; a format failure counts as a
 * ``deltarubric``  the policy's own greedy checklist (planner), then the checklist-guided verdict (verifier);
                    a malformed checklist is a planner format violation and a wrong verdict;
 * ``oracle``       the reference checklist from ground-truth facts, then the verifier (synthetic pairs only):
-                   how well the verifier executes a good checklist, independent of the planner.
+                   how well the verifier executes a good checklist, independent of the planner;
+* ``agreed``       a control (synthetic pairs only): a checklist of 2-4 checks on claims both responses agree on, so
+                   no check separates them. A verifier that decides from its reading alone stays accurate here; one
+                   that follows its checklist falls to chance. Pairs with fewer than two agreed claims are left out
+                   (``n`` of the mode says how many were judged).
 
 Planner probe (the paper's training-dynamics proxy): sample N checklists per pair at the rollout temperature and
 give each to a cheap verdict (the greedy verifier); the probe accuracy is the fraction of sampled checklists that
@@ -26,9 +30,11 @@ from pathlib import Path
 from rubricflow.deltarubric.data import PreferencePair, load_pair_images
 from rubricflow.deltarubric.roles import NO_RUBRIC, PLANNER, STATIC, VERIFIER
 from rubricflow.deltarubric.rollout import Item, request
-from rubricflow.deltarubric.targets import reference_checks
+from rubricflow.deltarubric.synthetic import gold_values
+from rubricflow.deltarubric.targets import check_text, disagreement_keys, reference_checks
 
-MODES = ("no_rubric", "static", "deltarubric", "oracle")
+MODES = ("no_rubric", "static", "deltarubric", "oracle", "agreed")
+_FACT_MODES = ("oracle", "agreed")  # need ground-truth facts (synthetic pairs)
 
 
 def load_items(data_dir: str | Path, pairs: list[PreferencePair]) -> list[Item]:
@@ -46,6 +52,13 @@ class Judged:
     checklist: list[str] | None = None
     text: str = ""
     reason: str | None = None
+
+
+def agreed_checks(pair: PreferencePair, max_checks: int = 4) -> list[str] | None:
+    """The control checklist: checks on the claims both responses agree on (2-4), or None when fewer agree."""
+    diff = set(disagreement_keys(pair))
+    keys = [k for k in gold_values(pair.facts) if k not in diff]
+    return [check_text(pair.facts["task"], k) for k in keys[:max_checks]] if len(keys) >= 2 else None
 
 
 def _generate(gen, reqs, max_new_tokens, temperature=0.0, n=1, seed=None):
@@ -66,7 +79,12 @@ def judge(gen, processor, items: list[Item], mode: str, max_tokens: dict[str, in
             res.append(Judged(it.pair.id, it.pair.category, p.value, p.ok and p.value == it.pair.preferred, p.ok,
                               text=o[0].text, reason=p.reason))
         return res
-    if mode == "oracle":
+    if mode == "agreed":
+        items = [it for it in items if agreed_checks(it.pair) is not None]
+        plans = [agreed_checks(it.pair) for it in items]
+        plan_ok = [True] * len(items)
+        reasons = [None] * len(items)
+    elif mode == "oracle":
         plans = [[c.text for c in reference_checks(it.pair)] for it in items]
         plan_ok = [True] * len(items)
         reasons = [None] * len(items)
@@ -116,8 +134,11 @@ def evaluate_judge(
     max_tokens = max_tokens or {"planner": 40, "verifier": 48}
     out: dict = {"n": len(items), "modes": {}}
     for mode in modes:
-        if mode == "oracle" and not all(it.pair.facts for it in items):
+        if mode in _FACT_MODES and not all(it.pair.facts for it in items):
             out.setdefault("skipped", {})[mode] = "pairs have no ground-truth facts"
+            continue
+        if mode == "agreed" and not any(agreed_checks(it.pair) is not None for it in items):
+            out.setdefault("skipped", {})[mode] = "no pair has two claims both responses agree on"
             continue
         res = judge(gen, processor, items, mode, max_tokens)
         out["modes"][mode] = summarize(res)
@@ -164,7 +185,8 @@ def format_table(tables: dict[str, dict]) -> str:
         row = [name, str(t.get("n", ""))]
         for m in modes:
             s = t.get("modes", {}).get(m)
-            row.append("-" if s is None else f"{100 * s['accuracy']:.1f} ({100 * s['format_violation']:.0f}% fmt)")
+            n = "" if s is None or s.get("n", t.get("n")) == t.get("n") else f" n={s['n']}"  # a mode that judged fewer pairs
+            row.append("-" if s is None else f"{100 * s['accuracy']:.1f} ({100 * s['format_violation']:.0f}% fmt){n}")
         rows.append(row)
     widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
     lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)) for r in rows]

@@ -1,0 +1,82 @@
+"""The agreed-claims control of the judge evaluation: a verifier that follows its checklist falls to chance when no
+check separates the responses; one that decides from its own reading does not."""
+
+import re
+
+import rubricflow.config  # noqa: F401
+from models.generation import Completion
+from rubricflow.deltarubric.data import read_pairs
+from rubricflow.deltarubric.evaluate import Item, agreed_checks, evaluate_judge, format_table
+from rubricflow.deltarubric.synthetic import build_pairs, gold_values
+from rubricflow.deltarubric.targets import check_text, claim_values, disagreement_keys, favours
+
+
+class _Proc:
+    """A processor stand-in: the chat prompt is the text itself."""
+
+    def chat_prompt(self, text, n_images=1, images_last=False):
+        return text
+
+
+class _Verifier:
+    """Scripted verifier over the real pairs: executes the checks of its prompt against the ground truth.
+    ``follow``: the verdict is the response the checks favour (A when none separates them); otherwise it is the
+    right answer whatever the checks say (a judge that decides from its own reading)."""
+
+    def __init__(self, pairs, follow: bool):
+        self.pairs, self.follow = pairs, follow
+
+    def _pair(self, prompt):
+        hits = [p for p in self.pairs if f"Response A: {p.response_a}\nResponse B: {p.response_b}" in prompt]
+        assert len(hits) == 1
+        return hits[0]
+
+    def generate(self, requests, n=1, max_new_tokens=48, temperature=0.0, seed=None):
+        out = []
+        for r in requests:
+            p = self._pair(r.prompt)
+            truth = gold_values(p.facts)
+            by_text = {check_text(p.facts["task"], k): k for k in truth}
+            checks = re.findall(r"^\d+\. (.*)$", r.prompt.split("Checks:\n", 1)[1], flags=re.M)
+            favs = [favours(p, by_text[c], truth[by_text[c]]) for c in checks]
+            lines = [f"{i}. check -> {f}" for i, f in enumerate(favs, 1)]
+            picked = [f for f in favs if f in ("A", "B")]
+            verdict = (picked[0] if picked else "A") if self.follow else p.preferred
+            text = "\n".join(lines + [f"verdict: {verdict}"])
+            out.append([Completion([], text, True)])
+        return out
+
+
+def test_the_agreed_control_separates_following_the_checklist_from_reading(tmp_path):
+    build_pairs(tmp_path, ["counting"], {"train": 40}, seed=3, partial_frac=0.0)
+    # pairs whose two texts recur over another image are dropped: the scripted verifier knows a pair by its texts
+    texts = [(p.response_a, p.response_b) for p in read_pairs(tmp_path, "train")]
+    pairs = [p for p in read_pairs(tmp_path, "train") if texts.count((p.response_a, p.response_b)) == 1]
+    items = [Item(p, []) for p in pairs]
+    kept = [p for p in pairs if agreed_checks(p) is not None]
+    assert 0 < len(kept) < len(pairs)  # some pairs have fewer than two agreed claims: left out, and counted
+    for p in kept:
+        checks = agreed_checks(p)
+        assert 2 <= len(checks) <= 4
+        # no check of the control names a claim the responses disagree on
+        diff = {check_text("counting", k) for k in disagreement_keys(p)}
+        assert not diff & set(checks)
+        a, b = claim_values(p.response_a), claim_values(p.response_b)
+        assert all(a.get(k) == b.get(k) for k in gold_values(p.facts) if check_text("counting", k) in checks)
+
+    follower = evaluate_judge(_Verifier(pairs, follow=True), _Proc(), items, ("oracle", "agreed"))
+    reader = evaluate_judge(_Verifier(pairs, follow=False), _Proc(), items, ("oracle", "agreed"))
+    assert follower["modes"]["oracle"]["accuracy"] == 1.0 and reader["modes"]["oracle"]["accuracy"] == 1.0
+    assert follower["modes"]["agreed"]["n"] == len(kept)
+    share_a = sum(p.preferred == "A" for p in kept) / len(kept)
+    assert follower["modes"]["agreed"]["accuracy"] == share_a < 1.0  # a constant verdict: chance
+    assert reader["modes"]["agreed"]["accuracy"] == 1.0
+    assert f"n={len(kept)}" in format_table({"x": follower})
+
+
+def test_the_control_is_skipped_for_pairs_without_facts():
+    from rubricflow.deltarubric.data import PreferencePair
+
+    p = PreferencePair("b", [], "q?", "x", "y", "A")
+    out = evaluate_judge(_Verifier([p], follow=True), _Proc(), [Item(p, [])], ("agreed",))
+    assert out["modes"] == {} and "agreed" in out["skipped"]
