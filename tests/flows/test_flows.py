@@ -115,10 +115,17 @@ def test_bad_parameter_fails_the_flow_naming_the_key(prefect_api, project):
 
 
 def test_flow_parameters_are_a_typed_form_with_params_yaml_defaults(project):
+    import importlib
+
     from prefect.utilities.callables import parameter_schema
 
-    from flows.rucl import RuCLOverrides, rucl
+    import flows.rucl
     from rubricflow.config import load_config
+
+    # the form's defaults are read from the working directory's params.yaml when the module is imported; another
+    # test may have imported it from the repository root first
+    mod = importlib.reload(flows.rucl)
+    rucl, RuCLOverrides = mod.rucl, mod.RuCLOverrides
 
     schema = parameter_schema(rucl).model_dump()
     defs = schema["definitions"]
