@@ -79,13 +79,12 @@ def judge(gen, processor, items: list[Item], mode: str, max_tokens: dict[str, in
             res.append(Judged(it.pair.id, it.pair.category, p.value, p.ok and p.value == it.pair.preferred, p.ok,
                               text=o[0].text, reason=p.reason))
         return res
-    if mode == "agreed":
-        items = [it for it in items if agreed_checks(it.pair) is not None]
-        plans = [agreed_checks(it.pair) for it in items]
-        plan_ok = [True] * len(items)
-        reasons = [None] * len(items)
-    elif mode == "oracle":
-        plans = [[c.text for c in reference_checks(it.pair)] for it in items]
+    if mode in _FACT_MODES:  # checklists built from the facts: no planner call
+        if mode == "oracle":
+            plans = [[c.text for c in reference_checks(it.pair)] for it in items]
+        else:  # agreed: only the pairs that have a control checklist
+            kept = [(it, checks) for it in items if (checks := agreed_checks(it.pair)) is not None]
+            items, plans = [it for it, _ in kept], [checks for _, checks in kept]
         plan_ok = [True] * len(items)
         reasons = [None] * len(items)
     else:

@@ -281,10 +281,10 @@ def judge_tables(dr: DeltaRubricConfig, models: ModelsConfig, generation: Genera
 def eval_stage(
     deltarubric: DeltaRubricConfig, models: ModelsConfig, generation: GenerationConfig, ctx: StageContext
 ) -> dict:
-    """Judge accuracy (no-rubric / static / DeltaRubric / oracle / the agreed-claims control) of the SFT and the
-    trained policy on the
-    held-out synthetic pairs and every configured benchmark; writes the tables and prints them."""
-    from rubricflow.deltarubric.evaluate import format_table
+    """Judge accuracy in every mode (no-rubric / static / DeltaRubric / oracle / the agreed-claims control) of the
+    SFT and the trained policy on the held-out synthetic pairs and every configured benchmark; writes the tables and
+    prints them."""
+    from rubricflow.deltarubric.evaluate import MODES, format_table
 
     dr = deltarubric
     _gate(dr)
@@ -294,8 +294,7 @@ def eval_stage(
             raise FileNotFoundError(f"deltarubric.eval.benchmarks: {b} is not a directory (ingest it first)")
         sets[Path(b).name] = (b, None, dr.eval.benchmark_limit)
     policies = {"sft": dr.sft.out_dir, "grpo": dr.train.out_dir}
-    tables = judge_tables(dr, models, generation, policies, sets, ("no_rubric", "static", "deltarubric", "oracle", "agreed"),
-                          examples=3)
+    tables = judge_tables(dr, models, generation, policies, sets, MODES, examples=3)
     write_json(Path(dr.eval.out_dir) / "eval.json", tables)
     text = format_table(tables)
     (Path(dr.eval.out_dir) / "eval.txt").write_text(text + "\n")

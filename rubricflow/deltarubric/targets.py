@@ -121,13 +121,14 @@ def evidence_lines(pair: PreferencePair, checks: list[Check]) -> list[str]:
     return lines
 
 
-def worked_reading(pair: PreferencePair) -> str:
-    """The verifier's reading of the image: the gold trace of the pair's problem (what a faithful response says)."""
-    return response_text(pair.facts, pair.facts["perception"])
+def worked_reading(facts: dict) -> str:
+    """The verifier's reading of an image: the gold trace of its problem (what a faithful response says); also the
+    target of the warm start's reading examples."""
+    return response_text(facts, facts["perception"])
 
 
 def verifier_target(pair: PreferencePair, checks: list[Check]) -> str:
-    return "\n".join([worked_reading(pair), *evidence_lines(pair, checks), f"verdict: {pair.preferred}"])
+    return "\n".join([worked_reading(pair.facts), *evidence_lines(pair, checks), f"verdict: {pair.preferred}"])
 
 
 def planner_target(checks: list[Check]) -> str:

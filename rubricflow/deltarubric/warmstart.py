@@ -29,7 +29,6 @@ from rubricflow.deltarubric.rollout import Item, chat, request
 from rubricflow.deltarubric.config import DRSFTConfig
 from rubricflow.deltarubric.data import PreferencePair
 from rubricflow.deltarubric.prompts import read_prompt
-from rubricflow.deltarubric.synthetic import response_text
 from rubricflow.deltarubric.targets import (
     no_rubric_target,
     planner_target,
@@ -37,6 +36,7 @@ from rubricflow.deltarubric.targets import (
     static_target,
     variant_checks,
     verifier_target,
+    worked_reading,
 )
 from rubricflow.sft import SFTExample
 
@@ -74,11 +74,6 @@ def sft_examples(processor, items: list[Item], cfg: DRSFTConfig, seed: int = 0) 
 PERCEPTION_SPLIT = "perception"  # the split name in the image seeds: disjoint from every pair's image
 
 
-def read_target(facts: dict) -> str:
-    """The worked trace of the image's ground truth (what the verifier writes first)."""
-    return response_text(facts, facts["perception"])
-
-
 def perception_samples(tasks: list[str], n_per_task: int, seed: int, image_size: int):
     """``(image, question, facts)`` rendered in memory: ``n_per_task`` per task, seeded like the synthetic data
     set but under the split name ``perception``."""
@@ -94,7 +89,7 @@ def perception_samples(tasks: list[str], n_per_task: int, seed: int, image_size:
 
 def read_examples(processor, samples) -> list[SFTExample]:
     n_img = 1 if hasattr(processor, "chat_prompt") else 0
-    return [SFTExample(chat(processor, read_prompt(q), n_img), read_target(facts), [im] if n_img else [])
+    return [SFTExample(chat(processor, read_prompt(q), n_img), worked_reading(facts), [im] if n_img else [])
             for im, q, facts in samples]
 
 

@@ -197,7 +197,7 @@ def report(results: dict[str, dict[int, dict]], chosen: str) -> str:
     for name, by_seed in results.items():
         for seed, r in sorted(by_seed.items()):
             per = ", ".join(f(p["acc_process"]) for p in r["phases"])
-            lit = ", ".join(f"{r['literal_agreement'][name]:.2f}" for name, _ in FAMILIES)
+            lit = ", ".join(f"{r['literal_agreement'][family]:.2f}" for family, _ in FAMILIES)
             orc = ", ".join(f(x) for x in r.get("oracle_process", [])) or "n/a"
             lines.append(f"| {name} | {r['judge_params']} | {seed} | {r['kept_phase']} | {f(r['kept_process'])} | "
                          f"{f(r['kept_overall'])} | {per} | {orc} | {lit} | {r['seconds']:.0f} |")
@@ -223,7 +223,7 @@ def run_tune(rc, settings: list[str] | None = None, seeds: list[int] | None = No
     rubrics, per seed (returns None). The CLI is ``rubricflow roro-judge-tune`` (flows/cli_roro.py)."""
     import json
 
-    from rubricflow.io import write_json
+    from rubricflow.io import atomic_write_text, write_json
     from rubricflow.roro.stages import roro_threads
 
     settings = list(SETTINGS) if settings is None else settings
@@ -254,5 +254,5 @@ def run_tune(rc, settings: list[str] | None = None, seeds: list[int] | None = No
                 write_json(js, {"seeds": seeds, "results": results})
     chosen = select({n: results[n] for n in settings if n in results})
     write_json(js, {"seeds": seeds, "results": results, "selected": chosen, "selected_setting": SETTINGS[chosen]})
-    Path(out + ".md").write_text(report({n: results[n] for n in settings if n in results}, chosen))
+    atomic_write_text(Path(out + ".md"), report({n: results[n] for n in settings if n in results}, chosen))
     return chosen

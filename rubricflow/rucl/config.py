@@ -12,7 +12,7 @@ from typing import Literal
 from pydantic import Field
 
 from rubricflow.section import Section
-from rubricflow.sections import LoRAConfig  # noqa: F401  (rucl.lora; shared with sft.lora)
+from rubricflow.sections import LoRAConfig  # rucl.lora; shared with sft.lora
 from rubricflow.grpo.config import GRPOConfig
 
 

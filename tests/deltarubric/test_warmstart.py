@@ -5,8 +5,8 @@ import rubricflow.config  # noqa: F401
 from rubricflow.data.traces import parse_claims
 from rubricflow.deltarubric.prompts import read_prompt
 from rubricflow.deltarubric.synthetic import gold_values
-from rubricflow.deltarubric.targets import verifier_target, reference_checks
-from rubricflow.deltarubric.warmstart import PERCEPTION_SPLIT, perception_samples, read_target
+from rubricflow.deltarubric.targets import reference_checks, verifier_target, worked_reading
+from rubricflow.deltarubric.warmstart import PERCEPTION_SPLIT, perception_samples, read_examples
 
 
 def test_reading_examples_are_the_ground_truth_trace_the_verifier_writes_first():
@@ -14,15 +14,23 @@ def test_reading_examples_are_the_ground_truth_trace_the_verifier_writes_first()
     assert len(samples) == 6 and all(im.size == (56, 56) for im, _, _ in samples)
     for im, q, facts in samples:
         truth = gold_values(facts)
-        target = read_target(facts)
+        target = worked_reading(facts)
         claims = dict(parse_claims(target))
         # every perceived value of the image, with the ground truth
         assert {k: str(v) for k, v in facts["perception"]} == {k: claims[k] for k, _ in facts["perception"]}
         assert target.endswith(f"\\boxed{{{truth['answer']}}}")
         assert q in read_prompt(q)
+
+    class _Proc:  # the chat prompt is the text itself
+        def chat_prompt(self, text, n_images=1, images_last=False):
+            return text
+
+    examples = read_examples(_Proc(), samples)  # the reading examples train on exactly this target
+    assert [e.target for e in examples] == [worked_reading(f) for _, _, f in samples]
+    assert all(q in e.prompt and e.images == [im] for e, (im, q, _) in zip(examples, samples))
     facts = {"task": "counting", "perception": [["red", 2], ["green", 1], ["blue", 0]], "intermediate": [],
              "target": "green", "question_type": "count"}
-    assert read_target(facts) == "red = 2, green = 1, blue = 0. so green = 1. \\boxed{1}"
+    assert worked_reading(facts) == "red = 2, green = 1, blue = 0. so green = 1. \\boxed{1}"
 
 
 def test_the_verifier_target_starts_with_the_reading():
@@ -33,7 +41,7 @@ def test_the_verifier_target_starts_with_the_reading():
     p = PreferencePair("p", ["i.png"], "How many red shapes are there?",
                        "red = 2, green = 1, blue = 0. so red = 2. \\boxed{2}",
                        "red = 1, green = 1, blue = 0. so red = 1. \\boxed{1}", "A", facts=facts)
-    assert verifier_target(p, reference_checks(p)).splitlines()[0] == read_target(facts)
+    assert verifier_target(p, reference_checks(p)).splitlines()[0] == worked_reading(facts)
 
 
 def test_perception_images_are_not_the_pairs_images():
