@@ -25,9 +25,9 @@ def register(app: typer.Typer) -> None:
         out: Annotated[Optional[Path], typer.Option(help="Also write the tables as json here.")] = None,
     ):
         """Print verifier accuracy per judge mode (and format violations) for policies x pair sets."""
-        from rubricflow.deltarubric.data import PairDataError
-        from rubricflow.deltarubric.evaluate import MODES, format_table
-        from rubricflow.deltarubric.stages import judge_tables
+        from rubricflow.methods.deltarubric.data import PairDataError
+        from rubricflow.methods.deltarubric.evaluate import MODES, format_table
+        from rubricflow.methods.deltarubric.stages import judge_tables
         from rubricflow.io import write_json
 
         cfg = load_cfg()

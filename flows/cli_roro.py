@@ -4,7 +4,7 @@ generated command, ``rubricflow roro-models`` ... ``rubricflow roro-router``):
 * ``rubricflow roro-rubricor-judge``  Rubricor-Judge alternation; prints val pairwise accuracy per phase
 * ``rubricflow roro-eval``            accuracy vs LRM cost on held-out problems: prints the table, writes the curve
                                       (``--from-file`` prints the last saved table); alias ``route-eval``
-* ``rubricflow roro-judge-tune``      the tiny Judge's warm start chosen on val pairs (rubricflow.roro.judge_tune)
+* ``rubricflow roro-judge-tune``      the tiny Judge's warm start chosen on val pairs (rubricflow.methods.roro.judge_tune)
 """
 
 from __future__ import annotations
@@ -34,10 +34,10 @@ def roro_eval(
     """Evaluate routers and baselines on held-out problems; print the accuracy-vs-LRM-cost table."""
     from flows.cli import load_cfg, run_stage
     from rubricflow.pipelines import stage
-    from rubricflow.roro.evaluate import format_table
+    from rubricflow.methods.roro.evaluate import format_table
 
     if from_file:
-        from rubricflow.roro.pipeline import eval_dir
+        from rubricflow.methods.roro.pipeline import eval_dir
 
         path = eval_dir(load_cfg().roro) / "table.json"
         if not path.exists():
@@ -78,7 +78,7 @@ def roro_judge_tune(
 ):
     """Measure Judge settings (warm start + one round) on val pairs and select one by the rule fixed in advance."""
     from flows.cli import load_cfg
-    from rubricflow.roro.judge_tune import run_tune
+    from rubricflow.methods.roro.judge_tune import run_tune
 
     try:
         names = [x for x in settings.split(",") if x] or None

@@ -14,7 +14,7 @@
 One contract for every backend (``Completion``): ``token_ids`` are the generated tokens *without* the stop token;
 ``finished`` says the completion ended with ``<|im_end|>``; a generated pad token (``<|endoftext|>``) ends the
 completion unfinished. A caller that trains on the completion appends the EOS itself when ``finished``
-(``rubricflow.rucl.rollout``), exactly once. ``trim_at_stop`` applies the contract to raw token streams.
+(``rubricflow.methods.rucl.rollout``), exactly once. ``trim_at_stop`` applies the contract to raw token streams.
 
 A missing optional backend raises ``BackendUnavailable`` naming it; nothing falls back to another backend.
 """

@@ -25,14 +25,14 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, Field, ValidationError
 
-from rubricflow.deltarubric.config import DeltaRubricConfig
+from rubricflow.methods.deltarubric.config import DeltaRubricConfig
 from rubricflow.io import atomic_write_text
 from rubricflow.judge.config import JudgeConfig
-from rubricflow.roro.config import RoRoConfig
-from rubricflow.rubrics.config import RubricsConfig
-from rubricflow.rucl.config import RuCLConfig
-from rubricflow.section import ConfigError, Section
-from rubricflow.smol.config import SmolConfig
+from rubricflow.methods.roro.config import RoRoConfig
+from rubricflow.methods.rucl.rubrics.config import RubricsConfig
+from rubricflow.methods.rucl.config import RuCLConfig
+from rubricflow.sections import ConfigError, Section
+from rubricflow.methods.smol.config import SmolConfig
 from rubricflow.study_config import StudyConfig
 from rubricflow.yamlload import DuplicateKeyError, load_yaml, yaml_error_line
 from rubricflow.sections import (

@@ -13,12 +13,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from rubricflow import foundation
-from rubricflow.deltarubric import stages as deltarubric
-from rubricflow.roro import stages as roro
-from rubricflow.rubrics import stages as rubrics
-from rubricflow.rucl import stages as rucl
-from rubricflow.smol import stages as smol
+from rubricflow.methods.foundation import stages as foundation
+from rubricflow.methods.deltarubric import stages as deltarubric
+from rubricflow.methods.roro import stages as roro
+from rubricflow.methods.rucl.rubrics import stages as rubrics
+from rubricflow.methods.rucl import stages as rucl
+from rubricflow.methods.smol import stages as smol
 from rubricflow.stage import StageSpec
 
 # The dvc.yaml stage that resolves params.yaml into reports/params/<section>.json (the files the stages depend on).

@@ -37,7 +37,7 @@ from typing import Any
 
 from rubricflow.io import write_json
 from rubricflow.ranks import process_rank
-from rubricflow.section import ConfigError
+from rubricflow.sections import ConfigError
 from rubricflow.splits import forbid_test_split
 
 # Parameters of a stage function that are not config sections.

@@ -1,9 +1,9 @@
 """Multi-seed studies: every variant trained once per seed, aggregated into means, 95% t-intervals and verdicts.
 
 A *unit* is one (variant, seed). For RuCL (:func:`run_rucl_unit`) a unit trains with
-:func:`rubricflow.rucl.train.train_rucl` on the variant's overrides with ``seed`` set to the unit seed, then scores
+:func:`rubricflow.methods.rucl.train.train_rucl` on the variant's overrides with ``seed`` set to the unit seed, then scores
 greedy test-split responses of the trained checkpoint with the final evaluation
-(:func:`rubricflow.rucl.evaluate.evaluate_policies`); an *untrained* variant (``sft``) only evaluates its start
+(:func:`rubricflow.methods.rucl.evaluate.evaluate_policies`); an *untrained* variant (``sft``) only evaluates its start
 checkpoint. Everything a unit writes is under ``<out_dir>/<variant>/seed<k>/`` (policy ``model/``, training
 reports ``train/``, ``result.json``) and its training checkpoints under
 ``<rucl.checkpoint_dir>/../studies/<study>/<variant>/seed<k>/``, so units never collide.
@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from rubricflow.io import atomic_path, atomic_write_text, write_json
-from rubricflow.section import ConfigError
+from rubricflow.sections import ConfigError
 from rubricflow.stage import NullRun, StageContext, apply_overrides
 from rubricflow.study_config import Claim, Selection, StudySpec
 
@@ -103,8 +103,8 @@ class StudyMethod:
 
 
 # study.<name>.method -> "module:attribute" of its StudyMethod (imported when a study of it runs)
-METHODS: dict[str, str] = {"rucl": "rubricflow.study:RUCL", "deltarubric": "rubricflow.deltarubric.study:METHOD",
-                           "roro": "rubricflow.roro.study:METHOD"}
+METHODS: dict[str, str] = {"rucl": "rubricflow.study:RUCL", "deltarubric": "rubricflow.methods.deltarubric.study:METHOD",
+                           "roro": "rubricflow.methods.roro.study:METHOD"}
 
 
 def study_method(spec: StudySpec) -> StudyMethod:
@@ -626,7 +626,7 @@ def _finish_parent(cfg: Any, paths: Mapping[str, Path]) -> None:
 # RuCL: a unit trains from the shared SFT start with the variant's reward and curriculum, then the final evaluation
 
 RUCL_EVAL_NAME = "policy"  # the name of the unit's checkpoint in rucl.eval_policies
-# Judge settings that change how verdicts are fetched, not what they are (as in rubricflow.rucl.train).
+# Judge settings that change how verdicts are fetched, not what they are (as in rubricflow.methods.rucl.train).
 _JUDGE_OPERATIONAL = {"cache_enabled", "cache_programmatic", "cache_path", "preflight", "max_failed_frac",
                       "failure_window"}
 
@@ -648,7 +648,7 @@ def _rucl_unit_overrides(vcfg: Any, name: str, spec: StudySpec, unit: Unit, udir
 
 
 def _rucl_shared_outputs(cfg: Any) -> dict[str, Path]:
-    from rubricflow.foundation import stamp_path
+    from rubricflow.data.validate import stamp_path
 
     return {
         "data": Path(cfg.data.out_dir) / "manifest.json",
@@ -676,15 +676,15 @@ def _rucl_input_parts(ucfg: Any, unit: Unit) -> dict[str, Any]:
 def run_rucl_unit(ucfg: Any, unit: Unit, udir: Path, run: Any, secret_resolver=None) -> dict:
     """One RuCL unit: train on the unit config (unless untrained), then the final evaluation on
     ``rucl.eval_split``."""
-    from rubricflow.foundation import require_gate
-    from rubricflow.rucl.evaluate import evaluate_policies
+    from rubricflow.data.validate import require_gate
+    from rubricflow.methods.rucl.evaluate import evaluate_policies
 
     ctx = StageContext.of(ucfg, run, secret_resolver)
-    require_gate(ucfg.data, ctx)
+    require_gate(ucfg.data, ctx.reports_dir)
     train = None
     if Path(ucfg.rucl.eval_policies[RUCL_EVAL_NAME]) != Path(ucfg.rucl.init_from):
-        from rubricflow.rubrics.pool import load_tiers
-        from rubricflow.rucl.train import train_rucl
+        from rubricflow.methods.rucl.rubrics.pool import load_tiers
+        from rubricflow.methods.rucl.train import train_rucl
 
         rcfg = ucfg.rucl
         backend, rubrics = None, []
@@ -709,8 +709,8 @@ RUCL = StudyMethod(
                    "rucl.eval_split"),
     shared_outputs=_rucl_shared_outputs,
     input_parts=_rucl_input_parts,
-    # training (as rubricflow.rucl.train.TRAINING_CODE), the judge, the evaluation and the independent verifier
-    code=("rubricflow.rucl", "rubricflow.grpo", "rubricflow.rewards", "rubricflow.curriculum", "rubricflow.answers",
+    # training (as rubricflow.methods.rucl.train.TRAINING_CODE), the judge, the evaluation and the independent verifier
+    code=("rubricflow.methods.rucl", "rubricflow.grpo", "rubricflow.methods.rucl.rewards", "rubricflow.methods.rucl.curriculum", "rubricflow.answers",
           "rubricflow.judge", "rubricflow.evaluation", "rubricflow.trace_check"),
     sections=("rucl",),
     shared_hint="run the main pipeline first (`dvc repro rucl_eval` or `make run`): the data, the SFT model and the "

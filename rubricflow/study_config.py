@@ -11,9 +11,9 @@ from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
-from rubricflow.section import Section
+from rubricflow.sections import Section
 
-# Held-out metrics of rubricflow.rucl.evaluate.score_responses a study aggregates (accuracy/<task> are kept too);
+# Held-out metrics of rubricflow.methods.rucl.evaluate.score_responses a study aggregates (accuracy/<task> are kept too);
 # correct_but_flawed is the independent strict verifier, correct_but_flawed_rubric the reward judge's rate.
 RUCL_METRICS = ["accuracy", "correct_but_flawed", "correct_but_flawed_rubric", "s_f", "s_a"]
 
@@ -88,7 +88,7 @@ class StudySpec(Section):
     metrics: list[str] = Field(
         default_factory=lambda: list(RUCL_METRICS),
         min_length=1,
-        description="Test-split metrics (rubricflow.rucl.evaluate.score_responses) aggregated per variant.",
+        description="Test-split metrics (rubricflow.methods.rucl.evaluate.score_responses) aggregated per variant.",
     )
     claims: list[Claim] = Field(
         default_factory=_rucl_claims,
@@ -181,7 +181,7 @@ def _rucl_tune_spec() -> StudySpec:
     )
 
 
-# DeltaRubric (rubricflow.deltarubric.study): metrics of a unit on the held-out pairs. `accuracy` /
+# DeltaRubric (rubricflow.methods.deltarubric.study): metrics of a unit on the held-out pairs. `accuracy` /
 # `format_violation` are those of the judge mode the unit was trained for (DeltaRubric's own checklist for DeltaRubric
 # runs and the warm start, the no-rubric / static verdict for the trained baselines); acc_<mode> for every mode.
 DELTARUBRIC_METRICS = ["accuracy", "format_violation", "acc_no_rubric", "acc_static", "acc_deltarubric", "acc_oracle",
@@ -218,7 +218,7 @@ def _deltarubric_spec() -> StudySpec:
                      claims=_deltarubric_claims(), out_dir="artifacts/studies/deltarubric")
 
 
-# RoRo: each variant names one routing method (rubricflow.roro.study); the curve of each unit is reduced to its AUC and
+# RoRo: each variant names one routing method (rubricflow.methods.roro.study); the curve of each unit is reduced to its AUC and
 # the accuracy at matched costs; a `roro` unit also measures its kept Judge on the evaluation split's route pairs.
 RORO_METRICS = ["auc", "acc_at_cost_25", "acc_at_cost_50", "acc_at_cost_75", "judge_test_acc",
                 "judge_test_process_acc"]

@@ -5,7 +5,7 @@ with that same judge would be circular (the policy is trained to satisfy exactly
 shares no code with the judges (``rubricflow.judge``) beyond the trace parser, uses no rubric and no tier, and is
 stricter than any kept rubric: a trace is flawless only if it states **every** perception and intermediate fact
 of the problem with its true value, never states a different value for a quantity, states no quantity the
-problem does not have, and ends in exactly one boxed answer. The RuCL evaluation (``rubricflow.rucl.evaluate``)
+problem does not have, and ends in exactly one boxed answer. The RuCL evaluation (``rubricflow.methods.rucl.evaluate``)
 reports ``correct_but_flawed`` from it; the judge-based rate is ``correct_but_flawed_rubric``.
 """
 

@@ -173,7 +173,7 @@ def test_floats_must_be_finite(value):
 def test_a_field_can_opt_in_to_infinity():
     from pydantic import Field, ValidationError
 
-    from rubricflow.section import Section
+    from rubricflow.sections import Section
 
     class Limits(Section):
         budget: float = Field(1.0, allow_inf_nan=True, description="No limit with .inf.")

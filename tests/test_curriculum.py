@@ -6,8 +6,8 @@ import math
 
 import pytest
 
-from rubricflow.curriculum import CurriculumScheduler, ramp
-from rubricflow.rucl.config import CurriculumConfig
+from rubricflow.methods.rucl.curriculum import CurriculumScheduler, ramp
+from rubricflow.methods.rucl.config import CurriculumConfig
 
 NAN = float("nan")
 

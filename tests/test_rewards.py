@@ -5,7 +5,7 @@ import math
 import pytest
 
 from rubricflow.judge.protocol import Judgment, Rubric, Verdict
-from rubricflow.rewards import batch_summary, combine_tiers, compute_reward, tier_map, tier_scores
+from rubricflow.methods.rucl.rewards import batch_summary, combine_tiers, compute_reward, tier_map, tier_scores
 
 TIERS = {"f1": "foundational", "f2": "foundational", "f3": "foundational", "a1": "advanced", "a2": "advanced"}
 Y, N, NA = Verdict(True, True), Verdict(True, False), Verdict(False, None)

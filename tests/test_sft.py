@@ -34,7 +34,7 @@ def test_the_sft_stage_warm_starts_a_text_policy_with_lora_and_saves_a_plain_che
     from safetensors.torch import load_file
 
     from models.tiny import TinyDims, build_tiny_text, save
-    from rubricflow import foundation
+    from rubricflow.methods.foundation import stages as foundation
     from rubricflow.data.arith import DEMO
     from rubricflow.data.schema import read_dataset
     from rubricflow.data.traces import render_trace

@@ -117,7 +117,7 @@ def _cfg(tmp_path, study=None, **top):
 
 
 def _make_shared(tmp_path):
-    from rubricflow.foundation import stamp_path
+    from rubricflow.data.validate import stamp_path
 
     stamp = stamp_path(tmp_path / "reports", tmp_path / "data").relative_to(tmp_path)
     for p in ("data/manifest.json", str(stamp), "sft/config.json", "tiers.json"):
@@ -480,7 +480,7 @@ def test_a_unit_finished_on_other_inputs_is_rerun_and_its_old_result_kept(tmp_pa
 
 def test_a_profile_bound_study_is_refused_under_another_profile():
     from rubricflow.config import load_config
-    from rubricflow.section import ConfigError
+    from rubricflow.sections import ConfigError
     from rubricflow.study import study_spec
 
     with pytest.raises(ConfigError, match=r"study rucl_smol belongs to profile 'smol' .*`rubricflow --profile smol "

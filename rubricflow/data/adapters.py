@@ -10,7 +10,7 @@
                     ``Output2``, ``Better``, ``Category``
 
 The first two become ``Sample`` rows (RL prompts); the reward benchmarks become preference pairs
-(``rubricflow.deltarubric.data``). Images are copied (or decoded) into ``DIR/images`` so the dataset is
+(``rubricflow.methods.deltarubric.data``). Images are copied (or decoded) into ``DIR/images`` so the dataset is
 self-contained.
 
 The reward benchmarks' published layouts (read in their public releases):
@@ -461,7 +461,7 @@ def ingest(
             write_dataset(staging, samples, manifest={"adapter": fmt, "src": str(src)})
             n = len(samples)
         else:
-            from rubricflow.deltarubric.data import PreferencePair, write_pairs
+            from rubricflow.methods.deltarubric.data import PreferencePair, write_pairs
 
             fn = _vlrewardbench if fmt == "vlrewardbench" else _mmrewardbench
             pairs, ids = [], _Ids(src)

@@ -14,11 +14,13 @@ import contextlib
 import hashlib
 import io
 import json
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from rubricflow.data.schema import ANSWER_TYPES, COLUMNS, PARQUET, SPLITS
 from rubricflow.io import write_json
+from rubricflow.sections import DataConfig
 
 
 class ValidationFailed(ValueError):
@@ -236,3 +238,28 @@ def require_validated(data_dir: str | Path, stamp: str | Path) -> None:
         raise ValidationFailed(
             f"{parquet}: changed since it was validated (stamp {stamp}); run `rubricflow validate {data_dir}` again", []
         )
+
+
+# ------------------------------------------------------------------------------------------------------------
+# the gate stages pass: a data set's stamp
+
+
+def dataset_key(data_dir: str | Path) -> str:
+    """The name a data set's validation stamp and report are filed under: its path relative to the project root
+    (the working directory, against which params.yaml paths resolve), e.g. ``data/synthetic``. A folder outside
+    the project gets ``_outside/<name>-<12 hex digits of its absolute path>``, so no key leaves ``reports/``."""
+    absd, root = Path(os.path.abspath(data_dir)), Path(os.path.abspath(Path.cwd()))
+    if absd != root and absd.is_relative_to(root):
+        return absd.relative_to(root).as_posix()
+    return f"_outside/{absd.name or 'root'}-{hashlib.sha256(str(absd).encode()).hexdigest()[:12]}"
+
+
+def stamp_path(reports_dir: str | Path, data_dir: str | Path) -> Path:
+    """``<reports>/validation/<dataset_key>.json`` (the pipeline's: ``reports/validation/data/synthetic.json``)."""
+    return Path(reports_dir) / "validation" / f"{dataset_key(data_dir)}.json"
+
+
+def require_gate(data: DataConfig, reports_dir: str | Path, data_dir: str | Path | None = None) -> None:
+    """Fail unless ``data_dir`` (default ``data.out_dir`` of the ``data`` section) passed ``validate`` and has not changed since."""
+    data_dir = data_dir or data.out_dir
+    require_validated(data_dir, stamp_path(reports_dir, data_dir))

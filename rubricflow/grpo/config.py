@@ -10,7 +10,7 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from rubricflow.section import Section
+from rubricflow.sections import Section
 
 
 class EngineConfig(Section):

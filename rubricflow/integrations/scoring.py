@@ -4,12 +4,12 @@
 budgeted as ``make_judge`` builds it), the tiered rubrics, ``alpha`` and the reward mode, and a
 ``CurriculumScheduler``. Per reward call (one batch of completions)::
 
-    lambda_t   = scheduler.lambda_t                  (decided by the steps before: as in rubricflow.rucl.rollout)
+    lambda_t   = scheduler.lambda_t                  (decided by the steps before: as in rubricflow.methods.rucl.rollout)
     judgments  = judge.judge(requests)               (one batched call; skipped in mode "outcome")
     breakdowns = compute_reward(outcome, judgment, tiers, lambda_t, alpha, mode)
 
 A failed judgment gives a *missing* reward (``breakdown.missing``, total NaN), never 0 or 0.5
-(``rubricflow.rewards``). Once per optimizer step the trainer hook calls :meth:`RubricScorer.step`: the mean S_F of
+(``rubricflow.methods.rucl.rewards``). Once per optimizer step the trainer hook calls :meth:`RubricScorer.step`: the mean S_F of
 the calls since the last step goes to ``scheduler.update`` (which returns lambda for the next step), and the step's
 statistics (S_F, S_A, judge failures, the transition event when it happened) are returned for logging.
 
@@ -29,9 +29,9 @@ from pathlib import Path
 from typing import Any
 
 from rubricflow.answers import outcome_score
-from rubricflow.curriculum import CurriculumScheduler
+from rubricflow.methods.rucl.curriculum import CurriculumScheduler
 from rubricflow.judge.protocol import JudgeRequest, Rubric
-from rubricflow.rewards import RewardBreakdown, compute_reward, tier_map
+from rubricflow.methods.rucl.rewards import RewardBreakdown, compute_reward, tier_map
 
 
 @dataclass
@@ -89,7 +89,7 @@ class RubricScorer:
         """From the ``rucl`` and ``judge`` sections: the tiers file, alpha and mode, the curriculum, the judge
         (``make_judge``: preflight, cache, failure budget)."""
         from rubricflow.judge.factory import make_judge
-        from rubricflow.rubrics.pool import load_tiers
+        from rubricflow.methods.rucl.rubrics.pool import load_tiers
 
         judge = None if rucl.reward.mode == "outcome" else make_judge(judge_cfg, secret_resolver, image_root=image_root)
         rubrics = load_tiers(rucl.tiers_path) if rucl.reward.mode != "outcome" else []

@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from rubricflow.section import Section
+from rubricflow.sections import Section
 
 
 class OpenAIJudgeConfig(Section):

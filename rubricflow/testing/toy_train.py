@@ -70,7 +70,7 @@ def main(argv: list[str] | None = None) -> None:
     import torch
 
     from models.generation import GenRequest, TransformersGenerator
-    from rubricflow.curriculum import CurriculumScheduler
+    from rubricflow.methods.rucl.curriculum import CurriculumScheduler
     from rubricflow.grpo.causal_lm import CausalLMAdapter
     from rubricflow.grpo.config import EngineConfig, GRPOConfig
     from rubricflow.grpo.engine import make_engine
@@ -78,7 +78,7 @@ def main(argv: list[str] | None = None) -> None:
     from rubricflow.grpo.trainer import GRPOTrainer
     from rubricflow.grpo.types import Episode
     from rubricflow.grpo.updater import GRPOUpdater
-    from rubricflow.rucl.config import CurriculumConfig
+    from rubricflow.methods.rucl.config import CurriculumConfig
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

@@ -36,7 +36,7 @@ ZERO3 = {"kind": "deepspeed", "zero_stage": 3, "dist_backend": "gloo", "cpu_shm_
 
 
 def rucl_cfg(work: Path, name: str, steps: int):
-    from rubricflow.rucl.config import RuCLConfig
+    from rubricflow.methods.rucl.config import RuCLConfig
 
     return RuCLConfig.model_validate({
         "init_from": str(work / "rucl-sft"), "tiers_path": str(work / "tiers.json"),
@@ -50,7 +50,7 @@ def rucl_cfg(work: Path, name: str, steps: int):
 
 def deltarubric_sections(work: Path, name: str, steps: int) -> dict:
     """DeltaRubric's stage sections and context (the stage functions take them by name)."""
-    from rubricflow.deltarubric.config import DeltaRubricConfig
+    from rubricflow.methods.deltarubric.config import DeltaRubricConfig
     from rubricflow.sections import GenerationConfig, ModelsConfig
     from rubricflow.stage import StageContext
 
@@ -74,7 +74,7 @@ def deltarubric_sections(work: Path, name: str, steps: int) -> dict:
 
 
 def roro_cfg(work: Path, name: str, steps: int):
-    from rubricflow.roro.config import RoRoConfig
+    from rubricflow.methods.roro.config import RoRoConfig
 
     a = work / "roro"
     return RoRoConfig.model_validate({
@@ -98,9 +98,9 @@ def prepare(work: Path) -> None:
     from rubricflow.data.schema import load_images
     from rubricflow.data.synthetic import build_synthetic_dataset
     from rubricflow.data.traces import render_trace
-    from rubricflow.deltarubric.stages import pairs_stage, sft_stage
-    from rubricflow.roro.pipeline import run_models
-    from rubricflow.rubrics.pool import RubricPool, load_default_pool, save_pool
+    from rubricflow.methods.deltarubric.stages import pairs_stage, sft_stage
+    from rubricflow.methods.roro.pipeline import run_models
+    from rubricflow.methods.rucl.rubrics.pool import RubricPool, load_default_pool, save_pool
     from rubricflow.sft import SFTExample, train_sft
 
     samples = build_synthetic_dataset(work / "data", ["counting"], {"train": 16, "val": 5}, seed=1, image_size=56)
@@ -163,19 +163,19 @@ def run_job(work: Path, kind: str, name: str, steps: int) -> dict:
     rec = Recorder()
     if kind in ("rucl", "rucl-missing"):
         from rubricflow.judge.programmatic import ProgrammaticJudge
-        from rubricflow.rubrics.pool import load_tiers
-        from rubricflow.rucl.train import train_rucl
+        from rubricflow.methods.rucl.rubrics.pool import load_tiers
+        from rubricflow.methods.rucl.train import train_rucl
 
         judge = DownJudge() if (kind == "rucl-missing" and rank == world - 1) else ProgrammaticJudge()
         result = train_rucl(rucl_cfg(work, name, steps), work / "data", judge, load_tiers(work / "tiers.json"),
                             work / name / f"reports-rank{rank}", run=rec, seed=7)
     elif kind == "deltarubric":
-        from rubricflow.deltarubric.stages import train_stage
+        from rubricflow.methods.deltarubric.stages import train_stage
 
         result = train_stage.fn(**deltarubric_sections(work, name, steps),
                                 log_fn=lambda s, m: rec.log_metrics(m, step=s))
     elif kind == "roro":
-        from rubricflow.roro.pipeline import run_router
+        from rubricflow.methods.roro.pipeline import run_router
 
         result = run_router(roro_cfg(work, name, steps), log=lambda tag, row: rec.log_metrics(
             {f"{tag}/{k}": v for k, v in row.items()}, step=int(row["step"])))

@@ -1,6 +1,6 @@
 """The text task `arith`: its facts, its gold traces, its validation, and a reward that never pays for skipping work.
 
-The reward probes use the programmatic judge and the text pool (rubricflow/resources/rubric_pool_text.json), for
+The reward probes use the programmatic judge and the text pool (rubricflow/methods/rucl/resources/rubric_pool_text.json), for
 two tier splits, at lambda_t 0 and 0.5: the correct reasoned trace earns strictly more than a bare correct answer,
 and than an empty response. A flaw with the right answer (a wrong *given* value, a wrong *computed* value) earns
 strictly less once lambda_t > 0; at lambda_t 0 (before the curriculum switch, when the advanced tier has no weight:
@@ -25,11 +25,11 @@ from rubricflow.data.synthetic import build_synthetic_dataset
 from rubricflow.data.traces import parse_claims, render_trace
 from rubricflow.judge.programmatic import ProgrammaticJudge
 from rubricflow.judge.protocol import JudgeRequest
-from rubricflow.rewards import compute_reward, tier_map
-from rubricflow.rubrics.pool import load_default_pool
+from rubricflow.methods.rucl.rewards import compute_reward, tier_map
+from rubricflow.methods.rucl.rubrics.pool import load_default_pool
 from rubricflow.trace_check import trace_flaws
 
-TEXT_POOL = "rubricflow/resources/rubric_pool_text.json"
+TEXT_POOL = "rubricflow/methods/rucl/resources/rubric_pool_text.json"
 
 
 def test_problems_are_deterministic_consistent_and_non_negative():

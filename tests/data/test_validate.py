@@ -211,7 +211,7 @@ def test_zero_rows_are_refused(good, tmp_path):
 
 
 def test_stamp_is_keyed_by_the_path_relative_to_the_project(tmp_path, monkeypatch):
-    from rubricflow.foundation import stamp_path
+    from rubricflow.data.validate import stamp_path
 
     monkeypatch.chdir(tmp_path)
     assert stamp_path("reports", "data/synthetic") == Path("reports/validation/data/synthetic.json")

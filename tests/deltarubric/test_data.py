@@ -8,7 +8,7 @@ import pytest
 from PIL import Image
 
 from rubricflow.data.traces import extract_boxed, parse_claims
-from rubricflow.deltarubric.data import (
+from rubricflow.methods.deltarubric.data import (
     PAIRS_PARQUET,
     PairDataError,
     PreferencePair,
@@ -18,7 +18,7 @@ from rubricflow.deltarubric.data import (
     validate_pairs,
     write_pairs,
 )
-from rubricflow.deltarubric.synthetic import build_pairs, corrupt, derive, response_text, severity
+from rubricflow.methods.deltarubric.synthetic import build_pairs, corrupt, derive, response_text, severity
 
 
 def _img(d, name="x.png"):

@@ -7,8 +7,8 @@ import pytest
 
 import rubricflow.config  # noqa: F401  (compose Config first)
 from rubricflow.config import Config, config_from_dict
-from rubricflow.deltarubric.config import DeltaRubricConfig, effective_grpo
-from rubricflow.deltarubric.evaluate import format_table, summarize, Judged
+from rubricflow.methods.deltarubric.config import DeltaRubricConfig, effective_grpo
+from rubricflow.methods.deltarubric.evaluate import format_table, summarize, Judged
 
 
 def _cfg(tmp_path, **dr_over) -> Config:
@@ -81,8 +81,8 @@ def test_cli_registers_the_commands():
 
 @pytest.mark.slow
 def test_stages_end_to_end(tmp_path):
-    from rubricflow.deltarubric.data import read_pairs
-    from rubricflow.deltarubric.stages import eval_stage, pairs_stage, sft_stage, train_stage
+    from rubricflow.methods.deltarubric.data import read_pairs
+    from rubricflow.methods.deltarubric.stages import eval_stage, pairs_stage, sft_stage, train_stage
 
     cfg = _cfg(tmp_path)
     m = pairs_stage(cfg, track=False)
@@ -130,8 +130,8 @@ def test_stages_end_to_end(tmp_path):
 
 
 def test_gate_blocks_training_on_bad_pairs(tmp_path):
-    from rubricflow.deltarubric.data import PairDataError, read_pairs, write_pairs
-    from rubricflow.deltarubric.stages import pairs_stage, sft_stage
+    from rubricflow.methods.deltarubric.data import PairDataError, read_pairs, write_pairs
+    from rubricflow.methods.deltarubric.stages import pairs_stage, sft_stage
 
     cfg = _cfg(tmp_path)
     pairs_stage(cfg, track=False)

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import rubricflow.config  # noqa: F401  (compose Config before importing rubricflow.grpo: avoids an import cycle)
-from rubricflow.deltarubric.rewards import (
+from rubricflow.methods.deltarubric.rewards import (
     accuracy,
     judge_reward,
     planner_quality,

@@ -9,12 +9,12 @@ import torch
 import rubricflow.config  # noqa: F401  (compose Config before importing rubricflow.grpo: avoids an import cycle)
 import rubricflow.grpo.updater as updater_mod
 from models.generation import Completion
-from rubricflow.deltarubric.config import DRTrainConfig, effective_grpo
-from rubricflow.deltarubric.evaluate import load_items
-from rubricflow.deltarubric.prompts import NO_RUBRIC, PLANNER, STATIC, VERIFIER
-from rubricflow.deltarubric.rollout import collect, score
-from rubricflow.deltarubric.synthetic import build_pairs
-from rubricflow.deltarubric.data import read_pairs
+from rubricflow.methods.deltarubric.config import DRTrainConfig, effective_grpo
+from rubricflow.methods.deltarubric.evaluate import load_items
+from rubricflow.methods.deltarubric.prompts import NO_RUBRIC, PLANNER, STATIC, VERIFIER
+from rubricflow.methods.deltarubric.rollout import collect, score
+from rubricflow.methods.deltarubric.synthetic import build_pairs
+from rubricflow.methods.deltarubric.data import read_pairs
 from rubricflow.grpo.causal_lm import CausalLMAdapter
 from rubricflow.grpo.core import grouped_advantages
 from rubricflow.grpo.engine import TorchEngine

@@ -110,7 +110,7 @@ def test_a_study_reports_claims_and_the_probe_curve(tmp_path):
 @pytest.mark.slow
 def test_one_real_unit_trains_and_evaluates_every_mode(tmp_path):
     """The tiny pipeline's pairs and warm start, then one trained unit and the untrained one through the harness."""
-    from rubricflow.deltarubric.stages import pairs_stage, sft_stage
+    from rubricflow.methods.deltarubric.stages import pairs_stage, sft_stage
 
     base = _pipeline_cfg(tmp_path)
     pairs_stage(base, track=False)

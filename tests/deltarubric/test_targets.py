@@ -2,10 +2,10 @@
 
 import random
 
-from rubricflow.deltarubric import parse_checklist, parse_verdict
-from rubricflow.deltarubric.data import PreferencePair
-from rubricflow.deltarubric.synthetic import build_pairs
-from rubricflow.deltarubric.targets import (
+from rubricflow.methods.deltarubric import parse_checklist, parse_verdict
+from rubricflow.methods.deltarubric.data import PreferencePair
+from rubricflow.methods.deltarubric.synthetic import build_pairs
+from rubricflow.methods.deltarubric.targets import (
     planner_target,
     reference_checks,
     static_target,

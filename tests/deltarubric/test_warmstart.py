@@ -3,10 +3,10 @@ images seeded apart from every pair's."""
 
 import rubricflow.config  # noqa: F401
 from rubricflow.data.traces import parse_claims
-from rubricflow.deltarubric.prompts import read_prompt
-from rubricflow.deltarubric.synthetic import gold_values
-from rubricflow.deltarubric.targets import reference_checks, verifier_target, worked_reading
-from rubricflow.deltarubric.warmstart import PERCEPTION_SPLIT, perception_samples, read_examples
+from rubricflow.methods.deltarubric.prompts import read_prompt
+from rubricflow.methods.deltarubric.synthetic import gold_values
+from rubricflow.methods.deltarubric.targets import reference_checks, verifier_target, worked_reading
+from rubricflow.methods.deltarubric.warmstart import PERCEPTION_SPLIT, perception_samples, read_examples
 
 
 def test_reading_examples_are_the_ground_truth_trace_the_verifier_writes_first():
@@ -34,7 +34,7 @@ def test_reading_examples_are_the_ground_truth_trace_the_verifier_writes_first()
 
 
 def test_the_verifier_target_starts_with_the_reading():
-    from rubricflow.deltarubric.data import PreferencePair
+    from rubricflow.methods.deltarubric.data import PreferencePair
 
     facts = {"task": "counting", "perception": [["red", 2], ["green", 1], ["blue", 0]], "intermediate": [],
              "target": "red", "question_type": "count"}

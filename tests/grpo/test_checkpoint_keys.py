@@ -20,8 +20,8 @@ from rubricflow.grpo.checkpoint import (
 )
 from rubricflow.grpo.trainer import GRPOTrainer
 from rubricflow.judge.config import JudgeConfig
-from rubricflow.rucl.config import RuCLConfig
-from rubricflow.rucl.train import resume_parts
+from rubricflow.methods.rucl.config import RuCLConfig
+from rubricflow.methods.rucl.train import resume_parts
 from rubricflow.testing.toy_task import build_toy_policy, chat_prompt, toy_prompts
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -52,7 +52,7 @@ def _changed(a, b):
 
 def test_key_changes_with_each_input_and_names_it(inputs, monkeypatch):
     root, cfg, code = inputs
-    monkeypatch.setattr("rubricflow.rucl.train.TRAINING_CODE", (str(code),))
+    monkeypatch.setattr("rubricflow.methods.rucl.train.TRAINING_CODE", (str(code),))
     base = _parts(root, cfg)
     assert resume_key(base) == resume_key(_parts(root, cfg))  # deterministic
 
@@ -96,7 +96,7 @@ def test_code_hash_follows_the_file_contents(tmp_path):
     assert code_hash(str(pkg)) == h1
     (pkg / "a.py").write_text("a = 2\n")
     assert code_hash(str(pkg)) != h1
-    assert code_hash("rubricflow.grpo") != code_hash("rubricflow.rucl")
+    assert code_hash("rubricflow.grpo") != code_hash("rubricflow.methods.rucl")
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -243,7 +243,7 @@ def rucl_setup(tmp_path_factory):
     from models.tiny import TinyDims, build_tiny_vl, save
     from rubricflow.data.synthetic import build_synthetic_dataset
     from rubricflow.data.traces import render_trace
-    from rubricflow.rubrics.pool import RubricPool, load_default_pool, save_pool
+    from rubricflow.methods.rucl.rubrics.pool import RubricPool, load_default_pool, save_pool
 
     root = tmp_path_factory.mktemp("rucl_keys")
     samples = build_synthetic_dataset(root / "data", ["counting"], {"train": 6, "test": 2}, seed=1, image_size=56)
@@ -260,8 +260,8 @@ def rucl_setup(tmp_path_factory):
 @pytest.mark.slow  # trains a tiny VL policy (a few seconds per step on a loaded CPU)
 def test_rucl_training_resumes_same_inputs_and_starts_fresh_when_the_tiers_change(rucl_setup, caplog):
     from rubricflow.judge.programmatic import ProgrammaticJudge
-    from rubricflow.rubrics.pool import load_tiers
-    from rubricflow.rucl.train import train_rucl
+    from rubricflow.methods.rucl.rubrics.pool import load_tiers
+    from rubricflow.methods.rucl.train import train_rucl
 
     root = rucl_setup
     cfg = RuCLConfig.model_validate({
@@ -290,8 +290,8 @@ def test_rucl_training_resumes_same_inputs_and_starts_fresh_when_the_tiers_chang
 
 
 def test_deltarubric_key_covers_the_sft_policy_pairs_and_generation(tmp_path):
-    from rubricflow.deltarubric.config import DeltaRubricConfig
-    from rubricflow.deltarubric.stages import resume_parts as dr_parts
+    from rubricflow.methods.deltarubric.config import DeltaRubricConfig
+    from rubricflow.methods.deltarubric.stages import resume_parts as dr_parts
     from rubricflow.sections import GenerationConfig, ModelsConfig
 
     for d, f in (("sft", "model.safetensors"), ("pairs", "pairs.parquet")):
@@ -311,10 +311,10 @@ def test_deltarubric_key_covers_the_sft_policy_pairs_and_generation(tmp_path):
 
 
 def test_roro_router_key_covers_the_problems_models_and_sections():
-    from rubricflow.roro.config import RouterConfig
-    from rubricflow.roro.router_train import RouterRun
-    from rubricflow.roro.router_train import resume_parts as router_parts
-    from rubricflow.roro.task import make_problems
+    from rubricflow.methods.roro.config import RouterConfig
+    from rubricflow.methods.roro.router_train import RouterRun
+    from rubricflow.methods.roro.router_train import resume_parts as router_parts
+    from rubricflow.methods.roro.task import make_problems
 
     run, rcfg = RouterRun("roro-cw0.4", 0.5, 0.4), RouterConfig()
     probs = make_problems(4, "train", 0)

@@ -8,7 +8,7 @@ import random
 
 import pytest
 
-from rubricflow.curriculum import CurriculumScheduler
+from rubricflow.methods.rucl.curriculum import CurriculumScheduler
 from rubricflow.data.arith import gen_arith
 from rubricflow.integrations.scoring import RubricScorer
 from rubricflow.integrations.trl import AsyncRubricflowReward, RubricflowCallback, RubricflowReward

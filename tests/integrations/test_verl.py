@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 import torch
 
-from rubricflow.curriculum import CurriculumScheduler
+from rubricflow.methods.rucl.curriculum import CurriculumScheduler
 from rubricflow.data.arith import gen_arith
 from rubricflow.integrations.scoring import RubricScorer
 from rubricflow.integrations.verl import RubricflowRewardManager, VerlScorer, neutral_fill

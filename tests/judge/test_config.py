@@ -5,7 +5,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from rubricflow.judge.config import JudgeConfig
-from rubricflow.rubrics.config import RubricsConfig
+from rubricflow.methods.rucl.rubrics.config import RubricsConfig
 
 PARAMS = """
 judge:

@@ -23,7 +23,7 @@ from rubricflow.judge import (
     make_judge,
 )
 from rubricflow.judge.config import OpenAIJudgeConfig
-from rubricflow.rubrics import RubricsConfig, stratify_pool, write_pool
+from rubricflow.methods.rucl.rubrics import RubricsConfig, stratify_pool, write_pool
 from rubricflow.testing.judge_server import LoopbackJudgeServer
 
 BOUND_S = 30.0  # generous: each case below fails in well under a few seconds when it works

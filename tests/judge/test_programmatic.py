@@ -4,7 +4,7 @@ import pytest
 
 from rubricflow.data.traces import render_trace
 from rubricflow.judge import CHECKS, JudgeRequest, ProgrammaticJudge, Rubric
-from rubricflow.rubrics.pool import load_default_pool
+from rubricflow.methods.rucl.rubrics.pool import load_default_pool
 
 COUNTING = {
     "task": "counting",

@@ -45,7 +45,7 @@ def test_opt_in_pipelines_have_their_own_dvc_file_under_their_profile():
     root = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]
     assert "fetch_model" not in root and "smol_judge" not in root
     # the smol params stage depends on every config module the smol stages read (the root one on all of them)
-    assert "rubricflow/smol/config.py" in dvc["params"]["deps"] and "rubricflow/smol/config.py" in root["params"]["deps"]
+    assert "rubricflow/methods/smol/config.py" in dvc["params"]["deps"] and "rubricflow/methods/smol/config.py" in root["params"]["deps"]
 
 
 def test_every_stage_command_exists_in_the_cli():
@@ -75,9 +75,9 @@ def test_params_stage_depends_on_every_config_module():
         Path(m.__file__).resolve().relative_to(ROOT).as_posix()
         for name, m in sys.modules.items()
         if name.startswith("rubricflow") and getattr(m, "__file__", None)
-        and (name.endswith(".config") or name in ("rubricflow.config", "rubricflow.section", "rubricflow.sections"))
+        and (name.endswith(".config") or name in ("rubricflow.config", "rubricflow.sections", "rubricflow.sections"))
     }
-    assert "rubricflow/grpo/config.py" in modules and "rubricflow/roro/config.py" in modules
+    assert "rubricflow/grpo/config.py" in modules and "rubricflow/methods/roro/config.py" in modules
     deps = set(yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]["params"]["deps"])
     assert sorted(modules - deps) == []
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from rubricflow.roro.evaluate import accuracy_at_cost, curve_auc, curve_metrics, hull
+from rubricflow.methods.roro.evaluate import accuracy_at_cost, curve_auc, curve_metrics, hull
 
 ENDS = [(0.0, 0.3), (1.0, 1.0)]  # all-SLM, all-LRM
 

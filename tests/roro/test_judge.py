@@ -4,8 +4,8 @@ import random
 
 import pytest
 
-from rubricflow.roro.routing import LRM, SLM, StepRecord, Trajectory
-from rubricflow.roro.prompts import (
+from rubricflow.methods.roro.routing import LRM, SLM, StepRecord, Trajectory
+from rubricflow.methods.roro.prompts import (
     ADDED_TOKENS,
     FAMILIES,
     judge_input,
@@ -14,8 +14,8 @@ from rubricflow.roro.prompts import (
     rubricor_input,
     u_digit,
 )
-from rubricflow.roro.rubric import parse_criterion_judgments, parse_rubric, render_judgment_json, render_rubric_json
-from rubricflow.roro.rubricor_judge import ProblemView, mean_score, pair_credit, problem_views, warm_start_examples
+from rubricflow.methods.roro.rubric import parse_criterion_judgments, parse_rubric, render_judgment_json, render_rubric_json
+from rubricflow.methods.roro.rubricor_judge import ProblemView, mean_score, pair_credit, problem_views, warm_start_examples
 
 
 def _traj(writers=(SLM, LRM, SLM), us=(0.12, 0.71, 0.0), policy="all-slm"):
@@ -80,7 +80,7 @@ def test_pair_credit_and_mean_score():
 
 
 def test_literal_readings_of_the_criterion_families():
-    from rubricflow.roro.prompts import literal_satisfied, noisy_judgments, steps_look_right
+    from rubricflow.methods.roro.prompts import literal_satisfied, noisy_judgments, steps_look_right
 
     t = _traj()  # SLM u=1, LRM u=7, SLM u=0; 7 + 5 = 12 / 12 * 2 = 24 / #### 24
     assert literal_satisfied("risky step to LRM", {"k": 2}, t) and not literal_satisfied("risky step to LRM", {"k": 1}, t)
@@ -121,7 +121,7 @@ class ScriptedJudge:
 
 
 def test_sampled_score_is_the_mean_of_the_papers_formula_with_numeric_scores():
-    from rubricflow.roro.rubricor_judge import process_scores
+    from rubricflow.methods.roro.rubricor_judge import process_scores
 
     texts = [_judgment("0.25", "true", "1.0", "true"),  # 0.75 * 0.25 + 0.25 * 1.0 = 0.4375
              _judgment("1.0", "false", "0.6", "true"),  # 0 + 0.25 * 0.6 = 0.15
@@ -140,13 +140,13 @@ def test_sampled_score_is_the_mean_of_the_papers_formula_with_numeric_scores():
 def test_expected_score_takes_the_written_score_and_the_verdict_probability():
     import torch
 
-    from rubricflow.roro.rubricor_judge import RubricLM, criterion_expected, expected_scores, routing_tokenizer_corpus
+    from rubricflow.methods.roro.rubricor_judge import RubricLM, criterion_expected, expected_scores, routing_tokenizer_corpus
 
     assert criterion_expected(0.5, 0.25, p_true=0.3, p_false=0.1) == pytest.approx(0.5 * 0.25 * 0.75)
     # a tiny real tokenizer and a model with flat logits: P(true) = P(false), so each criterion counts
     # weight * score * 0.5 with the score as written ("0.25" is 0.25, not the 0.5 its first digit would give)
     from models.tiny import TinyDims, build_tiny_text
-    from rubricflow.roro.prompts import ADDED_TOKENS
+    from rubricflow.methods.roro.prompts import ADDED_TOKENS
 
     corpus = routing_tokenizer_corpus(problem_views([_traj(writers=(SLM, SLM, SLM))]),
                                       [_traj(writers=(SLM, SLM, SLM))], 0)
@@ -170,7 +170,7 @@ def test_expected_score_takes_the_written_score_and_the_verdict_probability():
 
 
 def test_phase_selection_reads_val_accuracy_only():
-    from rubricflow.roro.rubricor_judge import select_phase
+    from rubricflow.methods.roro.rubricor_judge import select_phase
 
     rows = [{"val_pairwise_acc": 0.52}, {"val_pairwise_acc": 0.61}, {"val_pairwise_acc": 0.61},
             {"val_pairwise_acc": 0.55}]
@@ -181,8 +181,8 @@ def test_phase_selection_reads_val_accuracy_only():
 
 
 def test_the_alternation_refuses_pairs_of_the_wrong_split():
-    from rubricflow.roro.pairs import Pair
-    from rubricflow.roro.rubricor_judge import alternate
+    from rubricflow.methods.roro.pairs import Pair
+    from rubricflow.methods.roro.rubricor_judge import alternate
 
     t_train, t_test = _traj(writers=(SLM, SLM, SLM)), _traj(writers=(SLM, SLM, SLM))
     t_test.problem_id, t_test.split = "p2", "test"
@@ -192,8 +192,8 @@ def test_the_alternation_refuses_pairs_of_the_wrong_split():
 
 
 def test_pair_accuracy_per_category_by_hand():
-    from rubricflow.roro.pairs import Pair
-    from rubricflow.roro.rubricor_judge import pair_accuracy
+    from rubricflow.methods.roro.pairs import Pair
+    from rubricflow.methods.roro.rubricor_judge import pair_accuracy
 
     right, wrong = _traj(), _traj()
     wrong.outcome = False
@@ -224,8 +224,8 @@ def test_the_warm_start_trains_each_role_with_its_own_steps_and_learning_rate():
     import torch
 
     from rubricflow.config import config_from_dict
-    from rubricflow.roro.pairs import Pair
-    from rubricflow.roro.rubricor_judge import alternate
+    from rubricflow.methods.roro.pairs import Pair
+    from rubricflow.methods.roro.rubricor_judge import alternate
 
     rj = config_from_dict({"roro": {"rubricor_judge": {"rounds": 0, "judge": {"warm_steps": 1500, "lr": 1e-3}}}}
                           ).roro.rubricor_judge

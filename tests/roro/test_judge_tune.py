@@ -1,12 +1,12 @@
-"""The val-only choice of the Judge setting (rubricflow.roro.judge_tune): the rule and the literal-agreement probe."""
+"""The val-only choice of the Judge setting (rubricflow.methods.roro.judge_tune): the rule and the literal-agreement probe."""
 
 import random
 
-from rubricflow.roro.judge_tune import SETTINGS, literal_agreement, select
-from rubricflow.roro.prompts import FAMILIES, literal_satisfied, random_rubric
-from rubricflow.roro.rubric import render_judgment_json
-from rubricflow.roro.rubricor_judge import ProblemView
-from rubricflow.roro.routing import LRM, SLM, StepRecord, Trajectory
+from rubricflow.methods.roro.judge_tune import SETTINGS, literal_agreement, select
+from rubricflow.methods.roro.prompts import FAMILIES, literal_satisfied, random_rubric
+from rubricflow.methods.roro.rubric import render_judgment_json
+from rubricflow.methods.roro.rubricor_judge import ProblemView
+from rubricflow.methods.roro.routing import LRM, SLM, StepRecord, Trajectory
 
 
 def _res(params: int, *kept_process: float) -> dict:
@@ -73,7 +73,7 @@ def test_literal_agreement_counts_verdicts_against_the_literal_reading():
 
 
 def test_guidance_params_read_back_the_family_templates():
-    from rubricflow.roro.judge_tune import guidance_params
+    from rubricflow.methods.roro.judge_tune import guidance_params
 
     rubric = random_rubric(random.Random(5), 4)
     for c in rubric:
@@ -84,9 +84,9 @@ def test_guidance_params_read_back_the_family_templates():
 
 
 def test_exact_reader_scores_the_literal_reading_and_orders_pairs():
-    from rubricflow.roro.judge_tune import literal_score, oracle_accuracy
-    from rubricflow.roro.pairs import Pair
-    from rubricflow.roro.rubric import ParsedRubric
+    from rubricflow.methods.roro.judge_tune import literal_score, oracle_accuracy
+    from rubricflow.methods.roro.pairs import Pair
+    from rubricflow.methods.roro.rubric import ParsedRubric
 
     # weight only on "risky step to LRM" with k=2: a route that called the LRM at step 2 scores 1, others 0
     rubric = [{"criterion": "risky step to LRM", "weight": 1.0, "score_guidance": "1.0 if step 2 is by the LRM"},
@@ -104,7 +104,7 @@ def test_exact_reader_scores_the_literal_reading_and_orders_pairs():
 
 
 def test_report_lists_literal_agreement_in_family_order_whatever_the_dict_order():
-    from rubricflow.roro.judge_tune import report
+    from rubricflow.methods.roro.judge_tune import report
 
     names = [n for n, _ in FAMILIES]
     agree = dict(zip(sorted(names), (0.1, 0.2, 0.3, 0.4)))  # a JSON round trip sorts the keys

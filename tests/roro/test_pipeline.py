@@ -6,7 +6,7 @@ import json
 import pyarrow.parquet as pq
 import pytest
 
-from rubricflow.roro.config import RoRoConfig
+from rubricflow.methods.roro.config import RoRoConfig
 
 
 def tiny_roro_dict(tmp_path) -> dict:
@@ -36,7 +36,7 @@ def tiny_roro(tmp_path) -> RoRoConfig:
 
 @pytest.mark.slow
 def test_roro_pipeline_end_to_end(tmp_path):
-    from rubricflow.roro import pipeline as P
+    from rubricflow.methods.roro import pipeline as P
 
     rc = tiny_roro(tmp_path)
     m = P.run_models(rc)

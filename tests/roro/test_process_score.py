@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from rubricflow.roro.rubric import (
+from rubricflow.methods.roro.rubric import (
     load_json,
     parse_criterion_judgments,
     parse_rubric,

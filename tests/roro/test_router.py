@@ -7,8 +7,8 @@ import torch
 
 from models.router import CALL_LRM, KEEP_SLM, STATE_DIM, RouterMLP, load_router, save_router
 from rubricflow.grpo.types import Episode
-from rubricflow.roro.features import FEATURE_NAMES, router_state
-from rubricflow.roro.router_train import RouterAdapter, trajectory_reward
+from rubricflow.methods.roro.features import FEATURE_NAMES, router_state
+from rubricflow.methods.roro.router_train import RouterAdapter, trajectory_reward
 
 
 def test_mlp_is_two_layers_of_128_on_5_features():

@@ -4,9 +4,9 @@ import json
 
 import pytest
 
-from rubricflow.roro.routing import ConstantPolicy, RandomPolicy, RoutingEnv, StepCache, ThresholdPolicy, Trajectory
-from rubricflow.roro.steps import StepOutput, step_uncertainty
-from rubricflow.roro.task import (
+from rubricflow.methods.roro.routing import ConstantPolicy, RandomPolicy, RoutingEnv, StepCache, ThresholdPolicy, Trajectory
+from rubricflow.methods.roro.steps import StepOutput, step_uncertainty
+from rubricflow.methods.roro.task import (
     DataFormatError,
     Problem,
     answer_correct,
@@ -200,7 +200,7 @@ def test_vllm_step_model_reports_what_is_missing():
     import importlib.util
 
     from models.generation import BackendUnavailable
-    from rubricflow.roro.steps import VLLMStepModel
+    from rubricflow.methods.roro.steps import VLLMStepModel
 
     with pytest.raises(ValueError, match=r"roro.lrm.n_params"):
         VLLMStepModel("Qwen/Qwen2.5-14B-Instruct", "lrm", n_params=0)

@@ -46,7 +46,7 @@ def test_default_study_compares_four_methods_on_fixed_seeds():
 
 
 def test_unit_configs_have_their_own_seeds_dirs_and_one_method(tmp_path):
-    from rubricflow.roro.study import unit_kind
+    from rubricflow.methods.roro.study import unit_kind
 
     cfg = _cfg(tmp_path)
     spec = cfg.study.roro
@@ -88,7 +88,7 @@ class FakeUnit:
         self.calls = []
 
     def __call__(self, ucfg, unit, udir, run, secret_resolver):
-        from rubricflow.roro.study import unit_kind
+        from rubricflow.methods.roro.study import unit_kind
 
         kind = unit_kind(ucfg.roro)
         self.calls.append((kind, unit.seed))
@@ -140,7 +140,7 @@ def test_studies_dvc_yaml_runs_the_roro_study_on_the_pipelines_outputs():
     st = yaml.safe_load((root / "studies" / "dvc.yaml").read_text())["stages"]["roro_study"]
     assert st["cmd"] == "rubricflow study roro" and st["wdir"] == ".."
     for dep in ("artifacts/roro/models", "data/roro/trajectories.parquet", "data/roro/pairs.parquet",
-                "data/roro/step_cache.jsonl", "reports/params/roro.json", "rubricflow/roro", "rubricflow/study.py"):
+                "data/roro/step_cache.jsonl", "reports/params/roro.json", "rubricflow/methods/roro", "rubricflow/study.py"):
         assert dep in st["deps"], dep
     outs = {k: v for o in st["outs"] for k, v in o.items()}
     assert outs["artifacts/studies/roro"]["persist"] is True

@@ -10,7 +10,7 @@ import pytest
 from rubricflow.data.synthetic import build_synthetic_dataset
 from rubricflow.data.traces import render_trace
 from rubricflow.judge import JudgeConfig
-from rubricflow.rubrics import RubricsConfig, load_tiers, write_pool, stratify_pool
+from rubricflow.methods.rucl.rubrics import RubricsConfig, load_tiers, write_pool, stratify_pool
 
 N_PER_TASK = 16
 

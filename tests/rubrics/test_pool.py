@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from rubricflow.judge import CATEGORIES, CHECKS, Rubric
-from rubricflow.rubrics import (
+from rubricflow.methods.rucl.rubrics import (
     RubricsConfig,
     dedupe,
     generate_pool,

@@ -3,7 +3,7 @@
 import pytest
 
 from rubricflow.judge import Judgment, Rubric, Verdict
-from rubricflow.rubrics import coverage_and_pass_rates, informativeness, select_and_stratify, summarize
+from rubricflow.methods.rucl.rubrics import coverage_and_pass_rates, informativeness, select_and_stratify, summarize
 
 A, B, C = Rubric("A", "a"), Rubric("B", "b"), Rubric("C", "c")
 T, F = True, False

@@ -8,8 +8,8 @@ from rubricflow.data.synthetic import build_synthetic_dataset
 from rubricflow.data.traces import render_trace
 from rubricflow.judge.programmatic import ProgrammaticJudge
 from rubricflow.judge.protocol import Judgment
-from rubricflow.rubrics.pool import load_default_pool
-from rubricflow.rucl.evaluate import score_responses
+from rubricflow.methods.rucl.rubrics.pool import load_default_pool
+from rubricflow.methods.rucl.evaluate import score_responses
 
 TIERS = {"C17": "foundational", "C05": "foundational", "C08": "advanced", "C11": "advanced"}
 

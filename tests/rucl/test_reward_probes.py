@@ -21,8 +21,8 @@ from rubricflow.data.synthetic import build_synthetic_dataset
 from rubricflow.data.traces import render_trace
 from rubricflow.judge.programmatic import ProgrammaticJudge
 from rubricflow.judge.protocol import JudgeRequest
-from rubricflow.rewards import compute_reward, tier_map
-from rubricflow.rubrics.pool import load_default_pool
+from rubricflow.methods.rucl.rewards import compute_reward, tier_map
+from rubricflow.methods.rucl.rubrics.pool import load_default_pool
 
 KEPT = {"C08": "foundational", "C11": "foundational", "C01": "advanced", "C06": "advanced", "C14": "advanced",
         "C15": "advanced"}

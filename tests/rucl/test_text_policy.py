@@ -10,9 +10,9 @@ import pytest
 import torch
 
 from rubricflow.judge.programmatic import ProgrammaticJudge
-from rubricflow.rubrics.pool import RubricPool, load_default_pool, load_tiers, save_pool
-from rubricflow.rucl.config import RuCLConfig
-from rubricflow.rucl.train import train_rucl
+from rubricflow.methods.rucl.rubrics.pool import RubricPool, load_default_pool, load_tiers, save_pool
+from rubricflow.methods.rucl.config import RuCLConfig
+from rubricflow.methods.rucl.train import train_rucl
 
 TIERS = {"W11": "foundational", "W14": "foundational", "W01": "foundational", "W06": "foundational",
          "W04": "advanced", "W05": "advanced"}
@@ -41,7 +41,7 @@ def setup(tmp_path_factory):
     train_sft(model, tok, ex, steps=30, batch_size=12, lr=3e-3, warmup_steps=3)
     save(model, tok, root / "init")
     rub = [dataclasses.replace(r, tier=TIERS[r.id]) for r in load_default_pool(
-        "rubricflow/resources/rubric_pool_text.json").rubrics if r.id in TIERS]
+        "rubricflow/methods/rucl/resources/rubric_pool_text.json").rubrics if r.id in TIERS]
     save_pool(RubricPool(rub, {"source": "test"}), root / "tiers.json")
     return root
 
@@ -84,7 +84,7 @@ def test_lora_rank_zero_is_full_fine_tuning_and_a_missing_peft_is_named(monkeypa
     from models.errors import BackendUnavailable
     from models.tiny import TinyDims, build_tiny_text
     from rubricflow.grpo.lora import apply_lora, merge_lora
-    from rubricflow.rucl.config import LoRAConfig
+    from rubricflow.methods.rucl.config import LoRAConfig
 
     model, _ = build_tiny_text(["a = 1"] * 5, TinyDims(hidden_size=32, num_layers=2, num_heads=2, num_kv_heads=1,
                                                         vocab_size=320))

@@ -7,14 +7,14 @@ import math
 import pytest
 
 from rubricflow.answers import outcome_score
-from rubricflow.curriculum import CurriculumScheduler
+from rubricflow.methods.rucl.curriculum import CurriculumScheduler
 from rubricflow.judge.programmatic import ProgrammaticJudge
 from rubricflow.judge.protocol import Judgment
-from rubricflow.rewards import combine_tiers
-from rubricflow.rubrics.pool import RubricPool, load_default_pool, load_tiers, save_pool
-from rubricflow.rucl.config import RuCLConfig
+from rubricflow.methods.rucl.rewards import combine_tiers
+from rubricflow.methods.rucl.rubrics.pool import RubricPool, load_default_pool, load_tiers, save_pool
+from rubricflow.methods.rucl.config import RuCLConfig
 from rubricflow.grpo.checkpoint import resume_key
-from rubricflow.rucl.train import resume_parts, train_rucl
+from rubricflow.methods.rucl.train import resume_parts, train_rucl
 
 TIERS = {"C17": "foundational", "C18": "foundational", "C05": "foundational",
          "C08": "advanced", "C11": "advanced", "C20": "advanced"}
@@ -175,7 +175,7 @@ def test_shuffle_control_permutes_rewards_within_the_batch(setup):
     from models.generation import Completion
     from models.loader import load_policy
     from rubricflow.data.schema import read_dataset
-    from rubricflow.rucl.rollout import RuCLRollout
+    from rubricflow.methods.rucl.rollout import RuCLRollout
 
     root = setup
     _, proc = load_policy(root / "sft")
@@ -209,7 +209,7 @@ def test_vllm_completions_give_episodes_with_exactly_one_eos(setup):
     from models.loader import load_policy
     from models.vllm_rollout import to_completions
     from rubricflow.data.schema import read_dataset
-    from rubricflow.rucl.rollout import RuCLRollout
+    from rubricflow.methods.rucl.rollout import RuCLRollout
 
     root = setup
     _, proc = load_policy(root / "sft")
@@ -245,7 +245,7 @@ def test_a_judge_that_breaks_mid_training_stops_the_rollout_instead_of_nan_rewar
     from rubricflow.data.schema import read_dataset
     from rubricflow.judge import JudgeConfig, JudgeFailureBudgetExceeded, make_judge
     from rubricflow.judge.config import OpenAIJudgeConfig
-    from rubricflow.rucl.rollout import RuCLRollout
+    from rubricflow.methods.rucl.rollout import RuCLRollout
     from rubricflow.testing.judge_server import LoopbackJudgeServer
 
     root = setup

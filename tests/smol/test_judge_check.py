@@ -13,10 +13,10 @@ from rubricflow.judge.parse import parse_judgment
 from rubricflow.judge.programmatic import ProgrammaticJudge
 from rubricflow.judge.prompt import judgment_schema, user_prompt
 from rubricflow.judge.protocol import JudgeRequest, Judgment, Verdict
-from rubricflow.rubrics.pool import load_default_pool
-from rubricflow.smol.judge_check import agreement, check_requests, cohen_kappa, judge_and_compare, make_response
+from rubricflow.methods.rucl.rubrics.pool import load_default_pool
+from rubricflow.methods.smol.judge_check import agreement, check_requests, cohen_kappa, judge_and_compare, make_response
 
-POOL = {r.id: r for r in load_default_pool("rubricflow/resources/rubric_pool_text.json").rubrics}
+POOL = {r.id: r for r in load_default_pool("rubricflow/methods/rucl/resources/rubric_pool_text.json").rubrics}
 
 
 def sample(seed=0):

@@ -15,8 +15,8 @@ import time
 import pytest
 
 from models.errors import BackendUnavailable
-from rubricflow.smol.config import ServerConfig
-from rubricflow.smol.server import ServerFailed, VLLMServer, server_command
+from rubricflow.methods.smol.config import ServerConfig
+from rubricflow.methods.smol.server import ServerFailed, VLLMServer, server_command
 
 FAKE = """
 import http.server, sys

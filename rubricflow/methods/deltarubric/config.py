@@ -1,0 +1,188 @@
+"""``DeltaRubricConfig``: the ``deltarubric`` section of params.yaml (pydantic only; no heavy imports).
+
+Sizes default to the tiny CPU profile: the whole pipeline (pairs, SFT, multi-role GRPO, evaluation before and
+after training) fits a few minutes on 2 CPU cores with the tiny Qwen2.5-VL and 56 px images. The paper's values
+(N = M = 5, lambda = 0.4, relative planner reward) are the defaults; every size is a parameter.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from rubricflow.sections import Section
+from rubricflow.grpo.config import GRPOConfig
+
+
+class PairsConfig(Section):
+    out_dir: str = Field("data/deltarubric/pairs", description="Where the synthetic pairs (parquet + images) are written.")
+    tasks: list[Literal["counting", "barchart", "geometry"]] = Field(
+        default_factory=lambda: ["counting", "barchart"],
+        description="Synthetic tasks the pairs are built on (geometry is the hardest to read at 56 px).",
+    )
+    train: int = Field(256, ge=0, description="Training pairs per task (SFT targets and GRPO prompts).")
+    val: int = Field(16, ge=0, description="Validation pairs per task (the planner probe during training).")
+    test: int = Field(48, ge=0, description="Held-out pairs per task (the before/after accuracy table).")
+    partial_frac: float = Field(
+        0.3, ge=0, le=1, description="Fraction of pairs where both responses are wrong (the lower severity is preferred)."
+    )
+    image_size: int = Field(56, ge=28, le=1024, description="Square image side in pixels (56 px = 4 visual tokens).")
+    seed: int = Field(1234, description="Generator seed; the pairs are a pure function of seed and sizes.")
+    balance_tol: float = Field(
+        0.05, ge=0, le=0.5, description="Data gate: allowed |fraction of A-preferred pairs - 0.5| per split."
+    )
+
+
+class DRSFTConfig(Section):
+    out_dir: str = Field("artifacts/deltarubric/sft", description="Where the warm-started checkpoint is saved.")
+    base_dir: str = Field(
+        "artifacts/deltarubric/base",
+        description="Tiny profile: where the freshly built base model (tokenizer trained on DeltaRubric's prompts) "
+        "is saved. Pretrained policies are loaded from models.policy.path instead.",
+    )
+    init_from: str | None = Field(
+        None,
+        description="Policy the warm start continues from (e.g. the foundation SFT, artifacts/models/sft). None: a "
+        "fresh tiny base (tokenizer trained on DeltaRubric's texts, `base_dir`) or, for pretrained policies, "
+        "models.policy.path. The tiny profile uses a fresh 64-wide base: continuing the 128-wide foundation SFT read "
+        "no better and cost 2.5x per step (docs/operations.md, \"DeltaRubric warm start\").",
+    )
+    hidden_size: int | None = Field(
+        64,
+        ge=16,
+        description="Tiny base only (init_from None): width of DeltaRubric's fresh base model (None = "
+        "models.policy.hidden_size).",
+    )
+    steps: int = Field(
+        400, ge=0, description="SFT optimizer steps (about 0.3 s each on one idle core with the defaults)."
+    )
+    batch_size: int = Field(16, ge=1, description="Sequences per SFT step.")
+    lr: float = Field(3e-3, gt=0, description="AdamW peak learning rate.")
+    warmup_steps: int = Field(20, ge=0, description="Linear warmup steps.")
+    schedule: Literal["constant", "cosine"] = Field(
+        "cosine", description="Learning rate after warmup: constant, or cosine decay to 0 at the last step."
+    )
+    perception_images: int = Field(
+        0,
+        ge=0,
+        description="Images per task rendered in memory for the worked-reading warm-up examples (read prompt -> the "
+        "trace of the image's ground truth, the verifier's first line; seeded apart from every pair image). 0 = none.",
+    )
+    perception_steps: int = Field(
+        0,
+        ge=0,
+        description="With perception_images: optimizer steps of a first phase on the reading examples alone (short "
+        "sequences, about a fifth of a role example's cost), before the role examples. 0 = mix them into the role "
+        "examples instead.",
+    )
+    perception_batch_size: int = Field(32, ge=1, description="Sequences per step of the reading phase.")
+    planner: bool = Field(True, description="Include planner examples (reference checklists from facts).")
+    verifier_variants: int = Field(
+        1, ge=0, description="Extra verifier examples per pair with a shuffled / extended checklist."
+    )
+    no_rubric: bool = Field(True, description="Include no-rubric verdict examples (the baseline's format).")
+    static: bool = Field(True, description="Include static-rubric examples (five fixed criteria).")
+
+
+class DRGRPOConfig(GRPOConfig):
+    """``GRPOConfig`` with DeltaRubric's defaults. A subclass (not a default instance), so a partial
+    ``deltarubric.train.grpo`` in params.yaml or ``--set deltarubric.train.grpo.seed=1`` keeps these defaults
+    instead of silently reverting to the generic GRPO ones."""
+
+    group_size: int = Field(
+        5, ge=1, description="Unused by DeltaRubric: groups are the N checklists of a pair and the M verdicts of a "
+        "checklist (train.n_checklists / train.m_verdicts)."
+    )
+    prompts_per_step: int = Field(2, ge=1, description="Preference pairs per training step (per process).")
+    steps: int = Field(20, ge=0, description="Training steps (one multi-role rollout batch + one update each).")
+    lr: float = Field(1e-3, gt=0, description="AdamW learning rate (constant after warmup).")
+    scale_rewards: Literal["group", "batch", "none"] = Field(
+        "batch",
+        description="Advantage scaling per role: 'batch' (centre per group, divide by the role's batch std; keeps the "
+        "guidance bonus effective, see rubricflow.methods.deltarubric.rewards), 'group' (per-group std) or 'none'.",
+    )
+    loss_agg: Literal["grpo", "dr_grpo", "dapo"] = Field(
+        "grpo", description="Token-loss aggregation (overridden by train.algorithm)."
+    )
+    max_new_tokens: int = Field(128, ge=1, description="Completion cap used as the dr_grpo normaliser.")
+    checkpoint_every: int = Field(0, ge=0, description="Save a checkpoint every N steps (0 = only at the end).")
+
+
+class DRTrainConfig(Section):
+    out_dir: str = Field("artifacts/deltarubric/policy", description="Where the GRPO-trained policy is saved.")
+    n_checklists: int = Field(5, ge=1, description="N: checklists sampled from the planner per pair.")
+    m_verdicts: int = Field(5, ge=1, description="M: checklist-guided verifier samples per checklist.")
+    k_no_rubric: int = Field(
+        5, ge=1, description="K: no-rubric verdicts per pair, the baseline of both rewards (verifier verdict m is "
+        "paired with no-rubric sample m mod K; K = M pairs each verdict with its own sample)."
+    )
+    judge: Literal["deltarubric", "no_rubric", "static"] = Field(
+        "deltarubric",
+        description="What GRPO trains: 'deltarubric' (planner + verifier, no-rubric verdicts sampled as the rewards' "
+        "baseline), or one single-step judge mode alone, the paper's trained baselines: 'no_rubric' / 'static' "
+        "(N*M verdicts per pair, reward = correctness, same steps, pairs and optimiser).",
+    )
+    guidance_lambda: float = Field(
+        0.4, ge=0, description="lambda of the verifier's guidance bonus (the paper's 0.4; sensitivity 0/0.2/0.4/0.6)."
+    )
+    guidance: Literal["paired", "pair_rate"] = Field(
+        "paired",
+        description="Verifier bonus (rubricflow.methods.deltarubric.rewards): 'paired' = lambda for a right guided verdict "
+        "whose paired no-rubric verdict was wrong (varies within a group); 'pair_rate' = lambda * (1 - acc0) per "
+        "right verdict (a per-group factor that group scaling cancels; the reading built first).",
+    )
+    planner_reward: Literal["improvement", "shift", "absolute"] = Field(
+        "improvement",
+        description="Planner quality (rubricflow.methods.deltarubric.rewards): 'improvement' = sign(acc_c - acc0), whether "
+        "the checklist improves on the no-rubric judge (the paper's relative reward); 'shift' = acc_c - acc0 (the "
+        "reading built first: group centring makes it identical to absolute); 'absolute' = acc_c (the ablation).",
+    )
+    algorithm: Literal["grpo", "dapo"] = Field(
+        "grpo",
+        description="Overrides grpo.loss_agg / clip: 'grpo' = per-sequence mean, symmetric clip (clip_low); "
+        "'dapo' = token-mean loss with clip-higher (grpo.clip_high).",
+    )
+    planner_max_tokens: int = Field(40, ge=4, description="Completion cap of planner checklists.")
+    verifier_max_tokens: int = Field(
+        160, ge=4, description="Completion cap of verifier outputs (all judge modes; the worked reading and 4 evidence "
+        "lines take up to 126 tokens on the tiny counting pairs)."
+    )
+    probe_every: int = Field(5, ge=0, description="Planner probe on validation pairs every N steps (0 = start and end only).")
+    probe_pairs: int = Field(16, ge=1, description="Validation pairs in the planner probe.")
+    grpo: DRGRPOConfig = Field(
+        default_factory=DRGRPOConfig,
+        description="GRPO optimiser / engine settings (prompts_per_step = pairs per step).",
+    )
+
+
+class DREvalConfig(Section):
+    out_dir: str = Field("artifacts/deltarubric/eval", description="Where evaluation tables (json) are written.")
+    test_pairs: int = Field(0, ge=0, description="Held-out synthetic pairs evaluated (0 = the whole split).")
+    split: Literal["test", "val"] = Field(
+        "test",
+        description="Split of the synthetic pairs a study unit is evaluated on: 'test' to report, 'val' to choose "
+        "(a selection study, run under the test-split guard). The pipeline's eval stage reports on test.",
+    )
+    benchmarks: list[str] = Field(
+        default_factory=list,
+        description="Ingested benchmark pair directories (rubricflow ingest --format vlrewardbench|mmrewardbench) "
+        "evaluated as well; a missing directory is an error.",
+    )
+    benchmark_limit: int = Field(0, ge=0, description="Pairs per benchmark (0 = all).")
+    batch_size: int = Field(64, ge=1, description="Prompts per generate() call.")
+
+
+class DeltaRubricConfig(Section):
+    pairs: PairsConfig = Field(default_factory=PairsConfig, description="Synthetic preference pairs and their gate.")
+    sft: DRSFTConfig = Field(default_factory=DRSFTConfig, description="Warm start on templated plans and verdicts.")
+    train: DRTrainConfig = Field(default_factory=DRTrainConfig, description="Multi-role GRPO.")
+    eval: DREvalConfig = Field(default_factory=DREvalConfig, description="Judge accuracy tables.")
+
+
+def effective_grpo(cfg: DRTrainConfig) -> GRPOConfig:
+    """The GRPO config the updater runs with: ``algorithm`` sets the loss aggregation and the clip range."""
+    g = cfg.grpo.model_copy()
+    if cfg.algorithm == "dapo":
+        return g.model_copy(update={"loss_agg": "dapo"})
+    return g.model_copy(update={"loss_agg": "grpo", "clip_high": g.clip_low})

@@ -1,0 +1,193 @@
+"""Judge evaluation: verifier accuracy per judge mode, the planner probe, format-violation rates.
+
+Judge modes (greedy decoding, one verdict per pair; a format failure counts as a wrong verdict and is reported):
+
+* ``no_rubric``    the single-step verdict;
+* ``static``       the five fixed criteria;
+* ``deltarubric``  the policy's own greedy checklist (planner), then the checklist-guided verdict (verifier);
+                   a malformed checklist is a planner format violation and a wrong verdict;
+* ``oracle``       the reference checklist from ground-truth facts, then the verifier (synthetic pairs only):
+                   how well the verifier executes a good checklist, independent of the planner;
+* ``agreed``       a control (synthetic pairs only): a checklist of 2-4 checks on claims both responses agree on, so
+                   no check separates them. A verifier that decides from its reading alone stays accurate here; one
+                   that follows its checklist falls to chance. Pairs with fewer than two agreed claims are left out
+                   (``n`` of the mode says how many were judged).
+
+Planner probe (the paper's training-dynamics proxy): sample N checklists per pair at the rollout temperature and
+give each to a cheap verdict (the greedy verifier); the probe accuracy is the fraction of sampled checklists that
+lead it to the right winner (malformed checklists count as failures).
+
+``evaluate_judge`` returns a json-able dict; ``format_table`` renders several of them as one text table
+(``rubricflow eval-judge`` prints it).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+
+from rubricflow.methods.deltarubric.data import PreferencePair, load_pair_images
+from rubricflow.methods.deltarubric.roles import NO_RUBRIC, PLANNER, STATIC, VERIFIER
+from rubricflow.methods.deltarubric.rollout import Item, request
+from rubricflow.methods.deltarubric.synthetic import gold_values
+from rubricflow.methods.deltarubric.targets import check_text, disagreement_keys, reference_checks
+
+MODES = ("no_rubric", "static", "deltarubric", "oracle", "agreed")
+_FACT_MODES = ("oracle", "agreed")  # need ground-truth facts (synthetic pairs)
+
+
+def load_items(data_dir: str | Path, pairs: list[PreferencePair]) -> list[Item]:
+    return [Item(p, load_pair_images(data_dir, p)) for p in pairs]
+
+
+@dataclass
+class Judged:
+    pair_id: str
+    category: str
+    verdict: str | None
+    correct: bool
+    format_ok: bool
+    planner_ok: bool | None = None  # deltarubric only
+    checklist: list[str] | None = None
+    text: str = ""
+    reason: str | None = None
+
+
+def agreed_checks(pair: PreferencePair, max_checks: int = 4) -> list[str] | None:
+    """The control checklist: checks on the claims both responses agree on (2-4), or None when fewer agree."""
+    diff = set(disagreement_keys(pair))
+    keys = [k for k in gold_values(pair.facts) if k not in diff]
+    return [check_text(pair.facts["task"], k) for k in keys[:max_checks]] if len(keys) >= 2 else None
+
+
+def _generate(gen, reqs, max_new_tokens, temperature=0.0, n=1, seed=None):
+    return gen.generate(reqs, n=n, max_new_tokens=max_new_tokens, temperature=temperature, seed=seed)
+
+
+def judge(gen, processor, items: list[Item], mode: str, max_tokens: dict[str, int]) -> list[Judged]:
+    """One greedy verdict per item in ``mode``."""
+    if mode not in MODES:
+        raise ValueError(f"judge mode: expected one of {MODES}, got {mode!r}")
+    vt = max_tokens["verifier"]
+    if mode in ("no_rubric", "static"):
+        role = NO_RUBRIC if mode == "no_rubric" else STATIC
+        outs = _generate(gen, [request(processor, role, it) for it in items], vt)
+        res = []
+        for it, o in zip(items, outs):
+            p = role.parse(o[0].text)
+            res.append(Judged(it.pair.id, it.pair.category, p.value, p.ok and p.value == it.pair.preferred, p.ok,
+                              text=o[0].text, reason=p.reason))
+        return res
+    if mode in _FACT_MODES:  # checklists built from the facts: no planner call
+        if mode == "oracle":
+            plans = [[c.text for c in reference_checks(it.pair)] for it in items]
+        else:  # agreed: only the pairs that have a control checklist
+            kept = [(it, checks) for it in items if (checks := agreed_checks(it.pair)) is not None]
+            items, plans = [it for it, _ in kept], [checks for _, checks in kept]
+        plan_ok = [True] * len(items)
+        reasons = [None] * len(items)
+    else:
+        outs = _generate(gen, [request(processor, PLANNER, it) for it in items], max_tokens["planner"])
+        parsed = [PLANNER.parse(o[0].text) for o in outs]
+        plans = [p.value for p in parsed]
+        plan_ok = [p.ok for p in parsed]
+        reasons = [p.reason for p in parsed]
+    idx = [i for i, ok in enumerate(plan_ok) if ok]
+    vouts = _generate(gen, [request(processor, VERIFIER, items[i], plans[i]) for i in idx], vt)  # [] -> []
+    by_i = dict(zip(idx, vouts))
+    res = []
+    for i, it in enumerate(items):
+        if i not in by_i:
+            res.append(Judged(it.pair.id, it.pair.category, None, False, False, False, None, "", reasons[i]))
+            continue
+        o = by_i[i][0]
+        p = VERIFIER.parse(o.text, plans[i])
+        res.append(Judged(it.pair.id, it.pair.category, p.value, p.ok and p.value == it.pair.preferred, p.ok, True,
+                          plans[i], o.text, p.reason))
+    return res
+
+
+def summarize(results: list[Judged]) -> dict:
+    n = len(results)
+    out = {
+        "n": n,
+        "accuracy": sum(r.correct for r in results) / n if n else float("nan"),
+        "format_violation": sum(not r.format_ok for r in results) / n if n else float("nan"),
+    }
+    if any(r.planner_ok is not None for r in results):
+        out["planner_format_violation"] = sum(r.planner_ok is False for r in results) / n
+    cats: dict[str, list[bool]] = defaultdict(list)
+    for r in results:
+        cats[r.category or "all"].append(r.correct)
+    out["by_category"] = {c: sum(v) / len(v) for c, v in sorted(cats.items())}
+    return out
+
+
+def evaluate_judge(
+    gen, processor, items: list[Item], modes: tuple[str, ...] = ("no_rubric", "static", "deltarubric"),
+    max_tokens: dict[str, int] | None = None, examples: int = 0,
+) -> dict:
+    """``{"n": ..., "modes": {mode: {accuracy, format_violation, [planner_format_violation], by_category}}}``;
+    ``oracle`` is skipped (and reported as skipped) for pairs without facts."""
+    max_tokens = max_tokens or {"planner": 40, "verifier": 48}
+    out: dict = {"n": len(items), "modes": {}}
+    for mode in modes:
+        if mode in _FACT_MODES and not all(it.pair.facts for it in items):
+            out.setdefault("skipped", {})[mode] = "pairs have no ground-truth facts"
+            continue
+        if mode == "agreed" and not any(agreed_checks(it.pair) is not None for it in items):
+            out.setdefault("skipped", {})[mode] = "no pair has two claims both responses agree on"
+            continue
+        res = judge(gen, processor, items, mode, max_tokens)
+        out["modes"][mode] = summarize(res)
+        if examples:
+            out["modes"][mode]["examples"] = [
+                {"id": r.pair_id, "checklist": r.checklist, "output": r.text, "verdict": r.verdict, "correct": r.correct,
+                 "reason": r.reason}
+                for r in res[:examples]
+            ]
+    return out
+
+
+def planner_probe(gen, processor, items: list[Item], n_checklists: int, max_tokens: dict[str, int],
+                  temperature: float = 1.0, seed: int | None = None) -> dict[str, float]:
+    """Fraction of sampled checklists whose greedy verifier verdict is right; and their format-violation rate."""
+    outs = _generate(gen, [request(processor, PLANNER, it) for it in items], max_tokens["planner"],
+                     temperature=temperature, n=n_checklists, seed=seed)
+    reqs, owners, total, bad = [], [], 0, 0
+    for it, comps in zip(items, outs):
+        for c in comps:
+            total += 1
+            p = PLANNER.parse(c.text)
+            if p.ok:
+                reqs.append(request(processor, VERIFIER, it, p.value))
+                owners.append((it.pair.preferred, p.value))
+            else:
+                bad += 1
+    # called even with no valid checklist: under ZeRO-3 the other ranks' generation needs this rank's forwards
+    vouts = _generate(gen, reqs, max_tokens["verifier"])
+    right = 0
+    for o, (pref, checks) in zip(vouts, owners):
+        v = VERIFIER.parse(o[0].text, checks)
+        right += v.ok and v.value == pref
+    return {"probe/accuracy": right / max(total, 1), "probe/format_violation": bad / max(total, 1)}
+
+
+def format_table(tables: dict[str, dict]) -> str:
+    """Rows = evaluated sets (``name -> evaluate_judge output``), columns = judge modes; accuracy % with the
+    format-violation % in parentheses, plus ``n``."""
+    modes = [m for m in MODES if any(m in t.get("modes", {}) for t in tables.values())]
+    head = ["set", "n", *modes]
+    rows = [head]
+    for name, t in tables.items():
+        row = [name, str(t.get("n", ""))]
+        for m in modes:
+            s = t.get("modes", {}).get(m)
+            n = "" if s is None or s.get("n", t.get("n")) == t.get("n") else f" n={s['n']}"  # a mode that judged fewer pairs
+            row.append("-" if s is None else f"{100 * s['accuracy']:.1f} ({100 * s['format_violation']:.0f}% fmt){n}")
+        rows.append(row)
+    widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)) for r in rows]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)

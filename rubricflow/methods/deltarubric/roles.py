@@ -1,0 +1,78 @@
+"""Roles as data: a role is a prompt template, an output parser and a reward rule, all sharing one policy.
+
+``ROLES`` holds DeltaRubric's two roles (``planner``, ``verifier``) and the two single-step judge modes
+(``no_rubric``, ``static``). A DeltaRubric run trains the planner and the verifier and samples no-rubric verdicts
+as the reward's baseline (see rewards); a baseline run (``train.judge: no_rubric | static``) trains that judge
+mode alone, so the baselines are as trained as DeltaRubric. Nothing here knows about models: rollout and
+evaluation turn ``Role.prompt`` into chat prompts and feed the completions to ``Role.parse``.
+
+The verifier's output is valid only when it executes the checklist: one evidence line (``... -> A|B|both|neither``)
+per check, then the verdict. A bare verdict skips the work the role exists for, so it is a format failure (no
+reward, and a wrong verdict in evaluation).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from rubricflow.methods.deltarubric.data import PreferencePair
+from rubricflow.methods.deltarubric.parsing import parse_checklist, parse_verdict
+from rubricflow.methods.deltarubric.prompts import no_rubric_prompt, planner_prompt, static_prompt, verifier_prompt
+from rubricflow.methods.deltarubric.rewards import judge_reward, planner_reward, verifier_reward
+
+
+@dataclass(frozen=True)
+class Parsed:
+    ok: bool
+    value: Any  # list[str] of checks (planner) or "A" | "B" (judges); None when not ok
+    reason: str | None = None
+
+
+@dataclass(frozen=True)
+class Role:
+    name: str
+    template: Callable[..., str]  # (question, a, b[, checks]) -> user text
+    parse: Callable[..., Parsed]  # (text[, checks]) -> Parsed
+    reward: Callable[..., float]
+    needs_checklist: bool = False
+
+    def prompt(self, pair: PreferencePair, checks: list[str] | None = None) -> str:
+        if self.needs_checklist:
+            if not checks:
+                raise ValueError(f"role {self.name}: a checklist is required")
+            return self.template(pair.question, pair.response_a, pair.response_b, checks)
+        return self.template(pair.question, pair.response_a, pair.response_b)
+
+
+def parse_plan(text: str) -> Parsed:
+    try:
+        return Parsed(True, parse_checklist(text))
+    except ValueError as e:
+        return Parsed(False, None, str(e))
+
+
+def parse_judgement(text: str, checks: list[str] | None = None) -> Parsed:
+    v = parse_verdict(text)
+    return Parsed(v.ok, v.verdict, v.reason)
+
+
+def parse_execution(text: str, checks: list[str] | None = None) -> Parsed:
+    """The verifier's verdict, valid only with one evidence line per check of ``checks``."""
+    v = parse_verdict(text)
+    if not v.ok:
+        return Parsed(False, None, v.reason)
+    if checks is None:
+        raise ValueError("verifier output: the checklist it executed is needed to check its evidence lines")
+    if len(v.checks) != len(checks):
+        return Parsed(False, None, f"{len(v.checks)} evidence line(s) for {len(checks)} check(s); expected one per check")
+    return Parsed(True, v.verdict)
+
+
+PLANNER = Role("planner", planner_prompt, parse_plan, planner_reward)
+VERIFIER = Role("verifier", verifier_prompt, parse_execution, verifier_reward, needs_checklist=True)
+NO_RUBRIC = Role("no_rubric", no_rubric_prompt, parse_judgement, judge_reward)
+STATIC = Role("static", static_prompt, parse_judgement, judge_reward)
+
+ROLES: dict[str, Role] = {r.name: r for r in (PLANNER, VERIFIER, NO_RUBRIC, STATIC)}

@@ -1,0 +1,204 @@
+"""Multi-role rollouts: planner checklists, guided verdicts and no-rubric verdicts -> episodes of both roles.
+
+Per pair (one GRPO "prompt"), with ``train.judge: deltarubric`` (the method):
+
+1. the planner samples N checklists; the policy also samples K no-rubric verdicts (the baseline of the rewards);
+2. every *valid* checklist is executed M times by the verifier (same policy, verifier prompt);
+3. rewards (rubricflow.methods.deltarubric.rewards): verifier ``c + lambda * c * (1 - c0)`` with ``c0`` the paired
+   no-rubric verdict (verdict m <-> no-rubric sample m mod K) or the pair's rate (``guidance``); planner 0 if
+   malformed, else ``1 + quality`` (``planner_reward``: improvement / shift / absolute);
+4. episodes: planner episodes grouped per pair (``<pair>/plan``), verifier episodes grouped per checklist
+   (``<pair>/c<j>``), roles ``"planner"`` / ``"verifier"``. The GRPO updater normalises advantages per role
+   (decoupled), and one ``update`` call trains the shared policy on both roles' episodes.
+
+With ``train.judge: no_rubric | static`` (the paper's trained baselines) the policy samples ``N * M`` verdicts of
+that judge mode per pair, as many as DeltaRubric's verifier samples, rewarded by correctness and grouped per
+pair (role ``no_rubric`` / ``static``), with the same steps, pairs per step and optimiser.
+
+``collect`` does the generation; ``score`` is pure (completions in, episodes and metrics out), so tests drive the
+real episode/advantage path with scripted completions.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from models.generation import Completion, GenRequest
+from models.processor import text_tokenizer
+from rubricflow.methods.deltarubric.config import DRTrainConfig
+from rubricflow.methods.deltarubric.data import PreferencePair
+from rubricflow.methods.deltarubric.rewards import accuracy
+from rubricflow.methods.deltarubric.roles import NO_RUBRIC, PLANNER, ROLES, VERIFIER, Role
+from rubricflow.grpo.types import Episode
+
+
+def chat(processor, text: str, n_images: int) -> str:
+    """The chat-formatted generation prompt (VLM processor, or a text tokenizer with images dropped). The image
+    comes after the text, right before the reply: DeltaRubric's prompts are long (question, two responses, a
+    checklist), and the tiny policy reads its image reliably only a few tokens before it writes what it read."""
+    if hasattr(processor, "chat_prompt"):
+        return processor.chat_prompt(text, n_images=n_images, images_last=True)
+    tok = text_tokenizer(processor)
+    return tok.apply_chat_template([{"role": "user", "content": text}], tokenize=False, add_generation_prompt=True)
+
+
+@dataclass
+class Item:
+    """A pair and its loaded images (PIL), the unit of rollouts and evaluation."""
+
+    pair: PreferencePair
+    images: list[Any]
+
+
+def request(processor, role: Role, item: Item, checks: list[str] | None = None) -> GenRequest:
+    n = len(item.images) if hasattr(processor, "chat_prompt") else 0
+    return GenRequest(chat(processor, role.prompt(item.pair, checks), n), list(item.images) if n else [])
+
+
+def episode_prompt(req: GenRequest) -> Any:
+    return {"text": req.prompt, "images": req.images} if req.images else req.prompt
+
+
+def actions_of(c: Completion, eos_id: int) -> list[int]:
+    """Completion token ids, plus EOS when the completion ended with it (so the policy learns to stop)."""
+    return list(c.token_ids) + ([eos_id] if c.finished else [])
+
+
+@dataclass
+class Rollout:
+    """Raw samples of one step: per item, the planner / no-rubric completions and, per valid checklist, M verdicts."""
+
+    items: list[Item]
+    planner_reqs: list[GenRequest]
+    planner: list[list[Completion]]
+    no_rubric: list[list[Completion]]
+    verifier_reqs: dict[tuple[int, int], GenRequest] = field(default_factory=dict)
+    verifier: dict[tuple[int, int], list[Completion]] = field(default_factory=dict)
+    checklists: dict[tuple[int, int], list[str]] = field(default_factory=dict)
+    judge_reqs: list[GenRequest] = field(default_factory=list)  # single-step judge runs (no_rubric | static)
+    judge: list[list[Completion]] = field(default_factory=list)
+
+
+def collect(gen, processor, items: list[Item], cfg: DRTrainConfig, seed: int | None = None) -> Rollout:
+    g = cfg.grpo
+    if cfg.judge != "deltarubric":
+        role = ROLES[cfg.judge]
+        reqs = [request(processor, role, it) for it in items]
+        outs = gen.generate(reqs, n=cfg.n_checklists * cfg.m_verdicts, max_new_tokens=cfg.verifier_max_tokens,
+                            temperature=g.temperature, top_p=g.top_p, seed=seed)
+        return Rollout(items, [], [], [], judge_reqs=reqs, judge=outs)
+    p_reqs = [request(processor, PLANNER, it) for it in items]
+    planner = gen.generate(p_reqs, n=cfg.n_checklists, max_new_tokens=cfg.planner_max_tokens,
+                           temperature=g.temperature, top_p=g.top_p, seed=seed)
+    nr_reqs = [request(processor, NO_RUBRIC, it) for it in items]
+    no_rubric = gen.generate(nr_reqs, n=cfg.k_no_rubric, max_new_tokens=cfg.verifier_max_tokens,
+                             temperature=g.temperature, top_p=g.top_p)
+    ro = Rollout(items, p_reqs, planner, no_rubric)
+    keys, v_reqs = [], []
+    for i, comps in enumerate(planner):
+        for j, c in enumerate(comps):
+            parsed = PLANNER.parse(c.text)
+            if parsed.ok:
+                keys.append((i, j))
+                ro.checklists[(i, j)] = parsed.value
+                v_reqs.append(request(processor, VERIFIER, items[i], parsed.value))
+    # called even with no valid checklist: under ZeRO-3 the other ranks' generation needs this rank's forwards
+    outs = gen.generate(v_reqs, n=cfg.m_verdicts, max_new_tokens=cfg.verifier_max_tokens,
+                        temperature=g.temperature, top_p=g.top_p)
+    ro.verifier_reqs = dict(zip(keys, v_reqs))
+    ro.verifier = dict(zip(keys, outs))
+    return ro
+
+
+def _correct(role: Role, text: str, preferred: str, checks: list[str] | None = None) -> tuple[float, bool]:
+    parsed = role.parse(text, checks)
+    return float(parsed.ok and parsed.value == preferred), parsed.ok
+
+
+def _mean(xs) -> float:
+    return sum(xs) / len(xs) if xs else math.nan
+
+
+def score(ro: Rollout, cfg: DRTrainConfig, eos_id: int) -> tuple[list[Episode], dict[str, float]]:
+    """Rewards and episodes of the trained roles (pure: no model), plus per-role rollout metrics."""
+    if cfg.judge != "deltarubric":
+        return _score_judge(ro, cfg, eos_id)
+    episodes: list[Episode] = []
+    n_plan = n_plan_bad = 0
+    n_nr = n_nr_bad = n_ver = n_ver_bad = 0
+    acc0s, acc_cs, gains, ver_correct, plan_r, ver_r, bonus = [], [], [], [], [], [], []
+    for i, it in enumerate(ro.items):
+        pair = it.pair
+        nr = [_correct(NO_RUBRIC, c.text, pair.preferred) for c in ro.no_rubric[i]]
+        acc0 = accuracy([c for c, _ in nr])
+        n_nr += len(nr)
+        n_nr_bad += sum(not ok for _, ok in nr)
+        acc0s.append(acc0)
+        for j, c in enumerate(ro.planner[i]):
+            n_plan += 1
+            verdicts = ro.verifier.get((i, j))
+            valid = verdicts is not None
+            acc_c = None
+            if valid:
+                checks = ro.checklists[(i, j)]
+                vc = [_correct(VERIFIER, v.text, pair.preferred, checks) for v in verdicts]
+                acc_c = accuracy([x for x, _ in vc])
+                acc_cs.append(acc_c)
+                gains.append(acc_c - acc0)
+                for m, (v, (cor, ok)) in enumerate(zip(verdicts, vc)):
+                    c0 = nr[m % len(nr)][0]  # verdict m <-> no-rubric sample m mod K
+                    r = VERIFIER.reward(cor, c0, acc0, cfg.guidance_lambda, cfg.guidance)
+                    n_ver += 1
+                    n_ver_bad += not ok
+                    ver_correct.append(cor)
+                    ver_r.append(r)
+                    bonus.append(float(cor and not c0))
+                    episodes.append(
+                        Episode(episode_prompt(ro.verifier_reqs[(i, j)]), actions_of(v, eos_id), r,
+                                f"{pair.id}/c{j}", "verifier",
+                                {"pair": pair.id, "correct": cor, "acc0": acc0, "paired_no_rubric": c0})
+                    )
+            else:
+                n_plan_bad += 1
+            r = PLANNER.reward(valid, acc_c, acc0, cfg.planner_reward)
+            plan_r.append(r)
+            episodes.append(
+                Episode(episode_prompt(ro.planner_reqs[i]), actions_of(c, eos_id), r, f"{pair.id}/plan", "planner",
+                        {"pair": pair.id, "valid": valid, "acc_c": acc_c, "acc0": acc0})
+            )
+
+    metrics = {
+        "planner/format_violation": n_plan_bad / max(n_plan, 1),
+        "planner/reward": _mean(plan_r),
+        "planner/guided_accuracy": _mean(acc_cs),
+        "planner/gain_over_no_rubric": _mean(gains),
+        "planner/improved": _mean([float(x > 0) for x in gains]),
+        "verifier/accuracy": _mean(ver_correct),
+        "verifier/format_violation": n_ver_bad / max(n_ver, 1) if n_ver else math.nan,
+        "verifier/reward": _mean(ver_r),
+        "verifier/bonus_rate": _mean(bonus),
+        "no_rubric/accuracy": _mean(acc0s),
+        "no_rubric/format_violation": n_nr_bad / max(n_nr, 1),
+        "episodes/planner": float(sum(e.role == "planner" for e in episodes)),
+        "episodes/verifier": float(sum(e.role == "verifier" for e in episodes)),
+    }
+    return episodes, metrics
+
+
+def _score_judge(ro: Rollout, cfg: DRTrainConfig, eos_id: int) -> tuple[list[Episode], dict[str, float]]:
+    """A single-step judge trained alone (the paper's no-rubric / static baselines): reward = correctness."""
+    role = ROLES[cfg.judge]
+    episodes: list[Episode] = []
+    correct, bad = [], 0
+    for i, it in enumerate(ro.items):
+        for c in ro.judge[i]:
+            cor, ok = _correct(role, c.text, it.pair.preferred)
+            correct.append(cor)
+            bad += not ok
+            episodes.append(Episode(episode_prompt(ro.judge_reqs[i]), actions_of(c, eos_id), role.reward(cor),
+                                    f"{it.pair.id}/{role.name}", role.name, {"pair": it.pair.id, "correct": cor}))
+    n = max(len(correct), 1)
+    return episodes, {f"{role.name}/accuracy": _mean(correct), f"{role.name}/format_violation": bad / n,
+                      f"episodes/{role.name}": float(len(episodes))}

@@ -1,0 +1,195 @@
+"""DeltaRubric's study adapter (:data:`METHOD`, ``study.<name>.method: deltarubric``).
+
+A unit trains multi-role GRPO (or one single-step judge mode, ``deltarubric.train.judge``) from the main
+pipeline's warm start with the variant's overrides and the unit seed, then evaluates the trained policy on the
+held-out pairs (``deltarubric.eval.split``) in every judge mode: no-rubric, static rubric, DeltaRubric (its own
+checklist) and oracle (the reference checklist). An untrained variant evaluates the warm start as it is: the
+before-RL table. Shared, not per seed: the synthetic pairs and the warm start (``deltarubric_pairs``,
+``deltarubric_sft``).
+
+Metrics of a unit (``metrics`` of its result): ``accuracy`` / ``format_violation`` of the judge mode the unit was
+trained for (``deltarubric`` for DeltaRubric runs and the warm start, ``no_rubric`` / ``static`` for the trained
+baselines), so claims compare each method in its own mode; ``acc_<mode>`` and ``fmt_<mode>`` for every mode; the
+planner probe at the end of training (``probe_end``). The unit's result also keeps the probe curve (planner probe
+accuracy on val pairs over training steps), which :func:`report_probe_curve` averages over seeds into the
+report's training-dynamics table and ``<report>-probe.png``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from rubricflow.io import atomic_path
+from rubricflow.stage import StageContext
+from rubricflow.study import StudyMethod, Unit, t_interval
+from rubricflow.study_config import StudySpec
+
+MODES = ("no_rubric", "static", "deltarubric", "oracle")
+
+
+def _unit_overrides(vcfg: Any, name: str, spec: StudySpec, unit: Unit, udir: Path) -> dict[str, Any]:
+    return {
+        # the trainer draws the pair order, rollouts and minibatches from train.grpo.seed: the unit seed
+        "deltarubric.train.grpo.seed": unit.seed,
+        "deltarubric.train.out_dir": str(udir / "model"),
+        "deltarubric.eval.out_dir": str(udir / "eval"),
+        "deltarubric.eval.split": spec.eval_split,
+    }
+
+
+def _shared_outputs(cfg: Any) -> dict[str, Path]:
+    dr = cfg.deltarubric
+    return {"deltarubric_pairs": Path(dr.pairs.out_dir) / "manifest.json",
+            "deltarubric_sft": Path(dr.sft.out_dir) / "config.json"}
+
+
+def _input_parts(ucfg: Any, unit: Unit) -> dict[str, Any]:
+    from rubricflow.generation import GENERATION_OPERATIONAL
+    from rubricflow.grpo.checkpoint import content_hash
+
+    dr = ucfg.deltarubric
+    return {
+        "config": {"train": dr.train.model_dump(mode="json"), "eval": dr.eval.model_dump(mode="json"),
+                   "pairs": dr.pairs.model_dump(mode="json"), "models.policy": ucfg.models.policy.model_dump(mode="json"),
+                   "generation": ucfg.generation.model_dump(mode="json", exclude=GENERATION_OPERATIONAL)},
+        "seed": unit.seed,
+        "init_policy": content_hash(dr.sft.out_dir),
+        "pairs_set": content_hash(dr.pairs.out_dir),
+    }
+
+
+def _own_mode(ucfg: Any) -> str:
+    return ucfg.deltarubric.train.judge  # deltarubric | no_rubric | static
+
+
+def run_unit(ucfg: Any, unit: Unit, udir: Path, run: Any, secret_resolver=None) -> dict:
+    """Train (unless the variant is untrained: ``deltarubric.train.out_dir`` is then the warm start) and evaluate."""
+    from models.loader import load_policy
+    from rubricflow.methods.deltarubric.data import read_pairs, validate_pairs
+    from rubricflow.methods.deltarubric.evaluate import evaluate_judge, load_items
+    from rubricflow.methods.deltarubric.stages import _generator, _max_tokens, resume_parts
+    from rubricflow.methods.deltarubric.train import train_policy
+
+    dr = ucfg.deltarubric
+    d = Path(dr.pairs.out_dir)
+    validate_pairs(d, balance_tol=dr.pairs.balance_tol)
+    untrained = Path(dr.train.out_dir) == Path(dr.sft.out_dir)
+    train_out = None
+    if not untrained:
+        model, proc = load_policy(dr.sft.out_dir, dtype=ucfg.models.policy.dtype)
+        train_items = load_items(d, read_pairs(d, "train"))
+        val = read_pairs(d, "val")
+        val = val[:: max(1, len(val) // dr.train.probe_pairs)][: dr.train.probe_pairs]
+        gen = _generator(ucfg.generation, model, proc, model_path=dr.sft.out_dir, batch_size=dr.eval.batch_size)
+        ctx = StageContext.of(ucfg, run, secret_resolver)
+        out = train_policy(model, proc, gen, train_items, load_items(d, val), dr.train, udir / "checkpoints",
+                           log_fn=lambda s, m: ctx.run.log_metrics(m, step=s),
+                           key_parts=resume_parts(dr, ucfg.models, ucfg.generation, unit.seed), save_to=dr.train.out_dir)
+        train_out = out
+    model, proc = load_policy(dr.train.out_dir, dtype=ucfg.models.policy.dtype)
+    gen = _generator(ucfg.generation, model, proc, model_path=dr.train.out_dir, batch_size=dr.eval.batch_size)
+    items = load_items(d, read_pairs(d, dr.eval.split, limit=dr.eval.test_pairs or None))
+    table = evaluate_judge(gen, proc, items, MODES, _max_tokens(dr))
+    own = "deltarubric" if untrained else _own_mode(ucfg)
+    modes = table["modes"]
+    metrics: dict[str, float | None] = {"accuracy": modes[own]["accuracy"], "format_violation": modes[own]["format_violation"]}
+    for m in MODES:
+        metrics[f"acc_{m}"] = modes[m]["accuracy"]
+        metrics[f"fmt_{m}"] = modes[m]["format_violation"]
+    curve: list[list[float]] = []
+    if train_out is not None:
+        curve = [[r["step"], r["probe/accuracy"]] for r in train_out["curve"] if "probe/accuracy" in r]
+        if train_out["final_probe"]:
+            curve.append([dr.train.grpo.steps, train_out["final_probe"]["probe/accuracy"]])
+    metrics["probe_end"] = curve[-1][1] if curve else None
+    return {"metrics": metrics, "eval_samples": table["n"], "own_mode": own, "probe_curve": curve,
+            "by_category": {m: modes[m]["by_category"] for m in MODES},
+            "train": None if train_out is None else {k: train_out[k] for k in ("steps", "resumed_from", "run_time_s")
+                                                     if k in train_out}}
+
+
+def _untrained_overrides(vcfg: Any, name: str, spec: StudySpec, unit: Unit, udir: Path) -> dict[str, Any]:
+    out = _unit_overrides(vcfg, name, spec, unit, udir)
+    if unit.variant in spec.untrained:  # evaluate the warm start itself
+        out["deltarubric.train.out_dir"] = vcfg.deltarubric.sft.out_dir
+    return out
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The training-dynamics figure: planner probe accuracy over steps, mean and t-interval over seeds per variant
+
+
+def probe_curves(results: Sequence[Mapping], confidence: float = 0.95) -> dict[str, dict[int, dict]]:
+    """``variant -> step -> t_interval`` of the planner probe accuracy over the variant's seeds."""
+    by: dict[str, dict[int, list[float]]] = {}
+    for r in results:
+        for step, acc in r.get("probe_curve") or []:
+            if acc is not None and math.isfinite(float(acc)):
+                by.setdefault(r["variant"], {}).setdefault(int(step), []).append(float(acc))
+    return {v: {s: t_interval(xs, confidence) for s, xs in sorted(steps.items())} for v, steps in by.items()}
+
+
+def report_probe_curve(name: str, spec: StudySpec, results: Sequence[Mapping], stem_path: Path) -> dict[str, Any]:
+    """Markdown lines and ``<stem>-probe.png`` for the planner probe curves (nothing when no unit has a curve)."""
+    curves = probe_curves(results, spec.confidence)
+    if not curves:
+        return {"markdown": [], "files": {}, "json": {}}
+    steps = sorted({s for c in curves.values() for s in c})
+    pct = round(100 * spec.confidence)
+    lines = ["", f"Planner probe accuracy over training (val pairs; mean ± {pct}% t-interval over seeds): the fraction "
+             "of sampled checklists whose greedy verifier verdict is right.", "",
+             "| variant | " + " | ".join(f"step {s}" for s in steps) + " |", "|---|" + "---|" * len(steps)]
+    for v, c in curves.items():
+        cells = []
+        for s in steps:
+            x = c.get(s)
+            cells.append("n/a" if x is None or x["mean"] is None else
+                         (f"{x['mean']:.3f}" if x["half_width"] is None else f"{x['mean']:.3f} ± {x['half_width']:.3f}"))
+        lines.append(f"| {v} | " + " | ".join(cells) + " |")
+    png = stem_path.with_name(f"{stem_path.name}-probe.png")
+    _plot_probe(name, curves, png, pct)
+    return {"markdown": lines, "files": {"probe_png": png},
+            "json": {v: {str(s): x for s, x in c.items()} for v, c in curves.items()}}
+
+
+def _plot_probe(name: str, curves: Mapping[str, Mapping[int, Mapping]], path: Path, pct: int) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.4, 3.8))
+    for v, c in curves.items():
+        xs = list(c)
+        ys = [c[s]["mean"] for s in xs]
+        lo = [c[s]["ci_low"] if c[s]["ci_low"] is not None else c[s]["mean"] for s in xs]
+        hi = [c[s]["ci_high"] if c[s]["ci_high"] is not None else c[s]["mean"] for s in xs]
+        ax.plot(xs, ys, marker="o", label=v)
+        ax.fill_between(xs, lo, hi, alpha=0.15)
+    ax.set_xlabel("GRPO step")
+    ax.set_ylabel("planner probe accuracy (val)")
+    ax.set_title(f"study {name}: planner probe, mean and {pct}% t-interval over seeds", fontsize=9)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    with atomic_path(path, suffix=".png") as tmp:  # the temporary name ends in .png: savefig infers the format
+        fig.savefig(tmp, dpi=110)
+    plt.close(fig)
+
+
+METHOD = StudyMethod(
+    name="deltarubric",
+    run_unit=run_unit,
+    unit_overrides=_untrained_overrides,
+    reserved_keys=("deltarubric.train.grpo.seed", "deltarubric.train.out_dir", "deltarubric.eval.out_dir",
+                   "deltarubric.eval.split"),
+    shared_outputs=_shared_outputs,
+    input_parts=_input_parts,
+    code=("rubricflow.methods.deltarubric", "rubricflow.grpo"),
+    sections=("deltarubric",),
+    shared_hint="run the main pipeline first (`dvc repro deltarubric_sft` or `make run`): the pairs and the warm "
+    "start are shared by every unit",
+    report_extras=report_probe_curve,
+)

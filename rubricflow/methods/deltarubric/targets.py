@@ -1,0 +1,172 @@
+"""Templated outputs derived from ground-truth facts: SFT targets for every role, and reference checklists.
+
+* ``reference_checks(pair)``: the planner's target, neutral checks on the claims where the two responses
+  *disagree* (perception first, then the final answer, then intermediate values; 2-4 checks; if only one claim
+  differs the final-answer check is added). The check text names what to verify, never a value, a response or
+  a winner (it passes ``parse_checklist``).
+* ``verifier_target(pair, checks)``: the verifier's own reading of the image as a worked trace (the gold trace, in
+  the responses' own form), then per check ``image <key> = <value>, A <key> = <claim> yes|no, B <key> = <claim>
+  yes|no -> A|B|both|neither``, then ``verdict: <preferred>`` (see ``evidence_lines`` for why this form).
+* ``static_target(pair)``: per fixed criterion the response it favours (factual consistency: fewer wrong claims;
+  key visual information: fewer wrong perception claims; relevance, reasoning and clarity: both, since the
+  synthetic responses are on topic, consistent and complete), then the verdict.
+* ``no_rubric_target(pair)``: the verdict alone (the single-step judge).
+
+Only synthetic pairs (with ``facts``) have targets; benchmark pairs are evaluation-only.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+from rubricflow.data.traces import extract_boxed, fmt, parse_claims, values_equal
+from rubricflow.methods.deltarubric.data import PreferencePair
+from rubricflow.methods.deltarubric.prompts import STATIC_CRITERIA
+from rubricflow.methods.deltarubric.synthetic import gold_values, response_text
+
+_FIXED = {
+    "max": "find the height of the tallest bar.",
+    "min": "find the height of the shortest bar.",
+    "diff": "subtract the shortest height from the tallest.",
+    "P": "locate the red point P.",
+    "Q": "locate the blue point Q.",
+    "dx": "measure the horizontal gap dx.",
+    "dy": "measure the vertical gap dy.",
+    "area": "compute the area dx * dy / 2.",
+    "answer": "check the final answer.",
+}
+
+
+@dataclass(frozen=True)
+class Check:
+    key: str  # a claim key of the trace ("red", "B", "dx", ...) or "answer"
+    text: str
+
+
+def check_text(task: str, key: str) -> str:
+    if key in _FIXED:
+        return _FIXED[key]
+    if task == "counting":
+        return f"count the {key} shapes."
+    if task == "barchart":
+        return f"read the height of bar {key}."
+    raise ValueError(f"no check template for key {key!r} of task {task!r}")
+
+
+def claim_values(response: str) -> dict[str, str]:
+    """First claimed value per key, plus ``answer`` (the boxed content)."""
+    out: dict[str, str] = {}
+    for k, v in parse_claims(response):
+        out.setdefault(k, v)
+    box = extract_boxed(response)
+    if box is not None:
+        out["answer"] = box
+    return out
+
+
+def disagreement_keys(pair: PreferencePair) -> list[str]:
+    a, b = claim_values(pair.response_a), claim_values(pair.response_b)
+    keys = list(dict.fromkeys([*a, *b]))
+    return [k for k in keys if k not in a or k not in b or not values_equal(a[k], b[k])]
+
+
+def reference_checks(pair: PreferencePair, max_checks: int = 4) -> list[Check]:
+    facts = pair.facts
+    if not facts:
+        raise ValueError(f"pair {pair.id}: no facts, so no reference checklist")
+    perception = [k for k, _ in facts["perception"]]
+    diff = disagreement_keys(pair)
+    ordered = [k for k in diff if k in perception] + [k for k in diff if k == "answer"]
+    ordered += [k for k in diff if k not in ordered]
+    if len(ordered) < 2 and "answer" not in ordered:
+        ordered.append("answer")
+    if len(ordered) < 2:  # only the answer differs: also read the target perception value
+        target = facts.get("target") or perception[0]
+        ordered.insert(0, target)
+    return [Check(k, check_text(facts["task"], k)) for k in ordered[:max_checks]]
+
+
+def favours(pair: PreferencePair, key: str, truth) -> str:
+    a, b = claim_values(pair.response_a), claim_values(pair.response_b)
+    ok_a = key in a and values_equal(a[key], fmt(truth))
+    ok_b = key in b and values_equal(b[key], fmt(truth))
+    return {(True, False): "A", (False, True): "B", (True, True): "both", (False, False): "neither"}[(ok_a, ok_b)]
+
+
+def _agrees(claims: dict[str, str], key: str, truth) -> str:
+    return "yes" if key in claims and values_equal(claims[key], fmt(truth)) else "no"
+
+
+def evidence_lines(pair: PreferencePair, checks: list[Check]) -> list[str]:
+    """``<i>. image <key> = <value>, A <key> = <A's claim> yes|no, B <key> = <B's claim> yes|no -> <favours>``.
+
+    Every value the line needs is one copy away for a small model: the key is written again before each value,
+    so ``A red =`` is completed from the ``red =`` of response A (and ``image red =`` from the verifier's own
+    worked trace above it, or the image), as the reasoning traces write their claims; ``yes`` / ``no`` compares a
+    claim with the image value two tokens before it; ``favours`` is a lookup of the two yes/no. A claim a response
+    does not make is ``?`` (and ``no``). The compact form ``<key> = <v> (A <a>, B <b>) -> <favours>`` of the
+    first version asked a 2-layer policy to find a key in the checklist and its claims in both responses at once;
+    after 400-1500 warm-start steps it copied a claim right 30-65% of the time and the oracle checklist left it at
+    chance (docs/operations.md, "DeltaRubric warm start")."""
+    truth = gold_values(pair.facts)
+    a, b = claim_values(pair.response_a), claim_values(pair.response_b)
+    lines = []
+    for i, c in enumerate(checks, 1):
+        t = truth[c.key]
+        lines.append(
+            f"{i}. image {c.key} = {fmt(t)}, A {c.key} = {a.get(c.key, '?')} {_agrees(a, c.key, t)}, "
+            f"B {c.key} = {b.get(c.key, '?')} {_agrees(b, c.key, t)} -> {favours(pair, c.key, t)}"
+        )
+    return lines
+
+
+def worked_reading(facts: dict) -> str:
+    """The verifier's reading of an image: the gold trace of its problem (what a faithful response says); also the
+    target of the warm start's reading examples."""
+    return response_text(facts, facts["perception"])
+
+
+def verifier_target(pair: PreferencePair, checks: list[Check]) -> str:
+    return "\n".join([worked_reading(pair.facts), *evidence_lines(pair, checks), f"verdict: {pair.preferred}"])
+
+
+def planner_target(checks: list[Check]) -> str:
+    return "\n".join(f"{i}. {c.text}" for i, c in enumerate(checks, 1))
+
+
+def no_rubric_target(pair: PreferencePair) -> str:
+    return f"verdict: {pair.preferred}"
+
+
+def _wrong(pair: PreferencePair, response: str, keys: list[str] | None) -> int:
+    truth = gold_values(pair.facts)
+    got = claim_values(response)
+    keys = keys if keys is not None else [k for k in truth if k != "answer"]
+    return sum(not (k in got and values_equal(got[k], fmt(truth[k]))) for k in keys)
+
+
+def static_target(pair: PreferencePair) -> str:
+    perception = [k for k, _ in pair.facts["perception"]]
+
+    def fewer(keys):
+        wa, wb = _wrong(pair, pair.response_a, keys), _wrong(pair, pair.response_b, keys)
+        return "A" if wa < wb else "B" if wb < wa else "both"
+
+    fav = {"relevance": "both", "consistency": fewer(None), "visual": fewer(perception), "reasoning": "both", "clarity": "both"}
+    lines = [f"{i}. {name} -> {fav[name]}" for i, (name, _) in enumerate(STATIC_CRITERIA, 1)]
+    return "\n".join(lines + [f"verdict: {pair.preferred}"])
+
+
+def variant_checks(pair: PreferencePair, rng: random.Random, max_checks: int = 4) -> list[Check]:
+    """A plausible non-reference checklist (order shuffled, sometimes one check on an agreed claim added), so the
+    verifier learns to execute any neutral checklist, not only the reference one."""
+    checks = reference_checks(pair, max_checks)
+    truth = gold_values(pair.facts)
+    agreed = [k for k in truth if k not in {c.key for c in checks}]
+    if agreed and len(checks) < max_checks and rng.random() < 0.7:
+        k = rng.choice(agreed)
+        checks.insert(rng.randrange(len(checks) + 1), Check(k, check_text(pair.facts["task"], k)))
+    else:
+        rng.shuffle(checks)
+    return checks

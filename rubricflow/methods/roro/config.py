@@ -1,0 +1,366 @@
+"""RoRo parameters (the ``roro`` section of params.yaml): task, step models, routing, trajectories, pairs, the
+Rubricor-Judge alternation, router GRPO and the evaluation sweep. Pydantic only (no heavy imports).
+
+Every size is a parameter; the defaults are the tiny CPU profile, sized so that the whole RoRo pipeline runs in
+about 5 minutes on 2 cores. Ablations are single keys, e.g. ``dvc exp run -S roro.router.methods='[outcome-only]'``
+(outcome-only routers), ``-S roro.pairs.order='[outcome,process,cost]'``, ``-S roro.rubricor_judge.rounds=3``,
+``-S roro.rubricor_judge.score_mode=expected``, ``-S roro.steps.fifth_feature=none``.
+
+Readings of what the paper leaves open (each alternative is a named value next to the chosen one):
+
+* the Judge's process score is the paper's ``sum weight * score * 1[satisfied]`` over sampled judgments
+  (``rubricor_judge.score_mode: sampled``); the probability-weighted reading is ``expected``;
+* each alternation round is rejection-sampling fine-tuning (expert iteration), not RL
+  (``rubricor_judge.optimizer: rft``; why: ``rubricflow.methods.roro.rubricor_judge``);
+* on the tiny profile the Rubricor fills a fixed list of criterion families (``rubricor_judge.fixed_families``);
+* the router's fifth state feature is the step index (``steps.fifth_feature: step_index``; ``none`` keeps the four
+  features the paper names);
+* "same cost" for a process pair is the same number of LRM calls (``pairs.cost_unit: lrm_calls``; ``lrm_tokens``
+  compares token counts).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from rubricflow.sections import Section
+from rubricflow.grpo.config import GRPOConfig
+
+
+def _with_defaults(data, factories: dict):
+    """Partial nested sections (``--set roro.slm.sft_steps=100``, a profile listing a few keys) are merged onto
+    that model's own defaults, not the class defaults: the SLM and the LRM share a class but not their sizes."""
+    if not isinstance(data, dict):
+        return data
+    out = dict(data)
+    for key, factory in factories.items():
+        v = out.get(key)
+        if isinstance(v, dict):
+            out[key] = {**factory().model_dump(), **v}
+    return out
+
+
+class RoRoTaskConfig(Section):
+    source: Literal["synthetic", "gsm8k"] = Field(
+        "synthetic",
+        description="'synthetic': multi-step arithmetic with checkable steps; 'gsm8k': real problems from "
+        "`gsm8k_path` (outcome checkable, steps not) used as the held-out evaluation set.",
+    )
+    gsm8k_path: str | None = Field(
+        None, description="GSM8K-style jsonl (`question`, `answer` ending '#### N'); required when source=gsm8k."
+    )
+    n_sft: int = Field(3000, ge=1, description="Synthetic problems the step models are fine-tuned on.")
+    n_train: int = Field(32, ge=1, description="Problems for trajectories, training pairs and router GRPO.")
+    n_val: int = Field(16, ge=1, description="Held-out problems whose pairs measure the Judge's pairwise accuracy.")
+    n_test: int = Field(64, ge=1, description="Held-out problems for the accuracy-vs-cost evaluation.")
+    min_ops: int = Field(
+        3, ge=1,
+        description="Fewest operations per synthetic problem (steps = ops + final). With 2 operations a problem has "
+        "at most 8 routes and rarely two of them tie on outcome and cost while differing in process (a process "
+        "pair; docs/operations.md, 'Measurements behind defaults').",
+    )
+    max_ops: int = Field(4, ge=1, description="Most operations per synthetic problem.")
+    max_value: int = Field(9, ge=2, description="Every intermediate value stays in [0, max_value].")
+    arg_max: int = Field(5, ge=1, description="Largest operand of Add / Subtract.")
+    mul_max: int = Field(2, ge=0, description="Largest 'Multiply by' factor (below 2: no multiplication).")
+    seed: int = Field(7, description="Problem generator seed (problems are a pure function of seed and sizes).")
+
+    @model_validator(mode="after")
+    def _check(self) -> "RoRoTaskConfig":
+        if self.max_ops < self.min_ops:
+            raise ValueError(f"max_ops ({self.max_ops}) must be >= min_ops ({self.min_ops})")
+        if self.source == "gsm8k" and not self.gsm8k_path:
+            raise ValueError("source=gsm8k needs gsm8k_path (a jsonl with `question` and `answer` ending '#### N')")
+        return self
+
+
+class StepModelConfig(Section):
+    source: Literal["tiny", "pretrained"] = Field(
+        "tiny", description="'tiny': a Qwen2 built offline and fine-tuned here; 'pretrained': a real model id/path."
+    )
+    path: str = Field(description="Tiny: directory the trained model is saved to. Pretrained: HF id or directory.")
+    backend: Literal["transformers", "vllm"] = Field(
+        "transformers", description="Step generation: transformers generate (CPU) or vLLM (GPU profile)."
+    )
+    hidden_size: int = Field(128, ge=16, description="Tiny only: hidden size.")
+    num_layers: int = Field(2, ge=1, description="Tiny only: decoder layers.")
+    num_heads: int = Field(4, ge=1, description="Tiny only: attention heads.")
+    num_kv_heads: int = Field(2, ge=1, description="Tiny only: key/value heads.")
+    vocab_size: int = Field(400, ge=300, description="Tiny only: BPE vocabulary of the offline tokenizer.")
+    sft_steps: int = Field(400, ge=0, description="Tiny only: SFT steps at `lr`.")
+    sft_decay_steps: int = Field(100, ge=0, description="Tiny only: further SFT steps at lr / 4 (a cheap decay).")
+    target_step_acc: float = Field(
+        0.0, ge=0, le=1,
+        description="Tiny only: after sft_steps, keep training in blocks while the gold-prefix step accuracy on the "
+        "val problems is below this (0 = fixed schedule).",
+    )
+    extra_block: int = Field(100, ge=1, description="Tiny only: steps per extra block (at lr / 2).")
+    max_extra_steps: int = Field(0, ge=0, description="Tiny only: cap on the extra steps.")
+    batch_size: int = Field(16, ge=1, description="Tiny only: SFT sequences per step.")
+    lr: float = Field(1e-3, gt=0, description="Tiny only: SFT learning rate.")
+    warmup_steps: int = Field(40, ge=0, description="Tiny only: linear warmup steps of the first phase.")
+    gpu_memory_utilization: float = Field(0.4, gt=0, le=1, description="vLLM only: GPU memory fraction.")
+    n_params: int = Field(
+        0, ge=0, description="vLLM only: parameter count for the FLOPs estimate (tiny/transformers: counted)."
+    )
+
+
+def _slm() -> StepModelConfig:
+    return StepModelConfig(path="artifacts/roro/models/slm", hidden_size=64, num_layers=2, sft_steps=200,
+                           sft_decay_steps=30, lr=3e-3, warmup_steps=20, target_step_acc=0.5, extra_block=50,
+                           max_extra_steps=200)
+
+
+def _lrm() -> StepModelConfig:
+    # lr 1e-3 with a 40-step warmup: at 3e-3 the 3-layer model often stalled below 70% step accuracy
+    return StepModelConfig(path="artifacts/roro/models/lrm", hidden_size=128, num_layers=3, sft_steps=350,
+                           sft_decay_steps=50, lr=1e-3, warmup_steps=40, target_step_acc=0.9, extra_block=100,
+                           max_extra_steps=200)
+
+
+class StepsConfig(Section):
+    max_step_tokens: int = Field(12, ge=1, description="Token cap of one step (tiny steps are about 8 tokens).")
+    max_steps: int = Field(6, ge=1, description="Steps after which a solution is cut off (no final answer).")
+    uncertainty: Literal["one_minus_min_maxprob", "one_minus_mean_maxprob", "mean_entropy", "max_entropy"] = Field(
+        "one_minus_min_maxprob", description="SLM step uncertainty (see rubricflow.methods.roro.steps)."
+    )
+    token_norm: float = Field(16.0, gt=0, description="Router feature: step tokens are divided by this constant.")
+    step_norm: float = Field(8.0, gt=0, description="Router feature: the step index is divided by this constant.")
+    fifth_feature: Literal["step_index", "none"] = Field(
+        "step_index",
+        description="The router's fifth state feature. The paper's text we follow names four (current, min and mean "
+        "prefix uncertainty, normalised step tokens) and a 5-dim state; 'step_index' (k / step_norm: where the "
+        "decision falls, so early escalation can be learned) is our reading; 'none' sets it to 0 (the four named "
+        "features only).",
+    )
+    batch_size: int = Field(64, ge=1, description="Prefixes per generate() call.")
+
+
+class TrajectoriesConfig(Section):
+    enumerate_routes: bool = Field(
+        True,
+        description="Collect every route of each train/val problem (2^steps; the step cache makes it cheap) instead of "
+        "the routing policies below. Every pair of routes that reach the same answer with the same number of LRM "
+        "calls but place them differently (a process pair) is then in the pool. Off: only the policies' routes "
+        "(real step counts make 2^steps impossible; the gpu profile).",
+    )
+    random_rates: list[float] = Field(
+        default_factory=lambda: [0.2, 0.5, 0.8], description="Random routers (P(call LRM) per step) collected."
+    )
+    random_repeats: int = Field(2, ge=1, description="Independent rollouts of each random router per problem.")
+    thresholds: list[float] = Field(
+        default_factory=lambda: [0.1, 0.3, 0.6], description="Uncertainty-threshold routers (call LRM if u > t)."
+    )
+    seed: int = Field(11, description="Seed of the random routers.")
+
+
+class PairsConfig(Section):
+    order: list[Literal["outcome", "cost", "process"]] = Field(
+        default_factory=lambda: ["outcome", "cost", "process"],
+        description="Lexicographic preference: the first criterion that separates two trajectories decides.",
+    )
+    cost_unit: Literal["lrm_calls", "lrm_tokens"] = Field(
+        "lrm_calls",
+        description="What 'cost' compares: 'lrm_calls' (the number of LRM steps; two routes with as many calls have "
+        "the same cost, whichever steps they called) or 'lrm_tokens' (the LRM's generated tokens: calling the short "
+        "final step instead of an operation step is then already a cost difference).",
+    )
+    cost_margin: int = Field(
+        0, ge=0, description="Cost difference (in `cost_unit`) that must be exceeded for cost to decide a pair."
+    )
+    max_pairs_per_problem: int = Field(
+        12, ge=1, description="Pairs kept per problem (balance=problem), or that times the problems (balance=split)."
+    )
+    balance: Literal["split", "problem"] = Field(
+        "split",
+        description="How the kept pairs are shared between the reasons (outcome, cost, process): 'split' = equal "
+        "shares of the split's budget, drawn round-robin over problems (process pairs exist only in problems with "
+        "several SLM errors, so round-robin within each problem leaves them a small share); 'problem' = round-robin "
+        "within each problem.",
+    )
+    seed: int = Field(13, description="Seed of the pair subsampling.")
+
+
+class RubricLMConfig(Section):
+    source: Literal["tiny", "pretrained"] = Field(
+        "tiny", description="'tiny': a Qwen2 built offline here; 'pretrained': start from `init` (HF id or directory)."
+    )
+    init: str | None = Field(None, description="Pretrained only: the model to start from.")
+    path: str = Field(description="Where the trained model is saved.")
+    hidden_size: int = Field(64, ge=16, description="Tiny Qwen2 hidden size.")
+    num_layers: int = Field(2, ge=1, description="Tiny Qwen2 layers.")
+    vocab_size: int = Field(500, ge=300, description="Vocabulary of the model's offline tokenizer.")
+    warm_steps: int = Field(300, ge=0, description="Round-0 templated SFT steps (format, uninformative content).")
+    rft_steps: int = Field(40, ge=0, description="SFT steps on the kept candidates in each round.")
+    rft_lr: float = Field(1e-3, gt=0, description="Learning rate of the rejection-sampling SFT (gentler than warm-up).")
+    batch_size: int = Field(16, ge=1, description="SFT sequences per step.")
+    lr: float = Field(3e-3, gt=0, description="SFT learning rate.")
+    samples: int = Field(4, ge=1, description="Candidates sampled per input in a rejection-sampling round.")
+    temperature: float = Field(1.0, gt=0, description="Sampling temperature of the candidates.")
+    max_new_tokens: int = Field(48, ge=8, description="Generation cap of one rubric / judgment (in tokens).")
+
+
+def _judge() -> RubricLMConfig:
+    return RubricLMConfig(path="artifacts/roro/judge", warm_steps=500)
+
+
+def _rubricor() -> RubricLMConfig:
+    return RubricLMConfig(path="artifacts/roro/rubricor", warm_steps=80, rft_steps=30, samples=4, max_new_tokens=96)
+
+
+class RubricorJudgeConfig(Section):
+    @model_validator(mode="before")
+    @classmethod
+    def _lm_defaults(cls, data):
+        return _with_defaults(data, {"judge": _judge, "rubricor": _rubricor})
+
+    rounds: int = Field(2, ge=0, description="Alternation rounds (each: a Judge phase, then a Rubricor phase).")
+    optimizer: Literal["rft"] = Field(
+        "rft",
+        description="How each phase optimises: 'rft' = rejection-sampling fine-tuning (expert iteration: sample K "
+        "candidates, keep those that order the training pairs correctly, fine-tune on them), not RL (GRPO). Why: "
+        "the signal is a pairwise order known only after both trajectories of a pair are judged; RFT optimises it "
+        "with one SFT pass per phase, affordable on CPU (rubricflow.methods.roro.rubricor_judge).",
+    )
+    judge: RubricLMConfig = Field(default_factory=_judge, description="The Judge LM.")
+    rubricor: RubricLMConfig = Field(default_factory=_rubricor, description="The Rubricor LM.")
+    warm_label_noise: float = Field(
+        0.0, ge=0, le=0.5,
+        description="Round-0 Judge targets: probability of flipping each criterion's literal reading (0.5 = pure "
+        "noise). The warm start teaches what a criterion says, not which routes are good (the Rubricor's rubrics are "
+        "random then); with noisy labels the tiny Judge did not learn to read a rubric at all (docs/operations.md, "
+        "'Measurements behind defaults').",
+    )
+    score_mode: Literal["sampled", "expected"] = Field(
+        "sampled",
+        description="How a trajectory's process score is read. 'sampled' (the paper): each of `score_samples` sampled "
+        "judgments scores sum(weight * score * 1[satisfied]) with score parsed as a number in [0, 1], and the score "
+        "is their mean. 'expected': one greedy judgment, each criterion's score as written (parsed) times "
+        "P(satisfied = true) from the Judge's token probabilities (rubricor_judge.expected_scores).",
+    )
+    score_samples: int = Field(4, ge=1, description="score_mode=sampled: judgments sampled per trajectory.")
+    score_temperature: float = Field(1.0, ge=0, description="Sampling temperature of those judgments (0 = greedy).")
+    fixed_families: bool = Field(
+        True,
+        description="Rubricor candidates must list the criterion families of rubricflow.methods.roro.prompts.FAMILIES in "
+        "order; the rubric is query-specific through its weights and the parameters of the score guidance. The paper "
+        "writes free-form criteria; a tiny Rubricor and Judge cannot copy free text into judgments within the CPU "
+        "budget, so the tiny profile fills this template. Off (the gpu profile): free-form rubrics of real models.",
+    )
+    rubricor_problems: int = Field(12, ge=1, description="Training problems per Rubricor phase.")
+    select_on: Literal["val", "last"] = Field(
+        "val",
+        description="Which phase's Judge and Rubricor are kept: 'val' = the best pairwise accuracy on the val "
+        "problems' pairs (test pairs are never read here; the kept Judge is measured on test pairs by roro_eval); "
+        "'last' = the last phase.",
+    )
+    batch_size: int = Field(256, ge=1, description="Prompts per generate() call (tiny LMs: big batches are cheap).")
+    seed: int = Field(17, description="Seed of the warm-start templates and candidate sampling.")
+
+
+def _router_grpo() -> GRPOConfig:
+    return GRPOConfig(
+        steps=200, group_size=8, prompts_per_step=8, lr=1e-3, loss_agg="grpo", scale_rewards="group",
+        checkpoint_every=50, keep_checkpoints=1, clip_high=0.28, max_new_tokens=8, seed=19,
+    )
+
+
+class RouterConfig(Section):
+    @model_validator(mode="before")
+    @classmethod
+    def _grpo_defaults(cls, data):
+        return _with_defaults(data, {"grpo": _router_grpo})
+
+    hidden: int = Field(128, ge=1, description="Router MLP hidden units (paper: 128).")
+    init_call_bias: float = Field(0.0, description="Initial logit of 'call LRM' (0: P = 0.5 at the start).")
+    grpo: GRPOConfig = Field(default_factory=_router_grpo, description="GRPO for the router (shared updater).")
+    methods: list[Literal["roro", "outcome-only"]] = Field(
+        default_factory=lambda: ["roro", "outcome-only"],
+        description="Routers trained at every swept cost weight: 'roro' (outcome + process - cost) and "
+        "'outcome-only' (outcome - cost, no Judge).",
+    )
+    process_weight: float = Field(
+        0.5, ge=0, description="Weight of the Judge's process score (under the Rubricor's rubric) in the reward."
+    )
+    cost_weight: float = Field(0.2, ge=0, description="Cost term weight of the main RoRo router (one of the sweep).")
+    sweep_cost_weights: list[float] = Field(
+        default_factory=lambda: [0.1, 0.15, 0.2, 0.3, 0.4],
+        description="Cost weights swept for the accuracy-vs-cost curves (every method in `methods`). The cost term is "
+        "a fraction of the all-LRM cost; the sweep spans the weights where the routers neither call every step nor "
+        "none (docs/operations.md, 'Measurements behind defaults').",
+    )
+    checkpoint_dir: str = Field(
+        ".rubricflow/checkpoints/roro",
+        description="GRPO checkpoints (resume point); one sub-directory per run and seed whose key.json records what "
+        "it was trained on, so a changed parameter, step model, Judge, problem set or training code never resumes a "
+        "run made with other inputs (it starts fresh and says which part changed).",
+    )
+
+    @model_validator(mode="after")
+    def _check(self) -> "RouterConfig":
+        if not self.sweep_cost_weights:
+            raise ValueError("sweep_cost_weights must list at least one cost weight")
+        if len(set(self.methods)) != len(self.methods):
+            raise ValueError(f"methods {self.methods} repeat a method")
+        if self.grpo.engine.device != "cpu":
+            raise ValueError(
+                "grpo.engine.device: the router is a small MLP trained on the CPU (its rollouts sample on the CPU); "
+                "expected 'cpu'"
+            )
+        return self
+
+
+class RoRoEvalConfig(Section):
+    split: Literal["test", "val"] = Field(
+        "test",
+        description="Problems the evaluation routes: 'test' (the final evaluation) or 'val' (a study that chooses, "
+        "run under the test-split guard).",
+    )
+    baselines: list[Literal["threshold", "random"]] = Field(
+        default_factory=lambda: ["threshold", "random"],
+        description="Baseline curves evaluated beside the trained routers: uncertainty threshold, random router.",
+    )
+    thresholds: list[float] = Field(
+        default_factory=lambda: [0.02, 0.05, 0.1, 0.2, 0.3, 0.45, 0.6, 0.8],
+        description="Uncertainty-threshold baseline: one curve point per threshold.",
+    )
+    random_rates: list[float] = Field(
+        default_factory=lambda: [0.1, 0.25, 0.5, 0.75, 0.9], description="Random-router baseline curve points."
+    )
+    random_repeats: int = Field(3, ge=1, description="Rollouts per problem of each random router (averaged).")
+    seed: int = Field(23, description="Seed of the random baselines.")
+    judge_problems: int = Field(
+        32, ge=0,
+        description="Test problems whose route pairs (built like the training pairs) measure the kept Judge's "
+        "pairwise accuracy per pair category (0: not measured).",
+    )
+
+
+class RoRoConfig(Section):
+    @model_validator(mode="before")
+    @classmethod
+    def _lm_defaults(cls, data):
+        return _with_defaults(data, {"slm": _slm, "lrm": _lrm})
+
+    data_dir: str = Field("data/roro", description="Problems, trajectories, pairs and the step cache.")
+    out_dir: str = Field("artifacts/roro", description="Models, rubrics, routers, metrics and plots.")
+    seed: int = Field(1234, description="Seed of model initialisation and training.")
+    threads: int = Field(
+        1, ge=0,
+        description="Torch intra-op threads of the RoRo stages (0: the process default). Its models have under a "
+        "million parameters, where per-operation overhead dominates and a second thread on a loaded 2-core machine "
+        "makes training many times slower (docs/operations.md, 'Measurements behind defaults').",
+    )
+    task: RoRoTaskConfig = Field(default_factory=RoRoTaskConfig, description="Problems.")
+    slm: StepModelConfig = Field(default_factory=_slm, description="The small step model (cheap, weaker).")
+    lrm: StepModelConfig = Field(default_factory=_lrm, description="The large step model (costly, stronger).")
+    steps: StepsConfig = Field(default_factory=StepsConfig, description="Step generation and router features.")
+    trajectories: TrajectoriesConfig = Field(default_factory=TrajectoriesConfig, description="Routing policies.")
+    pairs: PairsConfig = Field(default_factory=PairsConfig, description="Preference pair construction.")
+    rubricor_judge: RubricorJudgeConfig = Field(
+        default_factory=RubricorJudgeConfig, description="Rubricor and Judge LMs and their alternation."
+    )
+    router: RouterConfig = Field(default_factory=RouterConfig, description="Router MLP, reward and GRPO.")
+    eval: RoRoEvalConfig = Field(default_factory=RoRoEvalConfig, description="Baselines and curves.")

@@ -1,0 +1,170 @@
+"""What the Rubricor and the Judge read, and the templated warm-start targets.
+
+Rubricor input: the problem and a label-free view of its trajectory pool (the SLM's uncertainty at each step of
+the all-SLM route, one digit each: what makes a rubric query-specific without revealing outcomes)::
+
+    Write a routing rubric.
+    Problem: Start with 7. Add 5. Multiply by 2.
+    SLM uncertainty: 1 7 0
+
+Judge input: the rubric (criterion names with their query-specific score guidance) and the trajectory in text:
+each step with who wrote it and the SLM's uncertainty at that step (one digit, 0-9), never the ground truth. The
+problem itself is not repeated: the steps carry its numbers and operations. Writer and uncertainty are one token
+(``S0``-``S9`` for a step the SLM wrote, ``L0``-``L9`` for one the LRM wrote, the digit being the SLM's uncertainty
+at that step; ``STEP_MARKS``)::
+
+    Judge the routing.
+    Rubric:
+    - risky step to LRM: 1.0 if step 2 is by the LRM
+    - uncertain steps to LRM: 1.0 if no SLM step has u above 5
+    - few LRM steps: 1.0 if at most 1 LRM steps
+    - steps are right: 1.0 if every step is right
+    Steps:
+    1 S1: 7 + 5 = 12
+    2 L7: 12 * 2 = 24
+    3 S0: #### 24
+    LRM steps: 1 of 3
+
+A tiny Judge did not learn to read ``SLM u=7`` spelled over several tokens within the CPU budget (docs/operations.md,
+"Measurements behind defaults"): one token per step makes "is there an SLM step above u 5" a lookup of marks.
+
+Criterion families. On the tiny profile a rubric weighs a fixed list of four criterion families (``FAMILIES``),
+always in the same order; what makes it query-specific is the weights (0 drops a family) and the parameters of
+the score guidance: the step to escalate, the uncertainty digit that counts as risky, the LRM-call budget. A tiny
+Judge then never has to copy free text into ``criterion_judgments`` (it failed to within the CPU budget), and
+all of its learning goes into the judgments themselves. The parsing and the process score are generic: any
+criteria (a real Rubricor's) work the same way.
+
+Round-0 warm start: both LMs learn the output *format* with deliberately noisy or uninformative content, so
+the alternation has room to learn: the Rubricor gets random weights and parameters; the Judge gets each
+criterion's literal reading of the visible trajectory (``literal_satisfied``) flipped with probability
+``label_noise`` (0.5 = pure noise) and a random ``score``.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+
+from rubricflow.methods.roro.routing import Trajectory
+
+RUBRICOR_TASK = "Write a routing rubric."
+JUDGE_TASK = "Judge the routing."
+
+# (criterion name, score guidance); {k} a step number, {d} an uncertainty digit, {m} a number of LRM steps
+FAMILIES = (
+    ("risky step to LRM", "1.0 if step {k} is by the LRM"),
+    ("uncertain steps to LRM", "1.0 if no SLM step has u above {d}"),
+    ("few LRM steps", "1.0 if at most {m} LRM steps"),
+    ("steps are right", "1.0 if every step is right"),
+)
+
+
+# JSON boilerplate of the canonical renderings and the criterion names, added to the rubric LMs' tokenizer as whole
+# tokens: a judgment of two criteria is then about 20 tokens instead of 70, and copying a criterion name into
+# ``criterion_judgments`` is copying one token. The text (and its parsing) is unchanged.
+STEP_MARKS = [f"{w}{d}" for w in ("S", "L") for d in range(10)]
+ADDED_TOKENS = [
+    '{"criterion_judgments": [{"criterion": "', '", "score": ', ', "satisfied": ', '}, {"criterion": "', "}]}",
+    '{"criteria": [{"criterion": "', '", "weight": ', ', "score_guidance": "', '"}, {"criterion": "', '"}]}',
+] + [name for name, _ in FAMILIES] + STEP_MARKS
+
+
+def u_digit(u: float) -> int:
+    """Uncertainty in [0, 1] as one digit 0-9 (tenths, floored)."""
+    return max(0, min(9, int(u * 10)))
+
+
+def rubricor_input(question: str, slm_uncertainties: list[float]) -> str:
+    us = " ".join(str(u_digit(u)) for u in slm_uncertainties)
+    return f"{RUBRICOR_TASK}\nProblem: {question}\nSLM uncertainty: {us}"
+
+
+def step_mark(writer: str, u: float) -> str:
+    """``S<d>`` / ``L<d>``: who wrote the step (SLM / LRM) and the SLM's uncertainty digit there."""
+    return f"{'L' if writer == 'LRM' else 'S'}{u_digit(u)}"
+
+
+def trajectory_text(t: Trajectory) -> str:
+    lines = [f"{s.index + 1} {step_mark(s.writer, s.slm_uncertainty)}: {s.text}" for s in t.steps]
+    return "\n".join(lines + [f"LRM steps: {t.lrm_calls} of {len(t.steps)}"])
+
+
+def judge_input(question: str, rubric: list[dict], t: Trajectory) -> str:
+    """The Judge's user message (``question`` is accepted for other judges; the steps already carry it)."""
+    crit = "\n".join(f"- {c['criterion']}: {c.get('score_guidance', '')}".rstrip(": ") for c in rubric)
+    return f"{JUDGE_TASK}\nRubric:\n{crit}\nSteps:\n{trajectory_text(t)}"
+
+
+def chat(tokenizer, content: str) -> str:
+    return tokenizer.apply_chat_template([{"role": "user", "content": content}], tokenize=False,
+                                         add_generation_prompt=True)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Warm-start templates
+
+
+def random_rubric(rng: random.Random, n_steps: int) -> list[dict]:
+    """Every family, random weights (0.1-0.9) and random parameters: uninformative by construction. Each criterion
+    keeps its parameters under ``params`` (not rendered).
+
+    No warm-start weight is 0: the Rubricor's greedy rubric takes the most likely digit of each weight, and with 0.0
+    among ten equally frequent targets a warm-started Rubricor wrote 0.0 for every family of every problem (a rubric
+    with no weight fails to parse: every score missing). A rubric learns to drop a family by weight 0 from kept
+    candidates later."""
+    weights = [rng.randint(1, 9) / 10 for _ in FAMILIES]
+    params = {"k": rng.randint(1, max(1, n_steps)), "d": rng.randint(1, 8), "m": rng.randint(0, 2)}
+    return [{"criterion": name, "score_guidance": guide.format(**params), "weight": w, "params": dict(params)}
+            for (name, guide), w in zip(FAMILIES, weights)]
+
+
+_STEP = re.compile(r"^\s*(-?\d+)\s*([+\-*])\s*(-?\d+)\s*=\s*(-?\d+)\s*$")
+
+
+def steps_look_right(t: Trajectory) -> bool:
+    """What a reader can verify from the text alone: each ``a op b = c`` is right, each step starts from the
+    previous result and the final ``#### N`` restates it (the problem's reference answer is not used)."""
+    prev = None
+    for s in t.steps:
+        if s.text.strip().startswith("####"):
+            return prev is not None and s.text.strip() == f"#### {prev}"
+        m = _STEP.match(s.text)
+        if not m:
+            return False
+        a, op, b, c = int(m.group(1)), m.group(2), int(m.group(3)), int(m.group(4))
+        if (prev is not None and a != prev) or c != {"+": a + b, "-": a - b, "*": a * b}[op]:
+            return False
+        prev = c
+    return False
+
+
+def literal_satisfied(name: str, params: dict, t: Trajectory) -> bool:
+    """The literal reading of a criterion family on the visible trajectory."""
+    if name == "risky step to LRM":
+        k = params["k"]
+        return 1 <= k <= len(t.steps) and t.steps[k - 1].writer == "LRM"
+    if name == "uncertain steps to LRM":
+        return all(not (s.writer == "SLM" and u_digit(s.slm_uncertainty) > params["d"]) for s in t.steps)
+    if name == "few LRM steps":
+        return t.lrm_calls <= params["m"]
+    if name == "steps are right":
+        return steps_look_right(t)
+    raise ValueError(f"unknown criterion family {name!r}")
+
+
+def noisy_judgments(rng: random.Random, rubric: list[dict], t: Trajectory, label_noise: float) -> list[dict]:
+    """Warm-start Judge targets: the literal reading flipped with probability ``label_noise``; random score."""
+    out = []
+    for c in rubric:
+        sat = literal_satisfied(c["criterion"], c["params"], t)
+        if rng.random() < label_noise:
+            sat = not sat
+        out.append({"criterion": c["criterion"], "score": rng.choice([0.5, 1.0]), "satisfied": sat})
+    return out
+
+
+def random_judgments(rng: random.Random, rubric: list[dict]) -> list[dict]:
+    """Random ``satisfied`` and ``score`` per criterion (uninformative by construction)."""
+    return [{"criterion": c["criterion"], "score": rng.choice([0.5, 1.0]), "satisfied": rng.random() < 0.5}
+            for c in rubric]

@@ -1,0 +1,100 @@
+"""RoRo pipeline stages (``rubricflow roro-models`` ... ``rubricflow roro-eval``, dvc.yaml, Prefect tasks).
+
+Each stage takes the ``roro`` section and calls the matching ``rubricflow.methods.roro.pipeline`` function; tracking (an
+MLflow child run, ``reports/<stage>.json``) comes from the ``@stage`` framework (``rubricflow.stage``). Per-step
+training curves (Judge/Rubricor phases, router GRPO steps) are logged to the run as they happen.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+
+from rubricflow.methods.roro.config import RoRoConfig
+from rubricflow.stage import StageContext, stage
+
+
+@contextlib.contextmanager
+def roro_threads(rc: RoRoConfig) -> Iterator[None]:
+    """Torch intra-op threads set to ``rc.threads`` for the block (0: left as they are), restored after."""
+    if not rc.threads:
+        yield
+        return
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(rc.threads)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+def _logger(run):
+    counters: dict[str, int] = {}
+
+    def log(name: str, row: dict) -> None:
+        step = counters.get(name, 0)
+        counters[name] = step + 1
+        run.log_metrics({f"{name}/{k}": v for k, v in row.items() if isinstance(v, (int, float))
+                         and not isinstance(v, bool)}, step=int(row.get("step", step)))
+
+    return log
+
+
+@stage("roro_models", retries=1)
+def models_stage(roro: RoRoConfig, ctx: StageContext) -> dict:
+    """Train the small (SLM) and large (LRM) step models on step-by-step arithmetic solutions."""
+    from rubricflow.methods.roro.pipeline import run_models
+
+    with roro_threads(roro):
+        return run_models(roro, log=_logger(ctx.run))
+
+
+@stage("roro_trajectories")
+def trajectories_stage(roro: RoRoConfig, ctx: StageContext) -> dict:
+    """Every route of each train/val problem (or the routes of all-SLM, all-LRM, random and threshold policies)."""
+    from rubricflow.methods.roro.pipeline import run_trajectories
+
+    with roro_threads(roro):
+        return run_trajectories(roro, log=_logger(ctx.run))
+
+
+@stage("roro_pairs")
+def pairs_stage(roro: RoRoConfig, ctx: StageContext) -> dict:
+    """Preference pairs by outcome, then LRM cost, then process quality; counts per pair category."""
+    from rubricflow.methods.roro.pipeline import run_pairs
+
+    with roro_threads(roro):
+        return run_pairs(roro, log=_logger(ctx.run))
+
+
+@stage("roro_rubricor_judge", retries=1)
+def rubricor_judge_stage(roro: RoRoConfig, ctx: StageContext) -> dict:
+    """Warm start + alternating rejection-sampling fine-tuning of the Judge and the Rubricor; the phase with the best
+    val pairwise accuracy is kept."""
+    from rubricflow.methods.roro.pipeline import run_rubricor_judge
+
+    with roro_threads(roro):
+        return run_rubricor_judge(roro, log=_logger(ctx.run))
+
+
+@stage("roro_router", retries=3, resumable=True)
+def router_stage(roro: RoRoConfig, ctx: StageContext) -> dict:
+    """GRPO routers (RoRo: outcome + process - cost; outcome-only) over the cost-weight sweep."""
+    from rubricflow.methods.roro.pipeline import run_router
+
+    with roro_threads(roro):
+        return run_router(roro, log=_logger(ctx.run))
+
+
+@stage("roro_eval", aliases=("route-eval",), reads_test=True)
+def eval_stage(roro: RoRoConfig, ctx: StageContext) -> dict:
+    """Accuracy vs LRM cost on test problems: routers and baselines, curve PNG + data, the table, AUC per method;
+    the kept Judge's pairwise accuracy on test pairs."""
+    from rubricflow.methods.roro.pipeline import eval_dir, run_eval
+
+    with roro_threads(roro):
+        out = run_eval(roro, log=_logger(ctx.run))
+    ctx.run.log_artifact(eval_dir(roro))
+    return out

@@ -1,0 +1,93 @@
+"""RuCL parameters (the ``rucl`` section of params.yaml): reward mode and weights, curriculum, GRPO, paths.
+
+Ablations are single keys: ``dvc exp run -S rucl.reward.mode=outcome`` (outcome-only GRPO),
+``-S rucl.reward.mode=uniform`` (all rubrics equally weighted), ``-S rucl.curriculum.shape=linear``,
+``-S rucl.reward.alpha=0.5``, ``-S rucl.curriculum.window=10``.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from rubricflow.sections import Section
+from rubricflow.sections import LoRAConfig  # rucl.lora; shared with sft.lora
+from rubricflow.grpo.config import GRPOConfig
+
+
+class RewardConfig(Section):
+    mode: Literal["rucl", "uniform", "outcome"] = Field(
+        "rucl",
+        description="'rucl': outcome + tiered rubrics with the curriculum weight; 'uniform': all kept rubrics "
+        "weighted equally (no tiers); 'outcome': final-answer correctness only (alpha = 1, no judge calls).",
+    )
+    alpha: float = Field(0.7, ge=0, le=1, description="Weight of the outcome term (paper: 0.7 best).")
+    shuffle_control: bool = Field(
+        False,
+        description="Control experiment: permute the rewards within each rollout batch before the advantages "
+        "(breaks the reward-response link; a working reward signal must beat this control).",
+    )
+
+
+class CurriculumConfig(Section):
+    threshold: float = Field(
+        0.9, ge=0, le=1, description="Batch foundational score that must be exceeded at every step of the window."
+    )
+    window: int = Field(20, ge=1, description="Sliding window of steps guarding the switch (paper: 20 best).")
+    ramp_steps: int = Field(50, ge=0, description="Steps over which lambda ramps from 0 to peak after the switch.")
+    peak: float = Field(0.5, ge=0, le=1, description="Final advanced-rubric weight lambda_max (held after the ramp).")
+    shape: Literal["sigmoid", "linear"] = Field("sigmoid", description="Ramp shape (paper: sigmoid beats linear).")
+    steepness: float = Field(10.0, gt=0, description="Sigmoid ramp steepness (rescaled to hit 0 and 1 exactly).")
+
+
+class RuCLConfig(Section):
+    name: str = Field(
+        "rucl",
+        pattern=r"^[a-z][a-z0-9_]*$",
+        description="Run name: the report (reports/<name>.json, reports/<name>/) and MLflow stage name; variants "
+        "such as the outcome-only baseline use their own name and out_dir.",
+    )
+    init_from: str = Field("artifacts/models/sft", description="Policy checkpoint to start from (the SFT model).")
+    tiers_path: str = Field(
+        "artifacts/rubrics/tiers.json", description="Rubric tiers written by the stratify stage (foundational/advanced)."
+    )
+    out_dir: str = Field("artifacts/models/rucl", description="Where the trained policy and checkpoints are written.")
+    checkpoint_dir: str = Field(
+        ".rubricflow/checkpoints/rucl",
+        description="Training checkpoints (resume point); one sub-directory per run name and seed whose key.json "
+        "records what it was trained on (sections, SFT policy, tiers, data, training code): a run with other inputs "
+        "starts fresh and says which part changed.",
+    )
+    train_split: Literal["train", "val", "test", "calib"] = Field("train", description="Dataset split for rollouts.")
+    eval_samples: int = Field(
+        64, ge=0,
+        description="Samples per task: on val for the accuracy tracked during training (0 = skip there), on test for "
+        "rucl_eval (0 = all).",
+    )
+    eval_split: Literal["test", "val"] = Field(
+        "test",
+        description="Split evaluate_policies scores the policies on: 'test' in rucl_eval and reporting studies (the "
+        "final evaluation); a selection study (`study.<name>.eval_split: val`) sets 'val'.",
+    )
+    eval_policies: dict[str, str] = Field(
+        default_factory=lambda: {
+            "sft": "artifacts/models/sft",
+            "outcome": "artifacts/models/rucl_outcome",
+            "rucl": "artifacts/models/rucl",
+        },
+        description="rucl_eval: policies compared on held-out samples, name -> checkpoint directory.",
+    )
+    reward: RewardConfig = Field(default_factory=RewardConfig, description="Hybrid reward.")
+    lora: LoRAConfig = Field(
+        default_factory=LoRAConfig, description="LoRA adapters on the policy (rank 0 = full fine-tuning); the saved "
+        "policy has them merged."
+    )
+    curriculum: CurriculumConfig = Field(default_factory=CurriculumConfig, description="Advanced-rubric schedule.")
+    grpo: GRPOConfig = Field(
+        # the tiny profile's lr is chosen on val by `rubricflow study rucl_tune` (params.yaml); a 7B
+        # policy wants lr around 1e-6 (gpu profile)
+        default_factory=lambda: GRPOConfig(lr=2e-4, steps=40, group_size=8, prompts_per_step=8, max_new_tokens=48,
+                                           checkpoint_every=10),
+        description="GRPO optimisation and engine.",
+    )

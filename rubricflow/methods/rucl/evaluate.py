@@ -1,0 +1,106 @@
+"""RuCL evaluation: the SFT start and the RuCL policy on held-out samples, answers *and* reasoning.
+
+Greedy responses of both policies on the test split are scored by outcome correctness (rubricflow.answers) and by
+the judge on the tiered rubrics (S_F, S_A per response, rubricflow.methods.rucl.rewards.tier_scores). The reward-hacking
+symptom RuCL targets (right answer, wrong reasoning) is measured twice:
+
+* ``correct_but_flawed``: the share of correct answers whose trace the *independent* strict verifier
+  (rubricflow.trace_check: every ground-truth fact stated correctly, nothing contradicted or invented) rejects.
+  It is not the reward's judge and uses no rubric, so RuCL lowering it is not circular.
+* ``correct_but_flawed_rubric``: the share of correct answers failing at least one applicable advanced rubric of
+  the reward's judge (kept for comparison; partly circular by construction).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from rubricflow.answers import outcome_score
+from rubricflow.judge.config import JudgeConfig
+from rubricflow.judge.protocol import JudgeRequest
+from rubricflow.methods.rucl.rewards import tier_map, tier_scores
+from rubricflow.methods.rucl.config import RuCLConfig
+from rubricflow.trace_check import trace_flaws
+from rubricflow.sections import GenerationConfig
+
+
+def _mean(xs) -> float | None:
+    v = [x for x in xs if x is not None and not math.isnan(x)]
+    return sum(v) / len(v) if v else None
+
+
+def score_responses(samples, responses: list[str], judge, rubrics, data_dir: str | Path) -> dict[str, Any]:
+    """Accuracy (overall and per task), mean S_F / S_A, judge failures and the correct-but-flawed rate."""
+    if len(samples) != len(responses):
+        raise ValueError(f"{len(samples)} samples but {len(responses)} responses")
+    outcome = [outcome_score(r, s.answer, s.answer_type) for s, r in zip(samples, responses)]
+    strict = [float(bool(trace_flaws(s.facts, r))) for s, r, o in zip(samples, responses, outcome) if o == 1.0]
+    out: dict[str, Any] = {"n": len(samples), "accuracy": _mean(outcome) or 0.0, "correct_but_flawed": _mean(strict)}
+    for task in sorted({s.task for s in samples}):
+        out[f"accuracy/{task}"] = _mean(o for s, o in zip(samples, outcome) if s.task == task)
+    if judge is None or not rubrics:
+        return out
+    root = Path(data_dir).resolve()
+    reqs = [JudgeRequest(f"{s.id}#eval", s.question, r, list(rubrics), [str(root / p) for p in s.images], s.facts,
+                         s.answer) for s, r in zip(samples, responses)]
+    judgments = judge.judge(reqs)
+    tiers = tier_map(rubrics)
+    s_f, s_a, flawed = [], [], []
+    for o, j in zip(outcome, judgments):
+        if j.failed:
+            continue
+        sc = tier_scores(j, tiers)
+        s_f.append(sc["foundational"][0])
+        s_a.append(sc["advanced"][0])
+        if o == 1.0 and sc["advanced"][1] > 0:
+            flawed.append(float(sc["advanced"][0] < 1.0))
+    out.update({
+        "s_f": _mean(s_f),
+        "s_a": _mean(s_a),
+        "judge_failures": sum(j.failed for j in judgments),
+        "correct_but_flawed_rubric": _mean(flawed),
+    })
+    return out
+
+
+def evaluate_policies(
+    rcfg: RuCLConfig,
+    judge_cfg: JudgeConfig,
+    data_dir: str | Path,
+    generation: GenerationConfig,
+    secret_resolver: Callable[[str], str] | None = None,
+) -> dict:
+    """Greedy responses of every ``rucl.eval_policies`` checkpoint on the ``rucl.eval_split`` split (test in the
+    final evaluation; val in a selection study), scored by :func:`score_responses`; plus each policy's accuracy gain
+    over ``sft``."""
+    from models.loader import load_policy
+    from rubricflow.data.schema import read_dataset
+    from rubricflow.evaluation import greedy_responses
+    from rubricflow.judge.factory import make_judge
+    from rubricflow.methods.rucl.rubrics.pool import load_tiers
+
+    held_out = read_dataset(data_dir, split=rcfg.eval_split)
+    per_task = rcfg.eval_samples or len(held_out)
+    samples = []
+    for task in sorted({s.task for s in held_out}):
+        samples += [s for s in held_out if s.task == task][:per_task]
+    rubrics = load_tiers(rcfg.tiers_path) if Path(rcfg.tiers_path).exists() else []
+    judge = make_judge(judge_cfg, secret_resolver, image_root=data_dir) if rubrics else None
+    result: dict[str, Any] = {"eval_samples": len(samples), "eval_split": rcfg.eval_split,
+                              "rubrics": [r.id for r in rubrics]}
+    missing = {n: p for n, p in rcfg.eval_policies.items() if not (Path(p) / "config.json").exists()}
+    if missing:
+        raise FileNotFoundError(f"rucl.eval_policies: no checkpoint for {missing}; train them first (dvc repro)")
+    for name, path in rcfg.eval_policies.items():
+        model, proc = load_policy(path)
+        resp = greedy_responses(model, proc, data_dir, samples, generation)
+        result[name] = score_responses(samples, resp, judge, rubrics, data_dir)
+    base = result.get("sft")
+    if base is not None:
+        for name in rcfg.eval_policies:
+            if name != "sft":
+                result[f"accuracy_gain/{name}"] = result[name]["accuracy"] - base["accuracy"]
+    return result

@@ -1,0 +1,32 @@
+"""RuCL Phase I stages: the candidate pool (``rubrics``) and its calibration into tiers (``stratify``). Thin
+bindings over ``rubricflow.methods.rucl.rubrics.build``."""
+
+from __future__ import annotations
+
+from rubricflow.data.validate import require_gate
+from rubricflow.judge.config import JudgeConfig
+from rubricflow.methods.rucl.rubrics.config import RubricsConfig
+from rubricflow.sections import DataConfig
+from rubricflow.stage import StageContext, stage
+
+
+@stage("rubrics", judge=True)
+def rubrics_stage(rubrics: RubricsConfig, judge: JudgeConfig, data: DataConfig, ctx: StageContext) -> dict:
+    """RuCL Phase I: write the generalized rubric candidate pool (default pool or a teacher in O(1) calls)."""
+    from rubricflow.methods.rucl.rubrics.build import write_pool
+
+    out = write_pool(rubrics, judge, data.out_dir, secret_resolver=ctx.secret_resolver)
+    ctx.run.log_artifact(out["paths"]["pool"], "rubrics")
+    return {**out["metrics"], "source": out["source"]}
+
+
+@stage("stratify", retries=3, judge=True)
+def stratify_stage(rubrics: RubricsConfig, judge: JudgeConfig, data: DataConfig, ctx: StageContext) -> dict:
+    """Calibrate candidates on policy samples: coverage, pass rate, filter, keep k, foundational/advanced tiers."""
+    from rubricflow.methods.rucl.rubrics.build import stratify_pool
+
+    require_gate(data, ctx.reports_dir)
+    out = stratify_pool(rubrics, judge, data.out_dir, secret_resolver=ctx.secret_resolver, seed=ctx.seed)
+    for p in out["paths"].values():
+        ctx.run.log_artifact(p, "rubrics")
+    return dict(out["metrics"])

@@ -1,0 +1,168 @@
+"""RuCL Phase I statistics (paper section 3.2, appendix D): coverage, pass rate, selection and tiers.
+
+Pure functions over judgments; rubricflow.methods.rucl.rubrics.build samples responses and writes the files.
+
+Per candidate rubric, over the judged responses:
+
+* ``n_judged``     responses with a verdict for it (failed judgments and rubrics the judge left out are
+                   *missing*: counted in ``n_missing``, never in a denominator);
+* ``coverage``     = n_applicable / n_judged (the applicable rate);
+* ``pass_rate``    = n_satisfied / n_applicable (satisfied given applicable; None when never applicable).
+
+Selection (``select_and_stratify``):
+
+1. drop candidates with no verdict at all ("no verdicts") or ``coverage < coverage_min`` ("low coverage");
+2. rank the rest by informativeness ``score = coverage * 4 * p * (1 - p)`` (the share of responses the rubric
+   applies to times its normalised Bernoulli variance: 1 for a rubric that applies everywhere and passes half
+   the time, 0 for one that always or never passes, so discriminative rubrics, 0 < p < 1, come first), ties by
+   higher coverage, then id; keep the best ``keep_k``;
+3. tiers (pass rate high = already mastered = foundational, low = advanced):
+   * ``threshold``: foundational iff ``p >= foundational_min_pass``; if that leaves a tier empty and two or more
+     rubrics are kept, the lowest-pass rubric moves to advanced (or the highest-pass to foundational);
+   * ``half``: sorted by pass rate (ties by id), the first ``ceil(k / 2)`` are foundational;
+   * ``count``: sorted by pass rate (ties by id), the first ``n_foundational`` are foundational (the paper's six
+     rubrics split 4 / 2, R01-R04 foundational: appendix G.2), at most ``k - 1`` so that an advanced tier exists.
+   Ties in pass rate are broken by id so the split is deterministic.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+
+from rubricflow.judge.protocol import Judgment, Rubric
+
+TABLE_COLUMNS = (
+    "id",
+    "category",
+    "check",
+    "n_samples",
+    "n_judged",
+    "n_missing",
+    "n_applicable",
+    "n_satisfied",
+    "coverage",
+    "pass_rate",
+    "score",
+    "rank",
+    "kept",
+    "tier",
+    "drop_reason",
+    "text",
+)
+
+
+def coverage_and_pass_rates(judgments: Iterable[Judgment], rubrics: list[Rubric]) -> list[dict]:
+    """One row per rubric (in ``rubrics`` order) with counts, coverage and pass rate (see module docstring)."""
+    judgments = list(judgments)
+    rows = []
+    for r in rubrics:
+        judged = applicable = satisfied = 0
+        for j in judgments:
+            v = None if j.status == "failed" else j.verdicts.get(r.id)
+            if v is None:
+                continue
+            judged += 1
+            if v.applicable and v.satisfied is not None:
+                applicable += 1
+                satisfied += bool(v.satisfied)
+        rows.append(
+            {
+                "id": r.id,
+                "category": r.category,
+                "check": r.check,
+                "text": r.text,
+                "n_samples": len(judgments),
+                "n_judged": judged,
+                "n_missing": len(judgments) - judged,
+                "n_applicable": applicable,
+                "n_satisfied": satisfied,
+                "coverage": applicable / judged if judged else None,
+                "pass_rate": satisfied / applicable if applicable else None,
+            }
+        )
+    return rows
+
+
+def informativeness(coverage: float | None, pass_rate: float | None) -> float:
+    """``coverage * 4 p (1 - p)``; 0 when undefined."""
+    if coverage is None or pass_rate is None:
+        return 0.0
+    return coverage * 4.0 * pass_rate * (1.0 - pass_rate)
+
+
+def select_and_stratify(
+    table: list[dict],
+    keep_k: int = 6,
+    coverage_min: float = 0.25,
+    tier_rule: str = "threshold",
+    foundational_min_pass: float = 0.5,
+    n_foundational: int = 4,
+) -> list[dict]:
+    """Copy of ``table`` with ``score``, ``rank`` (1 = best, None if dropped by coverage), ``kept``, ``tier``
+    (foundational / advanced / None) and ``drop_reason``; same row order as the input."""
+    if tier_rule not in ("threshold", "half", "count"):
+        raise ValueError(f"tier_rule: expected 'threshold', 'half' or 'count', got {tier_rule!r}")
+    rows = [dict(r) for r in table]
+    eligible = []
+    for r in rows:
+        r.update(score=round(informativeness(r["coverage"], r["pass_rate"]), 6), rank=None, kept=False, tier=None)
+        if not r["n_judged"]:
+            r["drop_reason"] = "no verdicts"
+        elif r["coverage"] < coverage_min:
+            r["drop_reason"] = f"low coverage ({r['coverage']:.3f} < {coverage_min:g})"
+        elif r["pass_rate"] is None:
+            r["drop_reason"] = "never applicable"
+        else:
+            r["drop_reason"] = None
+            eligible.append(r)
+    eligible.sort(key=lambda r: (-r["score"], -r["coverage"], r["id"]))
+    for i, r in enumerate(eligible, 1):
+        r["rank"] = i
+        if i <= keep_k:
+            r["kept"] = True
+        else:
+            r["drop_reason"] = f"not in top {keep_k}"
+    kept = sorted((r for r in eligible if r["kept"]), key=lambda r: (-r["pass_rate"], r["id"]))
+    if tier_rule in ("half", "count"):
+        if tier_rule == "half":
+            n_f = math.ceil(len(kept) / 2)
+        else:
+            n_f = min(n_foundational, len(kept) - 1) if len(kept) >= 2 else len(kept)
+        for i, r in enumerate(kept):
+            r["tier"] = "foundational" if i < n_f else "advanced"
+    else:
+        for r in kept:
+            r["tier"] = "foundational" if r["pass_rate"] >= foundational_min_pass else "advanced"
+        if len(kept) >= 2:
+            if all(r["tier"] == "foundational" for r in kept):
+                kept[-1]["tier"] = "advanced"
+            elif all(r["tier"] == "advanced" for r in kept):
+                kept[0]["tier"] = "foundational"
+    return rows
+
+
+def summarize(rows: list[dict], judgments: list[Judgment] | None = None) -> dict:
+    """Flat summary metrics of a stratification table (DVC metric / MLflow friendly)."""
+
+    def mean(xs):
+        xs = [x for x in xs if x is not None]
+        return round(sum(xs) / len(xs), 6) if xs else None
+
+    f = [r for r in rows if r["tier"] == "foundational"]
+    a = [r for r in rows if r["tier"] == "advanced"]
+    out = {
+        "n_candidates": len(rows),
+        "n_low_coverage": sum(1 for r in rows if (r["drop_reason"] or "").startswith("low coverage")),
+        "n_kept": sum(1 for r in rows if r["kept"]),
+        "n_foundational": len(f),
+        "n_advanced": len(a),
+        "mean_pass_foundational": mean(r["pass_rate"] for r in f),
+        "mean_pass_advanced": mean(r["pass_rate"] for r in a),
+        "mean_coverage_kept": mean(r["coverage"] for r in rows if r["kept"]),
+    }
+    if judgments is not None:
+        out["n_judgments"] = len(judgments)
+        for s in ("ok", "repaired", "failed"):
+            out[f"n_judge_{s}"] = sum(1 for j in judgments if j.status == s)
+    return out

@@ -1,0 +1,249 @@
+"""RuCL Phase II: GRPO from the SFT checkpoint with the hybrid reward and the performance-triggered curriculum.
+
+``train_rucl(...)`` does the work from its sections; the pipeline stage (``rubricflow.methods.rucl.stages``: ``rubricflow
+rucl``, DVC, Prefect) resolves the judge and the tiers and calls it.
+
+Outputs:
+
+* ``rcfg.out_dir``: the trained policy (HF format, loadable by models.loader.load_policy);
+* ``<reports>/rucl/steps.jsonl``: one metrics line per step; ``curriculum.json`` (lambda_t, S_F, S_A per step,
+  for ``dvc plots``), ``curriculum.png``, ``transition.json`` (the curriculum switch event, when it happened),
+  ``samples_last_step.json`` (responses and reward breakdowns of the last batch);
+* MLflow (through ``run``): per-step metrics, the transition as an event, the plot as an artifact.
+
+Checkpoints go to ``rcfg.checkpoint_dir/<rcfg.name>-seed<seed>/`` and an interrupted run resumes from the latest
+one (model, optimizer, RNG, data cursor, curriculum state and the metrics history so far), but only if it was
+trained on the same inputs (:func:`resume_parts`: the sections, the contents of the SFT policy, tiers file and data
+set, and the training code); otherwise the run starts fresh and reports ``resume_refused: "<parts> changed"``.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+import time
+from pathlib import Path
+from typing import Any
+
+from rubricflow.generation import GENERATION_OPERATIONAL
+from rubricflow.methods.rucl.config import RuCLConfig
+from rubricflow.sections import GenerationConfig
+from rubricflow.stage import NullRun
+
+# Settings that may change between an interrupted run and its resumption without changing what is trained.
+_RESUMABLE_FIELDS = {"grpo": {"steps", "checkpoint_every", "keep_checkpoints", "eval_every"}}
+_OUTPUT_FIELDS = {"name", "out_dir", "checkpoint_dir", "eval_samples", "eval_policies"}
+
+
+# Judge settings that change how verdicts are fetched, not what they are (a resumed run may tune them).
+_JUDGE_OPERATIONAL = {"cache_enabled", "cache_programmatic", "cache_path", "preflight", "max_failed_frac",
+                      "failure_window"}
+_OPENAI_OPERATIONAL = {"base_url", "api_key_env", "secret_block", "concurrency", "timeout_s", "request_deadline_s",
+                       "max_retries", "backoff_initial_s", "backoff_max_s", "backoff_jitter_s", "retry_after_max_s",
+                       "http_client"}
+# The training code whose edits change a trajectory: the method, the GRPO core and the reward modules.
+TRAINING_CODE = ("rubricflow.methods.rucl", "rubricflow.grpo", "rubricflow.methods.rucl.rewards", "rubricflow.methods.rucl.curriculum",
+                 "rubricflow.answers")
+
+
+def _rucl_section(rcfg: RuCLConfig) -> dict:
+    d = rcfg.model_dump(mode="json")
+    for k in _OUTPUT_FIELDS:
+        d.pop(k, None)
+    for sec, keys in _RESUMABLE_FIELDS.items():
+        for k in keys:
+            d[sec].pop(k, None)
+    return d
+
+
+def _judge_part(rcfg: RuCLConfig, judge, judge_cfg) -> dict | None:
+    if rcfg.reward.mode == "outcome":
+        return None  # no judge call
+    section = None
+    if judge_cfg is not None:
+        section = judge_cfg.model_dump(mode="json", exclude=_JUDGE_OPERATIONAL)
+        for k in _OPENAI_OPERATIONAL:
+            section.get("openai", {}).pop(k, None)
+    backend = [getattr(judge, a, None) for a in ("name", "model_id", "prompt_version")] if judge is not None else None
+    return {"section": section, "backend": backend}
+
+
+def resume_parts(rcfg: RuCLConfig, seed: int, data_dir: str | Path, gen_cfg: GenerationConfig | None = None,
+                 judge=None, judge_cfg=None, rubrics: list | None = None) -> dict[str, Any]:
+    """Everything that decides the trajectory, one entry per part (``rubricflow.grpo.checkpoint.resume_key``):
+    the ``rucl`` section (without output fields and step counts), the seed, the ``generation`` and ``judge``
+    sections (no judge in outcome mode; operational judge settings such as concurrency, timeouts and the cache are
+    left out), the contents of the initial policy folder, the tiers file (and the rubrics handed in) and the data
+    set folder, and the hash of the training code."""
+    from rubricflow.grpo.checkpoint import code_hash, content_hash
+
+    gen = (gen_cfg or GenerationConfig()).model_dump(mode="json", exclude=GENERATION_OPERATIONAL)
+    return {
+        "rucl": _rucl_section(rcfg),
+        "seed": seed,
+        "generation": gen,
+        "judge": _judge_part(rcfg, judge, judge_cfg),
+        "init_policy": content_hash(rcfg.init_from),
+        "tiers": {"file": content_hash(rcfg.tiers_path),
+                  "rubrics": [r.to_dict() if hasattr(r, "to_dict") else str(r) for r in (rubrics or [])]},
+        "data": content_hash(data_dir),
+        "code": code_hash(*TRAINING_CODE),
+    }
+
+
+def _json_safe(x):
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    if isinstance(x, dict):
+        return {k: _json_safe(v) for k, v in x.items()}
+    if isinstance(x, list):
+        return [_json_safe(v) for v in x]
+    return x
+
+
+def train_rucl(
+    rcfg: RuCLConfig,
+    data_dir: str | Path,
+    judge,
+    rubrics: list,
+    reports_dir: str | Path,
+    gen_cfg=None,
+    run=None,
+    seed: int = 1234,
+    steps: int | None = None,
+    judge_cfg=None,
+) -> dict[str, Any]:
+    """Train, save the policy, write reports; returns summary metrics. See the module docstring. ``judge_cfg``:
+    the judge section ``judge`` was made from (part of the resume key)."""
+    from models.loader import load_policy
+    from rubricflow.methods.rucl.curriculum import CurriculumScheduler
+    from rubricflow.data.schema import read_dataset
+    from rubricflow.evaluation import evaluate_policy
+    from rubricflow.generation import make_generator
+    from rubricflow.grpo.checkpoint import MetricsHistory
+    from rubricflow.grpo.causal_lm import CausalLMAdapter
+    from rubricflow.grpo.engine import make_engine
+    from rubricflow.grpo.export import save_policy
+    from rubricflow.grpo.trainer import GRPOTrainer
+    from rubricflow.grpo.updater import GRPOUpdater
+    from rubricflow.methods.rucl.plots import plot_curriculum
+    from rubricflow.progress import progress
+    from rubricflow.methods.rucl.rollout import RuCLRollout
+
+    run = run or NullRun()
+    gen_cfg = gen_cfg or GenerationConfig()
+    g = rcfg.grpo
+    reports = Path(reports_dir)
+    data_dir = Path(data_dir)
+    t_start = time.perf_counter()
+
+    from rubricflow.grpo.lora import apply_lora, merge_lora
+
+    model, proc = load_policy(rcfg.init_from)
+    model = apply_lora(model, rcfg.lora)  # rank 0: unchanged (full fine-tuning)
+    train = read_dataset(data_dir, split=rcfg.train_split)
+    if not train:
+        raise ValueError(f"{data_dir}: split {rcfg.train_split!r} is empty (rucl.train_split)")
+    val = []  # the accuracy tracked during training is on val (choose on val; rucl_eval reports test)
+    if rcfg.eval_samples:
+        all_val = read_dataset(data_dir, split="val")
+        for task in sorted({s.task for s in all_val}):
+            val += [s for s in all_val if s.task == task][: rcfg.eval_samples]
+    ref = copy.deepcopy(model).eval() if g.beta > 0 else None
+    engine = make_engine(model, g)
+    main = engine.rank == 0
+    module = engine.module
+    before = evaluate_policy(module, proc, data_dir, val, gen_cfg, engine) if val else {}  # every rank takes part
+
+    gen = make_generator(gen_cfg, module, proc, model_path=rcfg.init_from)
+    c = rcfg.curriculum
+    sched = CurriculumScheduler.from_config(c)
+    rollout = RuCLRollout(gen, proc, judge, rubrics, sched, rcfg, data_dir, engine)
+    updater = GRPOUpdater(CausalLMAdapter(module, proc, temperature=g.temperature), engine, g, ref_module=ref)
+    history = MetricsHistory()
+    bar = None
+
+    def rollout_fn(step: int, samples: list):
+        gen.sync_weights(module)  # vLLM: push the updated weights; transformers: same tensors already
+        return rollout(step, samples)
+
+    steps_f = reports / "steps.jsonl"
+    if main:
+        reports.mkdir(parents=True, exist_ok=True)
+
+    def log(step: int, m: dict) -> None:
+        if bar is not None:  # a resumed run jumps straight to its checkpoint's step
+            bar.advance(step + 1 - bar.done, reward=m.get("reward/total"), lam=m.get("curriculum/lambda_t"))
+        row = {"step": step, **m}
+        history.rows.append(_json_safe(row))
+        run.log_metrics(m, step=step)
+        ev = rollout.last.get("transition_event")
+        if ev is not None and main:
+            run.event("curriculum_transition", ev)
+            (reports / "transition.json").write_text(json.dumps(_json_safe(ev), indent=2))
+
+    def eval_fn(step: int) -> dict:
+        return evaluate_policy(module, proc, data_dir, val, gen_cfg, engine)  # greedy val accuracy, all ranks
+
+    ckpt_dir = Path(rcfg.checkpoint_dir) / f"{rcfg.name}-seed{seed}"
+    trainer = GRPOTrainer(updater, train, rollout_fn, g, ckpt_dir, log_fn=log,
+                          stateful={"curriculum": sched, "history": history},
+                          eval_fn=eval_fn if (val and g.eval_every) else None,
+                          key_parts=resume_parts(rcfg, seed, data_dir, gen_cfg, judge, judge_cfg, rubrics))
+    n_steps = steps if steps is not None else g.steps
+    with progress(f"{rcfg.name} train", total=n_steps, show=main) as bar:
+        summary = trainer.run(n_steps)
+
+    result: dict[str, Any] = {
+        "steps": summary["steps"],
+        "resumed_from": summary["resumed_from"],
+        "resume_refused": summary["resume_refused"],
+        "corrupt_checkpoints": summary["corrupt_checkpoints"],
+        "checkpoint_dir": str(ckpt_dir),
+        "transition_step": sched.transition_step,
+        "lambda_final": sched.lambda_t,
+        "reward_mode": rcfg.reward.mode,
+    }
+    module = merge_lora(module)  # adapters folded in: the saved policy is a plain checkpoint
+    save_policy(module, proc, rcfg.out_dir)  # consolidated once, written by rank 0
+    after = evaluate_policy(module, proc, data_dir, val, gen_cfg, engine) if val else {}
+    if main:
+        rows = history.rows
+        steps_f.write_text("".join(json.dumps(r) + "\n" for r in rows))
+        series = [{k: r.get(k) for k in ("step", "curriculum/lambda_t", "reward/s_f", "reward/s_a",
+                                         "reward/total", "outcome_accuracy")} for r in rows]
+        (reports / "curriculum.json").write_text(json.dumps(series, indent=1))
+        png = plot_curriculum(rows, reports / "curriculum.png", sched.transition_step, c.threshold,
+                              title=f"RuCL curriculum (mode {rcfg.reward.mode})")
+        run.log_artifact(png)
+        (reports / "samples_last_step.json").write_text(json.dumps(_json_safe(rollout.last), indent=1))
+        tail = rows[-min(5, len(rows)):] if rows else []
+
+        def mean_of(key):
+            v = [r[key] for r in tail if r.get(key) is not None]
+            return sum(v) / len(v) if v else None
+
+        n_samples = sum(r.get("n_episodes", 0) for r in rows)
+        t_roll = sum(r.get("rollout_time_s", 0.0) for r in rows)
+        t_upd = sum(r.get("update_time_s", 0.0) for r in rows)
+        result.update({
+            "final/reward_total": mean_of("reward/total"),
+            "final/outcome_accuracy": mean_of("outcome_accuracy"),
+            "final/s_f": mean_of("reward/s_f"),
+            "final/s_a": mean_of("reward/s_a"),
+            "first/reward_total": rows[0].get("reward/total") if rows else None,
+            "judge_failures_total": sum(r.get("judge/failures", 0.0) for r in rows),
+            "samples_per_s": n_samples / (t_roll + t_upd) if (t_roll + t_upd) > 0 else None,
+            "rollout_time_s_total": t_roll,
+            "update_time_s_total": t_upd,
+        })
+        if val:
+            result["accuracy_before"] = before
+            result["accuracy_after"] = after
+    result["duration_s"] = round(time.perf_counter() - t_start, 2)
+    return _json_safe(result)
+
+
+# ------------------------------------------------------------------------------------------------------------
+# the pipeline stage
