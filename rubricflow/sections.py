@@ -11,7 +11,7 @@ from __future__ import annotations
 import types
 from collections.abc import Mapping, Sequence
 from enum import Enum
-from typing import Annotated, Any, Literal, Union, get_args, get_origin
+from typing import Annotated, Any, ClassVar, Literal, Union, get_args, get_origin
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 from pydantic_core import PydanticCustomError
@@ -92,6 +92,24 @@ class Section(BaseModel):
     """
 
     model_config = ConfigDict(extra="forbid", validate_assignment=True, use_enum_values=True, allow_inf_nan=False)
+
+    # Fields that change how a result is fetched or served (concurrency, timeouts, caches, server addresses), not
+    # what is computed: resume keys and study-unit hashes leave them out (:meth:`essential_dump`). One declaration
+    # per section; tests check every name is a field.
+    operational: ClassVar[frozenset[str]] = frozenset()
+
+    def essential_dump(self) -> dict[str, Any]:
+        """``model_dump(mode="json")`` without the operational fields, at every level of nested sections."""
+        out: dict[str, Any] = {}
+        for name in type(self).model_fields:
+            if name in self.operational:
+                continue
+            value = getattr(self, name)
+            if isinstance(value, Section):
+                out[name] = value.essential_dump()
+            else:
+                out[name] = self.model_dump(mode="json", include={name})[name]
+        return out
 
     @field_validator("*", mode="before")
     @classmethod
@@ -221,6 +239,9 @@ class SFTConfig(Section):
 
 
 class GenerationConfig(Section):
+    operational = frozenset({"vllm_gpu_memory_utilization", "vllm_server_url", "vllm_sync_dir", "vllm_sleep_mode",
+                             "vllm_sleep_level", "vllm_enforce_eager", "vllm_max_model_len"})
+
     backend: Literal["transformers", "vllm"] = Field(
         "transformers", description="Rollout engine: transformers generate, or vLLM (mode: vllm_mode)."
     )

@@ -23,79 +23,14 @@ import hashlib
 import inspect
 import json
 import os
-import sqlite3
-import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from rubricflow.env import STATE_DIR
+from rubricflow.hashing import MISSING, path_hash
 from rubricflow.stage import StageSpec
-
-_MISSING = "<missing>"
-
-
-# ----------------------------------------------------------------------------------------------------------------
-# file content hashes, memoised
-
-
-class HashMemo:
-    """``(path, size, mtime_ns, inode) -> md5`` in a small SQLite file (safe across processes)."""
-
-    def __init__(self, path: Path | None = None):
-        self.path = Path(path or STATE_DIR / "filehash.sqlite")
-        self._lock = threading.Lock()
-        self._db: sqlite3.Connection | None = None
-
-    def _conn(self) -> sqlite3.Connection:
-        if self._db is None:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._db = sqlite3.connect(self.path, timeout=30, check_same_thread=False)
-            self._db.execute(
-                "create table if not exists h (path text primary key, size int, mtime int, ino int, md5 text)"
-            )
-        return self._db
-
-    def md5(self, path: Path) -> str:
-        st = path.stat()
-        key = str(path.resolve())
-        with self._lock:
-            db = self._conn()
-            row = db.execute("select size, mtime, ino, md5 from h where path = ?", (key,)).fetchone()
-            if row and tuple(row[:3]) == (st.st_size, st.st_mtime_ns, st.st_ino):
-                return row[3]
-        h = hashlib.md5()
-        with open(path, "rb") as f:
-            for chunk in iter(lambda: f.read(1 << 20), b""):
-                h.update(chunk)
-        digest = h.hexdigest()
-        with self._lock:
-            db = self._conn()
-            db.execute(
-                "insert or replace into h values (?, ?, ?, ?, ?)", (key, st.st_size, st.st_mtime_ns, st.st_ino, digest)
-            )
-            db.commit()
-        return digest
-
-
-_memo = HashMemo()
-
-
-def path_hash(path: str | Path, memo: HashMemo | None = None) -> str:
-    """md5 of a file, or of the sorted (relative path, md5) list of a directory's files; ``<missing>`` if absent."""
-    memo = memo or _memo
-    p = Path(path)
-    if p.is_file():
-        return memo.md5(p)
-    if p.is_dir():
-        h = hashlib.md5()
-        for f in sorted(x for x in p.rglob("*") if x.is_file()):
-            h.update(f"{f.relative_to(p).as_posix()}\0{memo.md5(f)}\n".encode())
-        return h.hexdigest() + ".dir"
-    return _MISSING
-
 
 # ----------------------------------------------------------------------------------------------------------------
 # declared inputs
@@ -166,7 +101,7 @@ def _lookup(tree: Any, dotted: str) -> Any:
         if isinstance(node, dict) and part in node:
             node = node[part]
         else:
-            return _MISSING
+            return MISSING
     return node
 
 
@@ -175,7 +110,7 @@ def _source_hash(fn) -> str:
     try:
         return path_hash(inspect.getsourcefile(target) or "")
     except (TypeError, OSError):
-        return _MISSING
+        return MISSING
 
 
 def stage_inputs(
@@ -201,7 +136,7 @@ def stage_inputs(
         inp.declared = True
         for key in _param_keys(spec.get("params")):
             val = _lookup(eff, key)
-            if val == _MISSING and raw_params is not None:
+            if val == MISSING and raw_params is not None:
                 val = _lookup(raw_params, key)
             inp.params[key] = val
         for dep in _entries(spec.get("deps")):

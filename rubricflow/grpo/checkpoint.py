@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import errno
 import hashlib
-import importlib.util
 import json
 import logging
 import os
@@ -42,6 +41,7 @@ import numpy as np
 import torch
 
 from rubricflow.grpo.engine import Engine
+from rubricflow.hashing import code_hash, content_hash, part_hashes, resume_key  # noqa: F401  (re-exported)
 
 _STEP_RE = re.compile(r"^step-(\d{8})$")
 KEY_FILE = "key.json"
@@ -59,50 +59,6 @@ class CheckpointSaveError(OSError):
 
 # ----------------------------------------------------------------------------------------------------------------
 # what a checkpoint was trained on
-
-
-def _hash_value(value: Any) -> str:
-    blob = json.dumps(value, sort_keys=True, default=str).encode()
-    return hashlib.sha256(blob).hexdigest()[:16]
-
-
-def part_hashes(parts: dict[str, Any]) -> dict[str, str]:
-    """One short hash per part (what ``key.json`` records)."""
-    return {k: _hash_value(v) for k, v in sorted(parts.items())}
-
-
-def resume_key(parts: dict[str, Any]) -> str:
-    """Hash of every part that decides a training trajectory (see the module docstring)."""
-    return _hash_value(part_hashes(parts))
-
-
-def content_hash(path: str | Path) -> str:
-    """md5 of a file or a directory's files (memoised by size, mtime and inode); ``<missing>`` if absent."""
-    from rubricflow.stage_inputs import path_hash
-
-    return path_hash(path)
-
-
-def code_hash(*targets: str | Path) -> str:
-    """Content hash of the ``.py`` files of modules or packages (dotted names) or of paths (files or folders):
-    the version of the training code, independent of git."""
-    h = hashlib.sha256()
-    for t in targets:
-        p = Path(t) if isinstance(t, Path) or "/" in str(t) else _module_path(str(t))
-        files = sorted(p.rglob("*.py")) if p.is_dir() else [p]
-        for f in files:
-            rel = f.relative_to(p).as_posix() if p.is_dir() else f.name
-            h.update(f"{t}:{rel}\0".encode())
-            h.update(f.read_bytes() if f.is_file() else b"<missing>")
-    return h.hexdigest()[:16]
-
-
-def _module_path(name: str) -> Path:
-    spec = importlib.util.find_spec(name)
-    if spec is None or spec.origin is None:
-        raise ModuleNotFoundError(f"code_hash: no module {name!r}")
-    origin = Path(spec.origin)
-    return origin.parent if spec.submodule_search_locations else origin
 
 
 def _md5(path: Path) -> str:

@@ -14,6 +14,10 @@ from rubricflow.sections import Section
 
 
 class OpenAIJudgeConfig(Section):
+    operational = frozenset({"base_url", "api_key_env", "secret_block", "concurrency", "timeout_s",
+                             "request_deadline_s", "max_retries", "backoff_initial_s", "backoff_max_s",
+                             "backoff_jitter_s", "retry_after_max_s", "http_client"})
+
     base_url: str = Field(
         "http://127.0.0.1:8000/v1",
         description="OpenAI-compatible endpoint ending in /v1 (`vllm serve`, a hosted API).",
@@ -93,6 +97,9 @@ class LocalJudgeConfig(Section):
 
 
 class JudgeConfig(Section):
+    operational = frozenset({"cache_enabled", "cache_programmatic", "cache_path", "preflight", "max_failed_frac",
+                             "failure_window"})
+
     backend: Literal["programmatic", "openai", "local"] = Field(
         "programmatic",
         description="programmatic: exact checks against synthetic facts (CPU default); openai: any "

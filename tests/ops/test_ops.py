@@ -28,11 +28,11 @@ def proj(tmp_path, monkeypatch):
 
 
 def _inputs(stage, cfg, dvc, memo_dir):
-    from rubricflow.stage_inputs import HashMemo, stage_inputs
+    import rubricflow.hashing as hashing
+    from rubricflow.hashing import HashMemo
+    from rubricflow.stage_inputs import stage_inputs
 
-    import rubricflow.stage_inputs as ti
-
-    ti._memo = HashMemo(memo_dir / "memo.sqlite")
+    hashing._memo = HashMemo(memo_dir / "memo.sqlite")
     return stage_inputs(stage, cfg, dvc_stages=dvc, raw_params={"profiles": {"tiny": {"a": 1}}}, sections=("data",))
 
 
@@ -76,7 +76,7 @@ def test_stage_outside_dvc_yaml_is_not_trusted_for_caching_and_says_so(proj, tmp
 
 
 def test_hash_memo_reuses_hashes_until_the_file_changes(tmp_path):
-    from rubricflow.stage_inputs import HashMemo
+    from rubricflow.hashing import HashMemo
 
     memo = HashMemo(tmp_path / "m.sqlite")
     f = tmp_path / "w.bin"
@@ -96,26 +96,26 @@ def test_hash_memo_reuses_hashes_until_the_file_changes(tmp_path):
 
 
 def test_manifest_pipelines_and_until():
-    from rubricflow import pipelines
+    from rubricflow import registry
 
-    rucl = pipelines.pipeline("rucl")
-    assert rucl.stage_names[:4] == ["data", "validate", "base_model", "sft"]
+    rucl = registry.pipeline("rucl")
+    assert rucl.stage_names[:4] == ("data", "validate", "base_model", "sft")
     assert [s.name for s in rucl.until("sft")] == ["data", "validate", "base_model", "sft"]
     with pytest.raises(ValueError, match="`until` stage 'roro_eval' is not one of"):
         rucl.until("roro_eval")
     with pytest.raises(KeyError, match="unknown pipeline 'nope'"):
-        pipelines.pipeline("nope")
+        registry.pipeline("nope")
     with pytest.raises(KeyError, match="unknown stage 'nope'"):
-        pipelines.stage("nope")
+        registry.stage("nope")
     # every stage once (a stage shared by two pipelines is the same spec); no pipeline lists a stage twice; the
     # compared stage of each pipeline is one of its stages
     by_name = {}
-    for p in pipelines.PIPELINES.values():
+    for p in registry.pipelines().values():
         assert len(set(p.stage_names)) == len(p.stage_names), p.name
         for s in p.stages:
             assert by_name.setdefault(s.name, s) is s, s.name
-    assert set(pipelines.STAGES) == set(by_name)
-    assert all(p.compare in p.stage_names for p in pipelines.PIPELINES.values())
+    assert set(registry.stages()) == set(by_name)
+    assert all(p.compare in p.stage_names for p in registry.pipelines().values())
 
 
 def test_stage_takes_its_sections_by_name_and_a_context(tmp_path):
@@ -164,7 +164,7 @@ def test_a_variant_is_data_its_overrides_reach_the_function(tmp_path):
 
 def test_rucl_outcome_variant_is_the_outcome_only_baseline():
     from rubricflow.config import load_config
-    from rubricflow.pipelines import stage
+    from rubricflow.registry import stage
 
     spec = stage("rucl_outcome")
     assert spec.base == "rucl" and spec.fn is stage("rucl").fn and spec.retries == stage("rucl").retries
