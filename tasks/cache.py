@@ -18,13 +18,13 @@ from typing import Any
 
 from prefect.cache_policies import INPUTS, CachePolicy
 
-from rubricflow import pipelines
+from rubricflow import registry
 from rubricflow.stage_inputs import spec_inputs
 
 
 def inputs_for(stage: str, cfg):
     """Declared inputs of a manifest stage (a variant: its own dvc.yaml entry and overrides, its function's code)."""
-    return spec_inputs(pipelines.stage(stage), cfg)
+    return spec_inputs(registry.stage(stage), cfg)
 
 
 @dataclass

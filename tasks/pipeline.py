@@ -24,7 +24,7 @@ from prefect import get_run_logger
 from prefect.artifacts import create_markdown_artifact
 from prefect.context import FlowRunContext
 
-from rubricflow import pipelines
+from rubricflow import registry
 from rubricflow.config import load_config, write_resolved
 from tasks.artifacts import artifact_key, mlflow_links, publish_comparison, publish_plots, report_markdown
 from tasks.cache import inputs_for
@@ -68,7 +68,7 @@ def run_pipeline(
 
 def _run(flow, flow_run_id, pipeline_id, profile, overrides, until, track, params_for_report, logger) -> dict:
     cfg = load_config(profile=profile, overrides=overrides)
-    pipe = pipelines.pipeline(flow)
+    pipe = registry.pipeline(flow)
     specs = pipe.until(until)
     logger.info("pipeline %s: stages %s", flow, ", ".join(s.name for s in specs))
     if any(s.judge for s in specs):
@@ -80,8 +80,8 @@ def _run(flow, flow_run_id, pipeline_id, profile, overrides, until, track, param
     failure: BaseException | None = None
     # dvc.yaml's `params` stage: the effective config (profile + this run's overrides), one JSON per section; the
     # stages depend on those files, so they also key the Prefect cache exactly as they key DVC's.
-    written = write_resolved(cfg, pipelines.PARAMS_DIR)
-    logger.info("stage %s: resolved parameters into %s (%s)", pipelines.PARAMS_STAGE, pipelines.PARAMS_DIR,
+    written = write_resolved(cfg, registry.PARAMS_DIR)
+    logger.info("stage %s: resolved parameters into %s (%s)", registry.PARAMS_STAGE, registry.PARAMS_DIR,
                 ", ".join(sorted(written)))
     for spec in specs:
         name = spec.name

@@ -27,7 +27,7 @@ from prefect.cache_policies import NO_CACHE
 from prefect.context import TaskRunContext
 from prefect.tasks import exponential_backoff
 
-from rubricflow import pipelines
+from rubricflow import registry
 from rubricflow import progress as rf_progress
 from rubricflow.config import Config
 from tasks.artifacts import CrashHook, ProgressMirror
@@ -71,7 +71,7 @@ def stage_task(stage: str, cfg: Config, track: bool = True, pipeline: str = "") 
     inp = inputs_for(stage, cfg)
     for note in inp.notes:
         logger.warning(note)
-    spec = pipelines.stage(stage)
+    spec = registry.stage(stage)
     mirror = ProgressMirror(stage)
     hooks = [mirror]
     crash = CrashHook.from_env(stage, attempt)
@@ -107,7 +107,7 @@ def stage_task(stage: str, cfg: Config, track: bool = True, pipeline: str = "") 
 def configured(stage: str, pipeline: str, profile: str, refresh: bool = False, cache: bool = True):
     """``stage_task`` with the stage's name, tags, retries, backoff, and its caching: ``refresh`` recomputes and
     overwrites the cached result (outputs missing); ``cache=False`` runs uncached (stage not in dvc.yaml)."""
-    spec = pipelines.stage(stage)
+    spec = registry.stage(stage)
     tags = {"rubricflow", f"pipeline:{pipeline}", f"stage:{stage}", f"profile:{profile}"}
     if spec.judge:
         tags.add(JUDGE_LIMIT)

@@ -7,3 +7,23 @@ os.environ.setdefault("RUBRICFLOW_THREADS", "1")
 import rubricflow.env  # noqa: E402  (sets cache/state variables before torch, prefect or mlflow load)
 
 rubricflow.env.configure_threads()
+
+
+import pytest  # noqa: E402
+
+
+@pytest.fixture
+def register_method():
+    """``register_method(method)`` adds a ``rubricflow.registry.Method`` for the test; it is removed afterwards."""
+    from rubricflow import registry
+
+    added: list[str] = []
+
+    def add(method):
+        registry.register(method)
+        added.append(method.name)
+        return method
+
+    yield add
+    for name in added:
+        registry.unregister(name)

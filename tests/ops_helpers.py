@@ -85,3 +85,13 @@ def wait_http(url: str, timeout: float, headers: dict | None = None, proc: subpr
             last = repr(e)
         time.sleep(0.5)
     raise TimeoutError(f"{url} not healthy after {timeout:.0f} s (last: {last})")
+
+
+def dvc_command_mismatches(pipelines, dvc_file: str, root: Path = ROOT, extra: dict | None = None) -> dict:
+    """Stages whose command in ``root/dvc_file`` differs from the manifest (the registered pipelines whose
+    ``dvc_file`` it is): ``{stage: (dvc.yaml's cmd, the manifest's)}``; empty when they agree."""
+    dvc = yaml.safe_load((root / dvc_file).read_text())["stages"]
+    expected = {s.name: p.dvc_command(s) for p in pipelines.values() if p.dvc_file == dvc_file for s in p.stages}
+    expected.update(extra or {})
+    got = {name: st.get("cmd") for name, st in dvc.items()}
+    return {k: (got.get(k), expected.get(k)) for k in set(got) | set(expected) if got.get(k) != expected.get(k)}

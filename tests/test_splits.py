@@ -14,8 +14,9 @@ READS_TEST = {"data", "validate", "deltarubric_pairs", "rucl_eval", "deltarubric
 
 
 def test_only_data_and_final_evaluation_stages_may_read_test():
-    from rubricflow.pipelines import STAGES
+    from rubricflow.registry import stages
 
+    STAGES = stages()
     assert {name for name, spec in STAGES.items() if spec.reads_test} == READS_TEST
     # every training / selection stage of every pipeline is guarded
     assert {"sft", "stratify", "rucl", "rucl_outcome", "deltarubric_train", "roro_rubricor_judge",

@@ -9,20 +9,19 @@ import pytest
 from typer.testing import CliRunner
 
 from rubricflow.config import ConfigError, config_from_dict
-from rubricflow.study import (
+from rubricflow.methods.rucl.study import rucl_spec
+from rubricflow.study.harness import (
     RESULT_FILE,
     SharedOutputsMissing,
     Unit,
-    aggregate,
     plan,
     require_shared,
     run_study,
-    t_interval,
     unit_config,
     unit_dir,
-    verdict,
 )
-from rubricflow.study_config import Claim, StudySpec
+from rubricflow.study.spec import Claim, StudySpec
+from rubricflow.study.stats import aggregate, t_interval, verdict
 
 T_975_DF2 = 4.302652729911275  # Student t quantile 0.975 with 2 degrees of freedom (printed tables: 4.303)
 
@@ -127,14 +126,15 @@ def _make_shared(tmp_path):
 
 
 def test_default_section_seeds_and_variants():
-    spec = StudySpec()
+    spec = rucl_spec()
     assert spec.seeds == [101, 202, 303, 404, 505] and 1234 not in spec.seeds
     assert spec.variants["outcome"] == {"rucl.reward.mode": "outcome"}
     assert spec.variants["rucl-linear"]["rucl.curriculum.shape"] == "linear"
     assert spec.variants["shuffled"]["rucl.reward.shuffle_control"] is True
     assert spec.untrained == ["sft"]
     with pytest.raises(ValueError, match="'nope' is not a variant"):
-        StudySpec(claims=[Claim(a="nope", b="outcome", metric="accuracy", direction="higher")])
+        StudySpec(**{**spec.model_dump(), "claims": [Claim(a="nope", b="outcome", metric="accuracy",
+                                                             direction="higher")]})
 
 
 def test_unit_configs_have_their_own_dirs_and_seed(tmp_path):
@@ -289,7 +289,7 @@ def test_studies_dvc_yaml_runs_the_study_apart_from_the_main_pipeline():
     assert st["cmd"] == "rubricflow study rucl" and st["wdir"] == ".."
     # the shared outputs the harness checks for are its deps, so the study re-runs when the main pipeline changes
     for dep in ("data/synthetic", "reports/validation/data/synthetic.json", "artifacts/models/sft",
-                "artifacts/rubrics/tiers.json", "reports/params/study.json", "rubricflow/study.py"):
+                "artifacts/rubrics/tiers.json", "reports/params/study.json", "rubricflow/study"):
         assert dep in st["deps"], dep
     outs = {k: v for o in st["outs"] for k, v in o.items()}
     assert outs["artifacts/studies/rucl"]["persist"] is True  # finished units survive a `dvc repro`
@@ -302,8 +302,8 @@ def test_studies_dvc_yaml_runs_the_study_apart_from_the_main_pipeline():
 
 
 def test_selection_scores_each_setting_over_its_variants():
-    from rubricflow.study import select
-    from rubricflow.study_config import Selection
+    from rubricflow.study.spec import Selection
+    from rubricflow.study.stats import select
 
     results = _results({
         "o-lo": {1: {"acc": 0.50}, 2: {"acc": 0.52}}, "r-lo": {1: {"acc": 0.60}, 2: {"acc": 0.62}},
@@ -329,9 +329,10 @@ def test_selection_scores_each_setting_over_its_variants():
 
 def test_a_selection_study_must_be_evaluated_on_val():
     with pytest.raises(ValueError, match="must be evaluated on val"):
-        StudySpec(selection={"metric": "accuracy"}, claims=[])
+        StudySpec(**{**rucl_spec().model_dump(), "selection": {"metric": "accuracy"}, "claims": []})
     with pytest.raises(ValueError, match=r"selection.settings.x: \['nope'\] are not variants"):
-        StudySpec(eval_split="val", claims=[], selection={"metric": "accuracy", "settings": {"x": ["nope"]}})
+        StudySpec(**{**rucl_spec().model_dump(), "eval_split": "val", "claims": [],
+                     "selection": {"metric": "accuracy", "settings": {"x": ["nope"]}}})
     tune = config_from_dict({}).study.rucl_tune
     assert tune.eval_split == "val" and tune.selection is not None
     assert not set(tune.seeds) & set(config_from_dict({}).study.rucl.seeds)  # tuning seeds are not the study's
@@ -343,7 +344,7 @@ def test_a_selection_study_must_be_evaluated_on_val():
 
 
 class SplitReadingUnit:
-    """A unit that reads the split its config says it is evaluated on, as run_rucl_unit does."""
+    """A unit that reads the split its config says it is evaluated on, as the RuCL unit (rubricflow.methods.rucl.study.run_unit) does."""
 
     def __init__(self, tmp_path):
         self.tmp_path, self.splits = tmp_path, []
@@ -443,7 +444,7 @@ def test_a_tracked_study_logs_a_parent_and_one_child_per_unit(tmp_path, monkeypa
 
 
 def test_a_unit_finished_on_other_inputs_is_rerun_and_its_old_result_kept(tmp_path, capsys):
-    from rubricflow.study import STALE_FILE
+    from rubricflow.study.harness import STALE_FILE
 
     cfg = _cfg(tmp_path, {"seeds": [11, 22]})
     _make_shared(tmp_path)
@@ -481,7 +482,7 @@ def test_a_unit_finished_on_other_inputs_is_rerun_and_its_old_result_kept(tmp_pa
 def test_a_profile_bound_study_is_refused_under_another_profile():
     from rubricflow.config import load_config
     from rubricflow.sections import ConfigError
-    from rubricflow.study import study_spec
+    from rubricflow.study.harness import study_spec
 
     with pytest.raises(ConfigError, match=r"study rucl_smol belongs to profile 'smol' .*`rubricflow --profile smol "
                                           r"study rucl_smol` \(the profile now is 'tiny'\)"):

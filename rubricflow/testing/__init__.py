@@ -1,7 +1,7 @@
-"""Test tools: servers and toy models used by the tests, the benches (``bench/``) and the fault and resume drills,
-never by pipeline stages.
+"""Test tools shared by the tests and the benches (``bench/``): servers and toy models, never used by pipeline stages
+and importing no method (the method-specific drills live under ``tests/``).
 
 - ``judge_server``: a loopback OpenAI-compatible judge server with fixed latency and fault injection.
 - ``toy_task``: a toy GRPO task (prompts, reward) and tiny text / vision-language policies built offline.
-- ``toy_train``: a runnable GRPO training on the toy task (multi-process and resume checks).
+- ``vllm_rollouts``: the tiny rollout model and the vLLM generation drills run in the vLLM environment.
 """

@@ -2,7 +2,7 @@
 
 import pytest
 
-from rubricflow.methods.deltarubric import parse_checklist, parse_verdict
+from rubricflow.methods.deltarubric.parsing import parse_checklist, parse_verdict
 
 
 @pytest.mark.parametrize(

@@ -6,7 +6,7 @@ import json
 import pytest
 
 from rubricflow.config import ConfigError, config_from_dict
-from rubricflow.study import SharedOutputsMissing, Unit, plan, require_shared, run_study, unit_config
+from rubricflow.study.harness import SharedOutputsMissing, Unit, plan, require_shared, run_study, unit_config
 from tests.deltarubric.test_pipeline import _cfg as _pipeline_cfg
 
 

@@ -2,7 +2,7 @@
 
 import random
 
-from rubricflow.methods.deltarubric import parse_checklist, parse_verdict
+from rubricflow.methods.deltarubric.parsing import parse_checklist, parse_verdict
 from rubricflow.methods.deltarubric.data import PreferencePair
 from rubricflow.methods.deltarubric.synthetic import build_pairs
 from rubricflow.methods.deltarubric.targets import (

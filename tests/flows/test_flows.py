@@ -193,16 +193,16 @@ def _toy_grpo_stage(ctx) -> dict:
             "first_step_run": steps_seen[0] if steps_seen else None}
 
 
-def test_retry_resumes_training_from_its_checkpoint(prefect_api, project, monkeypatch):
+def test_retry_resumes_training_from_its_checkpoint(prefect_api, project, monkeypatch, register_method):
     from prefect import flow
 
-    from rubricflow import pipelines
+    from rubricflow import registry
     from rubricflow.stage import stage
     from tasks.concurrency import JUDGE_LIMIT
 
     spec = stage("toy_grpo", retries=2, judge=True, resumable=True)(_toy_grpo_stage)
-    monkeypatch.setitem(pipelines.STAGES, "toy_grpo", spec)
-    monkeypatch.setitem(pipelines.PIPELINES, "toy", pipelines.Pipeline("toy", "toy", (spec,), compare="toy_grpo"))
+    register_method(registry.Method("toy", "toy", stages=(spec,),
+                                    pipelines=(registry.Pipeline("toy", "toy", ("toy_grpo",), compare="toy_grpo"),)))
     monkeypatch.setenv("RUBRICFLOW_INJECT_CRASH", "toy_grpo:2")
 
     from tasks.pipeline import run_pipeline
@@ -283,7 +283,7 @@ def test_study_flow_runs_one_task_per_unit_then_skips_them(prefect_api, project,
     from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
 
     import flows.study as study_flow
-    from rubricflow.study import run_unit
+    from rubricflow.study.harness import run_unit
     from tests.test_study import FakeUnit
 
     for p in ("data/synthetic/manifest.json", "reports/validation/data/synthetic.json",

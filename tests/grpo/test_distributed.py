@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_two_process_deepspeed_grpo(tmp_path):
     steps = 3
     torchrun = Path(sys.executable).parent / "torchrun"
-    cmd = [str(torchrun), "--standalone", "--nproc_per_node", "2", "-m", "rubricflow.testing.toy_train",
+    cmd = [str(torchrun), "--standalone", "--nproc_per_node", "2", "-m", "tests.grpo.toy_train",
            "--out", str(tmp_path), "--steps", str(steps), "--engine", "deepspeed", "--zero-stage", "2",
            "--checkpoint-every", "0"]
     env = {**os.environ, "RUBRICFLOW_THREADS": "1"}
@@ -49,7 +49,7 @@ def test_two_process_zero3_bf16_grpo(tmp_path):
     """bf16 mixed precision with partitioned parameters: both ranks generate (synced), update and end identical."""
     steps = 2
     torchrun = Path(sys.executable).parent / "torchrun"
-    cmd = [str(torchrun), "--standalone", "--nproc_per_node", "2", "-m", "rubricflow.testing.toy_train",
+    cmd = [str(torchrun), "--standalone", "--nproc_per_node", "2", "-m", "tests.grpo.toy_train",
            "--out", str(tmp_path), "--steps", str(steps), "--engine", "deepspeed", "--zero-stage", "3", "--bf16",
            "--checkpoint-every", "0"]
     env = {**os.environ, "RUBRICFLOW_THREADS": "1"}

@@ -35,7 +35,7 @@ def test_prompt_iterator_is_deterministic_resumable_and_sharded():
 
 
 def _cmd(out, steps, sleep=0.0):
-    return [sys.executable, "-m", "rubricflow.testing.toy_train", "--out", str(out), "--steps", str(steps),
+    return [sys.executable, "-m", "tests.grpo.toy_train", "--out", str(out), "--steps", str(steps),
             "--checkpoint-every", "2", "--step-sleep", str(sleep)]
 
 
@@ -52,7 +52,7 @@ def test_kill_9_and_resume_matches_uninterrupted(tmp_path):
     # the run to be killed starts first; the uninterrupted reference runs in this process meanwhile (process
     # start-up dominates the time of this test)
     proc = subprocess.Popen(_cmd(run_dir, steps, sleep=0.4), cwd=ROOT, env=env)
-    from rubricflow.testing import toy_train
+    from tests.grpo import toy_train
 
     toy_train.main(_cmd(ref_dir, steps)[3:])
     ref = {r["step"]: r for r in _log(ref_dir)}

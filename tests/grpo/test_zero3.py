@@ -1,6 +1,6 @@
 """ZeRO-3 across two CPU ranks (torchrun, gloo): RuCL, DeltaRubric and RoRo through their real training functions.
 
-Two launches of ``rubricflow.testing.zero3_train`` (see its docstring): the first runs an uninterrupted 4-step RuCL
+Two launches of ``tests.grpo.zero3_train`` (see its docstring): the first runs an uninterrupted 4-step RuCL
 run, the first 2 steps of a second one, a RuCL run whose second rank has a judge that fails everything, DeltaRubric
 and RoRo; the second launch (fresh processes) resumes the interrupted RuCL run to step 4. With the parameters
 partitioned, any rank that skips a forward, a generation step or an update of the others hangs the run (the
@@ -23,7 +23,7 @@ LAUNCH_TIMEOUT_S = 400
 
 def launch(work: Path, *jobs: str) -> None:
     torchrun = Path(sys.executable).parent / "torchrun"
-    cmd = [str(torchrun), "--standalone", "--nproc_per_node", "2", "-m", "rubricflow.testing.zero3_train", "run",
+    cmd = [str(torchrun), "--standalone", "--nproc_per_node", "2", "-m", "tests.grpo.zero3_train", "run",
            "--work", str(work)]
     for j in jobs:
         cmd += ["--job", j]
@@ -34,7 +34,7 @@ def launch(work: Path, *jobs: str) -> None:
 
 @pytest.fixture(scope="module")
 def work(tmp_path_factory):
-    from rubricflow.testing.zero3_train import prepare
+    from tests.grpo.zero3_train import prepare
 
     w = tmp_path_factory.mktemp("zero3")
     prepare(w)
@@ -140,7 +140,7 @@ def test_zero3_deltarubric_trains_on_two_ranks_and_saves_the_consolidated_policy
 @pytest.mark.slow
 def test_zero3_roro_router_trains_on_two_ranks_and_is_saved_whole(work):
     from models.router import RouterMLP, load_router
-    from rubricflow.testing.zero3_train import roro_cfg
+    from tests.grpo.zero3_train import roro_cfg
 
     ro = ranks(work, "roro")
     tags = [run["tag"] for run in ro[0]["result"]["runs"]]

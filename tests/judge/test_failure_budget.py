@@ -231,7 +231,7 @@ def test_stratify_below_the_budget_keeps_failures_missing(dataset, tmp_path):
 
 
 def test_cli_prints_one_line_and_exits_1_on_a_judge_error(monkeypatch, capsys):
-    import flows.cli as cli
+    import flows.cli.base as cli
 
     def spec(cfg, **kw):
         raise JudgeFailureBudgetExceeded("stratify (openai:m:judge-v1): 32 of 32 judgments failed (100%)")

@@ -11,31 +11,28 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.ops_helpers import ROOT, make_project, project_env
+from tests.ops_helpers import ROOT, dvc_command_mismatches, make_project, project_env
 
 
 def test_dvc_yaml_equals_the_manifest():
-    """dvc.yaml and the manifest (rubricflow.pipelines, which the CLI and the Prefect flows are built from) name the
+    """dvc.yaml and the manifest (the registered pipelines, which the CLI and the Prefect flows are built from) name the
     same stages with the same commands: a stage only one of them has, or a command that differs (a variant whose
     overrides live in its cmd), fails here instead of at run time."""
-    from rubricflow import pipelines
+    from rubricflow import registry
 
-    dvc = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]
-    expected = {s.name: p.dvc_command(s) for p in pipelines.PIPELINES.values() if p.dvc_file == "dvc.yaml"
-                for s in p.stages}
-    expected[pipelines.PARAMS_STAGE] = pipelines.PARAMS_COMMAND
-    assert {name: st.get("cmd") for name, st in dvc.items()} == expected
+    assert dvc_command_mismatches(registry.pipelines(), "dvc.yaml",
+                                  extra={registry.PARAMS_STAGE: registry.PARAMS_COMMAND}) == {}
     # every manifest stage runs in some dvc file
-    assert set(pipelines.STAGES) <= {s.name for p in pipelines.PIPELINES.values() for s in p.stages}
+    assert set(registry.stages()) <= {s.name for p in registry.pipelines().values() for s in p.stages}
 
 
 def test_opt_in_pipelines_have_their_own_dvc_file_under_their_profile():
     """A pipeline outside `make run` (smol: the real model and a vLLM server) lives in its own dvc file, runs each of
     its stages under its profile, resolves that profile's params into its own folder, and is not in the root
     dvc.yaml (so `make run` / `dvc repro` never start it)."""
-    from rubricflow import pipelines
+    from rubricflow import registry
 
-    smol = pipelines.pipeline("smol")
+    smol = registry.pipeline("smol")
     assert smol.dvc_file == "smol/dvc.yaml" and smol.profile == "smol"
     dvc = yaml.safe_load((ROOT / smol.dvc_file).read_text())["stages"]
     expected = {s.name: f"rubricflow --profile smol {s.cli}" for s in smol.stages}
@@ -44,8 +41,6 @@ def test_opt_in_pipelines_have_their_own_dvc_file_under_their_profile():
     assert all(st.get("wdir") == ".." for st in dvc.values())
     root = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]
     assert "fetch_model" not in root and "smol_judge" not in root
-    # the smol params stage depends on every config module the smol stages read (the root one on all of them)
-    assert "rubricflow/methods/smol/config.py" in dvc["params"]["deps"] and "rubricflow/methods/smol/config.py" in root["params"]["deps"]
 
 
 def test_every_stage_command_exists_in_the_cli():
@@ -53,10 +48,10 @@ def test_every_stage_command_exists_in_the_cli():
     import typer.main
 
     from flows.cli import app
-    from rubricflow import pipelines
+    from rubricflow import registry
 
     commands = typer.main.get_command(app).commands
-    for spec in pipelines.STAGES.values():
+    for spec in registry.stages().values():
         assert spec.cli in commands, spec.name
         assert all(a in commands for a in spec.aliases), spec.name
         assert commands[spec.cli].help.startswith(spec.help)
@@ -66,20 +61,17 @@ def test_every_stage_command_exists_in_the_cli():
 
 def test_params_stage_depends_on_every_config_module():
     """reports/params is the resolved config: a new field or default in any config module must re-run the params
-    stage (and, through its outputs, the stages that read them), not leave the resolved files stale."""
-    import sys
+    stage (and, through its outputs, the stages that read them), not leave the resolved files stale. The list is
+    derived from the composed config (rubricflow.config.config_sources), so a new method's sections and default
+    studies are in it."""
+    from rubricflow.config import config_sources
 
-    import rubricflow.config  # noqa: F401  (imports every section's config module)
-
-    modules = {
-        Path(m.__file__).resolve().relative_to(ROOT).as_posix()
-        for name, m in sys.modules.items()
-        if name.startswith("rubricflow") and getattr(m, "__file__", None)
-        and (name.endswith(".config") or name in ("rubricflow.config", "rubricflow.sections", "rubricflow.sections"))
-    }
-    assert "rubricflow/grpo/config.py" in modules and "rubricflow/methods/roro/config.py" in modules
-    deps = set(yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]["params"]["deps"])
-    assert sorted(modules - deps) == []
+    sources = config_sources(ROOT)
+    assert {"rubricflow/config.py", "rubricflow/sections.py", "rubricflow/grpo/config.py",
+            "rubricflow/methods/roro/config.py", "rubricflow/methods/rucl/study.py"} <= set(sources)
+    for dvc_file in ("dvc.yaml", "smol/dvc.yaml"):
+        deps = yaml.safe_load((ROOT / dvc_file).read_text())["stages"]["params"]["deps"]
+        assert sorted(deps) == sources, dvc_file
 
 
 def _dvc(project: Path, env: dict, *args: str, timeout: float = 900) -> subprocess.CompletedProcess:

@@ -140,7 +140,7 @@ def test_roro_pipeline_end_to_end(tmp_path):
     # one real unit per trained kind of the RoRo study on the same shared outputs (the alternation with the unit's
     # seed, its routers, the evaluation); the report has the per-phase Judge table and the curve plot
     from rubricflow.config import config_from_dict
-    from rubricflow.study import run_study
+    from rubricflow.study.harness import run_study
 
     study = {"seeds": [5], "out_dir": str(tmp_path / "studies" / "roro"),
              "report_dir": str(tmp_path / "reports" / "studies")}

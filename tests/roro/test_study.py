@@ -7,7 +7,7 @@ import json
 import pytest
 
 from rubricflow.config import ConfigError, config_from_dict
-from rubricflow.study import SharedOutputsMissing, Unit, require_shared, run_study, unit_config
+from rubricflow.study.harness import SharedOutputsMissing, Unit, require_shared, run_study, unit_config
 
 
 def _cfg(tmp_path, **study):
@@ -140,7 +140,7 @@ def test_studies_dvc_yaml_runs_the_roro_study_on_the_pipelines_outputs():
     st = yaml.safe_load((root / "studies" / "dvc.yaml").read_text())["stages"]["roro_study"]
     assert st["cmd"] == "rubricflow study roro" and st["wdir"] == ".."
     for dep in ("artifacts/roro/models", "data/roro/trajectories.parquet", "data/roro/pairs.parquet",
-                "data/roro/step_cache.jsonl", "reports/params/roro.json", "rubricflow/methods/roro", "rubricflow/study.py"):
+                "data/roro/step_cache.jsonl", "reports/params/roro.json", "rubricflow/methods/roro", "rubricflow/study"):
         assert dep in st["deps"], dep
     outs = {k: v for o in st["outs"] for k, v in o.items()}
     assert outs["artifacts/studies/roro"]["persist"] is True

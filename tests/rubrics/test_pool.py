@@ -198,7 +198,7 @@ def test_secret_block_reaches_the_judge_through_the_stage_entry_points(tmp_path,
     key from the entry point's secret resolver (a Prefect Secret block in production; a fake here), both when the
     stage is called as the Prefect task calls it and through the `rubricflow rubrics` command that dvc.yaml runs."""
     from rubricflow.config import load_config
-    from rubricflow.pipelines import stage
+    from rubricflow.registry import stage
     from rubricflow.testing.judge_server import LoopbackJudgeServer
 
     asked = []
@@ -230,7 +230,7 @@ def test_secret_block_reaches_the_judge_through_the_stage_entry_points(tmp_path,
 def test_secret_block_without_a_resolver_fails_naming_the_key(tmp_path):
     from rubricflow.config import load_config
     from rubricflow.judge import JudgeConfigError
-    from rubricflow.pipelines import stage
+    from rubricflow.registry import stage
 
     params = _teacher_params(tmp_path, "http://127.0.0.1:9")
     with pytest.raises(JudgeConfigError, match="judge.openai.secret_block='judge-key' is set but no secret resolver"):

@@ -1,6 +1,5 @@
 """RuCL Phase II end to end on a tiny SFT'd Qwen2.5-VL with the programmatic judge."""
 
-import dataclasses
 import json
 import math
 
@@ -11,37 +10,11 @@ from rubricflow.methods.rucl.curriculum import CurriculumScheduler
 from rubricflow.judge.programmatic import ProgrammaticJudge
 from rubricflow.judge.protocol import Judgment
 from rubricflow.methods.rucl.rewards import combine_tiers
-from rubricflow.methods.rucl.rubrics.pool import RubricPool, load_default_pool, load_tiers, save_pool
+from rubricflow.methods.rucl.rubrics.pool import load_tiers
 from rubricflow.methods.rucl.config import RuCLConfig
 from rubricflow.grpo.checkpoint import resume_key
 from rubricflow.methods.rucl.train import resume_parts, train_rucl
 
-TIERS = {"C17": "foundational", "C18": "foundational", "C05": "foundational",
-         "C08": "advanced", "C11": "advanced", "C20": "advanced"}
-
-
-@pytest.fixture(scope="module")
-def setup(tmp_path_factory):
-    """A counting dataset, a tiny Qwen2.5-VL warm-started by 40 SFT steps, and a tiers file."""
-    from models.tiny import TinyDims, build_tiny_vl, save
-    from rubricflow.data.schema import load_images
-    from rubricflow.data.synthetic import build_synthetic_dataset
-    from rubricflow.data.traces import render_trace
-    from rubricflow.sft import SFTExample, train_sft
-
-    root = tmp_path_factory.mktemp("rucl")
-    samples = build_synthetic_dataset(root / "data", ["counting"], {"train": 24, "test": 4}, seed=1, image_size=56)
-    corpus = [s.question for s in samples] + [render_trace(s.facts, s.answer) for s in samples]
-    model, proc = build_tiny_vl(corpus, TinyDims(hidden_size=64, num_layers=2, num_heads=2, num_kv_heads=1,
-                                                 vocab_size=400, vision_hidden_size=32, vision_depth=1))
-    train = [s for s in samples if s.split == "train"]
-    ex = [SFTExample(proc.chat_prompt(s.question, 1), render_trace(s.facts, s.answer), load_images(root / "data", s))
-          for s in train]
-    train_sft(model, proc, ex, steps=40, batch_size=16, lr=3e-3, warmup_steps=5)
-    save(model, proc, root / "sft")
-    rub = [dataclasses.replace(r, tier=TIERS[r.id]) for r in load_default_pool().rubrics if r.id in TIERS]
-    save_pool(RubricPool(rub, {"source": "test"}), root / "tiers.json")
-    return root
 
 
 def make_cfg(root, name, **over):

@@ -1,29 +1,45 @@
 """DeltaRubric: a Disagreement Planner and a Checklist Verifier in one policy, trained by multi-role GRPO.
 
-Light imports only here (parsers and the pair schema); model code lives in rollout / evaluate / stages and is
-imported by name. See docs in each module: data (pair schema + gate), synthetic (pair generator), prompts and
-parsing (the roles' templates and parsers), roles (role = template + parser + reward), rewards (pure math),
-targets (SFT targets from facts), rollout (multi-role episodes), evaluate (judge accuracy tables), stages.
+The modules: data (pair schema + gate), synthetic (pair generator), prompts and parsing (the roles' templates and
+parsers), roles (role = template + parser + reward), rewards (pure math), targets (SFT targets from facts),
+warmstart (the warm start), rollout (multi-role episodes), train, evaluate (judge accuracy tables), stages (thin
+bindings), study (the study adapter), summary (summary lines and ``rubricflow eval-judge``).
 """
 
-from rubricflow.methods.deltarubric.data import (
-    PairDataError,
-    PreferencePair,
-    load_pair_images,
-    read_pairs,
-    validate_pairs,
-    write_pairs,
-)
-from rubricflow.methods.deltarubric.parsing import VerdictParse, parse_checklist, parse_verdict
+from rubricflow.methods.deltarubric import stages
+from rubricflow.methods.deltarubric.config import DeltaRubricConfig
+from rubricflow.methods.deltarubric.study import ADAPTER, STUDIES
+from rubricflow.methods.deltarubric.summary import COMMANDS, summary_lines
+from rubricflow.registry import Method, Pipeline, SectionDecl
 
-__all__ = [
-    "PairDataError",
-    "PreferencePair",
-    "VerdictParse",
-    "load_pair_images",
-    "parse_checklist",
-    "parse_verdict",
-    "read_pairs",
-    "validate_pairs",
-    "write_pairs",
-]
+METHOD = Method(
+    name="deltarubric",
+    description="DeltaRubric: planner + checklist verifier, multi-role GRPO.",
+    sections=(SectionDecl("deltarubric", DeltaRubricConfig,
+                          "DeltaRubric: pairs, roles, multi-role GRPO, evaluation."),),
+    stages=(stages.pairs_stage, stages.sft_stage, stages.train_stage, stages.eval_stage),
+    pipelines=(
+        Pipeline(
+            "deltarubric",
+            "DeltaRubric: planner + checklist verifier, multi-role GRPO.",
+            # preference pairs -> warm-start SFT (builds its own tiny base) -> multi-role GRPO -> judge tables
+            ("deltarubric_pairs", "deltarubric_sft", "deltarubric_train", "deltarubric_eval"),
+            compare="deltarubric_train",
+            knobs={
+                "planner_reward": "deltarubric.train.planner_reward",
+                "algorithm": "deltarubric.train.algorithm",
+                "guidance_lambda": "deltarubric.train.guidance_lambda",
+                "n_checklists": "deltarubric.train.n_checklists",
+                "m_verdicts": "deltarubric.train.m_verdicts",
+                "train_steps": "deltarubric.train.grpo.steps",
+                "sft_steps": "deltarubric.sft.steps",
+                "seed": "seed",
+            },
+            knobs_help="DeltaRubric knobs (planner reward and verifier guidance are the paper's ablations).",
+        ),
+    ),
+    study=ADAPTER,
+    studies=STUDIES,
+    summary=summary_lines,
+    commands=COMMANDS,
+)

@@ -1,4 +1,4 @@
-"""DeltaRubric's study adapter (:data:`METHOD`, ``study.<name>.method: deltarubric``).
+"""DeltaRubric's study adapter (:data:`ADAPTER`, ``study.<name>.method: deltarubric``) and its default study.
 
 A unit trains multi-role GRPO (or one single-step judge mode, ``deltarubric.train.judge``) from the main
 pipeline's warm start with the variant's overrides and the unit seed, then evaluates the trained policy on the
@@ -22,10 +22,13 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from rubricflow.hashing import content_hash
 from rubricflow.io import atomic_path
+from rubricflow.registry import StudyDecl
 from rubricflow.stage import StageContext
-from rubricflow.study import StudyMethod, Unit, t_interval
-from rubricflow.study_config import StudySpec
+from rubricflow.study.adapter import StudyMethod, Unit
+from rubricflow.study.spec import Claim, StudySpec
+from rubricflow.study.stats import t_interval
 
 MODES = ("no_rubric", "static", "deltarubric", "oracle")
 
@@ -47,14 +50,11 @@ def _shared_outputs(cfg: Any) -> dict[str, Path]:
 
 
 def _input_parts(ucfg: Any, unit: Unit) -> dict[str, Any]:
-    from rubricflow.generation import GENERATION_OPERATIONAL
-    from rubricflow.grpo.checkpoint import content_hash
-
     dr = ucfg.deltarubric
     return {
         "config": {"train": dr.train.model_dump(mode="json"), "eval": dr.eval.model_dump(mode="json"),
                    "pairs": dr.pairs.model_dump(mode="json"), "models.policy": ucfg.models.policy.model_dump(mode="json"),
-                   "generation": ucfg.generation.model_dump(mode="json", exclude=GENERATION_OPERATIONAL)},
+                   "generation": ucfg.generation.essential_dump()},
         "seed": unit.seed,
         "init_policy": content_hash(dr.sft.out_dir),
         "pairs_set": content_hash(dr.pairs.out_dir),
@@ -179,7 +179,7 @@ def _plot_probe(name: str, curves: Mapping[str, Mapping[int, Mapping]], path: Pa
     plt.close(fig)
 
 
-METHOD = StudyMethod(
+ADAPTER = StudyMethod(
     name="deltarubric",
     run_unit=run_unit,
     unit_overrides=_untrained_overrides,
@@ -192,4 +192,46 @@ METHOD = StudyMethod(
     shared_hint="run the main pipeline first (`dvc repro deltarubric_sft` or `make run`): the pairs and the warm "
     "start are shared by every unit",
     report_extras=report_probe_curve,
+)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# the default study
+
+# Metrics of a unit on the held-out pairs: `accuracy` / `format_violation` are those of the judge mode the unit was
+# trained for (DeltaRubric's own checklist for DeltaRubric runs and the warm start, the no-rubric / static verdict for
+# the trained baselines); acc_<mode> for every mode.
+METRICS = ["accuracy", "format_violation", "acc_no_rubric", "acc_static", "acc_deltarubric", "acc_oracle",
+           "fmt_deltarubric", "probe_end"]
+
+
+def deltarubric_spec() -> StudySpec:
+    dr = "deltarubric.train"
+    variants = {
+        "sft": {},  # untrained: the shared warm start, evaluated in every mode (the before-RL table)
+        "deltarubric": {},  # the paper's setting: relative (improvement) planner reward, paired bonus, lambda 0.4
+        "no-rubric": {f"{dr}.judge": "no_rubric"},  # the trained no-rubric judge (same steps, pairs, verdicts)
+        "static": {f"{dr}.judge": "static"},  # the trained static-rubric judge
+        "absolute": {f"{dr}.planner_reward": "absolute"},  # the planner-reward ablation
+        "shift": {f"{dr}.planner_reward": "shift"},  # the reading built first (== absolute after centring)
+        "lambda0": {f"{dr}.guidance_lambda": 0.0},
+        "lambda0.2": {f"{dr}.guidance_lambda": 0.2},
+        "lambda0.6": {f"{dr}.guidance_lambda": 0.6},
+    }
+    claims = [
+        Claim(a="deltarubric", b="no-rubric", metric="accuracy", direction="higher"),
+        Claim(a="deltarubric", b="static", metric="accuracy", direction="higher"),
+        Claim(a="deltarubric", b="absolute", metric="accuracy", direction="higher"),
+        Claim(a="deltarubric", b="lambda0", metric="accuracy", direction="higher"),
+        Claim(a="deltarubric", b="sft", metric="accuracy", direction="higher"),
+    ]
+    return StudySpec(method="deltarubric", variants=variants, untrained=["sft"], metrics=list(METRICS),
+                     claims=claims, out_dir="artifacts/studies/deltarubric")
+
+
+STUDIES = (
+    StudyDecl("deltarubric", deltarubric_spec,
+              "The DeltaRubric study: the warm start (before RL), DeltaRubric, the trained no-rubric and static "
+              "judges, the absolute (and shift) planner reward and lambda 0 / 0.2 / 0.6, each trained from the shared "
+              "warm start once per seed and evaluated on the held-out pairs in every judge mode."),
 )

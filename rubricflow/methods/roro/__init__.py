@@ -1,17 +1,44 @@
-"""RoRo: rubric-guided process reward for stepwise model routing (pipeline: rubricflow/methods/roro/pipeline.py).
+"""RoRo: rubric-guided process reward for stepwise model routing.
 
-``rubricflow.methods.roro.process_score(rubric, judgments)`` is the Judge's process score (sum weight * score * satisfied;
-``score_judgments`` also lists the criteria with no judgment). Both are loaded lazily so that importing the config
-(``rubricflow.methods.roro.config``, composed into ``rubricflow.config.Config``) stays cheap.
+Step models and routing trajectories, preference pairs (outcome, cost, process), the alternating Rubricor-Judge
+optimization, the router trained with GRPO and accuracy-vs-cost evaluation; ``stages.py`` binds them, ``study.py``
+is the study adapter, ``summary.py`` the summary lines and CLI printers.
 """
 
+from rubricflow.methods.roro import stages
+from rubricflow.methods.roro.config import RoRoConfig
+from rubricflow.methods.roro.study import ADAPTER, STUDIES
+from rubricflow.methods.roro.summary import COMMANDS, summary_lines
+from rubricflow.registry import Method, Pipeline, SectionDecl
 
-__all__ = ["process_score", "score_judgments"]
-
-
-def __getattr__(name: str):
-    if name in __all__:
-        from rubricflow.methods.roro import rubric
-
-        return getattr(rubric, name)
-    raise AttributeError(f"module 'rubricflow.methods.roro' has no attribute {name!r}")
+METHOD = Method(
+    name="roro",
+    description="RoRo: rubric-guided process reward for a stepwise router.",
+    sections=(SectionDecl("roro", RoRoConfig,
+                          "RoRo: step models, trajectories, pairs, Rubricor-Judge, router GRPO."),),
+    stages=(stages.models_stage, stages.trajectories_stage, stages.pairs_stage, stages.rubricor_judge_stage,
+            stages.router_stage, stages.eval_stage),
+    pipelines=(
+        Pipeline(
+            "roro",
+            "RoRo: rubric-guided process reward for a stepwise router.",
+            # step models -> routing trajectories -> preference pairs -> Rubricor + Judge -> router GRPO ->
+            # accuracy vs cost
+            ("roro_models", "roro_trajectories", "roro_pairs", "roro_rubricor_judge", "roro_router", "roro_eval"),
+            compare="roro_router",
+            knobs={
+                "task_source": "roro.task.source",
+                "uncertainty": "roro.steps.uncertainty",
+                "cost_weight": "roro.router.cost_weight",
+                "process_weight": "roro.router.process_weight",
+                "router_steps": "roro.router.grpo.steps",
+                "seed": "roro.seed",
+            },
+            knobs_help="RoRo knobs (process_weight 0 = the outcome-only router ablation).",
+        ),
+    ),
+    study=ADAPTER,
+    studies=STUDIES,
+    summary=summary_lines,
+    commands=COMMANDS,
+)

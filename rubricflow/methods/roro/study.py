@@ -29,10 +29,13 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from rubricflow.hashing import content_hash
 from rubricflow.io import atomic_path
+from rubricflow.registry import StudyDecl
 from rubricflow.sections import ConfigError
-from rubricflow.study import StudyMethod, Unit, t_interval
-from rubricflow.study_config import StudySpec
+from rubricflow.study.adapter import StudyMethod, Unit
+from rubricflow.study.spec import Claim, StudySpec
+from rubricflow.study.stats import t_interval
 
 KINDS = ("roro", "outcome-only", "threshold", "random")
 CHANCE = 0.5
@@ -83,7 +86,6 @@ def _shared_outputs(cfg: Any) -> dict[str, Path]:
 
 
 def _input_parts(ucfg: Any, unit: Unit) -> dict[str, Any]:
-    from rubricflow.grpo.checkpoint import content_hash
     from rubricflow.methods.roro.pipeline import cache_path, pairs_path, trajectories_path
 
     rc = ucfg.roro
@@ -326,7 +328,7 @@ def _finite(x):
     return x
 
 
-METHOD = StudyMethod(
+ADAPTER = StudyMethod(
     name="roro",
     run_unit=run_roro_unit,
     unit_overrides=_unit_overrides,
@@ -340,4 +342,38 @@ METHOD = StudyMethod(
     shared_hint="run the main pipeline's RoRo stages first (`dvc repro roro_pairs` or `make run`): the step models, "
     "trajectories, pairs and step cache are shared by every unit",
     report_extras=report_extra,
+)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# the default study: each variant names one routing method; the curve of each unit is reduced to its AUC and the
+# accuracy at matched costs; a `roro` unit also measures its kept Judge on the evaluation split's route pairs.
+
+METRICS = ["auc", "acc_at_cost_25", "acc_at_cost_50", "acc_at_cost_75", "judge_test_acc", "judge_test_process_acc"]
+
+
+def roro_spec() -> StudySpec:
+    variants = {
+        "roro": {"roro.router.methods": ["roro"], "roro.eval.baselines": []},
+        "outcome-only": {"roro.router.methods": ["outcome-only"], "roro.eval.baselines": []},
+        "threshold": {"roro.router.methods": [], "roro.eval.baselines": ["threshold"]},
+        "random": {"roro.router.methods": [], "roro.eval.baselines": ["random"]},
+    }
+    claims = [
+        Claim(a="roro", b="outcome-only", metric="auc", direction="higher"),
+        Claim(a="roro", b="outcome-only", metric="acc_at_cost_50", direction="higher"),
+        Claim(a="roro", b="threshold", metric="auc", direction="higher"),
+        Claim(a="roro", b="random", metric="auc", direction="higher"),
+        Claim(a="outcome-only", b="threshold", metric="auc", direction="higher"),
+    ]
+    return StudySpec(method="roro", variants=variants, untrained=["threshold", "random"], metrics=list(METRICS),
+                     claims=claims, out_dir="artifacts/studies/roro")
+
+
+STUDIES = (
+    StudyDecl("roro", roro_spec,
+              "The RoRo study: RoRo (process + outcome - cost) vs outcome-only routers over the cost-weight sweep, the "
+              "uncertainty threshold and the random router; per unit the area under the accuracy-vs-cost hull and the "
+              "accuracy at matched costs on test; per `roro` unit the Judge's per-phase val accuracy and its kept "
+              "phase on test pairs (`rubricflow study roro`)."),
 )

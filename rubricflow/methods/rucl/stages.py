@@ -4,11 +4,11 @@ variant of ``rucl``) and the evaluation (``rucl_eval``). Thin bindings over ``ru
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from rubricflow.data.validate import require_gate
 from rubricflow.judge.config import JudgeConfig
 from rubricflow.methods.rucl.config import RuCLConfig
+from rubricflow.methods.rucl.evaluate import evaluate_policies
+from rubricflow.methods.rucl.train import run_training
 from rubricflow.sections import DataConfig, GenerationConfig
 from rubricflow.stage import StageContext, stage
 
@@ -18,19 +18,9 @@ def train_stage(
     rucl: RuCLConfig, judge: JudgeConfig, data: DataConfig, generation: GenerationConfig, ctx: StageContext
 ) -> dict:
     """RuCL Phase II: GRPO with the hybrid reward and the performance-triggered curriculum."""
-    from rubricflow.methods.rucl.rubrics.pool import load_tiers
-    from rubricflow.methods.rucl.train import train_rucl
-
     require_gate(data, ctx.reports_dir)
-    backend, rubrics = None, []
-    if rucl.reward.mode != "outcome" or Path(rucl.tiers_path).exists():
-        rubrics = load_tiers(rucl.tiers_path)
-    if rucl.reward.mode != "outcome":
-        from rubricflow.judge.factory import make_judge
-
-        backend = make_judge(judge, ctx.secret_resolver, image_root=data.out_dir)
-    return train_rucl(rucl, data.out_dir, backend, rubrics, ctx.reports_dir / rucl.name, generation,
-                      run=ctx.run, seed=ctx.seed, judge_cfg=judge)
+    return run_training(rucl, judge, data, generation, ctx.reports_dir / rucl.name, run=ctx.run, seed=ctx.seed,
+                        secret_resolver=ctx.secret_resolver)
 
 
 outcome_stage = train_stage.variant(
@@ -45,6 +35,4 @@ def eval_stage(
     rucl: RuCLConfig, judge: JudgeConfig, data: DataConfig, generation: GenerationConfig, ctx: StageContext
 ) -> dict:
     """Held-out accuracy, rubric pass rates and the correct-but-flawed rate: SFT vs the RL policies."""
-    from rubricflow.methods.rucl.evaluate import evaluate_policies
-
     return evaluate_policies(rucl, judge, data.out_dir, generation, ctx.secret_resolver)

@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from rubricflow.generation import GENERATION_OPERATIONAL
+from rubricflow.hashing import code_hash, content_hash
 from rubricflow.methods.rucl.config import RuCLConfig
 from rubricflow.sections import GenerationConfig
 from rubricflow.stage import NullRun
@@ -36,15 +36,9 @@ _RESUMABLE_FIELDS = {"grpo": {"steps", "checkpoint_every", "keep_checkpoints", "
 _OUTPUT_FIELDS = {"name", "out_dir", "checkpoint_dir", "eval_samples", "eval_policies"}
 
 
-# Judge settings that change how verdicts are fetched, not what they are (a resumed run may tune them).
-_JUDGE_OPERATIONAL = {"cache_enabled", "cache_programmatic", "cache_path", "preflight", "max_failed_frac",
-                      "failure_window"}
-_OPENAI_OPERATIONAL = {"base_url", "api_key_env", "secret_block", "concurrency", "timeout_s", "request_deadline_s",
-                       "max_retries", "backoff_initial_s", "backoff_max_s", "backoff_jitter_s", "retry_after_max_s",
-                       "http_client"}
-# The training code whose edits change a trajectory: the method, the GRPO core and the reward modules.
-TRAINING_CODE = ("rubricflow.methods.rucl", "rubricflow.grpo", "rubricflow.methods.rucl.rewards", "rubricflow.methods.rucl.curriculum",
-                 "rubricflow.answers")
+# The training code whose edits change a trajectory: the method (its rewards and curriculum included), the GRPO core
+# and the answer matching.
+TRAINING_CODE = ("rubricflow.methods.rucl", "rubricflow.grpo", "rubricflow.answers")
 
 
 def _rucl_section(rcfg: RuCLConfig) -> dict:
@@ -60,11 +54,7 @@ def _rucl_section(rcfg: RuCLConfig) -> dict:
 def _judge_part(rcfg: RuCLConfig, judge, judge_cfg) -> dict | None:
     if rcfg.reward.mode == "outcome":
         return None  # no judge call
-    section = None
-    if judge_cfg is not None:
-        section = judge_cfg.model_dump(mode="json", exclude=_JUDGE_OPERATIONAL)
-        for k in _OPENAI_OPERATIONAL:
-            section.get("openai", {}).pop(k, None)
+    section = judge_cfg.essential_dump() if judge_cfg is not None else None
     backend = [getattr(judge, a, None) for a in ("name", "model_id", "prompt_version")] if judge is not None else None
     return {"section": section, "backend": backend}
 
@@ -76,9 +66,7 @@ def resume_parts(rcfg: RuCLConfig, seed: int, data_dir: str | Path, gen_cfg: Gen
     sections (no judge in outcome mode; operational judge settings such as concurrency, timeouts and the cache are
     left out), the contents of the initial policy folder, the tiers file (and the rubrics handed in) and the data
     set folder, and the hash of the training code."""
-    from rubricflow.grpo.checkpoint import code_hash, content_hash
-
-    gen = (gen_cfg or GenerationConfig()).model_dump(mode="json", exclude=GENERATION_OPERATIONAL)
+    gen = (gen_cfg or GenerationConfig()).essential_dump()
     return {
         "rucl": _rucl_section(rcfg),
         "seed": seed,
@@ -247,3 +235,20 @@ def train_rucl(
 
 # ------------------------------------------------------------------------------------------------------------
 # the pipeline stage
+
+
+def run_training(rcfg: RuCLConfig, judge_cfg, data, gen_cfg: GenerationConfig, reports_dir: str | Path, *, run=None,
+                 seed: int = 1234, secret_resolver=None) -> dict[str, Any]:
+    """:func:`train_rucl` from the sections, as the ``rucl`` stage and every study unit run it: the tiers (when the
+    reward uses rubrics or a tiers file exists), the judge built from ``judge_cfg`` (not in outcome mode), and
+    ``judge_cfg`` in the resume key."""
+    from rubricflow.judge.factory import make_judge
+    from rubricflow.methods.rucl.rubrics.pool import load_tiers
+
+    backend, rubrics = None, []
+    if rcfg.reward.mode != "outcome" or Path(rcfg.tiers_path).exists():
+        rubrics = load_tiers(rcfg.tiers_path)
+    if rcfg.reward.mode != "outcome":
+        backend = make_judge(judge_cfg, secret_resolver, image_root=data.out_dir)
+    return train_rucl(rcfg, data.out_dir, backend, rubrics, reports_dir, gen_cfg, run=run, seed=seed,
+                      judge_cfg=judge_cfg)

@@ -2,12 +2,12 @@
 
 One process::
 
-    python -m rubricflow.testing.toy_train --out DIR --steps 8 --engine torch
+    python -m tests.grpo.toy_train --out DIR --steps 8 --engine torch
 
 Two local processes with DeepSpeed on CPU (gloo)::
 
-    torchrun --standalone --nproc_per_node 2 -m rubricflow.testing.toy_train --out DIR --engine deepspeed
-    deepspeed --num_gpus 2 --no_local_rank --module rubricflow.testing.toy_train --out DIR --engine deepspeed
+    torchrun --standalone --nproc_per_node 2 -m tests.grpo.toy_train --out DIR --engine deepspeed
+    deepspeed --num_gpus 2 --no_local_rank --module tests.grpo.toy_train --out DIR --engine deepspeed
 
 Each rank appends one JSON line per step to ``DIR/log-rank<r>.jsonl`` (prompt ids, reward, curriculum lambda and
 state, loss, a parameter checksum) and writes ``DIR/done-rank<r>.json`` at the end. Re-running the same command

@@ -1,4 +1,5 @@
-"""Operations sub-commands of the ``rubricflow`` CLI (registered by flows/cli.py through ``register(app)``).
+"""Operations sub-commands of the ``rubricflow`` CLI (registered by ``flows/cli/__init__.py`` through
+``register(app)``).
 
 * ``rubricflow compare``  table of MLflow runs of a stage: differing params, final metrics, transition step
   (``--publish`` also creates it as Prefect table/markdown artifacts through the ``compare`` flow);
@@ -13,6 +14,8 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
+
+from flows.cli.base import load_cfg
 
 
 def register(app: typer.Typer) -> None:
@@ -33,7 +36,6 @@ def compare(
     from rich.console import Console
     from rich.table import Table
 
-    from flows.cli import load_cfg
     from rubricflow.tracking.compare import DEFAULT_METRICS, _fmt, compare_runs
 
     exp = experiment or load_cfg().tracking.experiment

@@ -3,11 +3,11 @@
 Prepare the inputs once, in one process (a counting data set with a val split, a tiny Qwen2.5-VL warm-started by a
 few SFT steps, the rubric tiers; DeltaRubric's pairs and warm start; RoRo's step models)::
 
-    python -m rubricflow.testing.zero3_train prepare --work DIR
+    python -m tests.grpo.zero3_train prepare --work DIR
 
 then run jobs on every rank, one after another in the same processes::
 
-    torchrun --standalone --nproc_per_node 2 -m rubricflow.testing.zero3_train run --work DIR \\
+    torchrun --standalone --nproc_per_node 2 -m tests.grpo.zero3_train run --work DIR \\
         --job rucl:a:4 --job rucl-missing:c:2 --job deltarubric:d:2 --job roro:e:3
 
 A job ``<kind>:<name>:<steps>`` trains under ``DIR/<name>/`` (checkpoints, the saved model) with the real stage

@@ -1,4 +1,5 @@
-"""Study commands of the ``rubricflow`` CLI (registered by flows/cli.py through ``register(app)``):
+"""Study commands of the ``rubricflow`` CLI (registered by ``flows/cli/__init__.py`` through
+``register(app)``):
 
 * ``rubricflow study rucl [--seeds 1,2,3] [--variants a,b] [--report-name NAME] [--no-track]``  the multi-seed
   RuCL study (``study.rucl`` in params.yaml; ``rubricflow.study``): trains and evaluates every (variant, seed) unit
@@ -16,6 +17,8 @@ from typing import Annotated, Optional
 
 import typer
 
+from flows.cli.base import load_cfg, state
+
 
 def _ints(text: str | None) -> list[int] | None:
     if not text:
@@ -31,8 +34,6 @@ def _names(text: str | None) -> list[str] | None:
 
 
 def register(app: typer.Typer) -> None:
-    from flows.cli import load_cfg, state
-
     @app.command("study")
     def study(
         name: Annotated[str, typer.Argument(help="Study: a sub-section of `study` in params.yaml (rucl).")],
@@ -47,7 +48,7 @@ def register(app: typer.Typer) -> None:
         mean and 95% t-interval per variant and a verdict per claim in reports/studies/<name>.md/.json/.png."""
         from rubricflow.config import ConfigError
         from rubricflow.data.validate import ValidationFailed
-        from rubricflow.study import run_study
+        from rubricflow.study.harness import run_study
         from tasks.secrets import load_secret
 
         cfg = load_cfg()

@@ -1,0 +1,63 @@
+"""DeltaRubric's lines of the run summary and its CLI command ``rubricflow eval-judge``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+from rubricflow.commands import Command, CommandContext, CommandError, Opt
+from rubricflow.summary import load_report
+
+
+def summary_lines(r: Path) -> list[str]:
+    m = load_report(r / "deltarubric_eval.json")
+    if not m:
+        return []
+    out = []
+    order = ("no_rubric", "static", "deltarubric", "oracle")
+    sets = sorted((k for k, v in m.items() if isinstance(v, dict)), key=lambda k: (not k.startswith("sft/"), k))
+    for key in sets:
+        accs = m[key]
+        modes = [k for k in order if k in accs] + sorted(
+            k for k in accs if k not in order and not k.endswith("_format_violation"))
+        out.append(f"{'deltarubric' if not out else '':<12}{key}: " + ", ".join(
+            f"{k} {accs[k]:.1%}" for k in modes) + " (pair accuracy)")
+    return out
+
+
+def eval_judge(
+    ctx: CommandContext,
+    model: Annotated[list[Path], Opt("Policy directory (repeatable); default: SFT and GRPO outputs.")] = [],
+    pairs: Annotated[list[Path], Opt("Pair directory (repeatable); default: the synthetic pairs.")] = [],
+    split: Annotated[Optional[str], Opt("Only this split (default: test for the synthetic pairs, all for others).")] = None,
+    limit: Annotated[int, Opt("Pairs per set (0 = all).")] = 0,
+    mode: Annotated[list[str], Opt("Judge modes: no_rubric, static, deltarubric, oracle (repeatable).")] = [],
+    out: Annotated[Optional[Path], Opt("Also write the tables as json here.")] = None,
+) -> None:
+    """Print verifier accuracy per judge mode (and format violations) for policies x pair sets."""
+    from rubricflow.io import write_json
+    from rubricflow.methods.deltarubric.data import PairDataError
+    from rubricflow.methods.deltarubric.evaluate import MODES, format_table
+    from rubricflow.methods.deltarubric.stages import judge_tables
+
+    cfg = ctx.load_config()
+    dr = cfg.deltarubric
+    bad = [m for m in mode if m not in MODES]
+    if bad:
+        raise CommandError(f"--mode {bad[0]!r}: expected one of {MODES}", code=2)
+    models = {p.name: str(p) for p in model} or {"sft": dr.sft.out_dir, "grpo": dr.train.out_dir}
+    default_pairs = Path(dr.pairs.out_dir)
+    sets = {}
+    for p in pairs or [default_pairs]:
+        sp = split if split is not None else ("test" if p == default_pairs else None)
+        sets[p.name] = (str(p), sp, limit)
+    try:
+        tables = judge_tables(dr, cfg.models, cfg.generation, models, sets, tuple(mode) or MODES)
+    except (PairDataError, FileNotFoundError, ValueError) as e:
+        raise CommandError(str(e)) from None
+    ctx.echo(format_table(tables))
+    if out:
+        write_json(out, tables)
+
+
+COMMANDS = (Command("eval-judge", eval_judge),)

@@ -1,0 +1,106 @@
+"""RoRo's lines of the run summary and its CLI commands that print more than their metrics:
+
+* ``rubricflow roro-rubricor-judge``  Rubricor-Judge alternation; prints val pairwise accuracy per phase;
+* ``rubricflow roro-eval``            accuracy vs LRM cost on held-out problems: prints the table, writes the curve
+                                      (``--from-file`` prints the last saved table); alias ``route-eval``;
+* ``rubricflow roro-judge-tune``      the tiny Judge's warm start chosen on val pairs (``judge_tune``).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+from rubricflow.commands import Command, CommandContext, CommandError, Opt
+from rubricflow.summary import load_report
+
+
+def summary_lines(r: Path) -> list[str]:
+    out = []
+    if (m := load_report(r / "roro_rubricor_judge.json")):
+        accs = " -> ".join(f"{row['val_pairwise_acc']:.2f}" for row in m["rounds"])
+        out.append(f"roro judge  val pairwise accuracy per phase: {accs} (kept {m['selected_phase']})")
+    if (m := load_report(r / "roro_eval.json")):
+        by = {row["method"]: row for row in m["rows"] if row.get("param") is None}
+        ends = ", ".join(f"{k} {by[k]['accuracy']:.1%}" for k in ("all-slm", "all-lrm") if k in by)
+        if m.get("roro_accuracy") is not None and m.get("outcome_only_accuracy_at_roro_cost") is not None:
+            out.append(f"roro route  {ends}; RoRo {m['roro_accuracy']:.1%} at LRM cost {m['roro_lrm_cost_frac']:.2f} "
+                       f"vs outcome-only {m['outcome_only_accuracy_at_roro_cost']:.1%} at the same cost")
+        if m.get("auc"):
+            order = [k for k in ("roro", "outcome-only", "threshold", "random") if k in m["auc"]]
+            out.append("roro route  AUC of accuracy vs cost: " + ", ".join(f"{k} {m['auc'][k]:.3f}" for k in order))
+        if (jt := m.get("judge_test")):
+            out.append(f"roro judge  kept Judge on test pairs: {jt['pairwise_acc']:.2f} overall, process "
+                       f"{jt.get('acc_process', float('nan')):.2f}")
+    return out
+
+
+def roro_rubricor_judge(ctx: CommandContext) -> None:
+    """Alternate Judge and Rubricor rejection-sampling fine-tuning; print val pairwise accuracy per phase."""
+    m = ctx.run_stage("roro_rubricor_judge")
+    for r in m.get("rounds", []):
+        cats = ", ".join(f"{k[len('val_acc_'):]} {r[k]:.3f}" for k in sorted(r)
+                         if k.startswith("val_acc_") and k != "val_acc_process")
+        ctx.echo(f"round {r['round']} {r['phase']:>8}: val pairwise accuracy {r['val_pairwise_acc']:.3f} ({cats})"
+                 f"{'  <- kept' if r.get('selected') else ''}")
+
+
+def roro_eval(
+    ctx: CommandContext,
+    from_file: Annotated[bool, Opt("Print the last saved table instead of evaluating.", flag="--from-file")] = False,
+) -> None:
+    """Evaluate routers and baselines on held-out problems; print the accuracy-vs-LRM-cost table."""
+    from rubricflow.methods.roro.evaluate import format_table
+    from rubricflow.methods.roro.pipeline import eval_dir
+
+    if from_file:
+        path = eval_dir(ctx.load_config().roro) / "table.json"
+        if not path.exists():
+            raise CommandError(f"{path} not found; run `rubricflow roro-eval` first")
+        saved = json.loads(path.read_text())
+        rows, matched = saved["rows"], saved["matched"]
+    else:
+        m = ctx.run_stage("roro_eval")
+        rows, matched = m["rows"], m["matched"]
+    ctx.echo(format_table(rows))
+    for mt in matched:
+        others = ", ".join(f"{k} {mt[f'{k}_accuracy_at_cost']:.3f}" for k in ("outcome-only", "threshold")
+                           if f"{k}_accuracy_at_cost" in mt)
+        ctx.echo(f"cost weight {mt['cost_weight']:g}: RoRo {mt['roro_accuracy']:.3f} at LRM cost "
+                 f"{mt['roro_lrm_cost_frac']:.3f}; at that cost {others}, random {mt['random_matched_accuracy']:.3f}")
+    if not from_file:
+        ctx.echo("area under the accuracy-vs-cost hull: " + ", ".join(f"{k} {v:.3f}" for k, v in m["auc"].items()))
+        jt = m.get("judge_test") or {}
+        if jt:
+            cats = ", ".join(f"{k[len('acc_'):]} {jt[k]:.3f} (n={jt['n_' + k[len('acc_'):]]:.0f})" for k in sorted(jt)
+                             if k.startswith("acc_"))
+            ctx.echo(f"kept Judge on test pairs: pairwise accuracy {jt['pairwise_acc']:.3f} ({cats})")
+
+
+def roro_judge_tune(
+    ctx: CommandContext,
+    settings: Annotated[str, Opt("Comma-separated names from judge_tune.SETTINGS (default: all).")] = "",
+    seeds: Annotated[str, Opt("Comma-separated seeds (default: judge_tune.SEEDS, not the study's).")] = "",
+    out: Annotated[str, Opt("Report stem (.md and .json).")] = "reports/studies/roro_judge_tune",
+    oracle_warm: Annotated[bool, Opt("Only the exact reader's val accuracy under the warm Rubricor's rubrics, per "
+                                     "seed.", flag="--oracle-warm")] = False,
+) -> None:
+    """Measure Judge settings (warm start + one round) on val pairs and select one by the rule fixed in advance."""
+    from rubricflow.methods.roro.judge_tune import run_tune
+
+    try:
+        names = [x for x in settings.split(",") if x] or None
+        seed_list = [int(x) for x in seeds.split(",") if x] or None
+        chosen = run_tune(ctx.load_config().roro, names, seed_list, out, oracle_warm, echo=ctx.echo)
+    except ValueError as e:
+        raise CommandError(str(e), code=2) from None
+    if chosen is not None:
+        ctx.echo(f"selected: {chosen}")
+
+
+COMMANDS = (
+    Command("roro-rubricor-judge", roro_rubricor_judge, stage="roro_rubricor_judge"),
+    Command("roro-eval", roro_eval, stage="roro_eval"),
+    Command("roro-judge-tune", roro_judge_tune),
+)

@@ -1,0 +1,289 @@
+"""The study harness: plan the units of a study, run each unit once on its inputs, and report.
+
+A *unit* is one (variant, seed). The method's study adapter (:class:`StudyMethod`, registered as ``Method.study``)
+says how a unit's config is made from the variant and the seed, what it reuses from the main pipeline, what its
+result depends on, and how it trains and evaluates; the harness (planning, keyed reuse, the test-split guard of
+selection studies, tracking, reports) is the same for every method. Everything a unit writes is under
+``<out_dir>/<variant>/seed<k>/``, so units never collide.
+
+``result.json`` is written atomically when a unit finishes, with the hashes of what the unit was trained and
+evaluated on (:func:`unit_inputs`). A rerun skips a finished unit only when those are unchanged; a unit finished
+on other inputs is re-run, naming what changed, and its old result is kept as ``result.stale.json``. An interrupted
+unit is picked up from its latest training checkpoint by the method's trainer. The statistics are
+``rubricflow.study.stats``, the report ``rubricflow.study.report``.
+
+Entry points: ``rubricflow study <name>`` (the CLI), the Prefect flow ``study`` (flows/study.py, one task per
+unit) and ``dvc repro studies/dvc.yaml``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import time
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from rubricflow import registry, tracking
+from rubricflow.hashing import code_hash, part_hashes
+from rubricflow.io import write_json
+from rubricflow.progress import progress
+from rubricflow.sections import ConfigError
+from rubricflow.splits import forbid_test_split
+from rubricflow.stage import NullRun, apply_overrides, flat_metrics
+from rubricflow.study.adapter import StudyMethod, Unit, UnitFn
+from rubricflow.study.report import json_safe, machine, write_report
+from rubricflow.study.spec import StudySpec
+from rubricflow.study.stats import aggregate, select
+
+RESULT_FILE = "result.json"
+STALE_FILE = "result.stale.json"
+
+
+class SharedOutputsMissing(FileNotFoundError):
+    """The main pipeline's outputs a study reuses are missing."""
+
+
+def study_method(spec: StudySpec) -> StudyMethod:
+    """The study adapter of ``spec.method`` (the registered method's ``study``)."""
+    adapters = registry.study_adapters()
+    if spec.method not in adapters:
+        raise ConfigError(f"study method {spec.method!r} has no adapter; registered: {sorted(adapters)}")
+    return adapters[spec.method]
+
+
+# ------------------------------------------------------------------------------------------------------------
+# planning
+
+
+def study_spec(cfg: Any, name: str) -> StudySpec:
+    spec = getattr(cfg.study, name, None)
+    if not isinstance(spec, StudySpec):
+        known = sorted(type(cfg.study).model_fields)
+        raise ConfigError(f"unknown study {name!r}; studies in the `study` section: {known}")
+    if spec.profile is not None and str(getattr(cfg.profile, "value", cfg.profile)) != spec.profile:
+        raise ConfigError(f"study {name} belongs to profile {spec.profile!r} (study.{name}.profile); run it with "
+                          f"`rubricflow --profile {spec.profile} study {name}` (the profile now is "
+                          f"{str(getattr(cfg.profile, 'value', cfg.profile))!r})")
+    return spec
+
+
+def plan(spec: StudySpec, seeds: Sequence[int] | None = None, variants: Sequence[str] | None = None) -> list[Unit]:
+    """The units to run: ``variants`` x ``seeds`` (default: the section's), variant-major."""
+    seeds = list(seeds) if seeds else list(spec.seeds)
+    variants = list(variants) if variants else list(spec.variants)
+    unknown = [v for v in variants if v not in spec.variants]
+    if unknown:
+        raise ConfigError(f"study variants {unknown} are not defined; known: {sorted(spec.variants)}")
+    if len(set(seeds)) != len(seeds):
+        raise ConfigError(f"seeds {seeds} repeat a seed")
+    return [Unit(v, s) for v in variants for s in seeds]
+
+
+def unit_dir(spec: StudySpec, unit: Unit) -> Path:
+    return Path(spec.out_dir) / unit.variant / f"seed{unit.seed}"
+
+
+def unit_config(cfg: Any, name: str, spec: StudySpec, unit: Unit) -> Any:
+    """``cfg`` with the variant's overrides, then the unit seed and what the method sets per unit (its own seeds,
+    output and checkpoint directories, the evaluation split)."""
+    method = study_method(spec)
+    overrides = dict(spec.variants[unit.variant])
+    clash = sorted(k for k in overrides if k in ("seed", *method.reserved_keys))
+    if clash:
+        raise ConfigError(f"study.{name}.variants.{unit.variant}: {clash} are set by the study per unit")
+    vcfg = apply_overrides(cfg, overrides)
+    return apply_overrides(vcfg, {"seed": unit.seed,
+                                  **method.unit_overrides(vcfg, name, spec, unit, unit_dir(spec, unit))})
+
+
+def require_shared(cfg: Any, name: str, spec: StudySpec, units: Iterable[Unit]) -> None:
+    """Refuse (naming each missing path) unless the main pipeline's shared outputs exist for every unit."""
+    method = study_method(spec)
+    missing: dict[str, str] = {}
+    for u in units:
+        for stage, path in method.shared_outputs(unit_config(cfg, name, spec, u)).items():
+            if not path.exists():
+                missing.setdefault(str(path), stage)
+    if missing:
+        lines = "\n".join(f"  - {p} (stage `{s}`)" for p, s in missing.items())
+        raise SharedOutputsMissing(
+            f"study {name}: the main pipeline's shared outputs are missing (they are shared by every unit, not made "
+            f"per seed):\n{lines}\n{method.shared_hint}"
+        )
+
+
+# ------------------------------------------------------------------------------------------------------------
+# units
+
+
+def unit_inputs(ucfg: Any, unit: Unit, method: StudyMethod) -> dict[str, str]:
+    """One hash per input a unit's result depends on: the method's parts (:attr:`StudyMethod.input_parts`: config
+    sections, seed, the contents of what it reuses) and its ``code``."""
+    return part_hashes({**method.input_parts(ucfg, unit), "code": code_hash(*method.code)})
+
+
+def read_result(spec: StudySpec, unit: Unit, inputs: Mapping[str, str] | None = None) -> dict | None:
+    """The unit's finished result, or None. With ``inputs`` (:func:`unit_inputs`), a result recorded for other
+    inputs is stale: it is moved to ``result.stale.json`` (naming the parts that changed) and None is returned."""
+    p = unit_dir(spec, unit) / RESULT_FILE
+    if not p.exists():
+        return None
+    result = json.loads(p.read_text())
+    if inputs is None:
+        return result
+    old = result.get("inputs") or {}
+    changed = sorted(k for k in set(old) | set(inputs) if old.get(k) != inputs.get(k))
+    if not changed:
+        return result
+    what = ", ".join(changed) if old else "no input hashes recorded"
+    print(f"study: {unit.key} finished on other inputs ({what} changed); re-running it "
+          f"(the old result is kept as {p.with_name(STALE_FILE)})", flush=True)
+    os.replace(p, p.with_name(STALE_FILE))
+    return None
+
+
+def run_unit(
+    cfg: Any,
+    name: str,
+    spec: StudySpec,
+    unit: Unit,
+    unit_fn: UnitFn | None = None,
+    track: bool = False,
+    secret_resolver=None,
+    prefect_flow_run_id: str | None = None,
+) -> dict:
+    """Run ``unit`` with ``unit_fn`` (default: the method's) unless it finished on the same inputs
+    (:func:`read_result`); returns the result (``skipped`` true when it did not run)."""
+    method = study_method(spec)
+    unit_fn = unit_fn or method.run_unit
+    ucfg = unit_config(cfg, name, spec, unit)
+    inputs = unit_inputs(ucfg, unit, method)
+    done = read_result(spec, unit, inputs)
+    if done is not None:
+        return {**done, "skipped": True}
+    udir = unit_dir(spec, unit)
+    udir.mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter()
+    # a selection study chooses: it runs under the test-split guard, so not one test row is read
+    guard = forbid_test_split(f"study {name}") if spec.eval_split == "val" else contextlib.nullcontext()
+    with guard:
+        out, run_id = _run_unit_fn(cfg, name, spec, unit, ucfg, udir, unit_fn, track, secret_resolver,
+                                   prefect_flow_run_id, method)
+    result = {"study": name, "variant": unit.variant, "seed": unit.seed,
+              "overrides": dict(spec.variants[unit.variant]), "eval_split": spec.eval_split, "inputs": inputs, **out,
+              "duration_s": round(time.perf_counter() - t0, 2), "mlflow_run_id": run_id}
+    write_json(udir / RESULT_FILE, json_safe(result))
+    return {**result, "skipped": False}
+
+
+def _run_unit_fn(cfg, name, spec, unit, ucfg, udir, unit_fn, track, secret_resolver, prefect_flow_run_id, method):
+    """The unit function inside its MLflow child run (``track``); returns (its output, the run id or None)."""
+    if track:
+        params = {"study": name, "variant": unit.variant, "seed": unit.seed,
+                  "overrides": dict(spec.variants[unit.variant]),
+                  **{sec: getattr(ucfg, sec).model_dump(mode="json") for sec in method.sections}}
+        with tracking.stage_run(f"study_{name}/{unit.key}", experiment=cfg.tracking.experiment, params=params,
+                                tags={"study": name, "variant": unit.variant, "seed": unit.seed, "profile": cfg.profile},
+                                tracking_uri=cfg.tracking.tracking_uri, prefect_flow_run_id=prefect_flow_run_id) as run:
+            out = unit_fn(ucfg, unit, udir, run, secret_resolver)
+            run.log_metrics(flat_metrics({spec.eval_split: out["metrics"]}))
+            return out, run.run_id
+    return unit_fn(ucfg, unit, udir, NullRun(), secret_resolver), None
+
+
+# ------------------------------------------------------------------------------------------------------------
+# the whole study
+
+
+def study_info(cfg: Any, spec: StudySpec, units: Sequence[Unit]) -> dict[str, Any]:
+    variants = list(dict.fromkeys(u.variant for u in units))
+    return {
+        "seeds": sorted({u.seed for u in units}),
+        "variants": variants,
+        "overrides": {v: spec.variants[v] for v in variants},
+        "untrained": [v for v in variants if v in spec.untrained],
+        "method": spec.method,
+        "shared": ", ".join(f"{s}: {p}" for s, p in study_method(spec).shared_outputs(cfg).items()),
+        "machine": machine(),
+        "git_commit": tracking.git_commit(),
+        "profile": cfg.profile,
+        "eval_split": spec.eval_split,
+        "n_units": len(units),
+    }
+
+
+def run_study(
+    cfg: Any,
+    name: str,
+    seeds: Sequence[int] | None = None,
+    variants: Sequence[str] | None = None,
+    unit_fn: UnitFn | None = None,
+    track: bool = False,
+    secret_resolver=None,
+    report_name: str | None = None,
+) -> dict[str, Any]:
+    """Plan, check the shared outputs, run the units not finished yet (progress bar with ETA), write the report
+    (``<report_dir>/<report_name or name>.*``). Tracking: one MLflow parent run for this invocation, a child run
+    per unit."""
+    spec = study_spec(cfg, name)
+    units = plan(spec, seeds, variants)
+    require_shared(cfg, name, spec, units)
+    method = study_method(spec)
+    done = {u: r for u in units
+            if (r := read_result(spec, u, unit_inputs(unit_config(cfg, name, spec, u), u, method))) is not None}
+    todo = [u for u in units if u not in done]
+    previous = os.environ.get("RUBRICFLOW_PIPELINE_ID")
+    if track and not previous:
+        os.environ["RUBRICFLOW_PIPELINE_ID"] = f"study-{name}-{uuid.uuid4().hex[:12]}"
+    results: dict[Unit, Mapping] = dict(done)
+    try:
+        with progress(f"study {name} ({len(done)}/{len(units)} units done before; left)", total=len(todo)) as bar:
+            for u in todo:
+                results[u] = run_unit(cfg, name, spec, u, unit_fn, track, secret_resolver)
+                bar.advance(1, unit=u.key)
+        return report_study(cfg, name, spec, units, results, n_ran=len(todo), track=track, report_name=report_name)
+    finally:
+        if track and not previous:
+            os.environ.pop("RUBRICFLOW_PIPELINE_ID", None)
+
+
+def report_study(
+    cfg: Any, name: str, spec: StudySpec, units: Sequence[Unit], results: Mapping[Unit, Mapping], n_ran: int,
+    track: bool = False, report_name: str | None = None,
+) -> dict[str, Any]:
+    """Write the report of ``units`` from their ``results``; with ``track``, attach it to the parent run and close
+    that. Returns a summary: unit counts, report paths, the verdict per claim."""
+    ordered = [results[u] for u in units]
+    info = {**study_info(cfg, spec, units), "n_ran": n_ran, "n_skipped": len(units) - n_ran,
+            "eval_samples": next((r.get("eval_samples") for r in ordered if r.get("eval_samples")), None)}
+    paths = write_report(name, spec, ordered, info, report_name, study_method(spec).report_extras)
+    if track:
+        _finish_parent(cfg, paths)
+    agg = aggregate(ordered, spec.claims, spec.metrics, spec.confidence)
+    summary = {"units": len(units), "ran": n_ran, "skipped": len(units) - n_ran, "eval_split": spec.eval_split,
+               "reports": {k: str(p) for k, p in paths.items()},
+               "claims": {f"{c['a']} vs {c['b']} ({c['metric']})": c["verdict"] for c in agg["claims"]}}
+    chosen = select(agg, spec.selection)
+    if chosen is not None:
+        summary["selected"] = chosen["selected"]
+        summary["selected_overrides"] = {v: spec.variants[v] for v in chosen["settings"].get(chosen["selected"], {})
+                                         .get("variants", [])} if chosen["selected"] else {}
+    return summary
+
+
+def _finish_parent(cfg: Any, paths: Mapping[str, Path]) -> None:
+    """Attach the study report to the invocation's parent run and close it."""
+    parent, children = tracking.pipeline_runs(experiment=cfg.tracking.experiment,
+                                              tracking_uri=cfg.tracking.tracking_uri)
+    if parent is None:  # every unit had finished before: no run was opened
+        return
+    import mlflow
+
+    client = mlflow.tracking.MlflowClient()
+    for p in paths.values():
+        client.log_artifact(parent.info.run_id, str(p), artifact_path="study")
+    tracking.finish_parent(parent.info.run_id, children)

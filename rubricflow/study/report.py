@@ -1,0 +1,153 @@
+"""Study reports: markdown tables, a JSON record and a plot of every variant's mean and interval."""
+
+from __future__ import annotations
+
+import math
+import os
+import platform
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from rubricflow.io import atomic_path, atomic_write_text, write_json
+from rubricflow.sections import ConfigError
+from rubricflow.study.spec import StudySpec
+from rubricflow.study.stats import aggregate, select
+
+
+def machine() -> str:
+    """CPU model (/proc/cpuinfo, else platform.processor()), core count and OS."""
+    cpu = ""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.lower().startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    cpu = cpu or platform.processor() or platform.machine() or "unknown CPU"
+    return f"{cpu}, {os.cpu_count()} logical CPUs, {platform.system()} {platform.release()}"
+
+
+def _fmt(x: float | None, digits: int = 3) -> str:
+    return "n/a" if x is None else f"{x:.{digits}f}"
+
+
+def _pm(cell: Mapping) -> str:
+    if cell.get("mean") is None:
+        return "n/a"
+    if cell.get("half_width") is None:
+        return f"{cell['mean']:.3f} (n=1)"
+    return f"{cell['mean']:.3f} ± {cell['half_width']:.3f}"
+
+
+def render_markdown(name: str, agg: Mapping, info: Mapping, chosen: Mapping | None = None) -> str:
+    pct = round(100 * agg["confidence"])
+    metrics = agg["metrics"]
+    split = info.get("eval_split", "test")
+    lines = [
+        f"# Study `{name}`",
+        "",
+        f"Per variant: mean ± half-width of the {pct}% t-interval over seeds, {split} split "
+        f"({info.get('eval_samples', 'n/a')} samples, greedy). Claims: paired per-seed difference a - b.",
+        "",
+        "| variant | n seeds | " + " | ".join(metrics) + " |",
+        "|---|---|" + "---|" * len(metrics),
+    ]
+    for v, row in agg["variants"].items():
+        lines.append(f"| {v} | {len(row['seeds'])} | " + " | ".join(_pm(row[m]) for m in metrics) + " |")
+    if chosen is not None:
+        lines += [
+            "",
+            f"Selection on {split}: each setting's score is the mean over its variants of their mean "
+            f"{chosen['metric']} ({chosen['direction']} is better).",
+            "",
+            "| setting | variants | score | selected |",
+            "|---|---|---|---|",
+        ]
+        for k, v in chosen["settings"].items():
+            members = ", ".join(f"{m} {_fmt(x)}" for m, x in v["means"].items())
+            lines.append(f"| {k} | {members} | {_fmt(v['score'])} | {'**selected**' if k == chosen['selected'] else ''} |")
+        lines += ["", f"**selected: {chosen['selected']}**"]
+    if agg["claims"]:
+        lines += [
+            "",
+            f"| claim | metric | direction | n pairs | difference | {pct}% CI | verdict | note |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
+    for c in agg["claims"]:
+        ci = "n/a" if c["ci_low"] is None else f"[{c['ci_low']:.3f}, {c['ci_high']:.3f}]"
+        lines.append(f"| {c['a']} vs {c['b']} | {c['metric']} | {c['direction']} | {c['n_pairs']} | "
+                     f"{_fmt(c['diff_mean'])} | {ci} | **{c['verdict']}** | {c['note']} |")
+    lines += [
+        "",
+        f"- seeds: {', '.join(str(s) for s in info.get('seeds', []))} (study parameters, fixed in advance)",
+        "- variants: " + "; ".join(f"`{v}`: " + ("untrained start checkpoint" if v in info.get("untrained", ())
+                                                   else str(info["overrides"].get(v) or "params.yaml as it is"))
+                                   for v in agg["variants"]) if info.get("overrides") else "- variants: n/a",
+        f"- shared, not per seed: {info.get('shared', 'n/a')}",
+        f"- machine: {info.get('machine', 'n/a')}",
+        f"- git commit: {info.get('git_commit', 'n/a')}",
+        f"- units: {info.get('n_units', 'n/a')} ({info.get('n_ran', 0)} run now, {info.get('n_skipped', 0)} "
+        "finished before)",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def plot_study(name: str, agg: Mapping, path: Path) -> Path:
+    """One panel per metric: per-variant means with t-interval error bars."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    metrics = agg["metrics"]
+    variants = list(agg["variants"])
+    fig, axes = plt.subplots(1, len(metrics), figsize=(3.2 * len(metrics) + 1, 3.4), squeeze=False)
+    for ax, m in zip(axes[0], metrics):
+        means = [agg["variants"][v][m]["mean"] for v in variants]
+        errs = [agg["variants"][v][m]["half_width"] or 0.0 for v in variants]
+        xs = range(len(variants))
+        ax.bar(xs, [x if x is not None else math.nan for x in means], yerr=errs, capsize=4, color="#4c72b0")
+        ax.set_xticks(list(xs), variants, rotation=45, ha="right", fontsize=8)
+        ax.set_title(m, fontsize=9)
+    fig.suptitle(f"study {name}: mean and {round(100 * agg['confidence'])}% t-interval over seeds", fontsize=10)
+    fig.tight_layout()
+    with atomic_path(path, suffix=".png") as tmp:  # the temporary name ends in .png: savefig infers the format
+        fig.savefig(tmp, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def write_report(name: str, spec: StudySpec, results: Sequence[Mapping], info: Mapping,
+                 report_name: str | None = None, report_extras=None) -> dict[str, Path]:
+    """Aggregate ``results`` and write ``<report_dir>/<report_name>.md``, ``.json`` and ``.png`` (``report_name``
+    defaults to the study name; another name keeps, say, a second seed set's report beside the first)."""
+    agg = aggregate(results, spec.claims, spec.metrics, spec.confidence)
+    chosen = select(agg, spec.selection)
+    out = Path(spec.report_dir)
+    stem = report_name or name
+    if not stem or "/" in stem or stem.startswith("."):
+        raise ConfigError(f"study report name {stem!r}: expected a plain file name")
+    paths = {"md": out / f"{stem}.md", "json": out / f"{stem}.json", "png": out / f"{stem}.png"}
+    extras = report_extras(name, spec, results, out / stem) if report_extras else {}
+    md = render_markdown(name, agg, info, chosen)
+    if extras.get("markdown"):
+        md = md.rstrip("\n") + "\n" + "\n".join(extras["markdown"]) + "\n"
+    atomic_write_text(paths["md"], md)
+    paths.update(extras.get("files") or {})
+    units = [{k: r.get(k) for k in ("variant", "seed", "metrics", "duration_s")} for r in results]
+    write_json(paths["json"], json_safe({"study": name, **info, **agg, "selection": chosen, "units": units,
+                                          **({"extras": extras["json"]} if extras.get("json") else {})}))
+    plot_study(name, agg, paths["png"])
+    return paths
+
+
+def json_safe(x):
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    if isinstance(x, dict):
+        return {str(k): json_safe(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [json_safe(v) for v in x]
+    return x

@@ -1,0 +1,161 @@
+"""Multi-seed study parameters (the ``study`` section of params.yaml): seeds, variants and the claims to test.
+
+A study runs each variant (dotted config overrides on top of params.yaml) once per seed and reports the mean and a
+95% t-interval per variant and, per claim, the paired per-seed difference with its interval and a verdict
+(``rubricflow.study.harness``). The ``study`` section has one sub-section per registered study: each method
+declares its default studies (``Method.studies``, in ``rubricflow/methods/<name>/study.py``) and
+:func:`compose_study_config` turns them into the section's model.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any, Literal
+
+from pydantic import Field, create_model, model_validator
+
+from rubricflow.sections import Section
+
+
+class Claim(Section):
+    a: str = Field(description="Variant claimed to differ from `b` (the difference is a - b, paired by seed).")
+    b: str = Field(description="The variant it is compared with.")
+    metric: str = Field(description="Metric of the comparison, e.g. accuracy or correct_but_flawed.")
+    direction: Literal["higher", "lower"] = Field(
+        description="'higher': the claim is a > b on the metric; 'lower': a < b (e.g. fewer correct-but-flawed)."
+    )
+
+
+class Selection(Section):
+    """How a selection study (one evaluated on ``val``) picks a setting: each *setting* is a group of variants (e.g.
+    one learning rate under two reward modes); its score is the mean over its variants of their mean ``metric`` over
+    seeds, and the best score wins (ties: the first setting listed)."""
+
+    metric: str = Field("accuracy", description="Metric the choice is made on (a study metric, on `val`).")
+    direction: Literal["higher", "lower"] = Field("higher", description="'higher': the largest score wins.")
+    settings: dict[str, list[str]] = Field(
+        default_factory=dict,
+        description="Setting name -> the variants whose scores it averages (empty: every variant is its own "
+        "setting). Grouping one hyperparameter value across methods tunes it for all of them at once, favouring "
+        "none.",
+    )
+
+
+class StudySpec(Section):
+    method: str = Field(
+        description="The registered method whose study adapter trains and evaluates the units "
+        "(rubricflow.registry: a method with a `study`).",
+    )
+    seeds: list[int] = Field(
+        default_factory=lambda: [101, 202, 303, 404, 505],
+        min_length=1,
+        description="Training seeds, one unit per (variant, seed). These are parameters fixed in advance, not "
+        "picked after looking at results; the development seed (top-level `seed`, 1234) is deliberately not among "
+        "them. A 95% interval needs at least 2 seeds; a claim needs 5 or more (CONTRIBUTING.md).",
+    )
+    variants: dict[str, dict[str, Any]] = Field(
+        min_length=1,
+        description="Variant name -> dotted config overrides applied on top of params.yaml (e.g. "
+        "{'rucl.reward.mode': 'outcome'}). The unit seed, output, report and checkpoint directories are set by "
+        "the study and may not be overridden here.",
+    )
+    untrained: list[str] = Field(
+        default_factory=list,
+        description="Variants evaluated at their start checkpoint without training (e.g. the SFT start). Greedy "
+        "evaluation does not depend on the seed, so their interval has width 0.",
+    )
+    metrics: list[str] = Field(
+        min_length=1,
+        description="Metrics of a unit's result aggregated per variant (the method's evaluation names them).",
+    )
+    claims: list[Claim] = Field(
+        default_factory=list,
+        description="Claims tested on paired per-seed differences: 'shown' when the 95% interval excludes 0 in the "
+        "claimed direction, 'reversed' when it excludes 0 in the other direction, else 'not shown'.",
+    )
+    confidence: float = Field(0.95, gt=0, lt=1, description="Confidence level of the t-intervals.")
+    eval_split: Literal["test", "val"] = Field(
+        "test",
+        description="Split each unit is evaluated on: 'test' for a study that reports (the final evaluation), 'val' "
+        "for a study that chooses (hyperparameters): such a study runs under the test-split guard and never reads "
+        "test rows.",
+    )
+    selection: Selection | None = Field(
+        None,
+        description="A selection study names the winning setting in its report (`selected`); allowed only with "
+        "eval_split 'val' (choose on val, report on test).",
+    )
+    out_dir: str = Field(
+        description="Per-unit outputs: <out_dir>/<variant>/seed<k>/ (policy, training reports, result.json).",
+    )
+    profile: str | None = Field(
+        None,
+        description="The profile the study belongs to (its data, policy and tiers are that profile's): run under "
+        "another one, it is refused. None: any profile.",
+    )
+    report_dir: str = Field(
+        "reports/studies", description="Study reports: <report_dir>/<name>.md, .json and .png (the study name)."
+    )
+
+    @model_validator(mode="after")
+    def _names_known(self) -> StudySpec:
+        for name in self.variants:
+            if not name or "/" in name or name.startswith("."):
+                raise ValueError(f"variant name {name!r}: must be a plain folder name")
+        unknown = [u for u in self.untrained if u not in self.variants]
+        if unknown:
+            raise ValueError(f"untrained {unknown} are not variants ({sorted(self.variants)})")
+        if len(set(self.seeds)) != len(self.seeds):
+            raise ValueError(f"seeds {self.seeds} repeat a seed")
+        for c in self.claims:
+            for v in (c.a, c.b):
+                if v not in self.variants:
+                    raise ValueError(f"claim {c.a} vs {c.b}: {v!r} is not a variant ({sorted(self.variants)})")
+            if c.metric not in self.metrics:
+                raise ValueError(f"claim {c.a} vs {c.b}: metric {c.metric!r} is not in metrics {self.metrics}")
+        if self.selection is not None:
+            if self.eval_split != "val":
+                raise ValueError("selection: a study that chooses must be evaluated on val (eval_split: val)")
+            if self.selection.metric not in self.metrics:
+                raise ValueError(f"selection.metric {self.selection.metric!r} is not in metrics {self.metrics}")
+            for setting, members in self.selection.settings.items():
+                bad = [v for v in members if v not in self.variants] or ([] if members else ["(none)"])
+                if bad:
+                    raise ValueError(f"selection.settings.{setting}: {bad} are not variants ({sorted(self.variants)})")
+        return self
+
+
+class StudyConfigBase(Section):
+    """Base of the composed ``study`` section: one ``StudySpec`` field per registered study."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _own_defaults(cls, data):
+        """A partial study (``study.roro: {seeds: [...]}``) is merged onto that study's own defaults (its
+        declaration's spec), not validated alone: a key given replaces the default's value whole."""
+        if not isinstance(data, dict):
+            return data
+        out = dict(data)
+        for key, field in cls.model_fields.items():
+            if isinstance(out.get(key), dict) and field.default_factory is not None:
+                out[key] = {**field.default_factory().model_dump(), **out[key]}
+        return out
+
+
+def compose_study_config(studies: Iterable[Any], known_methods: Iterable[str]) -> type[StudyConfigBase]:
+    """The ``study`` section's model: one field per study declaration (``rubricflow.registry.StudyDecl``: name,
+    default-spec factory, description); a study whose ``method`` has no registered adapter is refused by name."""
+    known = sorted(known_methods)
+    fields: dict[str, Any] = {}
+    for decl in studies:
+        fields[decl.name] = (StudySpec, Field(default_factory=decl.spec, description=decl.description))
+
+    def _methods_known(self):
+        for name in type(self).model_fields:
+            spec = getattr(self, name)
+            if spec.method not in known:
+                raise ValueError(f"study.{name}.method: {spec.method!r} has no study adapter; registered: {known}")
+        return self
+
+    validators = {"_methods_known": model_validator(mode="after")(_methods_known)}
+    return create_model("StudyConfig", __base__=StudyConfigBase, __validators__=validators, **fields)

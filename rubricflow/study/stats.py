@@ -1,0 +1,117 @@
+"""Study statistics: Student-t intervals over seeds, paired per-seed differences with a verdict per claim, and the
+choice of a selection study."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from rubricflow.study.spec import Claim, Selection
+
+
+def t_interval(values: Sequence[float], confidence: float = 0.95) -> dict[str, Any]:
+    """Mean and the two-sided Student-t interval ``mean +- t_{(1+c)/2, n-1} * sd / sqrt(n)`` (sd with n-1).
+    With one value the interval is undefined (None)."""
+    from scipy import stats
+
+    xs = [float(v) for v in values]
+    n = len(xs)
+    if n == 0:
+        return {"n": 0, "mean": None, "sd": None, "half_width": None, "ci_low": None, "ci_high": None}
+    mean = sum(xs) / n
+    if n == 1:
+        return {"n": 1, "mean": mean, "sd": None, "half_width": None, "ci_low": None, "ci_high": None}
+    sd = math.sqrt(sum((x - mean) ** 2 for x in xs) / (n - 1))
+    half = float(stats.t.ppf((1 + confidence) / 2, n - 1)) * sd / math.sqrt(n)
+    return {"n": n, "mean": mean, "sd": sd, "half_width": half, "ci_low": mean - half, "ci_high": mean + half}
+
+
+def verdict(ci_low: float | None, ci_high: float | None, direction: str) -> str:
+    """'shown' when the interval excludes 0 in the claimed direction, 'reversed' the other way, else 'not shown'."""
+    if ci_low is None or ci_high is None:
+        return "not shown"
+    above, below = ci_low > 0, ci_high < 0
+    if direction == "higher":
+        return "shown" if above else "reversed" if below else "not shown"
+    if direction == "lower":
+        return "shown" if below else "reversed" if above else "not shown"
+    raise ValueError(f"claim direction {direction!r}: expected 'higher' or 'lower'")
+
+
+def _value(result: Mapping, metric: str) -> float | None:
+    v = (result.get("metrics") or {}).get(metric)
+    return float(v) if isinstance(v, (int, float)) and math.isfinite(float(v)) else None
+
+
+MIN_SEEDS_FOR_CLAIM = 5  # CONTRIBUTING.md: a claim about an effect needs at least 5 seeds
+
+
+def aggregate(
+    results: Iterable[Mapping], claims: Iterable[Claim | Mapping], metrics: Sequence[str] | None = None,
+    confidence: float = 0.95,
+) -> dict[str, Any]:
+    """Per variant and metric the mean and t-interval over seeds; per claim the paired per-seed difference
+    ``a - b`` (seeds where both have the metric) with its t-interval and :func:`verdict`.
+
+    ``results``: ``{"variant", "seed", "metrics": {metric: value}}`` (a missing or None metric is left out)."""
+    results = list(results)
+    if metrics is None:
+        metrics = sorted({m for r in results for m in (r.get("metrics") or {})})
+    by_variant: dict[str, dict[int, Mapping]] = {}
+    for r in results:
+        seeds = by_variant.setdefault(r["variant"], {})
+        if r["seed"] in seeds:
+            raise ValueError(f"two results for variant {r['variant']!r} seed {r['seed']}")
+        seeds[r["seed"]] = r
+    variants = {}
+    for v, seeds in by_variant.items():
+        row: dict[str, Any] = {"seeds": sorted(seeds)}
+        for m in metrics:
+            vals = {s: _value(r, m) for s, r in sorted(seeds.items())}
+            vals = {s: x for s, x in vals.items() if x is not None}
+            row[m] = {**t_interval(list(vals.values()), confidence), "values": vals}
+        variants[v] = row
+    out_claims = []
+    for c in claims:
+        c = c if isinstance(c, Claim) else Claim.model_validate(dict(c))
+        a, b = by_variant.get(c.a, {}), by_variant.get(c.b, {})
+        diffs = {}
+        for s in sorted(set(a) & set(b)):
+            xa, xb = _value(a[s], c.metric), _value(b[s], c.metric)
+            if xa is not None and xb is not None:
+                diffs[s] = xa - xb
+        ci = t_interval(list(diffs.values()), confidence)
+        note = ""
+        if ci["n"] < 2:
+            note = "fewer than 2 paired seeds: no interval"
+        elif ci["n"] < MIN_SEEDS_FOR_CLAIM:
+            note = f"only {ci['n']} paired seeds (a claim needs {MIN_SEEDS_FOR_CLAIM})"
+        out_claims.append({
+            **c.model_dump(), "n_pairs": ci["n"], "diff_mean": ci["mean"], "ci_low": ci["ci_low"],
+            "ci_high": ci["ci_high"], "half_width": ci["half_width"], "diffs": diffs,
+            "verdict": verdict(ci["ci_low"], ci["ci_high"], c.direction), "note": note,
+        })
+    return {"confidence": confidence, "metrics": list(metrics), "variants": variants, "claims": out_claims}
+
+
+def select(agg: Mapping[str, Any], selection: Selection | Mapping | None) -> dict[str, Any] | None:
+    """The setting a selection study chooses: per setting, the mean over its variants of their mean ``metric``
+    over seeds; the best score wins (``direction``; ties: the first setting listed). A setting with a variant that
+    has no value is not eligible (it would be scored on fewer methods than the others)."""
+    if selection is None:
+        return None
+    sel = selection if isinstance(selection, Selection) else Selection.model_validate(dict(selection))
+    groups = sel.settings or {v: [v] for v in agg["variants"]}
+    scores: dict[str, Any] = {}
+    for setting, members in groups.items():
+        means = [(agg["variants"].get(v) or {}).get(sel.metric, {}).get("mean") for v in members]
+        ok = all(m is not None for m in means)
+        scores[setting] = {"variants": list(members), "means": dict(zip(members, means)),
+                           "score": sum(means) / len(means) if ok else None}
+    eligible = [(k, v["score"]) for k, v in scores.items() if v["score"] is not None]
+    best = None
+    if eligible:
+        sign = 1.0 if sel.direction == "higher" else -1.0
+        best = max(eligible, key=lambda kv: sign * kv[1])[0]  # max keeps the first of equal keys
+    return {"metric": sel.metric, "direction": sel.direction, "settings": scores, "selected": best}

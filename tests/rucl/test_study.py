@@ -1,0 +1,43 @@
+"""RuCL's study adapter: a unit trains through the same function as the `rucl` stage, so its resume key holds the
+judge section (a unit re-run after a judge change must not resume a checkpoint trained under the old judge)."""
+
+import pytest
+
+from rubricflow.config import config_from_dict
+from rubricflow.study.harness import Unit, run_unit, study_spec
+from rubricflow.testing.judge_server import LoopbackJudgeServer
+
+
+def _cfg(root, base_url: str, temperature: float):
+    return config_from_dict({
+        "data": {"out_dir": str(root / "data")},
+        "reports_dir": str(root / "reports"),
+        "judge": {"backend": "openai", "cache_enabled": False,
+                  "openai": {"base_url": base_url, "model": "loopback-judge", "temperature": temperature}},
+        "rucl": {"init_from": str(root / "sft"), "tiers_path": str(root / "tiers.json"), "eval_samples": 0,
+                 "checkpoint_dir": str(root / "ck" / "rucl"), "eval_split": "test",
+                 "grpo": {"group_size": 4, "prompts_per_step": 3, "steps": 4, "max_new_tokens": 28, "lr": 1e-3,
+                          "checkpoint_every": 2, "keep_checkpoints": 2}},
+        "study": {"rucl": {"variants": {"rucl": {"rucl.reward.mode": "rucl"}}, "untrained": [], "claims": [],
+                           "metrics": ["accuracy"], "out_dir": str(root / "studies" / "rucl")}},
+    })
+
+
+@pytest.mark.slow
+def test_a_unit_rerun_after_a_judge_change_trains_afresh_instead_of_resuming(setup):
+    from rubricflow.data.validate import validate_dataset, write_stamp, stamp_path
+
+    root = setup
+    write_stamp(validate_dataset(root / "data", min_split_size=1), stamp_path(root / "reports", root / "data"))
+    unit = Unit("rucl", 101)
+    with LoopbackJudgeServer() as srv:
+        cfg = _cfg(root, srv.base_url, 0.0)
+        first = run_unit(cfg, "rucl", study_spec(cfg, "rucl"), unit)
+        assert not first["skipped"] and first["train"]["steps"] == 4 and not first["train"].get("resumed_from")
+
+        changed = _cfg(root, srv.base_url, 0.7)  # only the judge's sampling temperature differs
+        again = run_unit(changed, "rucl", study_spec(changed, "rucl"), unit)
+    assert not again["skipped"]  # the unit's inputs changed: it runs again ...
+    # ... from step 0: the checkpoint of the first run was trained under the other judge and is refused
+    assert not again["train"].get("resumed_from")
+    assert "judge" in (again["train"].get("resume_refused") or "")

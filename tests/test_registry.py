@@ -1,0 +1,47 @@
+"""The method registry: the built-in methods in registration order, names unique across methods, clear errors for a
+registration that cannot work."""
+
+import pytest
+
+from rubricflow import registry
+from rubricflow.sections import Section
+from rubricflow.stage import StageContext, stage
+
+
+def test_the_built_in_methods_in_registration_order():
+    assert list(registry.methods())[:5] == ["foundation", "rucl", "deltarubric", "roro", "smol"]
+    assert [s.name for s in registry.sections()][:5] == ["rubrics", "rucl", "deltarubric", "roro", "smol"]
+    assert set(registry.study_adapters()) >= {"rucl", "deltarubric", "roro"}
+    # a study may run another method's units (the smol profile's study is RuCL's)
+    method, decl = registry.studies()["rucl_smol"]
+    assert method.name == "smol" and decl.spec().method == "rucl"
+
+
+def _noop(ctx: StageContext) -> dict:
+    """Nothing."""
+    return {}
+
+
+def test_a_name_registered_twice_is_refused_naming_both_owners(register_method):
+    register_method(registry.Method("dup", "dup", sections=(registry.SectionDecl("rucl", Section, "again"),)))
+    with pytest.raises(registry.RegistryError, match="section 'rucl' is registered by both 'rucl' and 'dup'"):
+        registry.methods()
+
+
+def test_a_pipeline_naming_an_unknown_stage_is_refused(register_method):
+    register_method(registry.Method("bad", "bad", stages=(stage("bad_one")(_noop),),
+                                    pipelines=(registry.Pipeline("bad", "bad", ("bad_one", "nope"), "bad_one"),)))
+    with pytest.raises(KeyError, match="unknown stage 'nope'"):
+        registry.pipelines()
+
+
+def test_an_entry_point_that_is_not_a_method_is_refused_by_name(monkeypatch):
+    class EP:
+        name, value = "broken", "rubricflow.sections:Section"
+
+    monkeypatch.setattr(registry, "entry_points", lambda group: [EP()] if group == registry.ENTRY_POINT_GROUP else [])
+    monkeypatch.setattr(registry, "_CACHE", None)
+    with pytest.raises(registry.RegistryError, match="entry point 'broken' .*is a ModelMetaclass, expected a "
+                                                      "rubricflow.registry.Method"):
+        registry.methods()
+    monkeypatch.setattr(registry, "_CACHE", None)
