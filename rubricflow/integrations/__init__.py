@@ -1,6 +1,6 @@
 """rubricflow's rubric rewards inside other RL trainers.
 
-* :mod:`rubricflow.integrations.scoring`: the trainer-independent part: judge a batch of completions on the tiered
+* :mod:`rubricflow.methods.rucl.scoring`: the trainer-independent part: judge a batch of completions on the tiered
   rubrics, compute RuCL's hybrid reward (a failed judgment stays *missing*), and feed the batch's foundational score
   to the curriculum scheduler once per optimizer step;
 * :mod:`rubricflow.integrations.trl`: a reward function for TRL's ``GRPOTrainer`` (``None`` where the judgment

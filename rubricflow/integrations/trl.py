@@ -2,7 +2,7 @@
 
 ::
 
-    from rubricflow.integrations.scoring import RubricScorer
+    from rubricflow.methods.rucl.scoring import RubricScorer
     from rubricflow.integrations.trl import RubricflowReward, RubricflowCallback
 
     scorer = RubricScorer(judge, tiered_rubrics, CurriculumScheduler.from_config(curriculum), alpha=0.7)
@@ -42,7 +42,7 @@ from __future__ import annotations
 from typing import Any
 
 from rubricflow.integrations import IntegrationUnavailable
-from rubricflow.integrations.scoring import Item, RubricScorer, as_facts
+from rubricflow.methods.rucl.scoring import Item, RubricScorer, as_facts
 
 
 def require_trl() -> str:

@@ -11,7 +11,7 @@ timed-out or failed call 0.0, and a NaN would make every advantage of that group
 This module gives verl what it cannot express itself:
 
 * :class:`VerlScorer` ``.compute_score`` / ``.compute_score_batch``: verl's two signatures over a
-  :class:`~rubricflow.integrations.scoring.RubricScorer` (the batch form makes one judge call for the whole batch).
+  :class:`~rubricflow.methods.rucl.scoring.RubricScorer` (the batch form makes one judge call for the whole batch).
   Each returns a dict per sample: ``score`` (the hybrid reward, **NaN when the judgment failed**), ``missing``
   (1.0 / 0.0), ``outcome``, ``s_f``, ``s_a``, ``lambda_t``. ``ground_truth`` is the reference answer; ``extra_info``
   carries ``question``, ``answer_type``, ``facts`` (dict or JSON) and optionally ``sample_id``.
@@ -39,7 +39,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
 
-from rubricflow.integrations.scoring import Item, RubricScorer, as_facts
+from rubricflow.methods.rucl.scoring import Item, RubricScorer, as_facts
 
 NAN = float("nan")
 

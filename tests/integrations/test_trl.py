@@ -10,7 +10,7 @@ import pytest
 
 from rubricflow.methods.rucl.curriculum import CurriculumScheduler
 from rubricflow.data.arith import gen_arith
-from rubricflow.integrations.scoring import RubricScorer
+from rubricflow.methods.rucl.scoring import RubricScorer
 from rubricflow.integrations.trl import AsyncRubricflowReward, RubricflowCallback, RubricflowReward
 from rubricflow.judge.programmatic import ProgrammaticJudge
 from rubricflow.judge.protocol import Judgment, Rubric

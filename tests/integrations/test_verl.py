@@ -22,7 +22,7 @@ import torch
 
 from rubricflow.methods.rucl.curriculum import CurriculumScheduler
 from rubricflow.data.arith import gen_arith
-from rubricflow.integrations.scoring import RubricScorer
+from rubricflow.methods.rucl.scoring import RubricScorer
 from rubricflow.integrations.verl import RubricflowRewardManager, VerlScorer, neutral_fill
 from rubricflow.judge.programmatic import ProgrammaticJudge
 from rubricflow.judge.protocol import Judgment, Rubric

@@ -1,17 +1,20 @@
-"""Score completions with rubricflow's judge and hybrid reward, outside rubricflow's own trainer.
+"""Score completions with rubricflow's judge and RuCL's hybrid reward: the one scorer of RuCL's own rollouts
+(``rubricflow.methods.rucl.rollout``) and of the integrations with other trainers (``rubricflow.integrations``:
+TRL, verl).
 
 ``RubricScorer`` holds a judge (any backend of ``rubricflow.judge``: programmatic, openai, local; cached and
 budgeted as ``make_judge`` builds it), the tiered rubrics, ``alpha`` and the reward mode, and a
 ``CurriculumScheduler``. Per reward call (one batch of completions)::
 
-    lambda_t   = scheduler.lambda_t                  (decided by the steps before: as in rubricflow.methods.rucl.rollout)
+    lambda_t   = scheduler.lambda_t                  (decided by the steps before)
     judgments  = judge.judge(requests)               (one batched call; skipped in mode "outcome")
     breakdowns = compute_reward(outcome, judgment, tiers, lambda_t, alpha, mode)
 
 A failed judgment gives a *missing* reward (``breakdown.missing``, total NaN), never 0 or 0.5
-(``rubricflow.methods.rucl.rewards``). Once per optimizer step the trainer hook calls :meth:`RubricScorer.step`: the mean S_F of
-the calls since the last step goes to ``scheduler.update`` (which returns lambda for the next step), and the step's
-statistics (S_F, S_A, judge failures, the transition event when it happened) are returned for logging.
+(``rubricflow.methods.rucl.rewards``). Once per optimizer step the trainer (or its hook) calls
+:meth:`RubricScorer.step`: the mean S_F of the calls since the last step (averaged over ranks by ``reduce_s_f`` in a
+multi-rank run) goes to ``scheduler.update`` (which returns lambda for the next step), and the step's statistics
+(S_F, S_A, judge failures, the transition event when it happened) are returned for logging.
 
 Why the curriculum survives GRPO's centring: the rubric term enters each completion's reward with a weight that is
 the same for the whole group, and S_F / S_A differ between the completions of a group (that is what the judge
@@ -22,16 +25,17 @@ would be removed, which is why the scheduler only moves weights, never adds a pe
 from __future__ import annotations
 
 import json
-import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from rubricflow.answers import outcome_score
-from rubricflow.methods.rucl.curriculum import CurriculumScheduler
+from rubricflow.judge.factory import make_judge
 from rubricflow.judge.protocol import JudgeRequest, Rubric
-from rubricflow.methods.rucl.rewards import RewardBreakdown, compute_reward, tier_map
+from rubricflow.methods.rucl.curriculum import CurriculumScheduler
+from rubricflow.methods.rucl.rewards import RewardBreakdown, batch_summary, compute_reward, tier_map
+from rubricflow.methods.rucl.rubrics.pool import load_tiers
 
 
 @dataclass
@@ -64,11 +68,6 @@ def as_facts(value: Any, where: str = "facts") -> dict:
     raise ValueError(f"{where}: expected a dict or a JSON object string, got {type(value).__name__}")
 
 
-def _nanmean(xs) -> float:
-    v = [x for x in xs if x is not None and not math.isnan(x)]
-    return sum(v) / len(v) if v else float("nan")
-
-
 class RubricScorer:
     def __init__(self, judge, rubrics: Sequence[Rubric], scheduler: CurriculumScheduler | None = None,
                  alpha: float = 0.7, mode: str = "rucl"):
@@ -83,14 +82,12 @@ class RubricScorer:
         self.alpha, self.mode = alpha, mode
         self._pending: list[RewardBreakdown] = []
         self.total_failures = 0
+        self.last_judgments: list = []  # the judgments of the last call (None per item in mode "outcome")
 
     @classmethod
     def from_config(cls, rucl, judge_cfg, secret_resolver=None, image_root: str | Path | None = None) -> "RubricScorer":
         """From the ``rucl`` and ``judge`` sections: the tiers file, alpha and mode, the curriculum, the judge
         (``make_judge``: preflight, cache, failure budget)."""
-        from rubricflow.judge.factory import make_judge
-        from rubricflow.methods.rucl.rubrics.pool import load_tiers
-
         judge = None if rucl.reward.mode == "outcome" else make_judge(judge_cfg, secret_resolver, image_root=image_root)
         rubrics = load_tiers(rucl.tiers_path) if rucl.reward.mode != "outcome" else []
         return cls(judge, rubrics, CurriculumScheduler.from_config(rucl.curriculum), rucl.reward.alpha,
@@ -109,6 +106,7 @@ class RubricScorer:
         out = [compute_reward(outcome_score(it.response, it.answer, it.answer_type), j, self.tiers, lam,
                               self.alpha, self.mode) for it, j in zip(items, judgments)]
         self._pending.extend(out)
+        self.last_judgments = list(judgments)
         self.total_failures += sum(1 for j in judgments if j is not None and j.failed)
         return out
 
@@ -132,27 +130,24 @@ class RubricScorer:
 
     @staticmethod
     def batch_stats(breakdowns: Sequence[RewardBreakdown]) -> dict[str, float]:
-        return {
-            "s_f": _nanmean(b.s_f for b in breakdowns),
-            "s_a": _nanmean(b.s_a for b in breakdowns),
-            "outcome": _nanmean(b.outcome for b in breakdowns),
-            "reward": _nanmean(b.total for b in breakdowns),
-            "n_missing": float(sum(b.missing for b in breakdowns)),
-        }
+        """Means over the breakdowns (``rubricflow.methods.rucl.rewards.batch_summary``)."""
+        return batch_summary(breakdowns)
 
-    def step(self) -> dict[str, Any]:
+    def step(self, reduce_s_f: Callable[[float], float] | None = None) -> dict[str, Any]:
         """End of an optimizer step: feed the mean S_F of the scored completions since the last step to the
         scheduler and return the step's statistics (``lambda_t`` used, ``lambda_next``, S_F, S_A, judge failures,
+        ``s_f_batch``: the S_F the scheduler saw, after ``reduce_s_f`` (the mean over ranks in a multi-rank run),
         ``transition``: the scheduler's event at the step it switched, else None)."""
         stats = self.batch_stats(self._pending)
-        stats["judge_failures"] = stats.pop("n_missing") if self.mode != "outcome" else 0.0
+        stats["judge_failures"] = stats["n_missing"] if self.mode != "outcome" else 0.0
         stats["n_scored"] = float(len(self._pending))
         stats["lambda_t"] = self.lambda_t
         self._pending = []
         transition = None
+        stats["s_f_batch"] = reduce_s_f(stats["s_f"]) if reduce_s_f is not None else stats["s_f"]
         if self.scheduler is not None:
             before = self.scheduler.transitioned
-            stats["lambda_next"] = self.scheduler.update(stats["s_f"])
+            stats["lambda_next"] = self.scheduler.update(stats["s_f_batch"])
             if self.scheduler.transitioned and not before:
                 transition = dict(self.scheduler.event or {})
         stats["transition"] = transition
