@@ -4,9 +4,10 @@ Both train the same tiny Qwen2 (saved once, loaded fresh by each), on the same c
 size, prompts per step, completion length, sampling temperature, learning rate and reward function (the toy
 task: fraction of completion tokens equal to the target token), with matching algorithm settings (beta 0, loss
 "dapo", group-scaled advantages, clip 0.2, one optimizer step per generation batch, grad-norm clip 1.0) and one
-torch thread. rubricflow runs twice: with its ``CachedSampler`` rollouts (the headline) and with
-``models.generation.TransformersGenerator`` (the same ``model.generate`` TRL uses), so the two sources of the
-difference (rollout loop, update) are visible separately. A step is timed from the start of generation to the end of the optimizer step (rubricflow:
+torch thread. rubricflow runs twice: with its ``cached`` backend's rollouts (``models.generation.cached``, the
+headline) and with ``models.generation.hf.TransformersGenerator`` (the same ``model.generate`` TRL uses), so the
+two sources of the difference (rollout loop, update) are visible separately. A step is timed from the start of
+generation to the end of the optimizer step (rubricflow:
 ``GRPOTrainer`` step; TRL: ``on_step_begin`` to ``on_step_end``); the first ``--warmup`` steps are dropped.
 Throughput is samples per CPU-second of this (single-threaded) process, which other processes on a shared machine
 do not distort; samples per wall-clock second are printed too. Rounds alternate the three runs; the ratio is the
@@ -62,8 +63,7 @@ def rates(wall: list[float], cpu: list[float], warmup: int, n: int) -> dict[str,
 
 # ------------------------------------------------------------------------------------------------------------
 def run_rubricflow(model_dir, a, seed, sampler="cached") -> tuple[dict, float]:
-    from models.generation import GenRequest, TransformersGenerator
-    from rubricflow.grpo.sampler import CachedSampler
+    from models.generation import GenRequest, make_generator
     from rubricflow.grpo import CausalLMAdapter, Episode, GRPOConfig, GRPOUpdater, TorchEngine
     from rubricflow.testing.toy_task import target_token_id, toy_reward
     from rubricflow.grpo.trainer import GRPOTrainer
@@ -75,8 +75,7 @@ def run_rubricflow(model_dir, a, seed, sampler="cached") -> tuple[dict, float]:
                      max_new_tokens=a.max_new_tokens, temperature=1.0, max_grad_norm=1.0, checkpoint_every=0,
                      seed=seed)
     engine = TorchEngine(model, cfg)
-    gen_cls = CachedSampler if sampler == "cached" else TransformersGenerator
-    gen = gen_cls(model, tok, batch_size=a.group_size * a.prompts_per_step)
+    gen = make_generator(sampler, model, tok, batch_size=a.group_size * a.prompts_per_step)
     upd = GRPOUpdater(CausalLMAdapter(model, tok, temperature=1.0), engine, cfg, log_entropy=True)
 
     def rollout(step, prompts):

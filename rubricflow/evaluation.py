@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from rubricflow.generation import generator_for
 from rubricflow.sections import GenerationConfig
 
 
@@ -21,9 +22,9 @@ def policy_requests(processor, data_dir: str | Path, samples) -> list:
 
 
 def greedy_responses(model, processor, data_dir: str | Path, samples, gen: GenerationConfig) -> list[str]:
-    from models.generation import TransformersGenerator
-
-    g = TransformersGenerator(model, processor, batch_size=gen.eval_batch_size)
+    """Greedy answers of ``model`` itself: ``generation.backend`` when it generates in memory (transformers,
+    cached), else transformers (``rubricflow.generation.generator_for(..., in_memory=True)``)."""
+    g = generator_for(gen, model, processor, in_memory=True)
     outs = g.generate(policy_requests(processor, data_dir, samples), n=1, max_new_tokens=gen.max_new_tokens, temperature=0)
     return [o[0].text for o in outs]
 
@@ -45,7 +46,8 @@ def evaluate_policy(model, processor, data_dir: str | Path, samples, gen: Genera
     """Greedy accuracy per task and overall.
 
     With an ``engine`` of several ranks every rank takes part: rank r answers samples r, r + W, ... (under ZeRO-3
-    its generation joins the others' parameter all-gathers: ``TransformersGenerator`` runs synced) and the answers
+    its generation joins the others' parameter all-gathers: ``TransformersGenerator`` runs synced, the cached
+    backend refuses) and the answers
     are gathered, so every rank returns the same accuracy over all ``samples``. Call it on every rank.
     """
     world = getattr(engine, "world_size", 1) if engine is not None else 1

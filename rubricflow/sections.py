@@ -242,8 +242,13 @@ class GenerationConfig(Section):
     operational = frozenset({"vllm_gpu_memory_utilization", "vllm_server_url", "vllm_sync_dir", "vllm_sleep_mode",
                              "vllm_sleep_level", "vllm_enforce_eager", "vllm_max_model_len"})
 
-    backend: Literal["transformers", "vllm"] = Field(
-        "transformers", description="Rollout engine: transformers generate, or vLLM (mode: vllm_mode)."
+    backend: Literal["transformers", "cached", "vllm"] = Field(
+        "transformers",
+        description="Rollout engine (models.generation): 'transformers' (model.generate; text and vision-language "
+        "policies); 'cached' (a lean KV-cache sampling loop, text-only: refused for a vision-language policy and "
+        "under ZeRO-3 with several ranks; greedy decoding gives transformers' tokens, sampling draws other samples "
+        "from the same distribution); 'vllm' (mode: vllm_mode). The greedy accuracy evaluations (sft, rucl) generate "
+        "with the model in memory: with 'cached' when set here, else with transformers.",
     )
     max_new_tokens: int = Field(48, ge=1, description="Completion length cap.")
     temperature: float = Field(1.0, ge=0, description="Sampling temperature for rollouts (0 = greedy).")
@@ -252,8 +257,8 @@ class GenerationConfig(Section):
     vllm_mode: Literal["colocate", "server"] = Field(
         "colocate",
         description="vLLM: 'colocate' runs vllm.LLM in each trainer process (vLLM installed there; weights streamed "
-        "in process); 'server' talks to a rollout server (models.rollout_server) in its own environment over HTTP, "
-        "weights synced through a safetensors file in vllm_sync_dir.",
+        "in process); 'server' talks to a rollout server (models.generation.vllm_server) in its own environment "
+        "over HTTP, weights synced through a safetensors file in vllm_sync_dir.",
     )
     vllm_server_url: str = Field(
         "http://127.0.0.1:8001", description="vLLM server mode: base URL of the rollout server."

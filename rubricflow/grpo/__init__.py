@@ -28,7 +28,6 @@ __all__ = [
     "GRPOTrainer",
     "PromptIterator",
     "CheckpointManager",
-    "CachedSampler",
 ]
 
 
@@ -51,7 +50,6 @@ def __getattr__(name: str):
         "GRPOTrainer": "rubricflow.grpo.trainer",
         "PromptIterator": "rubricflow.grpo.trainer",
         "CheckpointManager": "rubricflow.grpo.checkpoint",
-        "CachedSampler": "rubricflow.grpo.sampler",
     }
     if name in lazy:
         import importlib

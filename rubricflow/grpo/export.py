@@ -1,8 +1,8 @@
 """A trained policy as one consolidated model, from any engine (ZeRO-3 partitions included).
 
 Under ZeRO-3 a rank's module holds empty placeholders, so saving ``module`` on every rank writes empty tensors.
-``full_state_dict`` gathers the parameters one at a time (``models.generation.full_parameters``: a collective, every
-rank calls it) and only the receiving rank keeps a copy; ``save_policy`` writes it once, from rank 0, in Hugging
+``full_state_dict`` gathers the parameters one at a time (``models.generation.zero3.full_parameters``: a collective,
+every rank calls it) and only the receiving rank keeps a copy; ``save_policy`` writes it once, from rank 0, in Hugging
 Face format (``save_pretrained`` with that state dict), into a staged folder that appears complete or not at all.
 The engine's own checkpoints (``rubricflow.grpo.checkpoint``) stay partitioned: they are what resume reads.
 """
@@ -27,7 +27,7 @@ def _rank_world() -> tuple[int, int]:
 def full_state_dict(module: torch.nn.Module, all_ranks: bool = False) -> dict[str, torch.Tensor] | None:
     """``module.state_dict()`` with every parameter's full value (CPU copies), on rank 0, or on every rank with
     ``all_ranks``; None on the others. Collective under ZeRO-3: call it on every rank."""
-    from models.generation import full_parameters
+    from models.generation.zero3 import full_parameters
 
     rank, _ = _rank_world()
     keep = all_ranks or rank == 0

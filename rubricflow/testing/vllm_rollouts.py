@@ -123,8 +123,9 @@ def colocated(model_dir: str, out: str, vl_model: str | None = None) -> None:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from models.generation import GenRequest, TransformersGenerator
-    from models.vllm_rollout import VLLMGenerator, check_vision_support
+    from models.generation import GenRequest
+    from models.generation.hf import TransformersGenerator
+    from models.generation.vllm_colocated import VLLMGenerator, check_vision_support
 
     hf = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).eval()
     tok = AutoTokenizer.from_pretrained(model_dir)
@@ -173,7 +174,7 @@ def throughput(model_dir: str, out: str, n: int, max_new_tokens: int, rounds: in
     """The colocated engine's side of ``bench/rollouts.py`` (run in the vLLM environment)."""
     from transformers import AutoTokenizer
 
-    from models.vllm_rollout import VLLMGenerator
+    from models.generation.vllm_colocated import VLLMGenerator
 
     tok = AutoTokenizer.from_pretrained(model_dir)
     gen = VLLMGenerator(model_dir, dtype="float32", enforce_eager=True)

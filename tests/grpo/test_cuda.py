@@ -7,9 +7,10 @@ import pytest
 import torch
 from PIL import Image
 
-from models.generation import GenRequest, TransformersGenerator
+from models.generation import GenRequest
+from models.generation.cached import CachedSampler
+from models.generation.hf import TransformersGenerator
 from rubricflow.grpo import CausalLMAdapter, Episode, GRPOConfig, GRPOUpdater, TorchEngine
-from rubricflow.grpo.sampler import CachedSampler
 from rubricflow.testing.toy_task import build_toy_policy, chat_prompt, toy_prompts
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="torch sees no CUDA device")

@@ -69,7 +69,8 @@ def main(argv: list[str] | None = None) -> None:
     rubricflow.env.configure_threads()
     import torch
 
-    from models.generation import GenRequest, TransformersGenerator
+    from models.generation import GenRequest
+    from models.generation.hf import TransformersGenerator
     from rubricflow.methods.rucl.curriculum import CurriculumScheduler
     from rubricflow.grpo.causal_lm import CausalLMAdapter
     from rubricflow.grpo.config import EngineConfig, GRPOConfig

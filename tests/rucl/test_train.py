@@ -180,7 +180,7 @@ def test_vllm_completions_give_episodes_with_exactly_one_eos(setup):
     import types
 
     from models.loader import load_policy
-    from models.vllm_rollout import to_completions
+    from models.generation.vllm_colocated import to_completions
     from rubricflow.data.schema import read_dataset
     from rubricflow.methods.rucl.rollout import RuCLRollout
 

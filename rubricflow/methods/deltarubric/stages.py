@@ -32,9 +32,9 @@ def _max_tokens(dr: DeltaRubricConfig) -> dict[str, int]:
 
 
 def _generator(g: GenerationConfig, model, proc, model_path: str | None = None, batch_size: int | None = None):
-    from rubricflow.generation import make_generator
+    from rubricflow.generation import generator_for
 
-    return make_generator(g, model, proc, model_path=model_path, batch_size=batch_size)
+    return generator_for(g, model, proc, model_path=model_path, batch_size=batch_size)
 
 
 def _pairs_dir(dr: DeltaRubricConfig) -> Path:

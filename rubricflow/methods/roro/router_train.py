@@ -171,7 +171,7 @@ def train_router(
     """GRPO-train a fresh router (or resume its checkpoint, if it was trained on the same inputs: see
     :func:`resume_parts`; ``key_parts`` adds the caller's parts); returns ``(router, summary)``, the router with
     its full weights on every rank (call it on every rank of a multi-process run)."""
-    from models.generation import zero3_world
+    from models.generation.zero3 import zero3_world
     from models.router import RouterMLP
     from rubricflow.grpo.engine import make_engine
     from rubricflow.grpo.export import full_state_dict

@@ -78,7 +78,7 @@ class RubricLM:
     """A tiny causal LM acting as the Rubricor or the Judge; greedy outputs are memoised until the next SFT."""
 
     def __init__(self, model, tokenizer, name: str, batch_size: int = 64, max_new_tokens: int = 96):
-        from models.generation import TransformersGenerator
+        from models.generation.hf import TransformersGenerator
 
         self.model, self.tokenizer, self.name = model, tokenizer, name
         self.gen = TransformersGenerator(model, tokenizer, batch_size=batch_size)

@@ -5,10 +5,19 @@ k the model continues ``chat prompt + steps 1..k-1 (each followed by a newline)`
 end of turn). Generation is greedy, so a prefix always yields the same step: the routing environment caches
 steps by prefix, which is what makes many router rollouts cheap.
 
-* ``TransformersStepModel`` (CPU / one GPU): batched ``generate`` with the raw logits of every generated token,
-  from which the step's uncertainty is computed.
-* ``VLLMStepModel`` (GPU profile): vLLM with ``stop=["\\n"]`` and top-k logprobs; raises ``BackendUnavailable``
-  naming the package when vLLM is missing. Never a silent fallback.
+Both get their tokens from the shared generation layer (``models.generation``), not from an engine of their own:
+
+* ``TransformersStepModel`` (CPU / one GPU): ``models.generation.hf.hf_generate`` (the transformers backend's
+  ``model.generate`` call), greedy, stopping at the newline or end of turn, with the raw logits of every
+  generated token, from which the step's uncertainty is computed.
+* ``VLLMStepModel`` (GPU profile): an engine from ``models.generation.vllm_colocated.build_engine`` (raises
+  ``BackendUnavailable`` naming ``roro.<model>.backend`` when vLLM is missing; never a silent fallback), sampled
+  with ``stop=["\\n"]`` and top-k logprobs.
+
+They do not call the rollout contract's ``generate``: its completions end at ``<|im_end|>`` or a generated pad
+token and never contain a vision token, where a step ends at a newline or the end of turn (for vLLM a stop string,
+also met inside a longer token) with nothing suppressed, and the vLLM model's statistics cover every token vLLM
+returns; completions under the contract would change RoRo's steps.
 
 Uncertainty of a step (``step_uncertainty``), over the step's content tokens (the newline / end-of-turn token
 that closes the step is excluded):
@@ -26,6 +35,9 @@ from dataclasses import dataclass
 from typing import Literal, Protocol
 
 import torch
+
+from models.generation.hf import hf_generate
+from models.generation.vllm_colocated import build_engine
 
 UncertaintyKind = Literal["one_minus_min_maxprob", "one_minus_mean_maxprob", "mean_entropy", "max_entropy"]
 INSTRUCTION = "Solve step by step."
@@ -115,22 +127,10 @@ class TransformersStepModel:
 
     def _propose(self, prefixes: list[str]) -> list[StepOutput]:
         enc = self.tokenizer(prefixes, return_tensors="pt", padding=True, padding_side="left", add_special_tokens=False)
-        gen = self.model.generate(
-            input_ids=enc["input_ids"],
-            attention_mask=enc["attention_mask"],
-            max_new_tokens=self.max_step_tokens,
-            do_sample=False,
-            temperature=None,
-            top_p=None,
-            top_k=None,
-            eos_token_id=[self.nl_id, self.eos_id],
-            pad_token_id=self.pad_id,
-            output_logits=True,
-            return_dict_in_generate=True,
-            use_cache=True,
+        new, logits = hf_generate(  # greedy; logits: [B, T, V] raw (unprocessed)
+            self.model, {"input_ids": enc["input_ids"], "attention_mask": enc["attention_mask"]},
+            max_new_tokens=self.max_step_tokens, stop=[self.nl_id, self.eos_id], pad_id=self.pad_id, logits=True,
         )
-        new = gen.sequences[:, enc["input_ids"].shape[1] :]
-        logits = torch.stack(gen.logits, dim=1).float()  # [B, T, V] raw (unprocessed) logits
         logp = torch.log_softmax(logits, dim=-1)
         maxp = logp.max(-1).values.exp()
         ent = -(logp.exp() * logp).sum(-1)
@@ -174,16 +174,11 @@ class VLLMStepModel:
                 f"roro.{name}.n_params: set the parameter count of {model_path} (for the 2 * params * tokens FLOPs "
                 "estimate); vLLM does not report it"
             )
-        try:
-            from vllm import LLM
-        except ImportError as e:
-            from models.generation import BackendUnavailable
-
-            raise BackendUnavailable(
-                f"roro.{name}.backend=vllm but the `vllm` package is not importable in this environment "
-                "(install the `gpu` extra on a GPU machine, or use the tiny profile with backend=transformers)"
-            ) from e
-        self.llm = LLM(model=model_path, gpu_memory_utilization=gpu_memory_utilization, enable_prefix_caching=True)
+        self.llm = build_engine(
+            model_path, in_process=False, setting=f"roro.{name}.backend=vllm",
+            hint="install the `gpu` extra on a GPU machine, or use the tiny profile with backend=transformers",
+            gpu_memory_utilization=gpu_memory_utilization, enable_prefix_caching=True,
+        )
         self.tokenizer = self.llm.get_tokenizer()
         self.name = name
         self.max_step_tokens = max_step_tokens

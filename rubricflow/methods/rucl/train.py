@@ -108,7 +108,7 @@ def train_rucl(
     from rubricflow.methods.rucl.curriculum import CurriculumScheduler
     from rubricflow.data.schema import read_dataset
     from rubricflow.evaluation import evaluate_policy
-    from rubricflow.generation import make_generator
+    from rubricflow.generation import generator_for
     from rubricflow.grpo.checkpoint import MetricsHistory
     from rubricflow.grpo.causal_lm import CausalLMAdapter
     from rubricflow.grpo.engine import make_engine
@@ -144,7 +144,7 @@ def train_rucl(
     module = engine.module
     before = evaluate_policy(module, proc, data_dir, val, gen_cfg, engine) if val else {}  # every rank takes part
 
-    gen = make_generator(gen_cfg, module, proc, model_path=rcfg.init_from)
+    gen = generator_for(gen_cfg, module, proc, model_path=rcfg.init_from)
     c = rcfg.curriculum
     sched = CurriculumScheduler.from_config(c)
     rollout = RuCLRollout(gen, proc, judge, rubrics, sched, rcfg, data_dir, engine)

@@ -112,7 +112,7 @@ def sample_policy_responses(
     seed: int = 0,
 ) -> list[list[str]]:
     """``n`` sampled responses per sample from the policy checkpoint (prompts as in training/evaluation)."""
-    from models.generation import TransformersGenerator
+    from models.generation.hf import TransformersGenerator
     from models.loader import load_policy
     from rubricflow.evaluation import policy_requests
 

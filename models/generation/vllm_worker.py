@@ -1,4 +1,5 @@
-"""A vLLM worker extension (``worker_extension_cls="models.vllm_worker.WeightSyncExtension"``) for weight updates.
+"""A vLLM worker extension (``worker_extension_cls="models.generation.vllm_worker.WeightSyncExtension"``) for weight
+updates.
 
 vLLM mixes this class into its worker, so its methods run inside the worker and are called by name through
 ``LLM.collective_rpc`` (every worker of the engine runs them). It adds one method, ``load_policy_weights``, on
@@ -9,7 +10,7 @@ top of vLLM's own in-place reload (``Worker.reload_weights``: the checkpoint-for
   processed. With tied embeddings the language-model head shares the embedding's weight, but the checkpoint names
   only the embedding, so a reload updates the shared weight and never re-packs the head: generation then uses the
   old head. ``load_policy_weights`` re-runs the head's post-processing after a reload in that case (found by
-  comparing vLLM's log-probs with transformers' after a sync; ``tests/models/test_vllm_rollout.py``).
+  comparing vLLM's log-probs with transformers' after a sync; ``tests/models/generation/test_vllm_colocated.py``).
 
 Only the engine process imports this module (it needs vLLM); it is importable anywhere.
 """

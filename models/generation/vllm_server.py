@@ -2,10 +2,11 @@
 
 Run it where vLLM is installed (on CPU the project's ``.venv-vllm``), from the project root::
 
-    PYTHONPATH=. .venv-vllm/bin/python -m models.rollout_server --model DIR --port 8001 [--dtype float32]
+    PYTHONPATH=. .venv-vllm/bin/python -m models.generation.vllm_server --model DIR --port 8001 [--dtype float32]
         [--max-model-len N] [--enforce-eager] [--tensor-parallel-size N] [--gpu-memory-utilization F]
 
-The trainer talks to it with ``models.rollout_client.VLLMServerGenerator`` and never imports vLLM. Routes (JSON):
+The trainer talks to it with ``models.generation.vllm_client.VLLMServerGenerator`` and never imports vLLM. Routes
+(JSON):
 
 * ``GET /health`` -> ``{"status": "ok", "model", "weight_version"}``
 * ``POST /generate`` ``{"requests": [{"prompt", "images": [base64 PNG]}], "n", "max_new_tokens", "temperature",
@@ -27,6 +28,9 @@ import os
 import threading
 
 from pydantic import BaseModel, Field
+
+from models.generation.contract import GenRequest
+from models.generation.vllm_colocated import VLLMGenerator
 
 
 class Req(BaseModel):
@@ -57,8 +61,6 @@ def decode_image(b64: str):
 
 def build_app(gen, model: str):
     from fastapi import FastAPI, HTTPException
-
-    from models.generation import GenRequest
 
     app = FastAPI(title="rubricflow rollout server")
     lock = threading.Lock()
@@ -103,8 +105,6 @@ def main(argv: list[str] | None = None) -> None:
     args = ap.parse_args(argv)
 
     import uvicorn
-
-    from models.vllm_rollout import VLLMGenerator
 
     gen = VLLMGenerator(args.model, dtype=args.dtype, gpu_memory_utilization=args.gpu_memory_utilization,
                         tensor_parallel_size=args.tensor_parallel_size, max_model_len=args.max_model_len,

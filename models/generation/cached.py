@@ -1,7 +1,8 @@
-"""``CachedSampler``: a lean batched sampler with a KV cache for text-only causal LMs (a GenerationBackend).
+"""The ``cached`` backend (``generation.backend: cached``): ``CachedSampler``, a lean batched sampler with a KV
+cache for text-only causal LMs.
 
 For tiny and small models, rollouts are bound by per-token Python overhead, not FLOPs. ``model.generate`` spends
-about a third of each decode step outside the model (logits-processor and stopping-criteria objects,
+a large share of each decode step outside the model (logits-processor and stopping-criteria objects,
 ``torch.multinomial``, bookkeeping). This sampler runs the same forward passes (prefill, then one token per step
 through ``transformers``' ``DynamicCache``) with a minimal loop:
 
@@ -9,20 +10,24 @@ through ``transformers``' ``DynamicCache``) with a minimal loop:
 * left padding with explicit position ids (``cumsum(mask) - 1``), exactly what ``generate`` computes, so greedy
   decoding reproduces ``TransformersGenerator`` token for token (tested);
 * sampling by the exponential race (``argmax(p / E)``, ``E ~ Exp(1)``), an exact draw from ``p`` without
-  ``torch.multinomial``; temperature and top-p as in ``generate``; vision / grounding special tokens suppressed
-  (as in models.generation);
+  ``torch.multinomial`` (so its samples differ from ``TransformersGenerator``'s for the same seed); temperature
+  and top-p as in ``generate``; vision / grounding special tokens suppressed (as in ``models.generation.hf``);
 * rows that emitted EOS keep decoding pad tokens (their outputs are discarded); the loop stops when all rows are
-  done.
+  done; the stop-token contract (``models.generation.contract``) is applied to every row.
 
-Vision-language requests (with images) are refused with a clear error: Qwen2-VL-style 3-D rotary positions during
-decoding are left to ``models.generation.TransformersGenerator``.
+Refused by name: a vision-language processor or a request with images (Qwen2-VL-style 3-D rotary positions during
+decoding are left to ``models.generation.hf.TransformersGenerator``), and a model partitioned by ZeRO-3 over several
+ranks (the loop ends when this rank's rows end, so it cannot join the other ranks' parameter all-gathers).
 """
 
 from __future__ import annotations
 
 import torch
 
-from models.generation import Completion, GenRequest, suppressed_token_ids
+from models.generation.contract import Completion, GenRequest, stop_ids, suppressed_token_ids, trim_at_stop
+from models.generation.zero3 import zero3_world
+
+TEXT_ONLY = "generation.backend=cached serves text-only causal LMs"
 
 
 class CachedSampler:
@@ -31,13 +36,11 @@ class CachedSampler:
     def __init__(self, model: torch.nn.Module, tokenizer, batch_size: int = 64):
         if hasattr(tokenizer, "image_processor"):
             raise ValueError(
-                "CachedSampler is for text-only causal LMs; use models.generation.TransformersGenerator for VLMs"
+                f"{TEXT_ONLY}, and this policy is vision-language (its processor has an image processor): set "
+                "generation.backend=transformers (TransformersGenerator) for vision-language policies"
             )
         self.model, self.tokenizer, self.batch_size = model, tokenizer, batch_size
-        self.eos_id = tokenizer.convert_tokens_to_ids("<|im_end|>")
-        if not isinstance(self.eos_id, int) or self.eos_id == tokenizer.unk_token_id:
-            self.eos_id = tokenizer.eos_token_id
-        self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else self.eos_id
+        self.eos_id, self.pad_id = stop_ids(tokenizer)
         self.suppress = torch.tensor(suppressed_token_ids(tokenizer), dtype=torch.long)
         self._enc_cache: dict[str, list[int]] = {}
 
@@ -66,7 +69,8 @@ class CachedSampler:
         race = torch.empty_like(probs).exponential_()
         return (probs / race).argmax(-1)
 
-    def _run(self, rows: list[list[int]], max_new_tokens: int, temperature: float, top_p: float) -> list[Completion]:
+    def _run(self, rows: list[list[int]], max_new_tokens: int, temperature: float, top_p: float,
+             logprobs: bool = False) -> list[Completion]:
         from transformers import DynamicCache
 
         B = len(rows)
@@ -85,15 +89,19 @@ class CachedSampler:
         nxt_pos = pos[:, -1:] + 1
         done = torch.zeros(B, dtype=torch.bool, device=dev)
         toks = torch.full((B, max_new_tokens), self.pad_id, dtype=torch.long, device=dev)
+        lps = torch.zeros((B, max_new_tokens), dtype=torch.float32, device=dev) if logprobs else None
         suppress = self.suppress.to(dev)
         n_steps = 0
         for t in range(max_new_tokens):
             logits = out.logits[:, -1].float()
+            raw = torch.log_softmax(logits, dim=-1) if logprobs else None  # before suppression (the contract)
             if suppress.numel():
                 logits[:, suppress] = float("-inf")
             nxt = self._pick(logits, temperature, top_p)
             nxt = nxt.masked_fill(done, self.pad_id)
             toks[:, t] = nxt
+            if raw is not None:
+                lps[:, t] = raw.gather(-1, nxt.unsqueeze(-1)).squeeze(-1)
             n_steps = t + 1
             done |= nxt == self.eos_id
             if bool(done.all()) or t == max_new_tokens - 1:
@@ -101,15 +109,12 @@ class CachedSampler:
             out = self.model(input_ids=nxt.unsqueeze(1), attention_mask=mask[:, : P + t + 1], position_ids=nxt_pos,
                              cache=cache, use_cache=True)
             nxt_pos = nxt_pos + 1
+        lp_rows = lps[:, :n_steps].tolist() if lps is not None else None
         outs = []
-        for row in toks[:, :n_steps].tolist():
-            keep, finished = [], False
-            for tok in row:
-                if tok == self.eos_id:
-                    finished = True
-                    break
-                keep.append(tok)
-            outs.append(Completion(keep, self.tokenizer.decode(keep, skip_special_tokens=True), finished))
+        for i, row in enumerate(toks[:, :n_steps].tolist()):
+            keep, kept_lps, finished = trim_at_stop(row, lp_rows[i] if lp_rows is not None else None, self.eos_id,
+                                                    self.pad_id)
+            outs.append(Completion(keep, self.tokenizer.decode(keep, skip_special_tokens=True), finished, kept_lps))
         return outs
 
     @torch.inference_mode()
@@ -121,11 +126,19 @@ class CachedSampler:
         temperature: float = 1.0,
         top_p: float = 1.0,
         seed: int | None = None,
+        logprobs: bool = False,
     ) -> list[list[Completion]]:
         if any(r.images for r in requests):
             raise ValueError(
-                "CachedSampler got a request with images; it serves text-only models "
-                "(use models.generation.TransformersGenerator for vision-language policies)"
+                f"CachedSampler got a request with images; {TEXT_ONLY} (set generation.backend=transformers, "
+                "models.generation.hf.TransformersGenerator, for vision-language policies)"
+            )
+        world = zero3_world(self.model)
+        if world > 1:
+            raise ValueError(
+                f"generation.backend=cached: the policy is partitioned by ZeRO-3 over {world} ranks, and this "
+                "sampler's decoding loop ends when this rank's rows end, so it cannot join the other ranks' "
+                "parameter all-gathers; set generation.backend=transformers (synced generation) under ZeRO-3"
             )
         if seed is not None:
             torch.manual_seed(seed)
@@ -135,7 +148,7 @@ class CachedSampler:
         try:
             outs: list[Completion] = []
             for i in range(0, len(rows), self.batch_size):
-                outs += self._run(rows[i : i + self.batch_size], max_new_tokens, temperature, top_p)
+                outs += self._run(rows[i : i + self.batch_size], max_new_tokens, temperature, top_p, logprobs)
         finally:
             self.model.train(was_training)
         return [outs[j * n : (j + 1) * n] for j in range(len(requests))]
