@@ -37,7 +37,7 @@ def roro_eval(
     from rubricflow.methods.roro.evaluate import format_table
 
     if from_file:
-        from rubricflow.methods.roro.pipeline import eval_dir
+        from rubricflow.methods.roro.paths import eval_dir
 
         path = eval_dir(load_cfg().roro) / "table.json"
         if not path.exists():
