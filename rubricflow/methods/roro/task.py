@@ -19,10 +19,11 @@ outcome is checkable (the final number) but whose steps are not (``ops`` is None
 from __future__ import annotations
 
 import hashlib
-import json
 import random
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
+
+from rubricflow.data.traces import values_equal
 
 OPS = {"add": ("Add", "+"), "sub": ("Subtract", "-"), "mul": ("Multiply by", "*")}
 _SYMBOL_TO_OP = {sym: name for name, (_, sym) in OPS.items()}
@@ -73,25 +74,6 @@ class Problem:
             v = apply_op(op, v, arg)
             vals.append(v)
         return vals
-
-    def to_row(self) -> dict:
-        row = asdict(self)
-        row["ops"] = json.dumps(self.ops) if self.ops is not None else None
-        row["reference_steps"] = json.dumps(self.reference_steps)
-        return row
-
-    @classmethod
-    def from_row(cls, row: dict) -> "Problem":
-        ops = row.get("ops")
-        ops = [tuple(o) for o in json.loads(ops)] if isinstance(ops, str) else ops
-        refs = row.get("reference_steps")
-        refs = json.loads(refs) if isinstance(refs, str) else list(refs or [])
-        start = row.get("start")
-        start = None if start is None or start != start else int(start)  # NaN from pandas
-        return cls(
-            id=str(row["id"]), question=row["question"], answer=str(row["answer"]), split=row.get("split", "train"),
-            source=row.get("source", "synthetic"), start=start, ops=ops, reference_steps=refs,
-        )
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -227,9 +209,4 @@ def answer_correct(problem: Problem, final_text: str | None) -> bool:
     if final_text is None:
         return False
     fin = parse_final(final_text)
-    if fin is None:
-        return False
-    try:
-        return abs(float(fin) - float(problem.answer)) < 1e-6
-    except ValueError:
-        return False
+    return fin is not None and values_equal(fin, problem.answer)
