@@ -25,7 +25,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from models.router import load_router
-from rubricflow.io import write_json
+from rubricflow.io import atomic_path, atomic_write_text, write_json
 from rubricflow.methods.roro.config import RoRoConfig
 from rubricflow.methods.roro.pairs import make_pairs
 from rubricflow.methods.roro.pairwise import pairwise_accuracy
@@ -156,11 +156,11 @@ def write_curve(rows: list[dict], out_dir: Path) -> dict[str, Path]:
     out_dir.mkdir(parents=True, exist_ok=True)
     pts = [{"method": r["method"], "param": r.get("param"), "lrm_tokens": round(r["lrm_tokens"], 4),
             "lrm_cost_frac": round(r["lrm_cost_frac"], 4), "accuracy": round(r["accuracy"], 4)} for r in rows]
-    with (out_dir / "curve.csv").open("w", newline="") as f:
+    with atomic_path(out_dir / "curve.csv") as tmp, tmp.open("w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=list(pts[0]))
         w.writeheader()
         w.writerows(pts)
-    (out_dir / "curve.json").write_text(json.dumps(pts, indent=1))
+    atomic_write_text(out_dir / "curve.json", json.dumps(pts, indent=1))
     fig, ax = plt.subplots(figsize=(6.4, 4.4))
     styles = {"roro": ("o-", "C0"), "outcome-only": ("s--", "C1"), "threshold": ("^:", "C2"), "random": ("x:", "C7")}
     for method, (style, color) in styles.items():
@@ -177,7 +177,8 @@ def write_curve(rows: list[dict], out_dir: Path) -> dict[str, Path]:
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(out_dir / "curve.png", dpi=120)
+    with atomic_path(out_dir / "curve.png", suffix=".png") as tmp:
+        fig.savefig(tmp, dpi=120)
     plt.close(fig)
     return {"csv": out_dir / "curve.csv", "json": out_dir / "curve.json", "png": out_dir / "curve.png"}
 
@@ -289,7 +290,7 @@ def run_eval(rc: RoRoConfig, log: Callable[[str, dict], None] | None = None) -> 
         rows.append(rnd)
     paths = write_curve([r for r in rows if r["method"] != "random-matched"], eval_dir(rc))
     table = format_table(rows)
-    (eval_dir(rc) / "table.txt").write_text(table + "\n")
+    atomic_write_text(eval_dir(rc) / "table.txt", table + "\n")
     main = next((m for m in matched if m["cost_weight"] == rc.router.cost_weight), matched[0] if matched else {})
     judge = judge_test_accuracy(rc, env, test) if "roro" in rc.router.methods else {}
     out = {
