@@ -3,7 +3,7 @@
 import pytest
 
 from rubricflow.methods.roro.routing import LRM, SLM, StepRecord, Trajectory
-from rubricflow.methods.roro.pairs import build_trajectory_pairs, compare, dedupe
+from rubricflow.methods.roro.pairs import build_trajectory_pairs, compare
 
 
 def traj(pid, writers, slm_correct, outcome, lrm_tokens_per_call=5, policy="p"):
@@ -69,13 +69,6 @@ def test_build_trajectory_pairs_orders_and_caps_per_problem():
     a_pairs = [p for p in capped if p.problem_id == "a"]
     assert len(a_pairs) == 2 and {p.reason for p in a_pairs} == {"outcome", "cost"}  # round-robin over reasons
     assert all(ts[p.chosen].problem_id == ts[p.rejected].problem_id for p in capped)
-
-
-def test_dedupe_merges_identical_routes():
-    a = traj("a", [S, L], [True, False], True, policy="random-0.5")
-    b = traj("a", [S, L], [True, False], True, policy="threshold-0.3")
-    c = traj("a", [L, L], [True, False], True)
-    assert [t.policy for t in dedupe([a, b, c])] == ["random-0.5", "p"]
 
 
 def test_same_number_of_calls_is_the_same_cost_and_process_decides():

@@ -7,6 +7,13 @@ import pyarrow.parquet as pq
 import pytest
 
 from rubricflow.methods.roro.config import RoRoConfig
+from rubricflow.methods.roro.evaluate import run_eval
+from rubricflow.methods.roro.pairs import run_pairs
+from rubricflow.methods.roro.paths import cache_path, eval_dir, pairs_path, router_dir, rubrics_path, trajectories_path
+from rubricflow.methods.roro.router_train import run_router
+from rubricflow.methods.roro.rubricor_judge import run_rubricor_judge
+from rubricflow.methods.roro.step_models import run_models
+from rubricflow.methods.roro.trajectories import read_trajectories, run_trajectories
 
 
 def tiny_roro_dict(tmp_path) -> dict:
@@ -36,19 +43,17 @@ def tiny_roro(tmp_path) -> RoRoConfig:
 
 @pytest.mark.slow
 def test_roro_pipeline_end_to_end(tmp_path):
-    from rubricflow.methods.roro import pipeline as P
-
     rc = tiny_roro(tmp_path)
-    m = P.run_models(rc)
+    m = run_models(rc)
     assert m["slm_params"] < m["lrm_params"]
     assert m["lrm_extra_steps"] in (0, 10) and len(m["lrm_acc_trace"]) >= 1
     assert 0.0 <= m["slm_val_step_acc"] <= 1.0 and 0.0 <= m["lrm_val_step_acc"] <= 1.0
 
-    t = P.run_trajectories(rc)
+    t = run_trajectories(rc)
     assert t["n_problems"] == 16 and t["collection"] == "every route"
     assert set(t["policies"]) == {"all-slm", "all-lrm", "random-0.5", "threshold-0.3"}
     assert t["policies"]["all-slm"]["lrm_tokens"] == 0 and t["policies"]["all-lrm"]["lrm_call_rate"] == 1.0
-    rows = pq.read_table(P.trajectories_path(rc)).to_pylist()
+    rows = pq.read_table(trajectories_path(rc)).to_pylist()
     assert len(rows) == t["n_unique"] and {r["split"] for r in rows} == {"train", "val"}
     # every route: each problem's decision tree is complete (the other choice at any route's last decision is a
     # route too), with the all-SLM and all-LRM routes in it
@@ -62,16 +67,16 @@ def test_roro_pipeline_end_to_end(tmp_path):
     steps = json.loads(rows[0]["steps"])
     assert {"writer", "slm_uncertainty", "slm_correct", "correct", "state", "action"} <= set(steps[0])
     assert all(len(s["state"]) == 5 for s in steps)
-    assert P.cache_path(rc).exists()
+    assert cache_path(rc).exists()
 
-    p = P.run_pairs(rc)
+    p = run_pairs(rc)
     assert p["n_pairs"] > 0 and p["train_pairs"] > 0 and p["val_pairs"] > 0
     for split in ("train", "val"):  # categories are counted, kept <= decided
         cats = ("outcome", "cost", "process-right", "process-wrong")
         assert sum(p[f"{split}_{c}"] for c in cats) == p[f"{split}_pairs"]
         assert all(p[f"{split}_{c}"] <= p[f"{split}_available_{c}"] for c in cats)
-    pairs = pq.read_table(P.pairs_path(rc)).to_pylist()
-    trajs = P.read_trajectories(P.trajectories_path(rc))
+    pairs = pq.read_table(pairs_path(rc)).to_pylist()
+    trajs = read_trajectories(trajectories_path(rc))
     for pr in pairs:  # the ordering rules hold on the stored pairs
         c, r = trajs[pr["chosen"]], trajs[pr["rejected"]]
         assert c.problem_id == r.problem_id == pr["problem_id"] and c.split == pr["split"]
@@ -82,7 +87,7 @@ def test_roro_pipeline_end_to_end(tmp_path):
         else:  # process: same outcome, same number of LRM calls
             assert c.outcome == r.outcome and c.lrm_calls == r.lrm_calls
 
-    rj = P.run_rubricor_judge(rc)
+    rj = run_rubricor_judge(rc)
     assert [(r["round"], r["phase"]) for r in rj["rounds"]] == [(0, "warm"), (1, "judge"), (1, "rubricor")]
     assert all(0.0 <= r["val_pairwise_acc"] <= 1.0 for r in rj["rounds"])
     assert all(r["val_n_pairs"] == p["val_pairs"] for r in rj["rounds"])  # measured on the val pairs
@@ -90,17 +95,17 @@ def test_roro_pipeline_end_to_end(tmp_path):
     assert len(kept) == 1 and kept[0]["val_pairwise_acc"] == max(r["val_pairwise_acc"] for r in rj["rounds"])
     assert rj["score_mode"] == "sampled" and rj["optimizer"] == "rft"
     assert (tmp_path / "artifacts" / "roro" / "judge" / "config.json").exists()
-    rub_rows = [json.loads(x) for x in P.rubrics_path(rc).read_text().splitlines()]
+    rub_rows = [json.loads(x) for x in rubrics_path(rc).read_text().splitlines()]
     assert len(rub_rows) == 16 and all(r["status"] in ("ok", "repaired", "failed") for r in rub_rows)
 
-    rt = P.run_router(rc)
+    rt = run_router(rc)
     tags = [r["tag"] for r in rt["runs"]]
     assert tags == ["roro-cw0.5", "outcome-cw0.5"]
     assert all(r["steps"] == 3 for r in rt["runs"])
     assert rt["judge_calls"] > 0  # the RoRo router's reward asked the Judge
-    assert sorted(x.name for x in P.router_dir(rc).glob("*.pt")) == ["outcome-cw0.5.pt", "roro-cw0.5.pt"]
+    assert sorted(x.name for x in router_dir(rc).glob("*.pt")) == ["outcome-cw0.5.pt", "roro-cw0.5.pt"]
 
-    ev = P.run_eval(rc)
+    ev = run_eval(rc)
     methods = {r["method"] for r in ev["rows"]}
     assert methods == {"all-slm", "all-lrm", "threshold", "random", "roro", "outcome-only", "random-matched"}
     by = {r["method"]: r for r in ev["rows"]}
@@ -113,7 +118,7 @@ def test_roro_pipeline_end_to_end(tmp_path):
     jt = ev["judge_test"]  # the kept Judge on pairs of 4 test problems, by category
     assert jt["n_problems"] == 4 and jt["n_pairs"] > 0 and 0.0 <= jt["pairwise_acc"] <= 1.0
     assert jt["pair_counts"]["n_pairs"] == jt["n_pairs"]
-    out = P.eval_dir(rc)
+    out = eval_dir(rc)
     assert (out / "curve.png").stat().st_size > 5000
     curve = json.loads((out / "curve.json").read_text())
     assert {c["method"] for c in curve} >= {"roro", "outcome-only", "threshold", "random"}

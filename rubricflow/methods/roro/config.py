@@ -238,7 +238,7 @@ class RubricorJudgeConfig(Section):
         description="How a trajectory's process score is read. 'sampled' (the paper): each of `score_samples` sampled "
         "judgments scores sum(weight * score * 1[satisfied]) with score parsed as a number in [0, 1], and the score "
         "is their mean. 'expected': one greedy judgment, each criterion's score as written (parsed) times "
-        "P(satisfied = true) from the Judge's token probabilities (rubricor_judge.expected_scores).",
+        "P(satisfied = true) from the Judge's token probabilities (judge.expected_scores).",
     )
     score_samples: int = Field(4, ge=1, description="score_mode=sampled: judgments sampled per trajectory.")
     score_temperature: float = Field(1.0, ge=0, description="Sampling temperature of those judgments (0 = greedy).")

@@ -20,9 +20,30 @@ from __future__ import annotations
 
 import csv
 import json
+import time
+from collections.abc import Callable
 from pathlib import Path
 
-from rubricflow.methods.roro.routing import Trajectory
+from models.router import load_router
+from rubricflow.io import atomic_path, atomic_write_text, write_json
+from rubricflow.methods.roro.config import RoRoConfig
+from rubricflow.methods.roro.pairs import make_pairs
+from rubricflow.methods.roro.pairwise import pairwise_accuracy
+from rubricflow.methods.roro.paths import cache_path, eval_dir, router_dir
+from rubricflow.methods.roro.problems import problems
+from rubricflow.methods.roro.routing import (
+    ConstantPolicy,
+    RandomPolicy,
+    RouterPolicy,
+    RoutingEnv,
+    ThresholdPolicy,
+    Trajectory,
+)
+from rubricflow.methods.roro.rubric_lm import load_rubric_lm
+from rubricflow.methods.roro.rubricor import problem_views, write_rubrics
+from rubricflow.methods.roro.step_models import make_env
+from rubricflow.methods.roro.task import Problem
+from rubricflow.methods.roro.trajectories import dedupe
 
 COLUMNS = ("method", "param", "accuracy", "lrm_tokens", "lrm_cost_frac", "lrm_call_rate", "lrm_flops", "total_flops", "n")
 
@@ -135,11 +156,11 @@ def write_curve(rows: list[dict], out_dir: Path) -> dict[str, Path]:
     out_dir.mkdir(parents=True, exist_ok=True)
     pts = [{"method": r["method"], "param": r.get("param"), "lrm_tokens": round(r["lrm_tokens"], 4),
             "lrm_cost_frac": round(r["lrm_cost_frac"], 4), "accuracy": round(r["accuracy"], 4)} for r in rows]
-    with (out_dir / "curve.csv").open("w", newline="") as f:
+    with atomic_path(out_dir / "curve.csv") as tmp, tmp.open("w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=list(pts[0]))
         w.writeheader()
         w.writerows(pts)
-    (out_dir / "curve.json").write_text(json.dumps(pts, indent=1))
+    atomic_write_text(out_dir / "curve.json", json.dumps(pts, indent=1))
     fig, ax = plt.subplots(figsize=(6.4, 4.4))
     styles = {"roro": ("o-", "C0"), "outcome-only": ("s--", "C1"), "threshold": ("^:", "C2"), "random": ("x:", "C7")}
     for method, (style, color) in styles.items():
@@ -156,6 +177,134 @@ def write_curve(rows: list[dict], out_dir: Path) -> dict[str, Path]:
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(out_dir / "curve.png", dpi=120)
+    with atomic_path(out_dir / "curve.png", suffix=".png") as tmp:
+        fig.savefig(tmp, dpi=120)
     plt.close(fig)
     return {"csv": out_dir / "curve.csv", "json": out_dir / "curve.json", "png": out_dir / "curve.png"}
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The stage
+
+
+def anchor_rows(env: RoutingEnv, probs: list[Problem]) -> list[dict]:
+    """The all-SLM and all-LRM rows (the ends of every accuracy-vs-cost curve)."""
+    all_lrm_trajs = env.rollout(probs, ConstantPolicy(1))
+    all_lrm = {t.problem_id: t.lrm_tokens for t in all_lrm_trajs}
+    return [summarize("all-slm", None, env.rollout(probs, ConstantPolicy(0)), all_lrm),
+            summarize("all-lrm", None, all_lrm_trajs, all_lrm)]
+
+
+def baseline_rows(rc: RoRoConfig, env: RoutingEnv, test: list[Problem], all_lrm: dict[str, int],
+                  methods=("threshold", "random"), seed: int | None = None) -> list[dict]:
+    """The threshold and random baselines' curve points on ``test`` (random routers seeded from ``seed``, default
+    ``rc.eval.seed``)."""
+    ec = rc.eval
+    seed = ec.seed if seed is None else seed
+    rows = []
+    if "threshold" in methods:
+        for th in ec.thresholds:
+            rows.append(summarize("threshold", th, env.rollout(test, ThresholdPolicy(th)), all_lrm))
+    if "random" in methods:
+        for i, rate in enumerate(ec.random_rates):
+            rows.append(summarize("random", rate, env.rollout(test, RandomPolicy(rate, seed=seed + i),
+                                                               repeats=ec.random_repeats), all_lrm))
+    return rows
+
+
+def router_rows(rc: RoRoConfig, env: RoutingEnv, test: list[Problem], all_lrm: dict[str, int]) -> list[dict]:
+    """The trained routers' curve points on ``test`` (greedy), one per router in ``router_dir``."""
+    routers = sorted(router_dir(rc).glob("*.pt"))
+    if not routers:
+        raise FileNotFoundError(f"{router_dir(rc)}: no trained routers; run `rubricflow roro-router` first")
+    rows = []
+    for path in routers:
+        router, meta = load_router(path)
+        method = "roro" if meta["process_weight"] > 0 else "outcome-only"
+        trajs = env.rollout(test, RouterPolicy(router, greedy=True, name=meta["tag"]))
+        rows.append(summarize(method, meta["cost_weight"], trajs, all_lrm))
+    return rows
+
+
+def method_curves(rows: list[dict]) -> dict[str, dict]:
+    """Per method with curve points: its points and ``evaluate.curve_metrics`` (AUC, accuracy at matched costs),
+    anchored at the all-SLM and all-LRM rows."""
+    anchors = [(0.0, r["accuracy"]) for r in rows if r["method"] == "all-slm"]
+    anchors += [(1.0, r["accuracy"]) for r in rows if r["method"] == "all-lrm"]
+    out = {}
+    for m in ("roro", "outcome-only", "threshold", "random"):
+        pts = [(min(1.0, r["lrm_cost_frac"]), r["accuracy"]) for r in rows if r["method"] == m]
+        if pts:
+            out[m] = {"points": pts, **curve_metrics(pts, anchors)}
+    return out
+
+
+def judge_test_accuracy(rc: RoRoConfig, env: RoutingEnv, test: list[Problem]) -> dict:
+    """The kept Judge's pairwise accuracy on test pairs, overall and per category: every route of the first
+    ``rc.eval.judge_problems`` problems of ``test`` (the evaluation split), paired by the training rules
+    (``pairs.make_pairs``), each problem's rubric written by the kept Rubricor, scored as in training
+    (``score_mode``). A final evaluation: nothing is chosen on it."""
+    probs = test[: rc.eval.judge_problems]
+    if not probs:
+        return {}
+    rj = rc.rubricor_judge
+    lms = {name: load_rubric_lm(spec, name, rj.batch_size) for name, spec in (("judge", rj.judge),
+                                                                              ("rubricor", rj.rubricor))}
+    trajs = dedupe(env.enumerate_routes(probs))
+    pairs, counts = make_pairs(rc, trajs)
+    views = problem_views(trajs)
+    rubrics = write_rubrics(lms["rubricor"], views, sorted(views))
+    acc = pairwise_accuracy(lms["judge"], rubrics, views, trajs, pairs, rj.score_mode, rj.score_samples,
+                            rj.score_temperature, rj.seed + 7)
+    return {**acc, "n_problems": len(probs), "pair_counts": counts}
+
+
+def run_eval(rc: RoRoConfig, log: Callable[[str, dict], None] | None = None) -> dict:
+    """Route the evaluation split (``rc.eval.split``) with the anchors, the baselines and the trained routers; at
+    each RoRo router's cost, the other curves interpolated and a random router with its call rate; write the curve,
+    the table and its JSON; measure the kept Judge on test pairs (when RoRo routers are trained)."""
+    t0 = time.perf_counter()
+    test = problems(rc)[rc.eval.split]
+    env = make_env(rc, cache_path(rc))
+    ec = rc.eval
+    rows = anchor_rows(env, test)
+    all_lrm = {t.problem_id: t.lrm_tokens for t in env.rollout(test, ConstantPolicy(1))}
+    rows += baseline_rows(rc, env, test, all_lrm, ec.baselines)
+    rows += router_rows(rc, env, test, all_lrm)
+    anchors = [(r["lrm_cost_frac"], r["accuracy"]) for r in rows if r["method"] in ("all-slm", "all-lrm")]
+    curve = {m: anchors + [(r["lrm_cost_frac"], r["accuracy"]) for r in rows if r["method"] == m]
+             for m in ("outcome-only", "threshold", "random")}
+    curves = method_curves(rows)
+    matched = []
+    for j, r in enumerate([r for r in rows if r["method"] == "roro"]):
+        rnd = summarize("random-matched", round(r["lrm_call_rate"], 4),
+                        env.rollout(test, RandomPolicy(r["lrm_call_rate"], seed=ec.seed + 1000 + j),
+                                    repeats=ec.random_repeats), all_lrm)
+        matched.append({
+            "cost_weight": r["param"], "roro_accuracy": r["accuracy"], "roro_lrm_cost_frac": r["lrm_cost_frac"],
+            "roro_lrm_tokens": r["lrm_tokens"],
+            **{f"{m}_accuracy_at_cost": interpolate(c, r["lrm_cost_frac"]) for m, c in curve.items()
+               if len(c) > len(anchors)},
+            "random_matched_accuracy": rnd["accuracy"], "random_matched_lrm_cost_frac": rnd["lrm_cost_frac"],
+        })
+        rows.append(rnd)
+    paths = write_curve([r for r in rows if r["method"] != "random-matched"], eval_dir(rc))
+    table = format_table(rows)
+    atomic_write_text(eval_dir(rc) / "table.txt", table + "\n")
+    main = next((m for m in matched if m["cost_weight"] == rc.router.cost_weight), matched[0] if matched else {})
+    judge = judge_test_accuracy(rc, env, test) if "roro" in rc.router.methods else {}
+    out = {
+        "rows": rows, "matched": matched, "split": rc.eval.split, "n_test": len(test), "source": rc.task.source,
+        "main_cost_weight": rc.router.cost_weight,
+        "auc": {m: c["auc"] for m, c in curves.items()},
+        "roro_minus_outcome_auc": (curves["roro"]["auc"] - curves["outcome-only"]["auc"])
+        if {"roro", "outcome-only"} <= set(curves) else None,
+        "roro_accuracy": main.get("roro_accuracy"), "roro_lrm_cost_frac": main.get("roro_lrm_cost_frac"),
+        "outcome_only_accuracy_at_roro_cost": main.get("outcome-only_accuracy_at_cost"),
+        "roro_minus_outcome_at_cost": (main["roro_accuracy"] - main["outcome-only_accuracy_at_cost"])
+        if main.get("outcome-only_accuracy_at_cost") is not None else None,
+        "judge_test": judge,
+        "plots": {k: str(v) for k, v in paths.items()}, "duration_s": time.perf_counter() - t0,
+    }
+    write_json(eval_dir(rc) / "table.json", {"rows": rows, "matched": matched})
+    return out

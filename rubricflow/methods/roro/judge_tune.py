@@ -42,7 +42,7 @@ def literal_agreement(judge, views, trajectories, seed: int) -> dict[str, float]
     """Per criterion family: the fraction of val routes whose greedy verdict equals the literal reading, under one
     random rubric per route (``prompts.random_rubric``); a failed parse or a missing criterion counts as disagreement."""
     from rubricflow.methods.roro.prompts import FAMILIES, literal_satisfied, random_rubric
-    from rubricflow.methods.roro.rubricor_judge import judge_scores
+    from rubricflow.methods.roro.judge import judge_scores
 
     rng = random.Random(seed)
     items, rubrics = [], []
@@ -92,7 +92,7 @@ def literal_score(rubric: list[dict], t) -> float | None:
 def oracle_accuracy(rubrics: dict, trajectories, pairs) -> dict[str, float]:
     """Val pairwise accuracy (``pair_accuracy``) of an exact reader of ``rubrics``: the ceiling a Judge reaches
     under these rubrics when it reads every criterion literally."""
-    from rubricflow.methods.roro.rubricor_judge import pair_accuracy
+    from rubricflow.methods.roro.pairwise import pair_accuracy
 
     need = {i for p in pairs for i in (p.chosen, p.rejected)}
     scores = {i: (None if rubrics[trajectories[i].problem_id].failed
@@ -105,14 +105,12 @@ def oracle_warm(rc, seed: int) -> dict[str, float]:
     enter: the Rubricor's warm start is the same in every setting)."""
     import torch
 
-    from rubricflow.methods.roro.pipeline import pairs_path, read_trajectories, read_trajectory_pairs, trajectories_path
-    from rubricflow.methods.roro.rubricor_judge import (
-        build_rubric_lms,
-        problem_views,
-        routing_tokenizer_corpus,
-        warm_start_examples,
-        write_rubrics,
-    )
+    from rubricflow.methods.roro.pairs import read_trajectory_pairs
+    from rubricflow.methods.roro.paths import pairs_path, trajectories_path
+    from rubricflow.methods.roro.rubric_lm import build_rubric_lms
+    from rubricflow.methods.roro.rubricor import problem_views, write_rubrics
+    from rubricflow.methods.roro.rubricor_judge import routing_tokenizer_corpus, warm_start_examples
+    from rubricflow.methods.roro.trajectories import read_trajectories
 
     rj = rc.rubricor_judge.model_copy(update={"seed": seed})
     trajs = read_trajectories(trajectories_path(rc))
@@ -133,14 +131,12 @@ def oracle_warm(rc, seed: int) -> dict[str, float]:
 def run_one(rc, setting: dict, seed: int) -> dict:
     import torch
 
-    from rubricflow.methods.roro.pipeline import pairs_path, read_trajectories, read_trajectory_pairs, trajectories_path
-    from rubricflow.methods.roro.rubricor_judge import (
-        alternate,
-        build_rubric_lms,
-        problem_views,
-        routing_tokenizer_corpus,
-        write_rubrics,
-    )
+    from rubricflow.methods.roro.pairs import read_trajectory_pairs
+    from rubricflow.methods.roro.paths import pairs_path, trajectories_path
+    from rubricflow.methods.roro.rubric_lm import build_rubric_lms
+    from rubricflow.methods.roro.rubricor import problem_views, write_rubrics
+    from rubricflow.methods.roro.rubricor_judge import alternate, routing_tokenizer_corpus
+    from rubricflow.methods.roro.trajectories import read_trajectories
     from rubricflow.stage import apply_overrides
 
     rc = apply_overrides(rc, {"rubricor_judge.rounds": 1, "rubricor_judge.seed": seed,

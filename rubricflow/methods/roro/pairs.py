@@ -1,4 +1,4 @@
-"""Preference pairs between routing trajectories of the same problem (pure functions).
+"""Preference pairs between routing trajectories of the same problem (``roro_pairs``).
 
 Two trajectories are compared lexicographically by ``order`` (default outcome, then cost, then process quality);
 the first criterion that separates them decides, and the pair records which one (``reason``):
@@ -16,16 +16,28 @@ answer (``process-right``: one of them accepted an error the LRM later repaired,
 an error) or both failed (``process-wrong``: one of them let more SLM errors through).
 
 Trajectories that no criterion separates form no pair. Identical trajectories (same steps by the same writers,
-``Trajectory.key``) are merged first.
+``Trajectory.key``) are merged first (``trajectories.dedupe``).
+
+``make_pairs`` pairs the trajectories of each split under ``roro.pairs``; ``run_pairs`` stores the pairs of the
+stored trajectories with their split (``paths.pairs_path``), ``read_trajectory_pairs`` reads them back.
 """
 
 from __future__ import annotations
 
 import random
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from rubricflow.io import write_parquet
+from rubricflow.methods.roro.config import RoRoConfig
+from rubricflow.methods.roro.paths import pairs_path, trajectories_path
 from rubricflow.methods.roro.routing import Trajectory
+from rubricflow.methods.roro.trajectories import read_trajectories
 
 CRITERIA = ("outcome", "cost", "process")
 COST_UNITS = ("lrm_calls", "lrm_tokens")
@@ -85,18 +97,6 @@ def compare(a: Trajectory, b: Trajectory, order: tuple[str, ...] | list[str] = C
         else:
             raise ValueError(f"pairs.order: unknown criterion {crit!r}; expected one of {CRITERIA}")
     return 0, None
-
-
-def dedupe(trajectories: list[Trajectory]) -> list[Trajectory]:
-    """First trajectory of each distinct solution (policies that routed identically are merged)."""
-    seen: dict[tuple, int] = {}
-    out = []
-    for t in trajectories:
-        k = t.key()
-        if k not in seen:
-            seen[k] = len(out)
-            out.append(t)
-    return out
 
 
 def build_trajectory_pairs(
@@ -200,3 +200,55 @@ def category_counts(pairs: list[Pair], trajectories: list[Trajectory]) -> dict[s
     for p in pairs:
         out[category(p, trajectories)] += 1
     return out
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The stage
+
+
+PAIR_SCHEMA = pa.schema([("problem_id", pa.string()), ("chosen", pa.int64()), ("rejected", pa.int64()),
+                         ("reason", pa.string()), ("split", pa.string())])
+
+
+def make_pairs(rc: RoRoConfig, trajs: list[Trajectory]) -> tuple[list[Pair], dict]:
+    """The pairs of ``trajs`` under ``rc.pairs`` and their counts: per split and category, kept (``<split>_<cat>``)
+    and decided before the per-problem cap (``<split>_available_<cat>``), and the process share of the kept pairs."""
+    pc = rc.pairs
+    split_of = {t.problem_id: t.split for t in trajs}
+    out: dict = {}
+    pairs: list[Pair] = []
+    for split in sorted(set(split_of.values())):
+        idx = [i for i, t in enumerate(trajs) if t.split == split]
+        sub = [trajs[i] for i in idx]
+        available: dict[str, int] = {}
+        ps = build_trajectory_pairs(sub, pc.order, pc.cost_margin, pc.max_pairs_per_problem, pc.seed, pc.cost_unit,
+                                    available, pc.balance)
+        counts = category_counts(ps, sub)
+        out[f"{split}_pairs"] = len(ps)
+        for cat in CATEGORIES:
+            out[f"{split}_{cat}"] = counts[cat]
+            out[f"{split}_available_{cat}"] = available.get(cat, 0)
+        out[f"{split}_process_frac"] = (counts["process-right"] + counts["process-wrong"]) / max(1, len(ps))
+        pairs += [Pair(p.problem_id, idx[p.chosen], idx[p.rejected], p.reason) for p in ps]
+    out["n_pairs"] = len(pairs)
+    return pairs, out
+
+
+def run_pairs(rc: RoRoConfig, log: Callable[[str, dict], None] | None = None) -> dict:
+    """Pair the stored trajectories (indices into the stored list) and store the pairs with their split; returns
+    the counts of :func:`make_pairs`."""
+    trajs = read_trajectories(trajectories_path(rc))
+    pairs, out = make_pairs(rc, trajs)
+    split_of = {t.problem_id: t.split for t in trajs}
+    rows = [p.to_row(split_of[p.problem_id]) for p in pairs]
+    write_parquet(pairs_path(rc), pa.Table.from_pylist(rows, schema=PAIR_SCHEMA))
+    return out
+
+
+def read_trajectory_pairs(path: Path) -> dict[str, list[Pair]]:
+    """The stored trajectory pairs per split (``{"train": [Pair, ...], "val": [...]}``)."""
+    if not Path(path).exists():
+        raise FileNotFoundError(f"{path}: no pairs; run `rubricflow roro-pairs` first")
+    rows = pq.read_table(path).to_pylist()
+    return {split: [Pair(r["problem_id"], int(r["chosen"]), int(r["rejected"]), r["reason"]) for r in rows
+                    if r["split"] == split] for split in ("train", "val")}

@@ -1,4 +1,5 @@
-"""Router GRPO through the shared updater: the router ``PolicyAdapter``, rollouts and rewards.
+"""Router GRPO through the shared updater (``roro_router``): the router ``PolicyAdapter``, rollouts, rewards and the
+runs of the cost-weight sweep.
 
 An episode is one routed solution: ``prompt`` = the router states it saw (one 5-vector per step), ``actions`` =
 its decisions (0 keep SLM, 1 call LRM), ``group`` = the problem (``group_size`` rollouts per problem are compared).
@@ -23,15 +24,31 @@ from __future__ import annotations
 import copy
 import math
 import time
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
 
-from rubricflow.grpo.checkpoint import MetricsHistory
+from models.generation.zero3 import zero3_world
+from models.router import RouterMLP, save_router
+from rubricflow.grpo.checkpoint import MetricsHistory, code_hash, content_hash
+from rubricflow.grpo.engine import make_engine
+from rubricflow.grpo.export import full_state_dict
+from rubricflow.grpo.trainer import GRPOTrainer
 from rubricflow.grpo.types import Episode
-from rubricflow.methods.roro.routing import ConstantPolicy, RouterPolicy, RoutingEnv, Trajectory
+from rubricflow.grpo.updater import GRPOUpdater
+from rubricflow.io import write_json
+from rubricflow.methods.roro.config import RoRoConfig
+from rubricflow.methods.roro.judge import process_scores
+from rubricflow.methods.roro.paths import cache_path, router_dir, rubrics_path
+from rubricflow.methods.roro.problems import problems as problem_sets
+from rubricflow.methods.roro.routing import ConstantPolicy, RouterPolicy, RoutingEnv, Trajectory, model_fingerprint
+from rubricflow.methods.roro.rubric_lm import load_rubric_lm
+from rubricflow.methods.roro.rubricor import load_rubrics
+from rubricflow.methods.roro.step_models import make_env
 from rubricflow.methods.roro.task import Problem
+from rubricflow.ranks import process_rank
 
 
 class RouterAdapter:
@@ -79,8 +96,6 @@ class ProcessScorer:
         self.failures = 0
 
     def scores(self, trajs: list[Trajectory]) -> list[float | None]:
-        from rubricflow.methods.roro.rubricor_judge import process_scores
-
         todo, seen = [], set()
         for t in trajs:
             k = t.key()
@@ -144,10 +159,6 @@ def resume_parts(run: RouterRun, rcfg, seed: int, fingerprints: list[str], probl
     router section (without output fields and the checkpoint cadence), the model fingerprints (step models, Judge,
     rubrics), the training problems, the training code, and ``extra`` (the task / steps / Judge-scoring sections
     the caller built the environment and the scorer from)."""
-    from dataclasses import asdict
-
-    from rubricflow.grpo.checkpoint import code_hash
-
     router = rcfg.model_dump(mode="json", exclude={"checkpoint_dir", "sweep_cost_weights", "cost_weight"})
     for k in ("checkpoint_every", "keep_checkpoints"):
         router["grpo"].pop(k, None)
@@ -171,13 +182,6 @@ def train_router(
     """GRPO-train a fresh router (or resume its checkpoint, if it was trained on the same inputs: see
     :func:`resume_parts`; ``key_parts`` adds the caller's parts); returns ``(router, summary)``, the router with
     its full weights on every rank (call it on every rank of a multi-process run)."""
-    from models.generation.zero3 import zero3_world
-    from models.router import RouterMLP
-    from rubricflow.grpo.engine import make_engine
-    from rubricflow.grpo.export import full_state_dict
-    from rubricflow.grpo.trainer import GRPOTrainer
-    from rubricflow.grpo.updater import GRPOUpdater
-
     if run.process_weight > 0 and scorer is None:
         raise ValueError(f"router run {run.tag}: process_weight > 0 needs the Judge (scorer)")
     g = rcfg.grpo
@@ -251,3 +255,72 @@ def train_router(
 def _mean(xs) -> float:
     v = [x for x in xs if x is not None and not (isinstance(x, float) and math.isnan(x))]
     return sum(v) / len(v) if v else float("nan")
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The stage
+
+
+def router_runs(rc: RoRoConfig) -> list[RouterRun]:
+    """RoRo (outcome + process - cost) and outcome-only (outcome - cost) routers at every swept cost weight (the
+    main ``cost_weight`` included)."""
+    weights = sorted(set(rc.router.sweep_cost_weights) | {rc.router.cost_weight})
+    runs = []
+    if "roro" in rc.router.methods:
+        runs += [RouterRun(f"roro-cw{w:g}", rc.router.process_weight, w) for w in weights]
+    if "outcome-only" in rc.router.methods:
+        runs += [RouterRun(f"outcome-cw{w:g}", 0.0, w) for w in weights]
+    return runs
+
+
+def load_judge_scorer(rc: RoRoConfig, probs: list[Problem]) -> ProcessScorer:
+    """The kept Judge scoring under the kept Rubricor's stored rubrics, as the alternation scored (``score_mode``)."""
+    rj = rc.rubricor_judge
+    judge = load_rubric_lm(rj.judge, "judge", rj.batch_size)
+    if not rubrics_path(rc).exists():
+        raise FileNotFoundError(f"{rubrics_path(rc)}: no rubrics; run `rubricflow roro-rubricor-judge`")
+    return ProcessScorer(judge, load_rubrics(rubrics_path(rc)), {p.id: p.question for p in probs}, rj.score_mode,
+                         rj.score_samples, rj.score_temperature, rj.seed)
+
+
+def run_router(rc: RoRoConfig, log: Callable[[str, dict], None] | None = None) -> dict:
+    """Train every router of :func:`router_runs` on the train problems and save each (rank 0) with its history;
+    returns the runs' summaries, the Judge calls and the step-cache use."""
+    t0 = time.perf_counter()
+    probs = problem_sets(rc)["train"]
+    env = make_env(rc, cache_path(rc))
+    runs = router_runs(rc)
+    scorer = load_judge_scorer(rc, probs) if any(r.process_weight > 0 for r in runs) else None
+    fps = [env.fp["SLM"], env.fp["LRM"]]
+    if scorer is not None:
+        fps += [model_fingerprint("judge", rc.rubricor_judge.judge.path), content_hash(rubrics_path(rc))]
+    # the sections the environment and the scorer were built from (the models themselves are in ``fps``)
+    key_parts = {"task": rc.task.model_dump(mode="json"), "steps": rc.steps.model_dump(mode="json"),
+                 "rubricor_judge": rc.rubricor_judge.model_dump(mode="json", exclude={"judge", "rubricor"})
+                 if scorer is not None else None}
+    out_dir = router_dir(rc)
+    main = process_rank() == 0  # several ranks train the router together; rank 0 writes the files
+    if main:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        for stale in list(out_dir.glob("*.pt")) + list((out_dir / "history").glob("*.json")):
+            stale.unlink()  # routers of an earlier sweep must not show up in the evaluation
+    summaries = []
+    for run in runs:
+        router, summ = train_router(run, env, probs, rc.router, scorer, rc.router.checkpoint_dir, rc.seed,
+                                    log=log, fingerprints=fps, key_parts=key_parts)
+        history = summ.pop("history")
+        if main:
+            save_router(router, out_dir / f"{run.tag}.pt",
+                        meta={"tag": run.tag, "process_weight": run.process_weight, "cost_weight": run.cost_weight})
+            write_json(out_dir / "history" / f"{run.tag}.json", history)
+        summaries.append(summ)
+    out = {
+        "runs": summaries,
+        "judge_calls": len(scorer.cache) if scorer else 0,
+        "judge_failures": scorer.failures if scorer else 0,
+        "step_cache_hits": env.cache.hits, "step_cache_misses": env.cache.misses,
+        "duration_s": time.perf_counter() - t0,
+    }
+    if main:
+        write_json(router_dir(rc) / "summary.json", out)
+    return out

@@ -1,4 +1,5 @@
-"""Rubricor and Judge (both tiny LMs) and their alternating optimisation on preference pairs.
+"""The Rubricor and the Judge (both tiny LMs, ``rubric_lm``) and their alternating optimisation on preference
+pairs (``roro_rubricor_judge``).
 
 Method: rejection-sampling fine-tuning (expert iteration), not RL (``roro.rubricor_judge.optimizer: rft``). Why:
 the training signal is a pairwise ordering of two scores, available only after both trajectories of a pair are
@@ -21,297 +22,37 @@ Round r >= 1:
   paired trajectories under each; keep the rubric with the best pairwise accuracy (ties: larger mean score margin)
   when it orders at least one pair correctly; SFT the Rubricor on them.
 
-A trajectory's process score (``process_scores``) is read in one of two ways (``score_mode``):
-
-* ``sampled`` (default; the paper): ``samples`` judgments are sampled at ``temperature``, each is parsed (scores
-  as numbers in [0, 1], verdicts as booleans) and scored by code, ``sum weight * score * 1[satisfied]``
-  (``rubric.process_score``); the process score is their mean. Failed parses are left out; all failed = missing.
-* ``expected`` (probability-weighted): one greedy judgment; each criterion counts ``weight * score *
-  P(satisfied = true)``, with ``score`` the number the judgment wrote and ``P`` read from the Judge's next-token
-  distribution at the verdict (``expected_scores``). It is the paper's formula in expectation over the verdicts
-  only, with no sampling noise.
+A trajectory's process score is the Judge's, read as ``score_mode`` says (``sampled``, the paper's, or ``expected``;
+``judge.process_scores``).
 
 After warm start and after every phase, the pairwise accuracy is measured on the pairs of the val problems (rubrics
-written greedily by the current Rubricor, scores from the current Judge), overall and per pair category (outcome,
-cost, process; ``pairs.category``). A pair counts 1 when the chosen trajectory scores higher, 0.5 on a tie, 0 when
-lower or when a score is missing. The Judge and Rubricor kept at the end (for the router's process reward) are those
-of the phase with the best val accuracy (``select_on: val``; ``last`` keeps the last phase). Test pairs are never
-read here: the kept Judge is measured on them by the final evaluation (``roro_eval``).
+written greedily by the current Rubricor, scores from the current Judge), overall and per pair category
+(``pairwise``). The Judge and Rubricor kept at the end (for the router's process reward) are those of the phase with
+the best val accuracy (``select_on: val``; ``last`` keeps the last phase). Test pairs are never read here: the kept
+Judge is measured on them by the final evaluation (``roro_eval``).
 """
 
 from __future__ import annotations
 
-import json
 import random
 import time
 from collections import defaultdict
 from collections.abc import Callable
-from dataclasses import dataclass
-from pathlib import Path
 
 import torch
 
-from rubricflow.methods.roro.routing import SLM, Trajectory
-from rubricflow.methods.roro.pairs import Pair, category
-from rubricflow.methods.roro.prompts import (
-    FAMILIES,
-    chat,
-    judge_input,
-    noisy_judgments,
-    random_rubric,
-    rubricor_input,
-)
-from rubricflow.methods.roro.rubric import (
-    ParsedJudgment,
-    ParsedRubric,
-    parse_criterion_judgments,
-    parse_rubric,
-    render_judgment_json,
-    render_rubric_json,
-)
-
-# ----------------------------------------------------------------------------------------------------------------
-# A rubric LM (the Rubricor or the Judge): sampling + SFT
-
-
-class RubricLM:
-    """A tiny causal LM acting as the Rubricor or the Judge; greedy outputs are memoised until the next SFT."""
-
-    def __init__(self, model, tokenizer, name: str, batch_size: int = 64, max_new_tokens: int = 96):
-        from models.generation.hf import TransformersGenerator
-
-        self.model, self.tokenizer, self.name = model, tokenizer, name
-        self.gen = TransformersGenerator(model, tokenizer, batch_size=batch_size)
-        self.max_new_tokens = max_new_tokens
-        self._greedy: dict[str, str] = {}
-        self.n_generated = 0
-
-    def generate(self, contents: list[str], n: int = 1, temperature: float = 0.0, seed: int | None = None) -> list[list[str]]:
-        """``n`` completions per user message (greedy when temperature is 0)."""
-        from models.generation import GenRequest
-
-        prompts = [chat(self.tokenizer, c) for c in contents]
-        if temperature <= 0:
-            todo = list(dict.fromkeys(p for p in prompts if p not in self._greedy))
-            if todo:
-                outs = self.gen.generate([GenRequest(p) for p in todo], n=1, max_new_tokens=self.max_new_tokens,
-                                         temperature=0.0)
-                self.n_generated += len(todo)
-                for p, o in zip(todo, outs):
-                    self._greedy[p] = o[0].text
-            return [[self._greedy[p]] * n for p in prompts]
-        outs = self.gen.generate([GenRequest(p) for p in prompts], n=n, max_new_tokens=self.max_new_tokens,
-                                 temperature=temperature, top_p=1.0, seed=seed)
-        self.n_generated += len(prompts) * n
-        return [[c.text for c in o] for o in outs]
-
-    def sft(self, examples: list[tuple[str, str]], steps: int, batch_size: int, lr: float, seed: int) -> list[float]:
-        from rubricflow.sft import SFTExample, train_sft
-
-        self._greedy.clear()
-        if not examples or steps <= 0:
-            return []
-        ex = [SFTExample(chat(self.tokenizer, c), t) for c, t in examples]
-        return train_sft(self.model, self.tokenizer, ex, steps=steps, batch_size=batch_size, lr=lr,
-                         warmup_steps=min(10, steps), seed=seed)
-
-    def save(self, path: str | Path) -> Path:
-        from models.tiny import save
-
-        return save(self.model, self.tokenizer, path)
-
-
-def build_rubric_lms(
-    corpus: list[str], judge_cfg, rubricor_cfg, batch_size: int, seed: int
-) -> tuple[RubricLM, RubricLM]:
-    """The Judge and the Rubricor: fresh tiny Qwen2s with an offline tokenizer trained on ``corpus`` (plus the
-    ``prompts.ADDED_TOKENS``), or pretrained models loaded from ``init``."""
-    from models.tiny import TinyDims, build_tiny_text
-    from rubricflow.methods.roro.prompts import ADDED_TOKENS
-
-    out = []
-    for i, (name, rc) in enumerate((("judge", judge_cfg), ("rubricor", rubricor_cfg))):
-        if rc.source == "pretrained":
-            from models.loader import load_policy
-
-            if not rc.init:
-                raise ValueError(f"roro.rubricor_judge.{name}.init: a pretrained {name} needs a model id or directory")
-            model, tok = load_policy(rc.init)
-            out.append(RubricLM(model, tok, name, batch_size, rc.max_new_tokens))
-            continue
-        dims = TinyDims(hidden_size=rc.hidden_size, num_layers=rc.num_layers, num_heads=4, num_kv_heads=2,
-                        vocab_size=rc.vocab_size, max_positions=1024)
-        model, tok = build_tiny_text(corpus, dims, seed=seed + i)
-        tok.add_tokens(ADDED_TOKENS)
-        model.resize_token_embeddings(len(tok), mean_resizing=False)
-        out.append(RubricLM(model, tok, name, batch_size, rc.max_new_tokens))
-    return out[0], out[1]
-
-
-# ----------------------------------------------------------------------------------------------------------------
-# Scoring helpers
-
-
-@dataclass
-class ProblemView:
-    """What the Rubricor and the Judge know about a problem: its text and the SLM's uncertainty profile (all-SLM route)."""
-
-    question: str
-    slm_uncertainties: list[float]
-
-
-def problem_views(trajectories: list[Trajectory]) -> dict[str, ProblemView]:
-    """The view of each problem, from its all-SLM route (the ``all-slm`` policy's, or the enumerated route with no
-    LRM call)."""
-    views: dict[str, ProblemView] = {}
-    for t in trajectories:
-        if t.problem_id not in views and t.steps and all(s.writer == SLM for s in t.steps):
-            views[t.problem_id] = ProblemView(t.question, [s.slm_uncertainty for s in t.steps])
-    missing = sorted({t.problem_id for t in trajectories} - set(views))
-    if missing:
-        raise ValueError(f"no all-slm trajectory for problems {missing[:5]} (the Rubricor's input needs it)")
-    return views
-
-
-def write_rubrics(rubricor: RubricLM, views: dict[str, ProblemView], pids: list[str]) -> dict[str, ParsedRubric]:
-    texts = rubricor.generate([rubricor_input(views[p].question, views[p].slm_uncertainties) for p in pids])
-    return {p: parse_rubric(t[0]) for p, t in zip(pids, texts)}
-
-
-def judge_scores(judge: RubricLM, items: list[tuple[str, list[dict], Trajectory]], n: int = 1,
-                 temperature: float = 0.0, seed: int | None = None) -> list[list[ParsedJudgment]]:
-    """Judgments (parsed, with process scores) of each (question, rubric, trajectory)."""
-    if not items:
-        return []
-    texts = judge.generate([judge_input(q, r, t) for q, r, t in items], n=n, temperature=temperature, seed=seed)
-    return [[parse_criterion_judgments(x, r) for x in row] for (q, r, t), row in zip(items, texts)]
-
-
-def mean_score(row: list[ParsedJudgment]) -> float | None:
-    """Mean process score of the parsed judgments of one trajectory (None when every one failed)."""
-    vals = [j.score for j in row if j.score is not None]
-    return sum(vals) / len(vals) if vals else None
-
-
-def sampled_scores(judge: RubricLM, items: list[tuple[str, list[dict], Trajectory]], n: int, temperature: float,
-                   seed: int) -> list[float | None]:
-    """Expected process score per item: the mean over ``n`` sampled judgments (greedy when temperature is 0)."""
-    return [mean_score(row) for row in judge_scores(judge, items, n=n, temperature=temperature, seed=seed)]
-
-
-def criterion_expected(weight: float, score: float, p_true: float, p_false: float) -> float:
-    """One criterion's share of the probability-weighted process score: ``weight * score * P(satisfied = true)``,
-    with ``P`` renormalised over the two verdict tokens (``score`` is the number the judgment wrote)."""
-    return weight * score * p_true / max(p_true + p_false, 1e-12)
-
-
-@torch.no_grad()
-def expected_scores(judge: RubricLM, items: list[tuple[str, list[dict], Trajectory]]) -> list[float | None]:
-    """Probability-weighted process score per item (``score_mode: expected``), read off one teacher-forced pass.
-
-    The greedy judgment is generated and parsed (a failed parse or a missing criterion: None, missing). Each
-    criterion's ``score`` is the number it wrote (parsed in [0, 1]: ``0.25`` counts 0.25); its verdict is taken in
-    expectation: the canonical JSON of the judgment is scored by the Judge and, at each ``satisfied`` slot, the
-    next-token distribution gives ``P(true)`` against ``P(false)`` (first token of each word), conditioned on the
-    greedy judgment before it. The score is ``sum weight * score * P(satisfied)`` (``criterion_expected``): the
-    paper's formula in expectation over the verdicts. (The score itself is not taken in expectation: a number is
-    several tokens, with no single next-token distribution over its value.)
-    """
-    from rubricflow.sft import encode_pairs
-
-    if not items:
-        return []
-    tok = judge.tokenizer
-    texts = [row[0] for row in judge.generate([judge_input(q, r, t) for q, r, t in items])]
-    parsed = [parse_criterion_judgments(x, r) for x, (q, r, t) in zip(texts, items)]
-    first = lambda w: tok(w, add_special_tokens=False)["input_ids"][0]  # noqa: E731
-    t_id, f_id = first("true"), first("false")
-    verdict_slot = tok(', "satisfied": ', add_special_tokens=False)["input_ids"][-1]
-    out: list[float | None] = [None] * len(items)
-    todo = [i for i, pj in enumerate(parsed) if not pj.failed and not pj.missing]
-    model = judge.model
-    for b in range(0, len(todo), judge.gen.batch_size):
-        idx = todo[b : b + judge.gen.batch_size]
-        prompts = [chat(tok, judge_input(*items[i])) for i in idx]
-        targets = [tok(render_judgment_json(parsed[i].judgments), add_special_tokens=False)["input_ids"] for i in idx]
-        batch = encode_pairs(tok, prompts, None, targets)
-        comp = batch.pop("completion_mask")
-        logp = torch.log_softmax(model(**batch).logits.float(), dim=-1)
-        for row, i in enumerate(idx):
-            pos = comp[row].nonzero().flatten().tolist()
-            ids = batch["input_ids"][row].tolist()
-            weights = {c["criterion"]: c["weight"] for c in items[i][1]}
-            judged = parsed[i].judgments
-            total, k = 0.0, 0
-            for p in pos:
-                if ids[p] == verdict_slot and k < len(judged):  # next token: first token of true / false
-                    lp = logp[row, p]
-                    j = judged[k]
-                    total += criterion_expected(weights[j["criterion"]], j["score"], lp[t_id].exp().item(),
-                                                lp[f_id].exp().item())
-                    k += 1
-            out[i] = total if k == len(judged) else None
-    return out
-
-
-def process_scores(judge: RubricLM, items: list[tuple[str, list[dict], Trajectory]], mode: str, samples: int,
-                   temperature: float, seed: int) -> list[float | None]:
-    """Process score per (question, rubric, trajectory) as ``mode`` says (module docstring): ``sampled`` or
-    ``expected``."""
-    if mode == "sampled":
-        return sampled_scores(judge, items, samples, temperature, seed)
-    if mode == "expected":
-        return expected_scores(judge, items)
-    raise ValueError(f"roro.rubricor_judge.score_mode: unknown mode {mode!r}; expected 'sampled' or 'expected'")
-
-
-def pair_credit(s_chosen: float | None, s_rejected: float | None) -> float:
-    """1 if the chosen trajectory scores higher, 0.5 on a tie, 0 if lower or a score is missing."""
-    if s_chosen is None or s_rejected is None:
-        return 0.0
-    if s_chosen > s_rejected:
-        return 1.0
-    return 0.5 if s_chosen == s_rejected else 0.0
-
-
-def pair_accuracy(pairs: list[Pair], trajectories: list[Trajectory], scores: dict[int, float | None]) -> dict[str, float]:
-    """Pairwise accuracy (ties 0.5, a missing score 0) of ``scores`` (trajectory index -> score) on ``pairs``:
-    overall (``pairwise_acc``), strict (ties 0), and per category (``acc_<category>``, with ``n_<category>``;
-    ``acc_process`` pools both process categories)."""
-    credits = [pair_credit(scores.get(p.chosen), scores.get(p.rejected)) for p in pairs]
-    by_cat: dict[str, list[float]] = defaultdict(list)
-    for p, c in zip(pairs, credits):
-        cat = category(p, trajectories)
-        by_cat[cat.replace("-", "_")].append(c)
-        if cat.startswith("process"):
-            by_cat["process"].append(c)
-    out = {
-        "pairwise_acc": sum(credits) / max(1, len(credits)),
-        "strict_acc": sum(1.0 for c in credits if c == 1.0) / max(1, len(credits)),
-        "n_pairs": float(len(pairs)),
-    }
-    for cat, cs in sorted(by_cat.items()):
-        out[f"acc_{cat}"] = sum(cs) / len(cs)
-        out[f"n_{cat}"] = float(len(cs))
-    return out
-
-
-def pairwise_accuracy(judge: RubricLM, rubrics: dict[str, ParsedRubric], views: dict[str, ProblemView],
-                      trajectories: list[Trajectory], pairs: list[Pair], mode: str = "sampled", n: int = 4,
-                      temperature: float = 1.0, seed: int = 0) -> dict[str, float]:
-    """Judge scores under ``rubrics`` (``process_scores``); :func:`pair_accuracy` plus failure rates."""
-    need = sorted({i for p in pairs for i in (p.chosen, p.rejected)
-                   if not rubrics[trajectories[i].problem_id].failed})
-    items = [(views[trajectories[i].problem_id].question, rubrics[trajectories[i].problem_id].criteria,
-              trajectories[i]) for i in need]
-    scores = dict(zip(need, process_scores(judge, items, mode, n, temperature, seed)))
-    n_fail = sum(1 for i in need if scores[i] is None)
-    return {
-        **pair_accuracy(pairs, trajectories, scores),
-        "judge_failed_frac": n_fail / max(1, len(need)),
-        "rubric_failed_frac": sum(1 for r in rubrics.values() if r.failed) / max(1, len(rubrics)),
-    }
-
+from rubricflow.io import write_json
+from rubricflow.methods.roro.config import RoRoConfig, RubricLMConfig, RubricorJudgeConfig
+from rubricflow.methods.roro.judge import judge_scores, process_scores
+from rubricflow.methods.roro.pairs import Pair, read_trajectory_pairs
+from rubricflow.methods.roro.pairwise import pair_credit, pairwise_accuracy
+from rubricflow.methods.roro.paths import pairs_path, rounds_path, rubrics_path, trajectories_path
+from rubricflow.methods.roro.prompts import FAMILIES, judge_input, noisy_judgments, random_rubric, rubricor_input
+from rubricflow.methods.roro.routing import Trajectory
+from rubricflow.methods.roro.rubric import ParsedJudgment, ParsedRubric, parse_rubric, render_judgment_json, render_rubric_json
+from rubricflow.methods.roro.rubric_lm import RubricLM, build_rubric_lms
+from rubricflow.methods.roro.rubricor import ProblemView, problem_views, save_rubrics, write_rubrics
+from rubricflow.methods.roro.trajectories import read_trajectories
 
 # ----------------------------------------------------------------------------------------------------------------
 # Warm start
@@ -346,7 +87,7 @@ def routing_tokenizer_corpus(views: dict[str, ProblemView], trajectories: list[T
 
 
 def judge_phase(judge: RubricLM, rubrics: dict[str, ParsedRubric], views: dict[str, ProblemView],
-                trajectories: list[Trajectory], pairs: list[Pair], cfg, seed: int) -> dict[str, float]:
+                trajectories: list[Trajectory], pairs: list[Pair], cfg: RubricLMConfig, seed: int) -> dict[str, float]:
     """Rejection sampling over judgments with the rubrics fixed; SFT the Judge on the kept ones."""
     usable = [p for p in pairs if not rubrics[p.problem_id].failed]
     need = sorted({i for p in usable for i in (p.chosen, p.rejected)})
@@ -403,7 +144,7 @@ def warm_style_weights(criteria: list[dict]) -> list[dict]:
 
 
 def rubricor_phase(rubricor: RubricLM, judge: RubricLM, views: dict[str, ProblemView], trajectories: list[Trajectory],
-                   pairs: list[Pair], cfg, seed: int, n_problems: int, score_samples: int,
+                   pairs: list[Pair], cfg: RubricLMConfig, seed: int, n_problems: int, score_samples: int,
                    score_temperature: float, fixed_families: bool = True,
                    score_mode: str = "sampled") -> dict[str, float]:
     """Rejection sampling over rubrics with the Judge fixed; SFT the Rubricor on each problem's best rubric
@@ -476,7 +217,7 @@ def select_phase(rows: list[dict], select_on: str = "val") -> int:
 def alternate(
     judge: RubricLM,
     rubricor: RubricLM,
-    rj_cfg,
+    rj_cfg: RubricorJudgeConfig,
     trajectories: list[Trajectory],
     train_pairs: list[Pair],
     val_pairs: list[Pair],
@@ -537,24 +278,44 @@ def alternate(
     return rows
 
 
-def save_rubrics(path: str | Path, rubrics: dict[str, ParsedRubric]) -> Path:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w") as f:
-        for pid in sorted(rubrics):
-            r = rubrics[pid]
-            f.write(json.dumps({"problem_id": pid, "status": r.status, "criteria": r.criteria, "reason": r.reason,
-                                "raw": r.raw}) + "\n")
-    return path
+# ----------------------------------------------------------------------------------------------------------------
+# The stage
 
 
-def load_rubrics(path: str | Path) -> dict[str, ParsedRubric]:
-    out = {}
-    with Path(path).open() as f:
-        for lineno, line in enumerate(f, 1):
-            try:
-                row = json.loads(line)
-                out[row["problem_id"]] = ParsedRubric(row["status"], row["criteria"], row.get("reason"), row.get("raw"))
-            except (ValueError, KeyError) as e:
-                raise ValueError(f"{path}:{lineno}: not a rubric row ({e})") from None
+def run_rubricor_judge(rc: RoRoConfig, log: Callable[[str, dict], None] | None = None) -> dict:
+    """Build the Judge and the Rubricor, alternate on the stored train pairs (selection on the val pairs), save the
+    kept LMs, the kept Rubricor's rubric of every problem and the per-phase val accuracy; returns the phases and
+    the kept phase's accuracy."""
+    t0 = time.perf_counter()
+    trajs = read_trajectories(trajectories_path(rc))
+    pairs = read_trajectory_pairs(pairs_path(rc))
+    if not pairs["train"] or not pairs["val"]:
+        raise ValueError(f"{pairs_path(rc)}: need train and val pairs, got {len(pairs['train'])} / {len(pairs['val'])}")
+    rj = rc.rubricor_judge
+    views = problem_views(trajs)
+    torch.manual_seed(rj.seed)
+    corpus = routing_tokenizer_corpus(views, trajs, rj.seed)
+    judge, rubricor = build_rubric_lms(corpus, rj.judge, rj.rubricor, rj.batch_size, rj.seed)
+    rows = alternate(judge, rubricor, rj, trajs, pairs["train"], pairs["val"],
+                     log=(lambda row: log("rubricor_judge", row)) if log else None)
+    judge.save(rj.judge.path)
+    rubricor.save(rj.rubricor.path)
+    rubrics = write_rubrics(rubricor, views, sorted(views))
+    save_rubrics(rubrics_path(rc), rubrics)
+    sel = next(r for r in rows if r["selected"])
+    out = {
+        "rounds": rows,
+        "optimizer": rj.optimizer, "score_mode": rj.score_mode, "select_on": rj.select_on,
+        "val_pairwise_acc_round0": rows[0]["val_pairwise_acc"],
+        "val_pairwise_acc_final": rows[-1]["val_pairwise_acc"],
+        "val_pairwise_acc_selected": sel["val_pairwise_acc"],
+        "val_process_acc_selected": sel.get("val_acc_process"),
+        "selected_phase": f"{sel['round']}/{sel['phase']}",
+        "rubric_failed_frac": sum(r.failed for r in rubrics.values()) / max(1, len(rubrics)),
+        "judge_generations": judge.n_generated, "rubricor_generations": rubricor.n_generated,
+        "duration_s": time.perf_counter() - t0,
+    }
+    write_json(rounds_path(rc), [{"phase_index": i, "round": r["round"], "phase": r["phase"],
+                                   **{k: r[k] for k in r if k.startswith("val_acc_") or k == "val_pairwise_acc"}}
+                                  for i, r in enumerate(rows)])
     return out

@@ -1,8 +1,18 @@
 """RoRo pipeline stages (``rubricflow roro-models`` ... ``rubricflow roro-eval``, dvc.yaml, Prefect tasks).
 
-Each stage takes the ``roro`` section and calls the matching ``rubricflow.methods.roro.pipeline`` function; tracking (an
-MLflow child run, ``reports/<stage>.json``) comes from the ``@stage`` framework (``rubricflow.stage``). Per-step
-training curves (Judge/Rubricor phases, router GRPO steps) are logged to the run as they happen.
+Each stage takes the ``roro`` section and calls one function of the module of its concept, with torch's threads set
+to ``roro.threads``:
+
+    roro_models          step_models.run_models             train the SLM and the LRM
+    roro_trajectories    trajectories.run_trajectories      every route of each train / val problem; the step cache
+    roro_pairs           pairs.run_pairs                    preference pairs (outcome, then cost, then process)
+    roro_rubricor_judge  rubricor_judge.run_rubricor_judge  warm start + alternating rejection-sampling fine-tuning
+    roro_router          router_train.run_router            GRPO routers over the cost-weight sweep
+    roro_eval            evaluate.run_eval                  accuracy vs LRM cost; the kept Judge on test pairs
+
+Outputs are at ``paths``. Tracking (an MLflow child run, ``reports/<stage>.json``) comes from the ``@stage``
+framework (``rubricflow.stage``); per-step training curves (Judge/Rubricor phases, router GRPO steps) are logged to
+the run as they happen. The logic modules import torch, so each stage imports its module when it runs.
 """
 
 from __future__ import annotations
@@ -11,6 +21,7 @@ import contextlib
 from collections.abc import Iterator
 
 from rubricflow.methods.roro.config import RoRoConfig
+from rubricflow.methods.roro.paths import eval_dir
 from rubricflow.stage import StageContext, stage
 
 
@@ -45,7 +56,7 @@ def _logger(run):
 @stage("roro_models", retries=1)
 def models_stage(roro: RoRoConfig, ctx: StageContext) -> dict:
     """Train the small (SLM) and large (LRM) step models on step-by-step arithmetic solutions."""
-    from rubricflow.methods.roro.pipeline import run_models
+    from rubricflow.methods.roro.step_models import run_models
 
     with roro_threads(roro):
         return run_models(roro, log=_logger(ctx.run))
@@ -54,7 +65,7 @@ def models_stage(roro: RoRoConfig, ctx: StageContext) -> dict:
 @stage("roro_trajectories")
 def trajectories_stage(roro: RoRoConfig, ctx: StageContext) -> dict:
     """Every route of each train/val problem (or the routes of all-SLM, all-LRM, random and threshold policies)."""
-    from rubricflow.methods.roro.pipeline import run_trajectories
+    from rubricflow.methods.roro.trajectories import run_trajectories
 
     with roro_threads(roro):
         return run_trajectories(roro, log=_logger(ctx.run))
@@ -63,7 +74,7 @@ def trajectories_stage(roro: RoRoConfig, ctx: StageContext) -> dict:
 @stage("roro_pairs")
 def pairs_stage(roro: RoRoConfig, ctx: StageContext) -> dict:
     """Preference pairs by outcome, then LRM cost, then process quality; counts per pair category."""
-    from rubricflow.methods.roro.pipeline import run_pairs
+    from rubricflow.methods.roro.pairs import run_pairs
 
     with roro_threads(roro):
         return run_pairs(roro, log=_logger(ctx.run))
@@ -73,7 +84,7 @@ def pairs_stage(roro: RoRoConfig, ctx: StageContext) -> dict:
 def rubricor_judge_stage(roro: RoRoConfig, ctx: StageContext) -> dict:
     """Warm start + alternating rejection-sampling fine-tuning of the Judge and the Rubricor; the phase with the best
     val pairwise accuracy is kept."""
-    from rubricflow.methods.roro.pipeline import run_rubricor_judge
+    from rubricflow.methods.roro.rubricor_judge import run_rubricor_judge
 
     with roro_threads(roro):
         return run_rubricor_judge(roro, log=_logger(ctx.run))
@@ -82,7 +93,7 @@ def rubricor_judge_stage(roro: RoRoConfig, ctx: StageContext) -> dict:
 @stage("roro_router", retries=3, resumable=True)
 def router_stage(roro: RoRoConfig, ctx: StageContext) -> dict:
     """GRPO routers (RoRo: outcome + process - cost; outcome-only) over the cost-weight sweep."""
-    from rubricflow.methods.roro.pipeline import run_router
+    from rubricflow.methods.roro.router_train import run_router
 
     with roro_threads(roro):
         return run_router(roro, log=_logger(ctx.run))
@@ -92,7 +103,7 @@ def router_stage(roro: RoRoConfig, ctx: StageContext) -> dict:
 def eval_stage(roro: RoRoConfig, ctx: StageContext) -> dict:
     """Accuracy vs LRM cost on test problems: routers and baselines, curve PNG + data, the table, AUC per method;
     the kept Judge's pairwise accuracy on test pairs."""
-    from rubricflow.methods.roro.pipeline import eval_dir, run_eval
+    from rubricflow.methods.roro.evaluate import run_eval
 
     with roro_threads(roro):
         out = run_eval(roro, log=_logger(ctx.run))

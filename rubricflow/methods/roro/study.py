@@ -73,7 +73,7 @@ def _unit_overrides(vcfg: Any, name: str, spec: StudySpec, unit: Unit, udir: Pat
 
 
 def _shared_outputs(cfg: Any) -> dict[str, Path]:
-    from rubricflow.methods.roro.pipeline import cache_path, pairs_path, trajectories_path
+    from rubricflow.methods.roro.paths import cache_path, pairs_path, trajectories_path
 
     rc = cfg.roro
     return {
@@ -86,7 +86,7 @@ def _shared_outputs(cfg: Any) -> dict[str, Path]:
 
 
 def _input_parts(ucfg: Any, unit: Unit) -> dict[str, Any]:
-    from rubricflow.methods.roro.pipeline import cache_path, pairs_path, trajectories_path
+    from rubricflow.methods.roro.paths import cache_path, pairs_path, trajectories_path
 
     rc = ucfg.roro
     return {
@@ -103,7 +103,18 @@ def _input_parts(ucfg: Any, unit: Unit) -> dict[str, Any]:
 def run_roro_unit(ucfg: Any, unit: Unit, udir: Path, run: Any, secret_resolver=None) -> dict:
     """One unit: train what its method needs (the alternation for ``roro``, routers for the two trained methods),
     then route the evaluation split and reduce the curve to scalars."""
-    from rubricflow.methods.roro import pipeline as P
+    from rubricflow.methods.roro.evaluate import (
+        anchor_rows,
+        baseline_rows,
+        judge_test_accuracy,
+        method_curves,
+        router_rows,
+    )
+    from rubricflow.methods.roro.paths import cache_path
+    from rubricflow.methods.roro.problems import problems
+    from rubricflow.methods.roro.router_train import run_router
+    from rubricflow.methods.roro.rubricor_judge import run_rubricor_judge
+    from rubricflow.methods.roro.step_models import make_env
     from rubricflow.methods.roro.stages import roro_threads
 
     rc = ucfg.roro
@@ -111,23 +122,23 @@ def run_roro_unit(ucfg: Any, unit: Unit, udir: Path, run: Any, secret_resolver=N
     out: dict[str, Any] = {"kind": kind}
     with roro_threads(rc):
         if kind == "roro":
-            rj = P.run_rubricor_judge(rc)
+            rj = run_rubricor_judge(rc)
             keep = ("round", "phase", "selected", *PHASE_METRICS, "val_judge_failed_frac", "val_rubric_failed_frac")
             out["judge_rounds"] = [{k: r[k] for k in keep if k in r} for r in rj["rounds"]]
         if kind in ("roro", "outcome-only"):
-            tr = P.run_router(rc)
+            tr = run_router(rc)
             out["routers"] = [{k: r[k] for k in ("tag", "cost_weight", "final_train_accuracy", "final_train_cost_frac",
                                                  "missing_rewards")} for r in tr["runs"]]
-        probs = P.problems(rc)[rc.eval.split]
-        env = P.make_env(rc, P.cache_path(rc))
-        rows = P.anchor_rows(env, probs)
+        probs = problems(rc)[rc.eval.split]
+        env = make_env(rc, cache_path(rc))
+        rows = anchor_rows(env, probs)
         all_lrm = {r.problem_id: r.lrm_tokens for r in env.rollout(probs, _all_lrm_policy())}
         if kind in ("threshold", "random"):
-            rows += P.baseline_rows(rc, env, probs, all_lrm, (kind,))
+            rows += baseline_rows(rc, env, probs, all_lrm, (kind,))
         else:
-            rows += P.router_rows(rc, env, probs, all_lrm)
-        curve = P.method_curves(rows)[kind]
-        judge = P.judge_test_accuracy(rc, env, probs) if kind == "roro" else {}
+            rows += router_rows(rc, env, probs, all_lrm)
+        curve = method_curves(rows)[kind]
+        judge = judge_test_accuracy(rc, env, probs) if kind == "roro" else {}
     metrics = {k: v for k, v in curve.items() if k != "points"}
     anchors = {r["method"]: r["accuracy"] for r in rows if r["method"] in ("all-slm", "all-lrm")}
     if judge:

@@ -52,7 +52,7 @@ def roro_eval(
 ) -> None:
     """Evaluate routers and baselines on held-out problems; print the accuracy-vs-LRM-cost table."""
     from rubricflow.methods.roro.evaluate import format_table
-    from rubricflow.methods.roro.pipeline import eval_dir
+    from rubricflow.methods.roro.paths import eval_dir
 
     if from_file:
         path = eval_dir(ctx.load_config().roro) / "table.json"

@@ -11,24 +11,26 @@ propagate: step k's written result is step k+1's left operand, so one wrong resu
 *off track* (its written result differs from the true intermediate value) even when each later step is locally
 correct, and the final answer wrong. The final step ``#### N`` is correct when N is the carried value.
 
-GSM8K-style rows (``question``, ``answer`` ending ``#### N``) become problems whose outcome is checkable (the
-final number) but whose steps are not (``ops`` is None; step checks report ``checkable=False``).
+GSM8K-style rows (``question``, ``answer`` ending ``#### N``; read by ``problems.read_gsm8k``) become problems whose
+outcome is checkable (the final number) but whose steps are not (``ops`` is None; step checks report
+``checkable=False``).
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
 import random
 import re
-from dataclasses import asdict, dataclass, field
-from pathlib import Path
+from dataclasses import dataclass, field
+
+from rubricflow.data.traces import values_equal
 
 OPS = {"add": ("Add", "+"), "sub": ("Subtract", "-"), "mul": ("Multiply by", "*")}
 _SYMBOL_TO_OP = {sym: name for name, (_, sym) in OPS.items()}
 FINAL_PREFIX = "####"
+FINAL_NUMBER = r"####\s*(-?[\d,]*\.?\d+)\s*$"  # ``#### N`` at the end of a text; group 1 is N (commas allowed)
 _STEP_RE = re.compile(r"^\s*(-?\d+)\s*([+\-*])\s*(-?\d+)\s*=\s*(-?\d+)\s*$")
-_FINAL_RE = re.compile(r"^\s*####\s*(-?[\d,]*\.?\d+)\s*$")
+_FINAL_RE = re.compile(r"^\s*" + FINAL_NUMBER)
 
 
 def apply_op(op: str, a: int, b: int) -> int:
@@ -72,25 +74,6 @@ class Problem:
             v = apply_op(op, v, arg)
             vals.append(v)
         return vals
-
-    def to_row(self) -> dict:
-        row = asdict(self)
-        row["ops"] = json.dumps(self.ops) if self.ops is not None else None
-        row["reference_steps"] = json.dumps(self.reference_steps)
-        return row
-
-    @classmethod
-    def from_row(cls, row: dict) -> "Problem":
-        ops = row.get("ops")
-        ops = [tuple(o) for o in json.loads(ops)] if isinstance(ops, str) else ops
-        refs = row.get("reference_steps")
-        refs = json.loads(refs) if isinstance(refs, str) else list(refs or [])
-        start = row.get("start")
-        start = None if start is None or start != start else int(start)  # NaN from pandas
-        return cls(
-            id=str(row["id"]), question=row["question"], answer=str(row["answer"]), split=row.get("split", "train"),
-            source=row.get("source", "synthetic"), start=start, ops=ops, reference_steps=refs,
-        )
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -226,62 +209,4 @@ def answer_correct(problem: Problem, final_text: str | None) -> bool:
     if final_text is None:
         return False
     fin = parse_final(final_text)
-    if fin is None:
-        return False
-    try:
-        return abs(float(fin) - float(problem.answer)) < 1e-6
-    except ValueError:
-        return False
-
-
-# ----------------------------------------------------------------------------------------------------------------
-# GSM8K-style adapter
-
-
-class DataFormatError(ValueError):
-    """A data row does not have the expected shape; the message names file, line and field."""
-
-
-_GSM_FINAL = re.compile(r"####\s*(-?[\d,]*\.?\d+)\s*$")
-_CALC = re.compile(r"<<[^>]*>>")
-
-
-def read_gsm8k(path: str | Path, split: str = "test", limit: int | None = None) -> list[Problem]:
-    """Read a GSM8K-style jsonl (``question``, ``answer`` ending ``#### N``) into problems.
-
-    Reference steps are the answer's lines (calculator annotations ``<<...>>`` removed) plus ``#### N``. Raises
-    DataFormatError naming the file and line for a row that is not JSON, lacks a field or has no ``#### N``.
-    """
-    p = Path(path)
-    if not p.exists():
-        raise FileNotFoundError(f"{p}: GSM8K-style jsonl not found")
-    out: list[Problem] = []
-    with p.open() as f:
-        for lineno, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise DataFormatError(f"{p}:{lineno}: not valid JSON ({e.msg})") from None
-            for key in ("question", "answer"):
-                if not isinstance(row.get(key), str):
-                    raise DataFormatError(f"{p}:{lineno}: field `{key}` missing or not a string")
-            m = _GSM_FINAL.search(row["answer"].strip())
-            if not m:
-                raise DataFormatError(
-                    f"{p}:{lineno}: field `answer` does not end with '#### N' (a final number); got "
-                    f"{row['answer'][-40:]!r}"
-                )
-            final = m.group(1).replace(",", "")
-            body = row["answer"].strip()[: m.start()].strip()
-            steps = [_CALC.sub("", s).strip() for s in body.splitlines() if s.strip()]
-            out.append(
-                Problem(
-                    id=str(row.get("id", f"{p.stem}-{lineno:05d}")), question=row["question"].strip(), answer=final,
-                    split=split, source="gsm8k", reference_steps=steps + [f"{FINAL_PREFIX} {final}"],
-                )
-            )
-            if limit is not None and len(out) >= limit:
-                break
-    return out
+    return fin is not None and values_equal(fin, problem.answer)

@@ -1,0 +1,59 @@
+"""The Rubricor's side: what it reads about a problem (``ProblemView``: the question and the SLM's uncertainty
+profile), the rubrics it writes (greedy, parsed by ``rubric.parse_rubric``) and their storage (one JSON row per
+problem)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from rubricflow.io import write_jsonl
+from rubricflow.methods.roro.prompts import rubricor_input
+from rubricflow.methods.roro.rubric import ParsedRubric, parse_rubric
+from rubricflow.methods.roro.rubric_lm import RubricLM
+from rubricflow.methods.roro.routing import SLM, Trajectory
+
+
+@dataclass
+class ProblemView:
+    """What the Rubricor and the Judge know about a problem: its text and the SLM's uncertainty profile (all-SLM route)."""
+
+    question: str
+    slm_uncertainties: list[float]
+
+
+def problem_views(trajectories: list[Trajectory]) -> dict[str, ProblemView]:
+    """The view of each problem, from its all-SLM route (the ``all-slm`` policy's, or the enumerated route with no
+    LRM call)."""
+    views: dict[str, ProblemView] = {}
+    for t in trajectories:
+        if t.problem_id not in views and t.steps and all(s.writer == SLM for s in t.steps):
+            views[t.problem_id] = ProblemView(t.question, [s.slm_uncertainty for s in t.steps])
+    missing = sorted({t.problem_id for t in trajectories} - set(views))
+    if missing:
+        raise ValueError(f"no all-slm trajectory for problems {missing[:5]} (the Rubricor's input needs it)")
+    return views
+
+
+def write_rubrics(rubricor: RubricLM, views: dict[str, ProblemView], pids: list[str]) -> dict[str, ParsedRubric]:
+    """The Rubricor's greedy rubric for each problem of ``pids``, parsed."""
+    texts = rubricor.generate([rubricor_input(views[p].question, views[p].slm_uncertainties) for p in pids])
+    return {p: parse_rubric(t[0]) for p, t in zip(pids, texts)}
+
+
+def save_rubrics(path: str | Path, rubrics: dict[str, ParsedRubric]) -> Path:
+    return write_jsonl(path, ({"problem_id": pid, "status": rubrics[pid].status, "criteria": rubrics[pid].criteria,
+                               "reason": rubrics[pid].reason, "raw": rubrics[pid].raw} for pid in sorted(rubrics)))
+
+
+def load_rubrics(path: str | Path) -> dict[str, ParsedRubric]:
+    out = {}
+    with Path(path).open() as f:
+        for lineno, line in enumerate(f, 1):
+            try:
+                row = json.loads(line)
+                out[row["problem_id"]] = ParsedRubric(row["status"], row["criteria"], row.get("reason"), row.get("raw"))
+            except (ValueError, KeyError) as e:
+                raise ValueError(f"{path}:{lineno}: not a rubric row ({e})") from None
+    return out

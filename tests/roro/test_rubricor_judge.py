@@ -1,0 +1,79 @@
+"""The warm start, the alternation's split checks and the phase selection."""
+
+import random
+
+import pytest
+
+from rubricflow.methods.roro.prompts import ADDED_TOKENS, FAMILIES, random_judgments, random_rubric
+from rubricflow.methods.roro.routing import SLM
+from rubricflow.methods.roro.rubric import parse_criterion_judgments, parse_rubric, render_judgment_json, render_rubric_json
+from rubricflow.methods.roro.rubricor import ProblemView, problem_views
+from rubricflow.methods.roro.pairs import Pair
+from rubricflow.methods.roro.rubricor_judge import alternate, select_phase, warm_start_examples
+from tests.roro.test_judge import _traj
+
+
+def test_warm_start_targets_are_the_paper_shapes():
+    rng = random.Random(1)
+    rub = random_rubric(rng, 4)
+    assert [c["criterion"] for c in rub] == [name for name, _ in FAMILIES] and any(c["weight"] for c in rub)
+    pr = parse_rubric(render_rubric_json(rub))
+    assert pr.status == "ok" and sum(c["weight"] for c in pr.criteria) == pytest.approx(1.0)
+    js = random_judgments(rng, pr.criteria)
+    pj = parse_criterion_judgments(render_judgment_json(js), pr.criteria)
+    assert pj.status == "ok" and pj.missing == []
+    views = problem_views([_traj(), _traj(writers=(SLM, SLM, SLM), policy="enumerate")])
+    assert views == {"p1": ProblemView("Start with 7. Add 5. Multiply by 2.", [0.12, 0.71, 0.0])}
+    rub_ex, jud_ex = warm_start_examples(views, [_traj()], rng, per_problem=3)
+    assert len(rub_ex) == 3 and len(jud_ex) == 1
+    assert all(parse_rubric(t).status == "ok" for _, t in rub_ex)
+    assert jud_ex[0][1].startswith('{"criterion_judgments": [{"criterion": "risky step to LRM", "score": ')
+    assert sum(t.count(tok) for _, t in jud_ex for tok in ADDED_TOKENS[:5]) >= 3  # boilerplate occurs in targets
+
+
+def test_phase_selection_reads_val_accuracy_only():
+    rows = [{"val_pairwise_acc": 0.52}, {"val_pairwise_acc": 0.61}, {"val_pairwise_acc": 0.61},
+            {"val_pairwise_acc": 0.55}]
+    assert select_phase(rows, "val") == 1  # the best; ties: the earliest
+    assert select_phase(rows, "last") == 3
+    with pytest.raises(ValueError, match="select_on: unknown rule 'train'"):
+        select_phase(rows, "train")
+
+
+def test_the_alternation_refuses_pairs_of_the_wrong_split():
+    t_train, t_test = _traj(writers=(SLM, SLM, SLM)), _traj(writers=(SLM, SLM, SLM))
+    t_test.problem_id, t_test.split = "p2", "test"
+    trajs = [t_train, t_test]
+    with pytest.raises(ValueError, match=r"val_pairs must be pairs of val problems, got problems of split \['test'\]"):
+        alternate(None, None, None, trajs, [Pair("p1", 0, 0, "cost")], [Pair("p2", 1, 1, "cost")])
+
+
+def test_the_warm_start_trains_each_role_with_its_own_steps_and_learning_rate():
+    """roro.rubricor_judge.judge.warm_steps / lr (tiny profile 1500 at 1e-3, chosen on val) reach the Judge's warm
+    start, and the Rubricor's own values reach the Rubricor's; the alternation's rounds do not use them."""
+    import torch
+
+    from rubricflow.config import config_from_dict
+
+    rj = config_from_dict({"roro": {"rubricor_judge": {"rounds": 0, "judge": {"warm_steps": 1500, "lr": 1e-3}}}}
+                          ).roro.rubricor_judge
+    rubric = [{**c, "weight": 0.5} for c in random_rubric(random.Random(0), 3)]
+
+    class StubLM:
+        def __init__(self, text):
+            self.text, self.calls, self.model, self._greedy = text, [], torch.nn.Linear(1, 1), {}
+
+        def sft(self, examples, steps, batch_size, lr, seed):
+            self.calls.append((len(examples), steps, lr))
+            return []
+
+        def generate(self, contents, n=1, temperature=0.0, seed=None):
+            return [[self.text] * n for _ in contents]
+
+    judge = StubLM(render_judgment_json(random_judgments(random.Random(1), rubric)))
+    rubricor = StubLM(render_rubric_json(rubric))
+    a, b = _traj(writers=(SLM, SLM, SLM)), _traj(writers=(SLM, SLM, SLM))
+    b.problem_id, b.split = "p2", "val"
+    rows = alternate(judge, rubricor, rj, [a, b], [Pair("p1", 0, 0, "cost")], [Pair("p2", 1, 1, "cost")])
+    assert judge.calls == [(1, 1500, 1e-3)] and rubricor.calls == [(4, 80, 3e-3)]
+    assert [(r["phase"], r["selected"]) for r in rows] == [("warm", True)]
