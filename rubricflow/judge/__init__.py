@@ -1,4 +1,5 @@
-"""Judge layer: protocol, tolerant parser, backends (programmatic, openai, local), SQLite cache.
+"""Judge layer: protocol, tolerant JSON loader and judgment parser, backends (programmatic with its rubric checks,
+openai over its HTTP transport, local), SQLite cache, failure budget.
 
 Backends are imported lazily where they pull heavy dependencies (openai client, transformers); the names below
 are the public API.
