@@ -10,7 +10,7 @@
                     ``Output2``, ``Better``, ``Category``
 
 The first two become ``Sample`` rows (RL prompts); the reward benchmarks become preference pairs
-(``rubricflow.methods.deltarubric.data``). Images are copied (or decoded) into ``DIR/images`` so the dataset is
+(``rubricflow.data.pairs``). Images are copied (or decoded) into ``DIR/images`` so the dataset is
 self-contained.
 
 The reward benchmarks' published layouts (read in their public releases):
@@ -56,6 +56,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from rubricflow.data.pairs import PreferencePair, write_pairs
 from rubricflow.data.schema import MANIFEST, Sample, write_dataset
 from rubricflow.io import staged_dir
 
@@ -461,8 +462,6 @@ def ingest(
             write_dataset(staging, samples, manifest={"adapter": fmt, "src": str(src)})
             n = len(samples)
         else:
-            from rubricflow.methods.deltarubric.data import PreferencePair, write_pairs
-
             fn = _vlrewardbench if fmt == "vlrewardbench" else _mmrewardbench
             pairs, ids = [], _Ids(src)
             for k, rec in enumerate(fn(src, root)):

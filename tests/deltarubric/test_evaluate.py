@@ -5,7 +5,7 @@ import re
 
 import rubricflow.config  # noqa: F401
 from models.generation import Completion
-from rubricflow.methods.deltarubric.data import read_pairs
+from rubricflow.data.pairs import read_pairs
 from rubricflow.methods.deltarubric.evaluate import Item, agreed_checks, evaluate_judge, format_table
 from rubricflow.methods.deltarubric.synthetic import build_pairs, gold_values
 from rubricflow.methods.deltarubric.targets import check_text, claim_values, disagreement_keys, favours
@@ -75,7 +75,7 @@ def test_the_agreed_control_separates_following_the_checklist_from_reading(tmp_p
 
 
 def test_the_control_is_skipped_for_pairs_without_facts():
-    from rubricflow.methods.deltarubric.data import PreferencePair
+    from rubricflow.data.pairs import PreferencePair
 
     p = PreferencePair("b", [], "q?", "x", "y", "A")
     out = evaluate_judge(_Verifier([p], follow=True), _Proc(), [Item(p, [])], ("agreed",))

@@ -3,7 +3,7 @@
 import random
 
 from rubricflow.methods.deltarubric import parse_checklist, parse_verdict
-from rubricflow.methods.deltarubric.data import PreferencePair
+from rubricflow.data.pairs import PreferencePair
 from rubricflow.methods.deltarubric.synthetic import build_pairs
 from rubricflow.methods.deltarubric.targets import (
     planner_target,

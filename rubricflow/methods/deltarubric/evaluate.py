@@ -27,7 +27,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
-from rubricflow.methods.deltarubric.data import PreferencePair, load_pair_images
+from rubricflow.data.pairs import PreferencePair, load_pair_images
 from rubricflow.methods.deltarubric.roles import NO_RUBRIC, PLANNER, STATIC, VERIFIER
 from rubricflow.methods.deltarubric.rollout import Item, request
 from rubricflow.methods.deltarubric.synthetic import gold_values

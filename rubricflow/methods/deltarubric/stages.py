@@ -43,7 +43,7 @@ def _pairs_dir(dr: DeltaRubricConfig) -> Path:
 
 def _gate(dr: DeltaRubricConfig) -> None:
     """Fail before any training if the pairs are missing or fail the data gate."""
-    from rubricflow.methods.deltarubric.data import validate_pairs
+    from rubricflow.data.pairs import validate_pairs
 
     validate_pairs(_pairs_dir(dr), balance_tol=dr.pairs.balance_tol)
 
@@ -54,7 +54,7 @@ def _gate(dr: DeltaRubricConfig) -> None:
 @stage("deltarubric_pairs", reads_test=True)
 def pairs_stage(deltarubric: DeltaRubricConfig, ctx: StageContext) -> dict:
     """Generate the synthetic preference pairs and run the data gate before publishing them."""
-    from rubricflow.methods.deltarubric.data import validate_pairs
+    from rubricflow.data.pairs import validate_pairs
     from rubricflow.methods.deltarubric.synthetic import build_pairs
 
     p = deltarubric.pairs
@@ -103,7 +103,7 @@ def build_or_load_base(models: ModelsConfig, dr: DeltaRubricConfig, train_pairs,
 def sft_stage(deltarubric: DeltaRubricConfig, models: ModelsConfig, ctx: StageContext, log_fn=None) -> dict:
     """Warm start on templated plans / verdicts from facts (the judge table after SFT is part of the eval stage)."""
     from models.tiny import save
-    from rubricflow.methods.deltarubric.data import read_pairs
+    from rubricflow.data.pairs import read_pairs
     from rubricflow.methods.deltarubric.evaluate import load_items
     from rubricflow.methods.deltarubric.warmstart import perception_samples, read_examples, sft_examples
     from rubricflow.progress import progress
@@ -204,7 +204,7 @@ def train_stage(
 ) -> dict:
     """Multi-role GRPO from the SFT checkpoint; saves the policy and the per-step role metrics."""
     from models.loader import load_policy
-    from rubricflow.methods.deltarubric.data import read_pairs
+    from rubricflow.data.pairs import read_pairs
     from rubricflow.methods.deltarubric.evaluate import load_items
     from rubricflow.methods.deltarubric.train import train_policy
     from rubricflow.progress import progress
@@ -261,7 +261,7 @@ def judge_tables(dr: DeltaRubricConfig, models: ModelsConfig, generation: Genera
     """``{"<model>/<set>": evaluate_judge(...)}`` for every model directory and pair set
     (``name -> (dir, split or None, limit)``); every benchmark directory passes the data gate first."""
     from models.loader import load_policy
-    from rubricflow.methods.deltarubric.data import read_pairs, validate_pairs
+    from rubricflow.data.pairs import read_pairs, validate_pairs
     from rubricflow.methods.deltarubric.evaluate import evaluate_judge, load_items
 
     sets = {}

@@ -26,10 +26,10 @@ import random
 from pathlib import Path
 from typing import Any
 
+from rubricflow.data.pairs import PreferencePair, write_pairs
 from rubricflow.data.synthetic import BAR_MAX, generate_samples
 from rubricflow.data.schema import Sample
 from rubricflow.data.traces import extract_boxed, fmt, parse_claims, render_trace, values_equal
-from rubricflow.methods.deltarubric.data import PreferencePair, write_pairs
 
 ERROR_KINDS = {"counting": ("count", "colour"), "barchart": ("value", "relation"), "geometry": ("value", "relation")}
 

@@ -24,10 +24,10 @@ from __future__ import annotations
 
 import random
 
+from rubricflow.data.pairs import PreferencePair
 from rubricflow.methods.deltarubric.roles import NO_RUBRIC, PLANNER, STATIC, VERIFIER
 from rubricflow.methods.deltarubric.rollout import Item, chat, request
 from rubricflow.methods.deltarubric.config import DRSFTConfig
-from rubricflow.methods.deltarubric.data import PreferencePair
 from rubricflow.methods.deltarubric.prompts import read_prompt
 from rubricflow.methods.deltarubric.targets import (
     no_rubric_target,
