@@ -77,7 +77,8 @@ def test_unknown_format_and_answer_types():
 
 
 # ------------------------------------------------------------------------------------------------------------
-# The reward benchmarks in their published layouts (see rubricflow/data/adapters.py for where each is described)
+# The reward benchmarks in their published layouts (rubricflow/data/adapters/reward_benchmarks.py says where each
+# is described)
 
 
 def _png_bytes(color=(200, 10, 10), size=(12, 12), fmt="PNG") -> bytes:
