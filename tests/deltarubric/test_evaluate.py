@@ -3,10 +3,21 @@ check separates the responses; one that decides from its own reading does not.""
 
 import re
 
+import pytest
+
 import rubricflow.config  # noqa: F401
 from models.generation import Completion
 from rubricflow.data.pairs import read_pairs
-from rubricflow.methods.deltarubric.evaluate import Item, agreed_checks, evaluate_judge, format_table
+from rubricflow.methods.deltarubric.evaluate import (
+    COMPARED_MODES,
+    CONTROLS,
+    MODES,
+    Item,
+    agreed_checks,
+    evaluate_judge,
+    format_table,
+    judge,
+)
 from rubricflow.methods.deltarubric.synthetic import build_pairs, gold_values
 from rubricflow.methods.deltarubric.targets import check_text, claim_values, disagreement_keys, favours
 
@@ -80,3 +91,12 @@ def test_the_control_is_skipped_for_pairs_without_facts():
     p = PreferencePair("b", [], "q?", "x", "y", "A")
     out = evaluate_judge(_Verifier([p], follow=True), _Proc(), [Item(p, [])], ("agreed",))
     assert out["modes"] == {} and "agreed" in out["skipped"]
+
+
+def test_the_mode_lists():
+    """MODES is every mode in table order; the compared judges are MODES without the control."""
+    assert MODES == ("no_rubric", "static", "deltarubric", "oracle", "agreed")
+    assert CONTROLS == ("agreed",) and COMPARED_MODES == ("no_rubric", "static", "deltarubric", "oracle")
+    with pytest.raises(ValueError) as e:
+        judge(None, _Proc(), [], "oracle-ish", {"planner": 4, "verifier": 4})
+    assert str(e.value) == f"judge mode: expected one of {MODES}, got 'oracle-ish'"
