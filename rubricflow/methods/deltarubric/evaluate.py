@@ -33,15 +33,13 @@ from rubricflow.data.pairs import PreferencePair, load_pair_images, read_pairs, 
 from rubricflow.generation import make_generator
 from rubricflow.io import write_json
 from rubricflow.methods.deltarubric.config import DeltaRubricConfig, role_max_tokens
+from rubricflow.methods.deltarubric.modes import MODES
 from rubricflow.methods.deltarubric.roles import NO_RUBRIC, PLANNER, STATIC, VERIFIER
 from rubricflow.methods.deltarubric.rollout import Item, request
 from rubricflow.methods.deltarubric.synthetic import gold_values
 from rubricflow.methods.deltarubric.targets import check_text, disagreement_keys, reference_checks
 from rubricflow.sections import GenerationConfig, ModelsConfig
 
-MODES = ("no_rubric", "static", "deltarubric", "oracle", "agreed")  # every judge mode, in table order
-CONTROLS = ("agreed",)  # controls: in the eval stage's tables, not among the judges a study or eval-judge compares
-COMPARED_MODES = tuple(m for m in MODES if m not in CONTROLS)
 _FACT_MODES = ("oracle", "agreed")  # need ground-truth facts (synthetic pairs)
 
 

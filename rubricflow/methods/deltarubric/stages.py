@@ -11,7 +11,7 @@ Prefect flow. Each binds its sections to the logic (imported when the stage runs
                          (``reports/plots/deltarubric_sft_loss.json``);
 * ``deltarubric_train``  ``train.run_training``: the multi-role GRPO policy (``train.out_dir``) and its curves
                          (``reports/plots/deltarubric_train.json``: per-step role metrics and the planner probe);
-* ``deltarubric_eval``   ``evaluate.evaluate_policies``: the judge tables (every mode of ``evaluate.MODES``) of the
+* ``deltarubric_eval``   ``evaluate.evaluate_policies``: the judge tables (every mode of ``modes.MODES``) of the
                          SFT and trained policies on the held-out synthetic pairs and every benchmark in
                          ``eval.benchmarks`` (``eval.out_dir/eval.json``).
 
