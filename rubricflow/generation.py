@@ -11,10 +11,6 @@ from __future__ import annotations
 
 from rubricflow.sections import GenerationConfig
 
-# Fields that change how rollouts are served, not what is sampled: a resumed run may change them (resume keys
-# leave them out).
-GENERATION_OPERATIONAL = {"vllm_gpu_memory_utilization", "vllm_server_url", "vllm_sync_dir", "vllm_sleep_mode",
-                          "vllm_sleep_level", "vllm_enforce_eager", "vllm_max_model_len"}
 # Backends that generate with the model object they are given (a vLLM engine holds its own copy of the weights).
 IN_MEMORY = ("transformers", "cached")
 

@@ -3,7 +3,7 @@ evaluations.
 
 The stage framework (``rubricflow.stage``) runs every stage not declared ``@stage(reads_test=True)`` inside
 :func:`forbid_test_split`; the readers of held-out rows (``rubricflow.data.schema.read_dataset``,
-``rubricflow.methods.deltarubric.data.read_pairs``, RoRo's problem sets) call :func:`check_split` and raise
+``rubricflow.data.pairs.read_pairs``, RoRo's problem sets) call :func:`check_split` and raise
 :class:`TestSplitAccess` naming the stage when a guarded stage asks for ``test`` rows, or for all rows at once.
 So a training or selection stage cannot look at ``test``, by construction, not by review.
 """

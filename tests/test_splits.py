@@ -56,7 +56,7 @@ def test_a_guarded_stage_that_reads_test_fails_and_an_evaluation_stage_may(tmp_p
 
 
 def test_deltarubric_pairs_and_roro_problems_are_guarded():
-    from rubricflow.methods.deltarubric.data import read_pairs
+    from rubricflow.data.pairs import read_pairs
     from rubricflow.methods.roro.config import RoRoConfig
     from rubricflow.methods.roro.problems import problems
 

@@ -1,4 +1,5 @@
-"""Judge layer: protocol, tolerant parser, backends (programmatic, openai, local), SQLite cache.
+"""Judge layer: protocol, tolerant JSON loader and judgment parser, backends (programmatic with its rubric checks,
+openai over its HTTP transport, local), SQLite cache, failure budget.
 
 Backends are imported lazily where they pull heavy dependencies (openai client, transformers); the names below
 are the public API.
@@ -6,11 +7,12 @@ are the public API.
 
 from rubricflow.judge.budget import BudgetedJudge, check_failure_budget
 from rubricflow.judge.cache import CachedJudge, JudgeCache, cache_key
+from rubricflow.judge.checks import CHECKS, CHECKS_VERSION
 from rubricflow.judge.config import JudgeConfig, LocalJudgeConfig, OpenAIJudgeConfig
 from rubricflow.judge.errors import JudgeConfigError, JudgeError, JudgeFailureBudgetExceeded, JudgeUnavailable
 from rubricflow.judge.factory import api_key_resolver, make_backend, make_judge
 from rubricflow.judge.parse import parse_judgment
-from rubricflow.judge.programmatic import CHECKS, CHECKS_VERSION, ProgrammaticJudge
+from rubricflow.judge.programmatic import ProgrammaticJudge
 from rubricflow.judge.prompt import PROMPT_VERSION
 from rubricflow.judge.protocol import (
     CATEGORIES,

@@ -11,7 +11,8 @@ three strings). Such text is ``ok``.
 Anything else goes through tolerant extraction and, if it yields at least one verdict, is ``repaired`` (the
 reason lists what was repaired and which rubrics are missing):
 
-* code fences and prose around the JSON, trailing commas, single quotes, truncation (``json-repair``);
+* code fences and prose around the JSON, trailing commas, single quotes, truncation (``tolerant_json``: every
+  candidate it finds is tried, the one with the most verdicts is kept);
 * per-rubric lists ``[{"id"|"rubric_id": ..., ...}]`` or dicts keyed by id (case-insensitive), optionally
   under a container key (``verdicts``, ``rubrics``, ``results``, ``scores``, ...);
 * spellings: ``true``/``"yes"``/``1``/``"pass"`` and ``false``/``"no"``/``0``/``"fail"``; ``null``/``"N/A"``
@@ -25,12 +26,10 @@ Nothing is guessed: a value that is none of these (``0.5``, ``"partly"``, a trun
 from __future__ import annotations
 
 import json
-import re
 from typing import Any
 
-import json_repair
-
 from rubricflow.judge.protocol import Judgment, Verdict
+from rubricflow.judge.tolerant_json import loads_candidates
 
 _NA = object()  # "not applicable" marker
 _BAD = object()  # unreadable value
@@ -56,7 +55,6 @@ ID_KEYS = ("id", "rubric_id", "rubricid", "rubric")
 APPLICABLE_KEYS = ("applicable", "is_applicable", "applies")
 SATISFIED_KEYS = ("satisfied", "is_satisfied", "pass", "passed", "met", "score", "result", "verdict")
 RATIONALE_KEYS = ("rationale", "reason", "explanation", "justification", "comment")
-FENCE_RE = re.compile(r"```[a-zA-Z0-9_-]*\s*\n?(.*?)```", re.S)
 
 
 def _norm(key: Any) -> str:
@@ -189,21 +187,6 @@ def _strict(obj: Any, rubric_ids: list[str]) -> dict[str, Verdict] | None:
     return out
 
 
-def _texts_to_try(text: str) -> list[tuple[str, str]]:
-    """(candidate JSON text, what was done to get it), most specific first."""
-    out = [(m.group(1), "code fence") for m in FENCE_RE.finditer(text)]
-    starts = [i for i in (text.find("{"), text.find("[")) if i >= 0]
-    if starts:
-        s = min(starts)
-        e = max(text.rfind("}"), text.rfind("]"))
-        if e > s and (s > 0 or e < len(text) - 1):
-            out.append((text[s : e + 1], "text around JSON"))
-        if s > 0:
-            out.append((text[s:], "text before JSON"))
-    out.append((text, ""))
-    return out
-
-
 def parse_judgment(text: str | None, rubric_ids: list[str]) -> Judgment:
     """Parse raw judge output into a Judgment for ``rubric_ids`` (see the module docstring)."""
     raw = text
@@ -222,18 +205,7 @@ def parse_judgment(text: str | None, rubric_ids: list[str]) -> Judgment:
     best: tuple[dict[str, Verdict], list[str]] = ({}, [])
     seen_json = False
     unreadable: list[str] = []
-    for candidate, how in _texts_to_try(text):
-        notes: list[str] = [how] if how else []
-        try:
-            obj = json.loads(candidate)
-        except (ValueError, RecursionError):
-            try:
-                obj = json_repair.loads(candidate)
-            except Exception:  # json-repair gives up on some inputs with its own errors
-                continue
-            notes.append("tolerant JSON repair")
-        if not isinstance(obj, (dict, list)) or not obj:
-            continue
+    for obj, notes in loads_candidates(text):  # code fence, text around / before the JSON, the whole text
         seen_json = True
         found = _collect(obj, want, notes)
         unreadable.extend(n for n in notes if "unreadable" in n)

@@ -77,7 +77,8 @@ def test_unknown_format_and_answer_types():
 
 
 # ------------------------------------------------------------------------------------------------------------
-# The reward benchmarks in their published layouts (see rubricflow/data/adapters.py for where each is described)
+# The reward benchmarks in their published layouts (rubricflow/data/adapters/reward_benchmarks.py says where each
+# is described)
 
 
 def _png_bytes(color=(200, 10, 10), size=(12, 12), fmt="PNG") -> bytes:
@@ -106,7 +107,7 @@ def _write_vlrb_parquet(path, rows):
 
 
 def test_vlrewardbench_published_parquet_with_embedded_images(tmp_path):
-    from rubricflow.methods.deltarubric.data import load_pair_images, read_pairs, validate_pairs
+    from rubricflow.data.pairs import load_pair_images, read_pairs, validate_pairs
 
     src = tmp_path / "vlrb"
     src.mkdir()
@@ -125,7 +126,7 @@ def test_vlrewardbench_published_parquet_with_embedded_images(tmp_path):
 
 
 def test_mmrewardbench_published_json_with_image_paths(tmp_path):
-    from rubricflow.methods.deltarubric.data import read_pairs
+    from rubricflow.data.pairs import read_pairs
 
     data = tmp_path / "data"
     (data / "images" / "nocaps").mkdir(parents=True)
@@ -148,7 +149,7 @@ def test_mmrewardbench_published_json_with_image_paths(tmp_path):
 def test_embedded_images_as_base64_text(tmp_path):
     import base64
 
-    from rubricflow.methods.deltarubric.data import read_pairs
+    from rubricflow.data.pairs import read_pairs
 
     png = _png_bytes()
     rows = [_vlrb_row(0, "data:image/png;base64," + base64.b64encode(png).decode()),

@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 from flows.cli import app
 from rubricflow.data.adapters import IngestError, ingest
 from rubricflow.data.schema import read_dataset
-from rubricflow.methods.deltarubric.data import read_pairs
+from rubricflow.data.pairs import read_pairs
 
 
 def _digest(p: Path) -> dict[str, str]:

@@ -3,10 +3,19 @@ check separates the responses; one that decides from its own reading does not.""
 
 import re
 
+import pytest
+
 import rubricflow.config  # noqa: F401
 from models.generation import Completion
-from rubricflow.methods.deltarubric.data import read_pairs
-from rubricflow.methods.deltarubric.evaluate import Item, agreed_checks, evaluate_judge, format_table
+from rubricflow.data.pairs import read_pairs
+from rubricflow.methods.deltarubric.evaluate import (
+    MODES,
+    Item,
+    agreed_checks,
+    evaluate_judge,
+    format_table,
+    judge,
+)
 from rubricflow.methods.deltarubric.synthetic import build_pairs, gold_values
 from rubricflow.methods.deltarubric.targets import check_text, claim_values, disagreement_keys, favours
 
@@ -75,8 +84,14 @@ def test_the_agreed_control_separates_following_the_checklist_from_reading(tmp_p
 
 
 def test_the_control_is_skipped_for_pairs_without_facts():
-    from rubricflow.methods.deltarubric.data import PreferencePair
+    from rubricflow.data.pairs import PreferencePair
 
     p = PreferencePair("b", [], "q?", "x", "y", "A")
     out = evaluate_judge(_Verifier([p], follow=True), _Proc(), [Item(p, [])], ("agreed",))
     assert out["modes"] == {} and "agreed" in out["skipped"]
+
+
+def test_an_unknown_mode_is_refused_by_name():
+    with pytest.raises(ValueError) as e:
+        judge(None, _Proc(), [], "oracle-ish", {"planner": 4, "verifier": 4})
+    assert str(e.value) == f"judge mode: expected one of {MODES}, got 'oracle-ish'"

@@ -81,7 +81,7 @@ def test_cli_registers_the_commands():
 
 @pytest.mark.slow
 def test_stages_end_to_end(tmp_path):
-    from rubricflow.methods.deltarubric.data import read_pairs
+    from rubricflow.data.pairs import read_pairs
     from rubricflow.methods.deltarubric.stages import eval_stage, pairs_stage, sft_stage, train_stage
 
     cfg = _cfg(tmp_path)
@@ -130,7 +130,7 @@ def test_stages_end_to_end(tmp_path):
 
 
 def test_gate_blocks_training_on_bad_pairs(tmp_path):
-    from rubricflow.methods.deltarubric.data import PairDataError, read_pairs, write_pairs
+    from rubricflow.data.pairs import PairDataError, read_pairs, write_pairs
     from rubricflow.methods.deltarubric.stages import pairs_stage, sft_stage
 
     cfg = _cfg(tmp_path)

@@ -14,7 +14,7 @@ from rubricflow.methods.deltarubric.evaluate import load_items
 from rubricflow.methods.deltarubric.prompts import NO_RUBRIC, PLANNER, STATIC, VERIFIER
 from rubricflow.methods.deltarubric.rollout import collect, score
 from rubricflow.methods.deltarubric.synthetic import build_pairs
-from rubricflow.methods.deltarubric.data import read_pairs
+from rubricflow.data.pairs import read_pairs
 from rubricflow.grpo.causal_lm import CausalLMAdapter
 from rubricflow.grpo.core import grouped_advantages
 from rubricflow.grpo.engine import TorchEngine

@@ -2,8 +2,8 @@
 
 import random
 
+from rubricflow.data.pairs import PreferencePair
 from rubricflow.methods.deltarubric.parsing import parse_checklist, parse_verdict
-from rubricflow.methods.deltarubric.data import PreferencePair
 from rubricflow.methods.deltarubric.synthetic import build_pairs
 from rubricflow.methods.deltarubric.targets import (
     planner_target,

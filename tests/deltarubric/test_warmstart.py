@@ -34,7 +34,7 @@ def test_reading_examples_are_the_ground_truth_trace_the_verifier_writes_first()
 
 
 def test_the_verifier_target_starts_with_the_reading():
-    from rubricflow.methods.deltarubric.data import PreferencePair
+    from rubricflow.data.pairs import PreferencePair
 
     facts = {"task": "counting", "perception": [["red", 2], ["green", 1], ["blue", 0]], "intermediate": [],
              "target": "red", "question_type": "count"}

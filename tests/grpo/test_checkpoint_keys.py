@@ -291,7 +291,7 @@ def test_rucl_training_resumes_same_inputs_and_starts_fresh_when_the_tiers_chang
 
 def test_deltarubric_key_covers_the_sft_policy_pairs_and_generation(tmp_path):
     from rubricflow.methods.deltarubric.config import DeltaRubricConfig
-    from rubricflow.methods.deltarubric.stages import resume_parts as dr_parts
+    from rubricflow.methods.deltarubric.train import resume_parts as dr_parts
     from rubricflow.sections import GenerationConfig, ModelsConfig
 
     for d, f in (("sft", "model.safetensors"), ("pairs", "pairs.parquet")):

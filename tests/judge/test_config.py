@@ -99,7 +99,7 @@ def test_make_backend_passes_the_sections_through(tmp_path):
     j = make_backend(JudgeConfig(backend="openai", openai=o), secret_resolver=lambda name: f"key-of-{name}",
                      image_root=tmp_path)
     assert j.cfg == o and j.model_id == "m-7" and j.image_root == tmp_path
-    assert j._api_key() == "key-of-blk"  # the secret resolver still reaches the backend
+    assert j.transport._api_key() == "key-of-blk"  # the secret resolver still reaches the backend
     loc = LocalJudgeConfig(model_path="some/judge", max_new_tokens=64, batch_size=3, dtype="bfloat16", device="meta")
     lj = make_backend(JudgeConfig(backend="local", local=loc), image_root=tmp_path)
     assert lj.cfg == loc and lj.model_path == "some/judge" and lj.image_root == tmp_path

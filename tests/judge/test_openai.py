@@ -21,7 +21,7 @@ from rubricflow.judge import (
 )
 from rubricflow.judge import prompt as prompt_mod
 from rubricflow.judge.config import OpenAIJudgeConfig
-from rubricflow.judge.openai_backend import OpenAIJudge, retry_after_seconds
+from rubricflow.judge.openai_backend import OpenAIJudge
 from rubricflow.testing.judge_server import LoopbackJudgeServer, loopback_verdict
 
 RUBRICS = [Rubric("R01", "The counts stated match the image."), Rubric("R02", "The boxed answer is present.")]
@@ -66,7 +66,7 @@ def test_constructor_uses_the_section_values_and_keeps_its_own_copy():
     class State:
         outcome, attempt_number = None, 3
 
-    assert j._wait(State()) == 3.0  # min(backoff_max_s, backoff_initial_s * 2**2) + jitter 0
+    assert j.transport._wait(State()) == 3.0  # min(backoff_max_s, backoff_initial_s * 2**2) + jitter 0
     assert repr(j) == "OpenAIJudge(base_url='http://judge.invalid/v1', model='m-7', concurrency=3)"
     cfg.timeout_s, cfg.extra_body["top_k"] = 99.0, 6  # the judge keeps the values it was built with
     assert j.cfg.timeout_s == 7.5 and j._kwargs(r, j.messages(r))["top_k"] == 5
@@ -206,25 +206,6 @@ def test_retry_after_beyond_limit_fails_without_waiting(server):
     assert out[0].status == "failed"
     assert "Retry-After 600s exceeds retry_after_max_s=5" in out[0].reason
     assert server.requests == 1
-
-
-class _Resp:
-    def __init__(self, headers):
-        self.headers = headers
-
-
-class _Err(Exception):
-    def __init__(self, headers):
-        self.response = _Resp(headers)
-
-
-def test_retry_after_parsing():
-    assert retry_after_seconds(_Err({"retry-after": "3"})) == 3.0
-    assert retry_after_seconds(_Err({"retry-after-ms": "250"})) == 0.25
-    future = time.strftime("%a, %d %b %Y %H:%M:%S GMT", time.gmtime(time.time() + 20))
-    assert 17 <= retry_after_seconds(_Err({"retry-after": future})) <= 21
-    assert retry_after_seconds(_Err({"retry-after": "soon"})) is None
-    assert retry_after_seconds(ValueError("no response")) is None
 
 
 def test_rerun_retries_only_the_failures(server, tmp_path):
@@ -406,16 +387,3 @@ def cache_keys(judge, requests):
         h = r.content_hash()
         for rb in r.rubrics:
             yield cache_key(judge.name, judge.model_id, judge.prompt_version, rb.id, rb.text, h)
-
-
-def test_missing_aiohttp_client_raises_the_shared_backend_unavailable(monkeypatch):
-    import openai
-
-    from models.errors import BackendUnavailable
-    from models.generation import BackendUnavailable as GenerationBackendUnavailable
-
-    assert GenerationBackendUnavailable is BackendUnavailable  # one class: `except` on either name catches both
-    monkeypatch.delattr(openai, "DefaultAioHttpClient", raising=False)
-    j = fast_judge("http://127.0.0.1:9/v1", http_client="aiohttp")
-    with pytest.raises(GenerationBackendUnavailable, match="judge.openai.http_client=aiohttp"):
-        j._client()

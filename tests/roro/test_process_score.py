@@ -1,11 +1,8 @@
 """process_score = sum weight * score * satisfied, computed by code; missing criteria count 0 and are reported."""
 
-import math
-
 import pytest
 
 from rubricflow.methods.roro.rubric import (
-    load_json,
     parse_criterion_judgments,
     parse_rubric,
     process_score,
@@ -108,10 +105,12 @@ def test_parse_rubric_normalises_weights_and_reports_problems():
     assert parse_rubric("").status == "failed"
 
 
-def test_load_json_statuses():
-    assert load_json('{"a": 1}') == ({"a": 1}, "ok", [])
-    obj, status, notes = load_json('```json\n{"a": 1,}\n```')
-    assert obj == {"a": 1} and status == "repaired" and "code fence" in notes
-    obj, status, _ = load_json("nothing here")
-    assert obj is None and status == "failed"
-    assert math.isnan(float("nan"))
+def test_parse_rubric_reads_the_json_between_prose():
+    """The shared tolerant loader tries the span from the first to the last bracket before the text from the first
+    bracket on, so a complete rubric followed by a cut-off second object is read (json-repair on the text from the
+    first bracket returned both objects as a list, and the rubric failed)."""
+    text = ('Rubric: {"criteria": [{"criterion": "c", "weight": 1, "score_guidance": "g"}]} '
+            'and {"criterion": "e"')
+    pr = parse_rubric(text)
+    assert pr.status == "repaired" and pr.reason == "text around JSON"
+    assert pr.criteria == [{"criterion": "c", "weight": 1.0, "score_guidance": "g"}]

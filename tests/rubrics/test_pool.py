@@ -104,6 +104,12 @@ def test_parse_teacher_output_tolerantly():
     )
     items, notes = parse_teacher_rubrics(bad)
     assert items == [] and len(notes) == 3 and "unknown category 'astrology'" in notes[0]
+    assert parse_teacher_rubrics("no json here") == ([], ["unparseable teacher output (no JSON object found)"])
+    assert parse_teacher_rubrics("") == ([], ["unparseable teacher output (empty output)"])
+    # the shared tolerant loader reads the fenced object even when more JSON follows the fence
+    # (json-repair on the whole text returned both as a list, and no item was a rubric)
+    items, notes = parse_teacher_rubrics("```json\n" + teacher_json(rubric_texts(2)) + "\n```\nand [1]")
+    assert [c for c, _ in items] == ["visual_faithfulness", "logical_coherence"] and notes == []
 
 
 def test_teacher_pool_in_one_call():

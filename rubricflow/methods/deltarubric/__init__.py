@@ -1,9 +1,10 @@
 """DeltaRubric: a Disagreement Planner and a Checklist Verifier in one policy, trained by multi-role GRPO.
 
-The modules: data (pair schema + gate), synthetic (pair generator), prompts and parsing (the roles' templates and
-parsers), roles (role = template + parser + reward), rewards (pure math), targets (SFT targets from facts),
-warmstart (the warm start), rollout (multi-role episodes), train, evaluate (judge accuracy tables), stages (thin
-bindings), study (the study adapter), summary (summary lines and ``rubricflow eval-judge``).
+The pairs it judges use the kernel's schema (``rubricflow.data.pairs``). The modules: synthetic (pair generator),
+modes (the judge modes), prompts and parsing (the roles' templates and parsers), roles (role = template + parser +
+reward), rewards (pure math), targets (SFT targets from facts), warmstart (the warm start), rollout (multi-role
+episodes), train, evaluate (judge accuracy tables), stages (thin bindings), study (the study adapter), summary
+(summary lines and ``rubricflow eval-judge``).
 """
 
 from rubricflow.methods.deltarubric import stages

@@ -186,3 +186,8 @@ def effective_grpo(cfg: DRTrainConfig) -> GRPOConfig:
     if cfg.algorithm == "dapo":
         return g.model_copy(update={"loss_agg": "dapo"})
     return g.model_copy(update={"loss_agg": "grpo", "clip_high": g.clip_low})
+
+
+def role_max_tokens(cfg: DRTrainConfig) -> dict[str, int]:
+    """Completion caps per role (``planner``, ``verifier``), as rollouts, probes and evaluations pass them."""
+    return {"planner": cfg.planner_max_tokens, "verifier": cfg.verifier_max_tokens}

@@ -18,7 +18,9 @@ give each to a cheap verdict (the greedy verifier); the probe accuracy is the fr
 lead it to the right winner (malformed checklists count as failures).
 
 ``evaluate_judge`` returns a json-able dict; ``format_table`` renders several of them as one text table
-(``rubricflow eval-judge`` prints it).
+(``rubricflow eval-judge`` prints it). ``judge_tables`` evaluates policy folders on pair sets, and
+``evaluate_policies`` is the ``deltarubric_eval`` stage: the warm start and the trained policy on the held-out
+synthetic pairs and every configured benchmark, in every mode of ``MODES``.
 """
 
 from __future__ import annotations
@@ -27,13 +29,17 @@ from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
-from rubricflow.methods.deltarubric.data import PreferencePair, load_pair_images
+from rubricflow.data.pairs import PreferencePair, load_pair_images, read_pairs, validate_pairs
+from rubricflow.generation import generator_for
+from rubricflow.io import write_json
+from rubricflow.methods.deltarubric.config import DeltaRubricConfig, role_max_tokens
+from rubricflow.methods.deltarubric.modes import MODES
 from rubricflow.methods.deltarubric.roles import NO_RUBRIC, PLANNER, STATIC, VERIFIER
 from rubricflow.methods.deltarubric.rollout import Item, request
 from rubricflow.methods.deltarubric.synthetic import gold_values
 from rubricflow.methods.deltarubric.targets import check_text, disagreement_keys, reference_checks
+from rubricflow.sections import GenerationConfig, ModelsConfig
 
-MODES = ("no_rubric", "static", "deltarubric", "oracle", "agreed")
 _FACT_MODES = ("oracle", "agreed")  # need ground-truth facts (synthetic pairs)
 
 
@@ -125,8 +131,8 @@ def summarize(results: list[Judged]) -> dict:
 
 
 def evaluate_judge(
-    gen, processor, items: list[Item], modes: tuple[str, ...] = ("no_rubric", "static", "deltarubric"),
-    max_tokens: dict[str, int] | None = None, examples: int = 0,
+    gen, processor, items: list[Item], modes: tuple[str, ...], max_tokens: dict[str, int] | None = None,
+    examples: int = 0,
 ) -> dict:
     """``{"n": ..., "modes": {mode: {accuracy, format_violation, [planner_format_violation], by_category}}}``;
     ``oracle`` is skipped (and reported as skipped) for pairs without facts."""
@@ -191,3 +197,51 @@ def format_table(tables: dict[str, dict]) -> str:
     lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)) for r in rows]
     lines.insert(1, "  ".join("-" * w for w in widths))
     return "\n".join(lines)
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# Policies x pair sets (the ``deltarubric_eval`` stage and ``rubricflow eval-judge``)
+
+
+def judge_tables(dr: DeltaRubricConfig, models: ModelsConfig, generation: GenerationConfig,
+                 model_dirs: dict[str, str], pair_sets: dict[str, tuple[str, str | None, int]],
+                 modes: tuple[str, ...], examples: int = 0) -> dict[str, dict]:
+    """``{"<model>/<set>": evaluate_judge(...)}`` for every model directory and pair set
+    (``name -> (dir, split or None, limit)``); every benchmark directory passes the data gate first."""
+    from models.loader import load_policy
+
+    sets = {}
+    for name, (d, split, limit) in pair_sets.items():
+        validate_pairs(d, balance_tol=None)  # benchmarks need not be A/B balanced; everything else must hold
+        sets[name] = load_items(d, read_pairs(d, split, limit=limit or None))
+    out: dict[str, dict] = {}
+    for mname, mdir in model_dirs.items():
+        model, proc = load_policy(mdir, dtype=models.policy.dtype)
+        gen = generator_for(generation, model, proc, model_path=mdir, batch_size=dr.eval.batch_size)
+        for sname, items in sets.items():
+            out[f"{mname}/{sname}"] = evaluate_judge(gen, proc, items, modes, role_max_tokens(dr.train),
+                                                     examples=examples)
+    return out
+
+
+def evaluate_policies(dr: DeltaRubricConfig, models: ModelsConfig, generation: GenerationConfig) -> dict:
+    """The warm start (``sft``) and the trained policy (``grpo``) on the held-out synthetic pairs and every
+    ``eval.benchmarks`` folder, in every mode: writes ``eval.out_dir/eval.json`` and ``eval.txt``, prints the table
+    and returns ``{"<policy>/<set>": {mode: accuracy, "<mode>_format_violation": ...}}``."""
+    sets = {"synthetic-test": (str(Path(dr.pairs.out_dir)), "test", dr.eval.test_pairs)}
+    for b in dr.eval.benchmarks:
+        if not Path(b).is_dir():
+            raise FileNotFoundError(f"deltarubric.eval.benchmarks: {b} is not a directory (ingest it first)")
+        sets[Path(b).name] = (b, None, dr.eval.benchmark_limit)
+    policies = {"sft": dr.sft.out_dir, "grpo": dr.train.out_dir}
+    tables = judge_tables(dr, models, generation, policies, sets, MODES, examples=3)
+    write_json(Path(dr.eval.out_dir) / "eval.json", tables)
+    text = format_table(tables)
+    (Path(dr.eval.out_dir) / "eval.txt").write_text(text + "\n")
+    print(text)
+    metrics: dict = {}
+    for name, t in tables.items():
+        for mode, s in t["modes"].items():
+            metrics.setdefault(name, {})[mode] = s["accuracy"]
+            metrics.setdefault(name, {})[f"{mode}_format_violation"] = s["format_violation"]
+    return metrics

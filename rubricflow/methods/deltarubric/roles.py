@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from rubricflow.methods.deltarubric.data import PreferencePair
+from rubricflow.data.pairs import PreferencePair
 from rubricflow.methods.deltarubric.parsing import parse_checklist, parse_verdict
 from rubricflow.methods.deltarubric.prompts import no_rubric_prompt, planner_prompt, static_prompt, verifier_prompt
 from rubricflow.methods.deltarubric.rewards import judge_reward, planner_reward, verifier_reward

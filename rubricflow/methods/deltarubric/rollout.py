@@ -27,11 +27,11 @@ from typing import Any
 
 from models.generation import Completion, GenRequest
 from models.processor import text_tokenizer
+from rubricflow.data.pairs import PreferencePair
+from rubricflow.grpo.types import Episode
 from rubricflow.methods.deltarubric.config import DRTrainConfig
-from rubricflow.methods.deltarubric.data import PreferencePair
 from rubricflow.methods.deltarubric.rewards import accuracy
 from rubricflow.methods.deltarubric.roles import NO_RUBRIC, PLANNER, ROLES, VERIFIER, Role
-from rubricflow.grpo.types import Episode
 
 
 def chat(processor, text: str, n_images: int) -> str:

@@ -22,15 +22,18 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from rubricflow.data.pairs import read_pairs, validate_pairs
+from rubricflow.generation import generator_for
 from rubricflow.hashing import content_hash
 from rubricflow.io import atomic_path
+from rubricflow.methods.deltarubric.config import role_max_tokens
+from rubricflow.methods.deltarubric.modes import MODES
 from rubricflow.registry import StudyDecl
 from rubricflow.stage import StageContext
 from rubricflow.study.adapter import StudyMethod, Unit
 from rubricflow.study.spec import Claim, StudySpec
 from rubricflow.study.stats import t_interval
 
-MODES = ("no_rubric", "static", "deltarubric", "oracle")
 
 
 def _unit_overrides(vcfg: Any, name: str, spec: StudySpec, unit: Unit, udir: Path) -> dict[str, Any]:
@@ -68,10 +71,8 @@ def _own_mode(ucfg: Any) -> str:
 def run_unit(ucfg: Any, unit: Unit, udir: Path, run: Any, secret_resolver=None) -> dict:
     """Train (unless the variant is untrained: ``deltarubric.train.out_dir`` is then the warm start) and evaluate."""
     from models.loader import load_policy
-    from rubricflow.methods.deltarubric.data import read_pairs, validate_pairs
     from rubricflow.methods.deltarubric.evaluate import evaluate_judge, load_items
-    from rubricflow.methods.deltarubric.stages import _generator, _max_tokens, resume_parts
-    from rubricflow.methods.deltarubric.train import train_policy
+    from rubricflow.methods.deltarubric.train import resume_parts, train_policy, training_inputs
 
     dr = ucfg.deltarubric
     d = Path(dr.pairs.out_dir)
@@ -79,20 +80,16 @@ def run_unit(ucfg: Any, unit: Unit, udir: Path, run: Any, secret_resolver=None) 
     untrained = Path(dr.train.out_dir) == Path(dr.sft.out_dir)
     train_out = None
     if not untrained:
-        model, proc = load_policy(dr.sft.out_dir, dtype=ucfg.models.policy.dtype)
-        train_items = load_items(d, read_pairs(d, "train"))
-        val = read_pairs(d, "val")
-        val = val[:: max(1, len(val) // dr.train.probe_pairs)][: dr.train.probe_pairs]
-        gen = _generator(ucfg.generation, model, proc, model_path=dr.sft.out_dir, batch_size=dr.eval.batch_size)
+        model, proc, gen, train_items, val_items = training_inputs(dr, ucfg.models, ucfg.generation)
         ctx = StageContext.of(ucfg, run, secret_resolver)
-        out = train_policy(model, proc, gen, train_items, load_items(d, val), dr.train, udir / "checkpoints",
-                           log_fn=lambda s, m: ctx.run.log_metrics(m, step=s),
-                           key_parts=resume_parts(dr, ucfg.models, ucfg.generation, unit.seed), save_to=dr.train.out_dir)
-        train_out = out
+        train_out = train_policy(model, proc, gen, train_items, val_items, dr.train, udir / "checkpoints",
+                                 log_fn=lambda s, m: ctx.run.log_metrics(m, step=s),
+                                 key_parts=resume_parts(dr, ucfg.models, ucfg.generation, unit.seed),
+                                 save_to=dr.train.out_dir)
     model, proc = load_policy(dr.train.out_dir, dtype=ucfg.models.policy.dtype)
-    gen = _generator(ucfg.generation, model, proc, model_path=dr.train.out_dir, batch_size=dr.eval.batch_size)
+    gen = generator_for(ucfg.generation, model, proc, model_path=dr.train.out_dir, batch_size=dr.eval.batch_size)
     items = load_items(d, read_pairs(d, dr.eval.split, limit=dr.eval.test_pairs or None))
-    table = evaluate_judge(gen, proc, items, MODES, _max_tokens(dr))
+    table = evaluate_judge(gen, proc, items, MODES, role_max_tokens(dr.train))
     own = "deltarubric" if untrained else _own_mode(ucfg)
     modes = table["modes"]
     metrics: dict[str, float | None] = {"accuracy": modes[own]["accuracy"], "format_violation": modes[own]["format_violation"]}
@@ -200,9 +197,8 @@ ADAPTER = StudyMethod(
 
 # Metrics of a unit on the held-out pairs: `accuracy` / `format_violation` are those of the judge mode the unit was
 # trained for (DeltaRubric's own checklist for DeltaRubric runs and the warm start, the no-rubric / static verdict for
-# the trained baselines); acc_<mode> for every mode.
-METRICS = ["accuracy", "format_violation", "acc_no_rubric", "acc_static", "acc_deltarubric", "acc_oracle",
-           "fmt_deltarubric", "probe_end"]
+# the trained baselines); acc_<mode> for every mode, the agreed-claims control included.
+METRICS = ["accuracy", "format_violation", *(f"acc_{m}" for m in MODES), "fmt_deltarubric", "probe_end"]
 
 
 def deltarubric_spec() -> StudySpec:

@@ -6,6 +6,9 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 from rubricflow.commands import Command, CommandContext, CommandError, Opt
+from rubricflow.data.pairs import PairDataError
+from rubricflow.io import write_json
+from rubricflow.methods.deltarubric.modes import COMPARED_MODES, MODES
 from rubricflow.summary import load_report
 
 
@@ -14,7 +17,7 @@ def summary_lines(r: Path) -> list[str]:
     if not m:
         return []
     out = []
-    order = ("no_rubric", "static", "deltarubric", "oracle")
+    order = COMPARED_MODES
     sets = sorted((k for k, v in m.items() if isinstance(v, dict)), key=lambda k: (not k.startswith("sft/"), k))
     for key in sets:
         accs = m[key]
@@ -31,14 +34,12 @@ def eval_judge(
     pairs: Annotated[list[Path], Opt("Pair directory (repeatable); default: the synthetic pairs.")] = [],
     split: Annotated[Optional[str], Opt("Only this split (default: test for the synthetic pairs, all for others).")] = None,
     limit: Annotated[int, Opt("Pairs per set (0 = all).")] = 0,
-    mode: Annotated[list[str], Opt("Judge modes: no_rubric, static, deltarubric, oracle (repeatable).")] = [],
+    mode: Annotated[list[str], Opt(f"Judge modes: {', '.join(MODES)} (repeatable; default: "
+                                   f"{', '.join(COMPARED_MODES)}).")] = [],
     out: Annotated[Optional[Path], Opt("Also write the tables as json here.")] = None,
 ) -> None:
     """Print verifier accuracy per judge mode (and format violations) for policies x pair sets."""
-    from rubricflow.io import write_json
-    from rubricflow.methods.deltarubric.data import PairDataError
-    from rubricflow.methods.deltarubric.evaluate import MODES, format_table
-    from rubricflow.methods.deltarubric.stages import judge_tables
+    from rubricflow.methods.deltarubric.evaluate import format_table, judge_tables
 
     cfg = ctx.load_config()
     dr = cfg.deltarubric
@@ -52,7 +53,7 @@ def eval_judge(
         sp = split if split is not None else ("test" if p == default_pairs else None)
         sets[p.name] = (str(p), sp, limit)
     try:
-        tables = judge_tables(dr, cfg.models, cfg.generation, models, sets, tuple(mode) or MODES)
+        tables = judge_tables(dr, cfg.models, cfg.generation, models, sets, tuple(mode) or COMPARED_MODES)
     except (PairDataError, FileNotFoundError, ValueError) as e:
         raise CommandError(str(e)) from None
     ctx.echo(format_table(tables))

@@ -26,10 +26,12 @@ import random
 from pathlib import Path
 from typing import Any
 
-from rubricflow.data.synthetic import BAR_MAX, generate_samples
+from rubricflow.data.pairs import PreferencePair, validate_pairs, write_pairs
 from rubricflow.data.schema import Sample
+from rubricflow.data.synthetic import BAR_MAX, generate_samples
 from rubricflow.data.traces import extract_boxed, fmt, parse_claims, render_trace, values_equal
-from rubricflow.methods.deltarubric.data import PreferencePair, write_pairs
+from rubricflow.io import staged_dir
+from rubricflow.methods.deltarubric.config import PairsConfig
 
 ERROR_KINDS = {"counting": ("count", "colour"), "barchart": ("value", "relation"), "geometry": ("value", "relation")}
 
@@ -284,3 +286,22 @@ def gold_values(facts: dict) -> dict[str, Any]:
     out.update({k: v for k, v in f.get("intermediate", [])})
     out["answer"] = ans
     return out
+
+
+def write_pair_set(p: PairsConfig) -> dict:
+    """Generate the synthetic preference pairs into ``p.out_dir``, published only when they pass the data gate;
+    returns their counts per split and category, the A fraction per split and the fraction of partial pairs."""
+    sizes = {"train": p.train, "val": p.val, "test": p.test}
+    with staged_dir(p.out_dir) as tmp:
+        pairs = build_pairs(tmp, list(p.tasks), sizes, p.seed, p.image_size, p.partial_frac)
+        stats = validate_pairs(tmp, balance_tol=p.balance_tol)
+    cats: dict[str, int] = {}
+    for x in pairs:
+        cats[x.category] = cats.get(x.category, 0) + 1
+    return {
+        "n_pairs": len(pairs),
+        "splits": {s: sum(x.split == s for x in pairs) for s in sizes},
+        "frac_a": stats["frac_a"],
+        "partial_frac": sum(x.meta.get("kind") == "partial" for x in pairs) / max(len(pairs), 1),
+        "categories": cats,
+    }

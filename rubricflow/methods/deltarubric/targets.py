@@ -20,8 +20,8 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
+from rubricflow.data.pairs import PreferencePair
 from rubricflow.data.traces import extract_boxed, fmt, parse_claims, values_equal
-from rubricflow.methods.deltarubric.data import PreferencePair
 from rubricflow.methods.deltarubric.prompts import STATIC_CRITERIA
 from rubricflow.methods.deltarubric.synthetic import gold_values, response_text
 

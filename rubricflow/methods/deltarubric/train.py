@@ -7,21 +7,32 @@ to one ``GRPOUpdater.update`` call, which normalises advantages per role (decoup
 on the shared policy (``train.judge: no_rubric | static`` trains that judge mode alone instead: the paper's
 trained baselines). The planner probe runs on validation pairs every ``probe_every`` steps (with the torch RNG
 forked, so probing does not change the training samples) and once after the last step.
+
+``run_training`` is the ``deltarubric_train`` stage: the warm start and the pairs (``training_inputs``), the resume
+key (``resume_parts``), the curve and the summary metrics.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import torch
 
 from models.processor import text_tokenizer
-from rubricflow.methods.deltarubric.config import DRTrainConfig, effective_grpo
-from rubricflow.methods.deltarubric.evaluate import planner_probe
+from rubricflow.data.pairs import PreferencePair, read_pairs
+from rubricflow.generation import generator_for
+from rubricflow.io import write_json
+from rubricflow.methods.deltarubric.config import DeltaRubricConfig, DRTrainConfig, effective_grpo, role_max_tokens
+from rubricflow.methods.deltarubric.evaluate import load_items, planner_probe
 from rubricflow.methods.deltarubric.rollout import Item, collect, score
+from rubricflow.progress import progress
+from rubricflow.ranks import process_rank
+from rubricflow.sections import GenerationConfig, ModelsConfig
 
 LogFn = Callable[[int, dict[str, float]], None]
 
@@ -59,7 +70,7 @@ def train_policy(
     updater = GRPOUpdater(CausalLMAdapter(model, processor, g.temperature), engine, g)
     tok = text_tokenizer(processor)
     eos = tok.convert_tokens_to_ids("<|im_end|>")
-    max_tokens = {"planner": cfg.planner_max_tokens, "verifier": cfg.verifier_max_tokens}
+    max_tokens = role_max_tokens(cfg)
     if cfg.judge != "deltarubric":  # a single-step judge run has no planner to probe
         val_items = []
 
@@ -112,3 +123,85 @@ def read_curve(path: Path, steps: int) -> list[dict]:
                 r = json.loads(line)
                 rows[int(r["step"])] = r
     return [rows[k] for k in sorted(rows) if k < steps]
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# From the warm start (the ``deltarubric_train`` stage)
+
+
+TRAINING_CODE = ("rubricflow.methods.deltarubric", "rubricflow.data.pairs", "rubricflow.grpo")
+
+
+def resume_parts(dr: DeltaRubricConfig, models: ModelsConfig, generation: GenerationConfig, seed: int) -> dict:
+    """The resume key's parts: the pairs / sft / train sections, the policy model settings, the generation section,
+    the seed, the contents of the SFT policy folder and the pairs folder, and the training code."""
+    from rubricflow.grpo.checkpoint import code_hash, content_hash
+
+    parts = {k: getattr(dr, k).model_dump(mode="json") for k in ("pairs", "sft", "train")}
+    parts.update({
+        "models.policy": models.policy.model_dump(mode="json"),
+        "generation": generation.essential_dump(),
+        "seed": seed,
+        "init_policy": content_hash(dr.sft.out_dir),
+        "data": content_hash(Path(dr.pairs.out_dir)),
+        "code": code_hash(*TRAINING_CODE),
+    })
+    return parts
+
+
+def probe_subset(val: list[PreferencePair], n: int) -> list[PreferencePair]:
+    """``n`` validation pairs for the planner probe, spread over the tasks (every k-th pair)."""
+    return val[:: max(1, len(val) // n)][:n]
+
+
+def training_inputs(dr: DeltaRubricConfig, models: ModelsConfig, generation: GenerationConfig) -> tuple:
+    """``(model, processor, generator, train items, probe items)``: the warm start (``sft.out_dir``), the train
+    pairs and ``train.probe_pairs`` validation pairs for the planner probe."""
+    from models.loader import load_policy
+
+    d = Path(dr.pairs.out_dir)
+    model, proc = load_policy(dr.sft.out_dir, dtype=models.policy.dtype)
+    train_items = load_items(d, read_pairs(d, "train"))
+    val_items = load_items(d, probe_subset(read_pairs(d, "val"), dr.train.probe_pairs))
+    gen = generator_for(generation, model, proc, model_path=dr.sft.out_dir, batch_size=dr.eval.batch_size)
+    return model, proc, gen, train_items, val_items
+
+
+def run_training(dr: DeltaRubricConfig, models: ModelsConfig, generation: GenerationConfig, seed: int,
+                 checkpoint_dir: str | Path, reports_dir: Path, run: Any, log_fn: LogFn | None = None) -> dict:
+    """Multi-role GRPO from the warm start with a progress bar, per-step metrics to ``run`` and ``log_fn``, and the
+    curve in ``reports_dir/plots/deltarubric_train.json``; returns the resume state, the probe accuracy at the
+    start and the end, and the last five steps' mean role metrics."""
+    model, proc, gen, train_items, val_items = training_inputs(dr, models, generation)
+
+    def log(step: int, m: dict) -> None:
+        run.log_metrics(m, step=step)
+        if log_fn is not None:
+            log_fn(step, m)
+
+    t0 = time.perf_counter()
+    with progress("deltarubric train", total=dr.train.grpo.steps) as bar:
+        out = train_policy(model, proc, gen, train_items, val_items, dr.train, checkpoint_dir, log_fn=log,
+                           progress=bar.advance, key_parts=resume_parts(dr, models, generation, seed),
+                           save_to=dr.train.out_dir)
+    if process_rank() == 0:
+        write_json(Path(reports_dir) / "plots" / "deltarubric_train.json", out["curve"])
+    last = out["curve"][-5:]
+    probes = [r["probe/accuracy"] for r in out["curve"] if "probe/accuracy" in r]
+
+    def tail_mean(key: str) -> float | None:
+        xs = [r[key] for r in last if key in r]
+        return sum(xs) / len(xs) if xs else None
+
+    return {
+        "steps": out["steps"],
+        "resumed_from": out["resumed_from"],
+        "resume_refused": out["resume_refused"],
+        "corrupt_checkpoints": out["corrupt_checkpoints"],
+        "train_seconds": round(time.perf_counter() - t0, 1),
+        "probe_accuracy_start": probes[0] if probes else None,
+        "probe_accuracy_end": out["final_probe"].get("probe/accuracy"),
+        "planner_format_violation_end": out["final_probe"].get("probe/format_violation"),
+        "last5": {k: tail_mean(k) for k in ("verifier/accuracy", "no_rubric/accuracy", "planner/reward",
+                                              "planner/format_violation", "planner/gain_over_no_rubric")},
+    }

@@ -18,17 +18,24 @@ checklist to guide.
 
 The baselines get examples too: the tiny model has no instruction following of its own, and the comparison
 between judge modes is only fair when every mode's output format was taught equally.
+
+``warm_start`` is the ``deltarubric_sft`` stage: the base model (``build_or_load_base``), the examples, the phases.
 """
 
 from __future__ import annotations
 
 import random
+import time
+from pathlib import Path
+from typing import Any
 
+from rubricflow.data.pairs import PreferencePair, read_pairs
+from rubricflow.io import staged_dir, write_json
+from rubricflow.methods.deltarubric.config import DeltaRubricConfig, DRSFTConfig
+from rubricflow.methods.deltarubric.evaluate import load_items
+from rubricflow.methods.deltarubric.prompts import read_prompt
 from rubricflow.methods.deltarubric.roles import NO_RUBRIC, PLANNER, STATIC, VERIFIER
 from rubricflow.methods.deltarubric.rollout import Item, chat, request
-from rubricflow.methods.deltarubric.config import DRSFTConfig
-from rubricflow.methods.deltarubric.data import PreferencePair
-from rubricflow.methods.deltarubric.prompts import read_prompt
 from rubricflow.methods.deltarubric.targets import (
     no_rubric_target,
     planner_target,
@@ -38,7 +45,9 @@ from rubricflow.methods.deltarubric.targets import (
     verifier_target,
     worked_reading,
 )
-from rubricflow.sft import SFTExample
+from rubricflow.progress import progress
+from rubricflow.sections import ModelsConfig
+from rubricflow.sft import SFTExample, train_sft
 
 
 def role_texts(pair: PreferencePair, cfg: DRSFTConfig, rng: random.Random) -> list[tuple[str, list[str] | None, str]]:
@@ -105,3 +114,94 @@ def pair_tokenizer_corpus(pairs: list[PreferencePair], cfg: DRSFTConfig, seed: i
     for p in pairs[:64]:  # the read task's instruction (its images are not pairs; its targets are traces)
         texts.append(read_prompt(p.question))
     return texts
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The warm start (the ``deltarubric_sft`` stage)
+
+
+def build_or_load_base(models: ModelsConfig, dr: DeltaRubricConfig, train_pairs, seed: int):
+    """Tiny profile: build a fresh tiny model whose tokenizer is trained on DeltaRubric's prompts and targets;
+    pretrained: load ``models.policy.path``."""
+    from models.loader import load_policy
+    from models.tiny import TinyDims, build_tiny_text, build_tiny_vl, save
+
+    spec = models.policy
+    if spec.source == "pretrained":
+        return load_policy(spec.path, dtype=spec.dtype)
+    dims = TinyDims(
+        hidden_size=dr.sft.hidden_size or spec.hidden_size, num_layers=spec.num_layers, num_heads=spec.num_heads,
+        num_kv_heads=max(1, spec.num_heads // 2), vision_hidden_size=spec.vision_hidden_size,
+        vision_depth=spec.vision_depth, vocab_size=spec.vocab_size, image_size=dr.pairs.image_size,
+    )
+    build = build_tiny_vl if spec.arch == "qwen2_5_vl" else build_tiny_text
+    model, proc = build(pair_tokenizer_corpus(train_pairs, dr.sft, seed), dims, seed=seed)
+    with staged_dir(dr.sft.base_dir) as tmp:
+        save(model, proc, tmp)
+    return model, proc
+
+
+def warm_start(dr: DeltaRubricConfig, models: ModelsConfig, seed: int, reports_dir: Path, run: Any,
+               log_fn=None) -> dict:
+    """Warm start on the train pairs (and, with ``sft.perception_images``, the reading examples first): saves the
+    policy to ``sft.out_dir`` and the loss curve to ``reports_dir/plots/deltarubric_sft_loss.json``; logs every
+    10th step to ``run`` and every step to ``log_fn``; returns the example counts and the losses."""
+    from models.tiny import save
+
+    d = Path(dr.pairs.out_dir)
+    train = read_pairs(d, "train")
+    if not train:
+        raise ValueError(f"{d}: no train pairs; set deltarubric.pairs.train > 0")
+    if dr.sft.init_from:
+        from models.loader import load_policy
+
+        model, proc = load_policy(dr.sft.init_from, dtype=models.policy.dtype)
+    else:
+        model, proc = build_or_load_base(models, dr, train, seed)
+    examples = sft_examples(proc, load_items(d, train), dr.sft, seed=seed)
+    n_pair_examples = len(examples)
+    reading: list = []
+    if dr.sft.perception_images:
+        samples = perception_samples(list(dr.pairs.tasks), dr.sft.perception_images, dr.pairs.seed,
+                                     dr.pairs.image_size)
+        reading = read_examples(proc, samples)
+    phases = [("roles", examples, dr.sft.steps, dr.sft.batch_size)]
+    if reading and dr.sft.perception_steps:
+        phases.insert(0, ("reading", reading, dr.sft.perception_steps, dr.sft.perception_batch_size))
+    else:
+        examples += reading
+    curve: list[dict] = []
+    offset = 0
+
+    def log(step: int, m: dict, phase: str) -> None:
+        curve.append({"step": offset + step, "phase": phase, "loss": m["sft/loss"]})
+        if log_fn is not None:
+            log_fn(offset + step, m)
+        if step % 10 == 0:
+            run.log_metrics(m, step=offset + step)
+
+    t0 = time.perf_counter()
+    losses: list[float] = []
+    with progress("deltarubric sft", total=sum(p[2] for p in phases)) as bar:
+        for phase, exs, steps, bs in phases:
+            losses = train_sft(
+                model, proc, exs, steps=steps, batch_size=bs, lr=dr.sft.lr, warmup_steps=dr.sft.warmup_steps,
+                seed=seed, schedule=dr.sft.schedule,
+                log_fn=lambda s, m, ph=phase: (log(s, m, ph), bar.advance(1, loss=m["sft/loss"])),
+            )
+            offset += steps
+    sft_s = time.perf_counter() - t0
+    with staged_dir(dr.sft.out_dir) as tmp:
+        save(model, proc, tmp)
+    write_json(Path(reports_dir) / "plots" / "deltarubric_sft_loss.json", curve)
+    tail = losses[-20:]
+    return {
+        "train_examples": len(examples),
+        "pair_examples": n_pair_examples,
+        "reading_examples": len(reading),
+        "reading_steps": dr.sft.perception_steps if reading else 0,
+        "params": sum(p.numel() for p in model.parameters()),
+        "first_loss": losses[0] if losses else None,
+        "final_loss": sum(tail) / len(tail) if tail else None,
+        "sft_seconds": round(sft_s, 1),
+    }

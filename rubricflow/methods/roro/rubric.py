@@ -14,8 +14,8 @@ criterion without a judgment counts 0 and is reported (``score_judgments(...).mi
 
 Parsing follows the judge layer's statuses: ``ok`` (strict JSON of the expected shape), ``repaired`` (needed
 tolerant repair, or some entries were unusable and dropped: the reason says which), ``failed`` (nothing usable;
-the score is then *missing*, never 0). All LM text goes through ``load_json`` — the one function to switch when
-the judge layer exposes its generic tolerant loader.
+the score is then *missing*, never 0). All LM text goes through the judge layer's tolerant loader
+(``rubricflow.judge.tolerant_json.load_json``).
 """
 
 from __future__ import annotations
@@ -24,13 +24,10 @@ import json
 import math
 import re
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
-import json_repair
-
-from rubricflow.judge.parse import FALSE_WORDS, FENCE_RE, TRUE_WORDS
-
-Status = Literal["ok", "repaired", "failed"]
+from rubricflow.judge.parse import FALSE_WORDS, TRUE_WORDS
+from rubricflow.judge.tolerant_json import Status, load_json
 
 
 def norm_criterion(text: str) -> str:
@@ -87,38 +84,7 @@ def process_score(rubric: list[dict], judgments: list[dict]) -> float:
 
 
 # ----------------------------------------------------------------------------------------------------------------
-# Tolerant JSON
-
-
-def load_json(text: str | None) -> tuple[Any, Status, list[str]]:
-    """``(object, status, notes)``: strict ``json.loads`` is ``ok``; JSON found only inside a code fence or
-    surrounding text, or only after ``json-repair`` (truncation, trailing commas, quotes), is ``repaired``; else
-    ``(None, "failed", [why])``."""
-    if text is None or not str(text).strip():
-        return None, "failed", ["empty output"]
-    text = str(text).strip()
-    try:
-        return json.loads(text), "ok", []
-    except (ValueError, RecursionError):
-        pass
-    candidates = [(m.group(1), "code fence") for m in FENCE_RE.finditer(text)]
-    start = min((i for i in (text.find("{"), text.find("[")) if i >= 0), default=-1)
-    if start > 0:
-        candidates.append((text[start:], "text before JSON"))
-    candidates.append((text, ""))
-    for cand, how in candidates:
-        notes = [how] if how else []
-        try:
-            return json.loads(cand), "repaired", notes
-        except (ValueError, RecursionError):
-            pass
-        try:
-            obj = json_repair.loads(cand)
-        except Exception:  # noqa: BLE001 - json-repair raises its own errors on some inputs
-            continue
-        if isinstance(obj, (dict, list)) and obj:
-            return obj, "repaired", notes + ["tolerant JSON repair"]
-    return None, "failed", ["no JSON object found"]
+# Reading parsed JSON
 
 
 def _items(obj: Any, keys: tuple[str, ...]) -> list | None:

@@ -3,7 +3,8 @@
 A teacher is any backend with ``generate(system, user, schema=None) -> str`` (the openai and local judges).
 One prompt asks for all K candidates across the four categories; if fewer than K distinct valid ones come back,
 a follow-up call asks for the missing number (listing the ones already written), at most ``max_calls`` calls in
-total, never one per sample. Output is parsed tolerantly (json-repair); categories are matched loosely
+total, never one per sample. Output is parsed tolerantly (``rubricflow.judge.tolerant_json``: code fences,
+prose around the JSON, json-repair); categories are matched loosely
 ("Visual faithfulness" -> visual_faithfulness); invalid items are dropped with a note, duplicates removed, ids
 reassigned ``T01..TK``. Teacher rubrics have no programmatic ``check``: judge them with an LLM judge.
 """
@@ -13,9 +14,8 @@ from __future__ import annotations
 import logging
 from typing import Protocol
 
-import json_repair
-
 from rubricflow.judge.protocol import CATEGORIES, Rubric
+from rubricflow.judge.tolerant_json import load_json
 from rubricflow.methods.rucl.rubrics.pool import RubricPool, dedupe, normalise_text
 
 log = logging.getLogger("rubricflow.methods.rucl.rubrics.teacher")
@@ -82,11 +82,10 @@ def _category(value) -> str | None:
 
 def parse_teacher_rubrics(text: str) -> tuple[list[tuple[str, str]], list[str]]:
     """Raw teacher text -> ([(category, text)], notes about dropped items)."""
+    obj, status, why = load_json(text)
+    if status == "failed":
+        return [], [f"unparseable teacher output ({'; '.join(why)})"]
     notes: list[str] = []
-    try:
-        obj = json_repair.loads(text or "")
-    except Exception as e:  # json-repair's own failures
-        return [], [f"unparseable teacher output ({type(e).__name__})"]
     items = obj.get("rubrics", obj.get("candidates")) if isinstance(obj, dict) else obj
     if not isinstance(items, list):
         return [], ["no rubric list in teacher output"]

@@ -1,9 +1,9 @@
-"""Preference pairs: the data DeltaRubric judges, stored like every rubricflow dataset (parquet + images).
+"""Preference pairs: two responses to one question and the preferred one, stored like every rubricflow dataset.
 
 A pair directory holds ``pairs.parquet`` (one row per pair), ``images/`` and ``manifest.json``. Image paths in
 rows are relative to the directory, so a pair set moves (and is versioned by DVC) as one unit. The same schema
-holds synthetic pairs (rubricflow.methods.deltarubric.synthetic) and benchmark pairs (the VL-RewardBench / Multimodal
-RewardBench adapters in rubricflow.data.adapters write it with ``write_pairs``).
+holds synthetic pairs (a method's pair generator writes them with ``write_pairs``) and benchmark pairs (the
+VL-RewardBench / Multimodal RewardBench adapters in rubricflow.data.adapters).
 
 Fields of a ``PreferencePair``:
 
@@ -143,8 +143,8 @@ def read_pairs(data_dir: str | Path, split: str | None = None, limit: int | None
     path = Path(data_dir) / PAIRS_PARQUET
     if not path.exists():
         raise FileNotFoundError(
-            f"{path}: no preference pairs here (expected {PAIRS_PARQUET}); run `rubricflow deltarubric-pairs` "
-            "or a benchmark adapter first"
+            f"{path}: no preference pairs here (expected {PAIRS_PARQUET}); run the stage that generates them "
+            "or ingest a benchmark first (`rubricflow ingest --format vlrewardbench|mmrewardbench`)"
         )
     out = [PreferencePair.from_row(r) for r in pq.read_table(path).to_pylist()]
     if split is not None:

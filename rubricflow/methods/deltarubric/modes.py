@@ -1,0 +1,10 @@
+"""DeltaRubric's judge modes (how a verdict is reached; ``evaluate`` describes each), torch-free so that any module
+can name them.
+
+``MODES`` is every mode the evaluation knows, in table order; ``CONTROLS`` are the modes that test the verifier
+rather than compete as a judge (reported by the eval stage, not compared in studies); ``COMPARED_MODES`` the rest.
+"""
+
+MODES = ("no_rubric", "static", "deltarubric", "oracle", "agreed")
+CONTROLS = ("agreed",)
+COMPARED_MODES = tuple(m for m in MODES if m not in CONTROLS)
