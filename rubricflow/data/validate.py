@@ -159,7 +159,6 @@ def validate_dataset(
     data_dir: str | Path, min_split_size: int = 1, required_splits: list[str] | None = None
 ) -> GateReport:
     """Run the gate; raise ValidationFailed (message names expectation, column, offending ids) on failure."""
-    import pandas as pd
     import pyarrow as pa
     import pyarrow.parquet as pq
 

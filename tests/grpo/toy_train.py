@@ -67,7 +67,6 @@ def main(argv: list[str] | None = None) -> None:
     args = ap.parse_args(argv)
 
     rubricflow.env.configure_threads()
-    import torch
 
     from models.generation import GenRequest
     from models.generation.hf import TransformersGenerator

@@ -1,6 +1,5 @@
 """Step checking, error propagation and the routing environment with scripted step models."""
 
-import json
 
 import pytest
 
