@@ -1,7 +1,7 @@
 """The method registry: every method is one :class:`Method` object, and the kernel iterates them.
 
 A method is a folder ``rubricflow/methods/<name>/`` whose ``__init__.py`` exposes ``METHOD``: its config sections,
-its stages, the pipelines those stages form, its study adapter and default studies, its lines of the run summary
+its stages, the pipelines those stages form, its study adapters and default studies, its lines of the run summary
 and its extra CLI commands. The kernel (config composition, the manifest, the CLI, the study harness, the summary)
 reads them from here and names no method.
 
@@ -106,8 +106,9 @@ class Method:
     sections: tuple[SectionDecl, ...] = ()
     stages: tuple[StageSpec, ...] = ()
     pipelines: tuple[Pipeline, ...] = ()
-    # the study adapter (rubricflow.study.StudyMethod) whose units this method's studies train, or None
-    study: Any = None
+    # study adapters (rubricflow.study.adapter.StudyMethod): how a unit of this method is trained and evaluated; a
+    # study names one by its `name` (study.<name>.method)
+    adapters: tuple = ()
     studies: tuple[StudyDecl, ...] = ()
     # reports dir -> this method's lines of the run summary (`rubricflow summary`, the end of `make run`)
     summary: Callable[[Path], list[str]] | None = None
@@ -161,7 +162,7 @@ def _check_unique(found: list[Method]) -> None:
     for m in found:
         names = ([("method", m.name)] + [("section", s.name) for s in m.sections]
                  + [("stage", s.name) for s in m.stages] + [("pipeline", p.name) for p in m.pipelines]
-                 + [("study", s.name) for s in m.studies])
+                 + [("study", s.name) for s in m.studies] + [("study adapter", a.name) for a in m.adapters])
         for key in names:
             if key in owners:
                 raise RegistryError(f"{key[0]} {key[1]!r} is registered by both {owners[key]!r} and {m.name!r}")
@@ -227,8 +228,8 @@ def studies() -> dict[str, tuple[Method, StudyDecl]]:
 
 
 def study_adapters() -> dict[str, Any]:
-    """Method name -> its study adapter (methods without one are left out)."""
-    return {m.name: m.study for m in methods().values() if m.study is not None}
+    """Adapter name -> every registered study adapter."""
+    return {a.name: a for m in methods().values() for a in m.adapters}
 
 
 def commands() -> list[Command]:

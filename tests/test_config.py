@@ -188,3 +188,41 @@ def test_a_field_can_opt_in_to_infinity():
     lim = Limits()
     with pytest.raises(ValidationError, match="not a boolean"):
         lim.rate = True  # assignments are checked too
+
+
+def test_every_operational_field_declared_by_a_section_is_one_of_its_fields():
+    """Section.operational is the one declaration of the fields that change how results are fetched or served; a
+    name that is not a field (a typo, a renamed field) would silently keep that field in every resume key."""
+    from pydantic import BaseModel
+
+    from rubricflow.config import Config
+    from rubricflow.sections import Section
+
+    seen: list[type] = []
+
+    def walk(model: type) -> None:
+        if model in seen:
+            return
+        seen.append(model)
+        for f in model.model_fields.values():
+            for tp in getattr(f.annotation, "__args__", ()) or (f.annotation,):
+                if isinstance(tp, type) and issubclass(tp, BaseModel):
+                    walk(tp)
+
+    walk(Config)
+    declared = {m.__name__: m.operational for m in seen if issubclass(m, Section) and m.operational}
+    assert {"GenerationConfig", "JudgeConfig", "OpenAIJudgeConfig", "RoRoConfig"} <= set(declared)
+    for m in seen:
+        if issubclass(m, Section):
+            assert m.operational <= set(m.model_fields), (m.__name__, m.operational - set(m.model_fields))
+
+
+def test_essential_dump_leaves_out_operational_fields_at_every_level():
+    from rubricflow.judge.config import JudgeConfig
+
+    j = JudgeConfig.model_validate({"cache_path": "x.sqlite", "openai": {"concurrency": 3, "temperature": 0.5}})
+    full, essential = j.model_dump(mode="json"), j.essential_dump()
+    assert "cache_path" in full and "cache_path" not in essential
+    assert "concurrency" not in essential["openai"] and essential["openai"]["temperature"] == 0.5
+    assert {k: v for k, v in full.items() if k not in JudgeConfig.operational and k != "openai"} == \
+        {k: v for k, v in essential.items() if k != "openai"}

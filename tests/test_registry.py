@@ -45,3 +45,18 @@ def test_an_entry_point_that_is_not_a_method_is_refused_by_name(monkeypatch):
                                                       "rubricflow.registry.Method"):
         registry.methods()
     monkeypatch.setattr(registry, "_CACHE", None)
+
+
+def test_loading_every_method_the_config_and_the_cli_imports_no_torch():
+    """The registry loads every method's stages, studies and commands on each CLI start: they import their heavy
+    logic when it runs, so `rubricflow --help` and `show-config` never pay for torch."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    code = ("import sys, rubricflow.config, flows.cli; from rubricflow import registry; registry.pipelines(); "
+            "print(sorted(m for m in ('torch', 'transformers', 'mlflow', 'prefect.flows') if m in sys.modules))")
+    root = Path(__file__).resolve().parents[1]
+    out = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip() == "[]"

@@ -180,7 +180,7 @@ def ensure_dist_env() -> dict[str, str]:
 def _configure_shm_comm(enabled: bool) -> bool:
     """Whether DeepSpeed's CPU shared-memory all-reduce op is used (CPU accelerator only).
 
-    ``deepspeed.comm`` JIT-compiles it (shm.cpp, about 2 min of CPU, minutes of wall time on a busy 2-core box) on
+    ``deepspeed.comm`` JIT-compiles it (shm.cpp, minutes of CPU: docs/operations.md, "Measurements behind defaults") on
     its first start even for one process, where it is useless. When disabled we mark the op incompatible in
     DeepSpeed's probe table (``deepspeed.ops.__compatible_ops__``; the module keeps that dict so the edit holds)
     and all-reduce goes through plain gloo. Enable it for several CPU processes with large models; once built it

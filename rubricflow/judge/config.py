@@ -58,7 +58,7 @@ class OpenAIJudgeConfig(Section):
     temperature: float = Field(0.0, ge=0, description="Judge sampling temperature (0 = greedy, reproducible).")
     max_tokens: int = Field(
         512, ge=16,
-        description="Completion token cap per judge call (compact verdicts of 20 rubrics take about 150 tokens).",
+        description="Completion token cap per judge call (compact verdicts of many rubrics fit well inside the default).",
     )
     send_images: bool = Field(
         True, description="Send the sample images as base64 data URLs (False for text-only judges)."

@@ -56,17 +56,22 @@ def render_markdown(name: str, agg: Mapping, info: Mapping, chosen: Mapping | No
     for v, row in agg["variants"].items():
         lines.append(f"| {v} | {len(row['seeds'])} | " + " | ".join(_pm(row[m]) for m in metrics) + " |")
     if chosen is not None:
+        cost = chosen.get("cost") or []
+        rule = (f"; every setting within {chosen['tolerance']:g} of the best competes on cost ({', '.join(cost)}: "
+                "lower is cheaper, in that order) and the cheapest wins" if cost and chosen.get("tolerance") else "")
         lines += [
             "",
             f"Selection on {split}: each setting's score is the mean over its variants of their mean "
-            f"{chosen['metric']} ({chosen['direction']} is better).",
+            f"{chosen['metric']} ({chosen['direction']} is better){rule}.",
             "",
-            "| setting | variants | score | selected |",
-            "|---|---|---|---|",
+            "| setting | variants | score | " + "".join(f"{c} | " for c in cost) + "selected |",
+            "|---|---|---|" + "---|" * len(cost) + "---|",
         ]
         for k, v in chosen["settings"].items():
             members = ", ".join(f"{m} {_fmt(x)}" for m, x in v["means"].items())
-            lines.append(f"| {k} | {members} | {_fmt(v['score'])} | {'**selected**' if k == chosen['selected'] else ''} |")
+            costs = "".join(f"{_fmt(c)} | " for c in v.get("cost", []))
+            lines.append(f"| {k} | {members} | {_fmt(v['score'])} | {costs}"
+                         f"{'**selected**' if k == chosen['selected'] else ''} |")
         lines += ["", f"**selected: {chosen['selected']}**"]
     if agg["claims"]:
         lines += [

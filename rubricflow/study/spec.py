@@ -29,7 +29,9 @@ class Claim(Section):
 class Selection(Section):
     """How a selection study (one evaluated on ``val``) picks a setting: each *setting* is a group of variants (e.g.
     one learning rate under two reward modes); its score is the mean over its variants of their mean ``metric`` over
-    seeds, and the best score wins (ties: the first setting listed)."""
+    seeds, and the best score wins (ties: the first setting listed). With ``tolerance`` and ``cost``, every setting
+    within ``tolerance`` of the best score competes on cost instead: the lowest mean ``cost`` metrics (compared in
+    order) win, so a setting that is better by noise does not win over a cheaper one."""
 
     metric: str = Field("accuracy", description="Metric the choice is made on (a study metric, on `val`).")
     direction: Literal["higher", "lower"] = Field("higher", description="'higher': the largest score wins.")
@@ -39,6 +41,20 @@ class Selection(Section):
         "setting). Grouping one hyperparameter value across methods tunes it for all of them at once, favouring "
         "none.",
     )
+    tolerance: float = Field(
+        0.0, ge=0, description="Settings whose score is within this distance of the best compete on `cost`."
+    )
+    cost: list[str] = Field(
+        default_factory=list,
+        description="Metrics (lower = cheaper, compared in order) that decide among the settings within `tolerance` "
+        "of the best; required when `tolerance` > 0.",
+    )
+
+    @model_validator(mode="after")
+    def _cost_with_tolerance(self) -> Selection:
+        if self.tolerance > 0 and not self.cost:
+            raise ValueError("selection.tolerance > 0 needs `cost` metrics to decide among the settings it admits")
+        return self
 
 
 class StudySpec(Section):
@@ -116,8 +132,9 @@ class StudySpec(Section):
         if self.selection is not None:
             if self.eval_split != "val":
                 raise ValueError("selection: a study that chooses must be evaluated on val (eval_split: val)")
-            if self.selection.metric not in self.metrics:
-                raise ValueError(f"selection.metric {self.selection.metric!r} is not in metrics {self.metrics}")
+            for m in (self.selection.metric, *self.selection.cost):
+                if m not in self.metrics:
+                    raise ValueError(f"selection metric {m!r} is not in metrics {self.metrics}")
             for setting, members in self.selection.settings.items():
                 bad = [v for v in members if v not in self.variants] or ([] if members else ["(none)"])
                 if bad:

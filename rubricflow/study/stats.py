@@ -96,22 +96,36 @@ def aggregate(
 
 
 def select(agg: Mapping[str, Any], selection: Selection | Mapping | None) -> dict[str, Any] | None:
-    """The setting a selection study chooses: per setting, the mean over its variants of their mean ``metric``
-    over seeds; the best score wins (``direction``; ties: the first setting listed). A setting with a variant that
-    has no value is not eligible (it would be scored on fewer methods than the others)."""
+    """The setting a selection study chooses (``Selection``): per setting, the mean over its variants of their mean
+    ``metric`` over seeds; the best score wins (ties: the first setting listed), or, with ``tolerance``, the cheapest
+    setting (mean ``cost`` metrics, in order) within ``tolerance`` of the best. A setting with a variant that has no
+    value is not eligible (it would be scored on fewer methods than the others)."""
     if selection is None:
         return None
     sel = selection if isinstance(selection, Selection) else Selection.model_validate(dict(selection))
     groups = sel.settings or {v: [v] for v in agg["variants"]}
+
+    def mean_of(members: Sequence[str], metric: str) -> tuple[dict, float | None]:
+        means = {v: (agg["variants"].get(v) or {}).get(metric, {}).get("mean") for v in members}
+        ok = all(m is not None for m in means.values())
+        return means, (sum(means.values()) / len(means) if ok else None)
+
     scores: dict[str, Any] = {}
     for setting, members in groups.items():
-        means = [(agg["variants"].get(v) or {}).get(sel.metric, {}).get("mean") for v in members]
-        ok = all(m is not None for m in means)
-        scores[setting] = {"variants": list(members), "means": dict(zip(members, means)),
-                           "score": sum(means) / len(means) if ok else None}
-    eligible = [(k, v["score"]) for k, v in scores.items() if v["score"] is not None]
+        means, score = mean_of(members, sel.metric)
+        scores[setting] = {"variants": list(members), "means": means, "score": score}
+        if sel.cost:
+            scores[setting]["cost"] = [mean_of(members, c)[1] for c in sel.cost]
+    sign = 1.0 if sel.direction == "higher" else -1.0
+    eligible = [k for k, v in scores.items() if v["score"] is not None
+                and all(c is not None for c in v.get("cost", []))]
     best = None
     if eligible:
-        sign = 1.0 if sel.direction == "higher" else -1.0
-        best = max(eligible, key=lambda kv: sign * kv[1])[0]  # max keeps the first of equal keys
-    return {"metric": sel.metric, "direction": sel.direction, "settings": scores, "selected": best}
+        top = max(sign * scores[k]["score"] for k in eligible)
+        near = [k for k in eligible if sign * scores[k]["score"] >= top - sel.tolerance - 1e-12]
+        if sel.cost and sel.tolerance > 0:
+            best = min(near, key=lambda k: tuple(scores[k]["cost"]))  # min keeps the first of equal costs
+        else:
+            best = next(k for k in eligible if sign * scores[k]["score"] == top)
+    return {"metric": sel.metric, "direction": sel.direction, "tolerance": sel.tolerance, "cost": list(sel.cost),
+            "settings": scores, "selected": best}

@@ -1,32 +1,46 @@
-"""The val-only choice of the Judge setting (rubricflow.methods.roro.judge_tune): the rule and the literal-agreement probe."""
+"""The val-only choice of the Judge setting (the selection study `roro_judge_tune`, rubricflow.methods.roro.judge_tune):
+the rule, the spec and the literal-agreement probe."""
 
 import random
 
-from rubricflow.methods.roro.judge_tune import SETTINGS, literal_agreement, select
+from rubricflow.methods.roro.judge_tune import SETTINGS, judge_tune_spec, literal_agreement
+from rubricflow.study.stats import aggregate, select
 from rubricflow.methods.roro.prompts import FAMILIES, literal_satisfied, random_rubric
 from rubricflow.methods.roro.rubric import render_judgment_json
 from rubricflow.methods.roro.rubricor_judge import ProblemView
 from rubricflow.methods.roro.routing import LRM, SLM, StepRecord, Trajectory
 
 
-def _res(params: int, *kept_process: float) -> dict:
-    return {seed: {"judge_params": params, "kept_process": p} for seed, p in zip((11, 22), kept_process)}
+def _select(results: dict[str, tuple[int, int, float, float]]) -> str:
+    """The study's choice from per-setting (judge params, warm steps, kept process on seeds 11 and 22)."""
+    rows = [{"variant": name, "seed": seed, "metrics": {"kept_process": p, "judge_params": params, "warm_steps": warm}}
+            for name, (params, warm, *kept) in results.items() for seed, p in zip((11, 22), kept)]
+    spec = judge_tune_spec()
+    agg = aggregate(rows, [], ["kept_process", "judge_params", "warm_steps"])
+    return select(agg, spec.selection)["selected"]
 
 
 def test_select_takes_the_best_mean_val_process_accuracy():
-    results = {"h64-l2-w500": _res(100, 0.55, 0.60), "h128-l2-w1000": _res(300, 0.70, 0.72),
-               "h64-l2-w1500": _res(100, 0.60, 0.66)}
-    assert select(results) == "h128-l2-w1000"
+    results = {"h64-l2-w500": (100, 500, 0.55, 0.60), "h128-l2-w1000": (300, 1000, 0.70, 0.72),
+               "h64-l2-w1500": (100, 1500, 0.60, 0.66)}
+    assert _select(results) == "h128-l2-w1000"
 
 
 def test_select_prefers_the_cheaper_setting_within_0_01():
     # h128-l4 is best by 0.005: the smaller model wins; between equal sizes, fewer warm-start steps win
-    results = {"h128-l4-w1500": _res(500, 0.705, 0.705), "h128-l2-w1000": _res(300, 0.70, 0.70)}
-    assert select(results) == "h128-l2-w1000"
-    results = {"h64-l2-w1500": _res(100, 0.70, 0.70), "h64-l2-w500": _res(100, 0.695, 0.695)}
-    assert select(results) == "h64-l2-w500"
-    results["h64-l2-w1500"] = _res(100, 0.72, 0.72)  # 0.025 better: the cost no longer decides
-    assert select(results) == "h64-l2-w1500"
+    results = {"h128-l4-w1500": (500, 1500, 0.705, 0.705), "h128-l2-w1000": (300, 1000, 0.70, 0.70)}
+    assert _select(results) == "h128-l2-w1000"
+    results = {"h64-l2-w1500": (100, 1500, 0.70, 0.70), "h64-l2-w500": (100, 500, 0.695, 0.695)}
+    assert _select(results) == "h64-l2-w500"
+    results["h64-l2-w1500"] = (100, 1500, 0.72, 0.72)  # 0.025 better: the cost no longer decides
+    assert _select(results) == "h64-l2-w1500"
+
+
+def test_the_spec_is_a_val_study_whose_variants_set_only_the_judge():
+    spec = judge_tune_spec()
+    assert spec.method == "roro_judge" and spec.eval_split == "val" and spec.seeds == [11, 22]
+    assert set(spec.variants) == set(SETTINGS)
+    assert all(k.startswith("roro.rubricor_judge.judge.") for v in spec.variants.values() for k in v)
 
 
 def test_settings_start_from_the_previous_default_and_change_only_the_judge_spec():
@@ -103,25 +117,10 @@ def test_exact_reader_scores_the_literal_reading_and_orders_pairs():
     assert failed["pairwise_acc"] == 0.0  # a failed rubric leaves every score missing
 
 
-def test_report_lists_literal_agreement_in_family_order_whatever_the_dict_order():
-    from rubricflow.methods.roro.judge_tune import report
+def test_the_study_is_registered_and_its_units_are_roro_judge_units():
+    from rubricflow import registry
+    from rubricflow.config import config_from_dict
 
-    names = [n for n, _ in FAMILIES]
-    agree = dict(zip(sorted(names), (0.1, 0.2, 0.3, 0.4)))  # a JSON round trip sorts the keys
-    r = {"judge_params": 100, "kept_phase": "0/warm", "kept_process": 0.6, "kept_overall": 0.55, "seconds": 9,
-         "phases": [{"acc_process": 0.6}], "literal_agreement": agree}
-    text = report({"h64-l2-w500": {11: r}}, "h64-l2-w500")
-    assert ", ".join(f"{agree[n]:.2f}" for n in names) in text
-    assert "not measured here" in text and "`h128-l4-w1500`" in text and "`h64-l2-w500`" not in text.split("not measured")[1]
-
-
-def test_the_cli_names_an_unknown_setting_and_runs_nothing(tmp_path, monkeypatch):
-    from typer.testing import CliRunner
-
-    from flows.cli import app
-
-    monkeypatch.chdir(tmp_path)
-    (tmp_path / "params.yaml").write_text("profile: tiny\n")
-    res = CliRunner().invoke(app, ["roro-judge-tune", "--settings", "no-such-setting", "--seeds", "11"])
-    assert res.exit_code == 2 and "no-such-setting" in res.output and str(list(SETTINGS)) in res.output
-    assert not list(tmp_path.glob("reports/**/*.json"))
+    method, decl = registry.studies()["roro_judge_tune"]
+    assert method.name == "roro" and "roro_judge" in registry.study_adapters()
+    assert config_from_dict({}).study.roro_judge_tune.selection.cost == ["judge_params", "warm_steps"]

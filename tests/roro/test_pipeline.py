@@ -161,3 +161,22 @@ def test_roro_pipeline_end_to_end(tmp_path):
     md = (tmp_path / "reports" / "studies" / "roro.md").read_text()
     assert "## Judge: val pairwise accuracy per alternation phase" in md and "| 0/warm | " in md
     assert (tmp_path / "reports" / "studies" / "roro-curves.png").read_bytes()[:4] == b"\x89PNG"
+
+    # the Judge warm-start selection study on the same trajectories and pairs: two settings, one seed, val only
+    tune = {"seeds": [7], "out_dir": str(tmp_path / "studies" / "tune"), "report_dir": str(tmp_path / "reports" / "studies"),
+            "variants": {"small": {"roro.rubricor_judge.judge.hidden_size": 32,
+                                   "roro.rubricor_judge.judge.warm_steps": 10},
+                         "big": {"roro.rubricor_judge.judge.hidden_size": 64,
+                                 "roro.rubricor_judge.judge.warm_steps": 10}}}
+    cfg = config_from_dict({"reports_dir": str(tmp_path / "reports"), "roro": tiny_roro_dict(tmp_path),
+                            "study": {"roro_judge_tune": tune}})
+    out = run_study(cfg, "roro_judge_tune")
+    assert (out["units"], out["ran"], out["eval_split"]) == (2, 2, "val") and out["selected"] in ("small", "big")
+    small = json.loads((tmp_path / "studies" / "tune" / "small" / "seed7" / "result.json").read_text())
+    big = json.loads((tmp_path / "studies" / "tune" / "big" / "seed7" / "result.json").read_text())
+    assert small["metrics"]["judge_params"] < big["metrics"]["judge_params"]
+    assert [p["phase"] for p in small["phases"]] == ["0/warm", "1/judge", "1/rubricor"]
+    assert small["kept_phase"] in ("0/warm", "1/judge", "1/rubricor")
+    assert 0.0 <= small["metrics"]["kept_process"] <= 1.0 or small["metrics"]["kept_process"] is None
+    md = (tmp_path / "reports" / "studies" / "roro_judge_tune.md").read_text()
+    assert "competes on cost (judge_params, warm_steps" in md and "| small | 7 |" in md

@@ -39,7 +39,7 @@ METHOD = Method(
             knobs_help="DeltaRubric knobs (planner reward and verifier guidance are the paper's ablations).",
         ),
     ),
-    study=ADAPTER,
+    adapters=(ADAPTER,),
     studies=STUDIES,
     summary=summary_lines,
     commands=COMMANDS,

@@ -46,7 +46,7 @@ class DRSFTConfig(Section):
         description="Policy the warm start continues from (e.g. the foundation SFT, artifacts/models/sft). None: a "
         "fresh tiny base (tokenizer trained on DeltaRubric's texts, `base_dir`) or, for pretrained policies, "
         "models.policy.path. The tiny profile uses a fresh 64-wide base: continuing the 128-wide foundation SFT read "
-        "no better and cost 2.5x per step (docs/operations.md, \"DeltaRubric warm start\").",
+        "no better and cost more per step (docs/operations.md, \"DeltaRubric warm start\").",
     )
     hidden_size: int | None = Field(
         64,
@@ -55,7 +55,7 @@ class DRSFTConfig(Section):
         "models.policy.hidden_size).",
     )
     steps: int = Field(
-        400, ge=0, description="SFT optimizer steps (about 0.3 s each on one idle core with the defaults)."
+        400, ge=0, description="SFT optimizer steps (their cost per step: docs/operations.md, \"DeltaRubric warm start\")."
     )
     batch_size: int = Field(16, ge=1, description="Sequences per SFT step.")
     lr: float = Field(3e-3, gt=0, description="AdamW peak learning rate.")

@@ -2,10 +2,11 @@
 
 Step models and routing trajectories, preference pairs (outcome, cost, process), the alternating Rubricor-Judge
 optimization, the router trained with GRPO and accuracy-vs-cost evaluation; ``stages.py`` binds them, ``study.py``
-is the study adapter, ``summary.py`` the summary lines and CLI printers.
+is the study adapter of routing units, ``judge_tune.py`` the selection study of the Judge's warm start,
+``summary.py`` the summary lines and CLI printers.
 """
 
-from rubricflow.methods.roro import stages
+from rubricflow.methods.roro import judge_tune, stages
 from rubricflow.methods.roro.config import RoRoConfig
 from rubricflow.methods.roro.study import ADAPTER, STUDIES
 from rubricflow.methods.roro.summary import COMMANDS, summary_lines
@@ -37,8 +38,8 @@ METHOD = Method(
             knobs_help="RoRo knobs (process_weight 0 = the outcome-only router ablation).",
         ),
     ),
-    study=ADAPTER,
-    studies=STUDIES,
+    adapters=(ADAPTER, judge_tune.ADAPTER),
+    studies=(*STUDIES, judge_tune.STUDY),
     summary=summary_lines,
     commands=COMMANDS,
 )

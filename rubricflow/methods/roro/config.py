@@ -2,7 +2,7 @@
 Rubricor-Judge alternation, router GRPO and the evaluation sweep. Pydantic only (no heavy imports).
 
 Every size is a parameter; the defaults are the tiny CPU profile, sized so that the whole RoRo pipeline runs in
-about 5 minutes on 2 cores. Ablations are single keys, e.g. ``dvc exp run -S roro.router.methods='[outcome-only]'``
+minutes on 2 cores (docs/operations.md has the stage times). Ablations are single keys, e.g. ``dvc exp run -S roro.router.methods='[outcome-only]'``
 (outcome-only routers), ``-S roro.pairs.order='[outcome,process,cost]'``, ``-S roro.rubricor_judge.rounds=3``,
 ``-S roro.rubricor_judge.score_mode=expected``, ``-S roro.steps.fifth_feature=none``.
 
@@ -121,7 +121,7 @@ def _lrm() -> StepModelConfig:
 
 
 class StepsConfig(Section):
-    max_step_tokens: int = Field(12, ge=1, description="Token cap of one step (tiny steps are about 8 tokens).")
+    max_step_tokens: int = Field(12, ge=1, description="Token cap of one step (a tiny arithmetic step is a few tokens).")
     max_steps: int = Field(6, ge=1, description="Steps after which a solution is cut off (no final answer).")
     uncertainty: Literal["one_minus_min_maxprob", "one_minus_mean_maxprob", "mean_entropy", "max_entropy"] = Field(
         "one_minus_min_maxprob", description="SLM step uncertainty (see rubricflow.methods.roro.steps)."
@@ -339,6 +339,8 @@ class RoRoEvalConfig(Section):
 
 
 class RoRoConfig(Section):
+    operational = frozenset({"threads"})
+
     @model_validator(mode="before")
     @classmethod
     def _lm_defaults(cls, data):

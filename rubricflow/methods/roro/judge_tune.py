@@ -1,30 +1,41 @@
-"""Choose the tiny Judge's size and warm start on val pairs: ``rubricflow roro-judge-tune`` (flows/cli_roro.py).
+"""Choose the tiny Judge's size and warm start on val pairs: the selection study ``roro_judge_tune``
+(``rubricflow study roro_judge_tune``; its adapter is :data:`ADAPTER`, its default spec :func:`judge_tune_spec`).
 
-Each setting (``SETTINGS``: overrides of ``roro.rubricor_judge.judge``) runs the warm start and one alternation
-round (``rounds: 1``) on the main pipeline's trajectories and pairs (``dvc repro roro_pairs``) with every seed of
-``SEEDS``. Measured per setting and seed, on val only (test problems are never read):
+Each variant (``SETTINGS``: overrides of ``roro.rubricor_judge.judge``) runs the warm start and one alternation
+round (``rounds: 1``) on the main pipeline's trajectories and pairs (``dvc repro roro_pairs``) once per seed
+(``SEEDS``, not the study seeds 101-505). Measured per variant and seed, on val only (the study runs under the
+test-split guard):
 
 * the val pairwise accuracy of each phase (warm, 1/judge, 1/rubricor), overall and per pair category;
 * the phase the pipeline would keep (``select_phase``: best overall val pairwise accuracy) and its accuracy on the
-  val process pairs;
+  val process pairs (``kept_process``);
+* the val process-pair accuracy of an exact reader of the Rubricor's rubrics after each phase (the ceiling a Judge
+  reaches under those rubrics; ``oracle_process_warm`` is the warm Rubricor's);
 * after the warm start, how often the Judge's greedy verdict agrees with each criterion family's literal reading
   (``prompts.literal_satisfied``) on the val problems' routes under random rubrics (the warm start's own targets).
 
-Rule, fixed before any setting was run: the selected setting has the highest mean, over ``SEEDS`` (not the study
-seeds 101-505), of the kept phase's val process-pair accuracy; a setting within 0.01 of the best loses to a cheaper
-one (fewer parameters, then fewer warm-start steps). The paper's readings (score_mode, optimizer, select_on, the
-criterion families) are the same in every setting.
-
-Writes ``reports/studies/roro_judge_tune.md`` and ``.json``; models are not saved.
+Rule, fixed before any setting was run (the study's ``Selection``): the highest mean over seeds of ``kept_process``
+wins; a setting within 0.01 of the best loses to a cheaper one (fewer Judge parameters, then fewer warm-start
+steps). The paper's readings (score_mode, optimizer, select_on, the criterion families) are the same in every
+setting.
 """
 
 from __future__ import annotations
 
 import random
 import re
-import statistics
 import time
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
+
+from rubricflow.hashing import content_hash
+from rubricflow.methods.roro.paths import pairs_path, trajectories_path
+from rubricflow.methods.roro.prompts import FAMILIES
+from rubricflow.methods.roro.stages import roro_threads
+from rubricflow.registry import StudyDecl
+from rubricflow.study.adapter import StudyMethod, Unit
+from rubricflow.study.spec import Selection, StudySpec
 
 SEEDS = (11, 22)
 # name -> overrides of roro.rubricor_judge.judge (the first is the previous default)
@@ -36,13 +47,19 @@ SETTINGS: dict[str, dict] = {
     "h128-l4-w1500": {"hidden_size": 128, "num_layers": 4, "warm_steps": 1500, "lr": 1e-3},
 }
 CATS = ("pairwise_acc", "acc_outcome", "acc_cost", "acc_process", "acc_process_right", "acc_process_wrong")
+PHASES = ("0/warm", "1/judge", "1/rubricor")
+
+
+def family_key(name: str) -> str:
+    """A criterion family's name as a metric key (``few LRM steps`` -> ``literal_few_lrm_steps``)."""
+    return "literal_" + re.sub(r"[^a-z0-9]+", "_", name.lower()).strip("_")
 
 
 def literal_agreement(judge, views, trajectories, seed: int) -> dict[str, float]:
     """Per criterion family: the fraction of val routes whose greedy verdict equals the literal reading, under one
     random rubric per route (``prompts.random_rubric``); a failed parse or a missing criterion counts as disagreement."""
-    from rubricflow.methods.roro.prompts import FAMILIES, literal_satisfied, random_rubric
     from rubricflow.methods.roro.judge import judge_scores
+    from rubricflow.methods.roro.prompts import literal_satisfied, random_rubric
 
     rng = random.Random(seed)
     items, rubrics = [], []
@@ -63,8 +80,6 @@ def literal_agreement(judge, views, trajectories, seed: int) -> dict[str, float]
 def guidance_params(criterion: str, guidance: str) -> dict | None:
     """The parameters (``k``, ``d``, ``m``) a criterion family's score guidance names, read back from its text;
     None when the text is not the family's template."""
-    from rubricflow.methods.roro.prompts import FAMILIES
-
     guide = dict(FAMILIES).get(criterion)
     if guide is None:
         return None
@@ -100,35 +115,9 @@ def oracle_accuracy(rubrics: dict, trajectories, pairs) -> dict[str, float]:
     return pair_accuracy(pairs, trajectories, scores)
 
 
-def oracle_warm(rc, seed: int) -> dict[str, float]:
-    """The exact reader's val accuracy under the warm-started Rubricor's greedy rubrics (the Judge setting does not
-    enter: the Rubricor's warm start is the same in every setting)."""
-    import torch
-
-    from rubricflow.methods.roro.pairs import read_trajectory_pairs
-    from rubricflow.methods.roro.paths import pairs_path, trajectories_path
-    from rubricflow.methods.roro.rubric_lm import build_rubric_lms
-    from rubricflow.methods.roro.rubricor import problem_views, write_rubrics
-    from rubricflow.methods.roro.rubricor_judge import routing_tokenizer_corpus, warm_start_examples
-    from rubricflow.methods.roro.trajectories import read_trajectories
-
-    rj = rc.rubricor_judge.model_copy(update={"seed": seed})
-    trajs = read_trajectories(trajectories_path(rc))
-    pairs = read_trajectory_pairs(pairs_path(rc))
-    views = problem_views(trajs)
-    torch.manual_seed(seed)
-    _, rubricor = build_rubric_lms(routing_tokenizer_corpus(views, trajs, seed), rj.judge, rj.rubricor,
-                                   rj.batch_size, seed)
-    train_pids = sorted({p.problem_id for p in pairs["train"]})
-    rub_ex, _ = warm_start_examples({p: views[p] for p in train_pids},
-                                    [t for t in trajs if t.problem_id in set(train_pids)], random.Random(seed))
-    torch.manual_seed(seed)  # as alternate() does before the warm start
-    rubricor.sft(rub_ex, rj.rubricor.warm_steps, rj.rubricor.batch_size, rj.rubricor.lr, seed)
-    val_pids = sorted({p.problem_id for p in pairs["val"]})
-    return oracle_accuracy(write_rubrics(rubricor, views, val_pids), trajs, pairs["val"])
-
-
-def run_one(rc, setting: dict, seed: int) -> dict:
+def run_one(rc, seed: int) -> dict:
+    """The warm start and ``rc.rubricor_judge.rounds`` alternation rounds of the Judge ``rc`` describes, measured on
+    val (see the module docstring)."""
     import torch
 
     from rubricflow.methods.roro.pairs import read_trajectory_pairs
@@ -137,10 +126,7 @@ def run_one(rc, setting: dict, seed: int) -> dict:
     from rubricflow.methods.roro.rubricor import problem_views, write_rubrics
     from rubricflow.methods.roro.rubricor_judge import alternate, routing_tokenizer_corpus
     from rubricflow.methods.roro.trajectories import read_trajectories
-    from rubricflow.stage import apply_overrides
 
-    rc = apply_overrides(rc, {"rubricor_judge.rounds": 1, "rubricor_judge.seed": seed,
-                              **{f"rubricor_judge.judge.{k}": v for k, v in setting.items()}})
     rj = rc.rubricor_judge
     trajs = read_trajectories(trajectories_path(rc))
     pairs = read_trajectory_pairs(pairs_path(rc))
@@ -169,86 +155,89 @@ def run_one(rc, setting: dict, seed: int) -> dict:
     return out
 
 
-def select(results: dict[str, dict[int, dict]]) -> str:
-    """The rule of the module docstring: best mean kept-phase val process accuracy; within 0.01 the cheaper wins."""
-    mean = {n: statistics.mean(r["kept_process"] for r in by_seed.values()) for n, by_seed in results.items()}
-    best = max(mean.values())
-    near = [n for n in mean if mean[n] >= best - 0.01]
-    cost = lambda n: (next(iter(results[n].values()))["judge_params"], SETTINGS.get(n, {}).get("warm_steps", 0))  # noqa: E731
-    return min(near, key=cost)
+# ----------------------------------------------------------------------------------------------------------------
+# the study adapter
 
 
-def report(results: dict[str, dict[int, dict]], chosen: str) -> str:
-    from rubricflow.methods.roro.prompts import FAMILIES
-
-    f = lambda x: "n/a" if x is None else f"{x:.3f}"  # noqa: E731
-    lines = ["# RoRo Judge setting, chosen on val (`rubricflow roro-judge-tune`)", "",
-             "Warm start + 1 alternation round per setting and seed; val pairs only (test never read). Rule, fixed "
-             "before the runs: highest mean over seeds of the kept phase's val process-pair accuracy; within 0.01 "
-             "the cheaper setting.", "",
-             "| setting | judge params | seed | kept phase | kept: process | kept: overall | process per phase "
-             "(warm, 1/judge, 1/rubricor) | exact reader of the same rubrics: process per phase | literal agreement after "
-             "warm (risky, uncertain, few, right) | s |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
-    for name, by_seed in results.items():
-        for seed, r in sorted(by_seed.items()):
-            per = ", ".join(f(p["acc_process"]) for p in r["phases"])
-            lit = ", ".join(f"{r['literal_agreement'][family]:.2f}" for family, _ in FAMILIES)
-            orc = ", ".join(f(x) for x in r.get("oracle_process", [])) or "n/a"
-            lines.append(f"| {name} | {r['judge_params']} | {seed} | {r['kept_phase']} | {f(r['kept_process'])} | "
-                         f"{f(r['kept_overall'])} | {per} | {orc} | {lit} | {r['seconds']:.0f} |")
-    lines += ["", "| setting | mean kept process (val) | mean kept overall (val) | mean process over all phases |",
-              "|---|---|---|---|"]
-    for name, by_seed in results.items():
-        rs = list(by_seed.values())
-        allp = [p["acc_process"] for r in rs for p in r["phases"]]
-        lines.append(f"| {name} | {statistics.mean(r['kept_process'] for r in rs):.3f} | "
-                     f"{statistics.mean(r['kept_overall'] for r in rs):.3f} | {statistics.mean(allp):.3f} |")
-    lines += ["", f"Selected: `{chosen}` ({SETTINGS.get(chosen, {})})."]
-    left = [n for n in SETTINGS if n not in results]
-    if left:
-        lines += ["", "Listed in `SETTINGS` but not measured here (not part of the choice): "
-                  + ", ".join(f"`{n}`" for n in left) + "."]
-    return "\n".join(lines) + "\n"
+def unit_overrides(vcfg: Any, name: str, spec: StudySpec, unit: Unit, udir: Path) -> dict[str, Any]:
+    return {"roro.rubricor_judge.seed": unit.seed, "roro.rubricor_judge.rounds": 1}
 
 
-def run_tune(rc, settings: list[str] | None = None, seeds: list[int] | None = None,
-             out: str = "reports/studies/roro_judge_tune", oracle_warm_only: bool = False, echo=print) -> str | None:
-    """Measure ``settings`` x ``seeds`` on val (resuming from ``<out>.json``), write ``<out>.json`` / ``<out>.md`` and
-    return the setting the rule selects; ``oracle_warm_only``: only the exact reader under the warm Rubricor's
-    rubrics, per seed (returns None). The CLI is ``rubricflow roro-judge-tune`` (flows/cli_roro.py)."""
-    import json
+def shared_outputs(cfg: Any) -> dict[str, Path]:
+    return {"roro_trajectories": trajectories_path(cfg.roro), "roro_pairs": pairs_path(cfg.roro)}
 
-    from rubricflow.io import atomic_write_text, write_json
-    from rubricflow.methods.roro.stages import roro_threads
 
-    settings = list(SETTINGS) if settings is None else settings
-    seeds = list(SEEDS) if seeds is None else seeds
-    unknown = [n for n in settings if n not in SETTINGS]
-    if unknown:
-        raise ValueError(f"unknown judge_tune setting(s) {unknown}: expected names from {list(SETTINGS)}")
-    if oracle_warm_only:
-        with roro_threads(rc):
-            for seed in seeds:
-                acc = oracle_warm(rc, seed)
-                echo(f"exact reader, warm Rubricor, seed {seed}: " + " ".join(
-                    f"{k.removeprefix('acc_')} {v:.3f}" for k, v in acc.items() if k.startswith("acc_") or k == "pairwise_acc"))
-        return None
-    js = Path(out + ".json")
-    results: dict[str, dict[int, dict]] = {}
-    if js.exists():  # resume: settings and seeds already measured are kept
-        results = {n: {int(s): r for s, r in d.items()} for n, d in json.loads(js.read_text())["results"].items()}
+def input_parts(ucfg: Any, unit: Unit) -> dict[str, Any]:
+    rc = ucfg.roro
+    return {"config": {"rubricor_judge": rc.rubricor_judge.essential_dump(), "pairs": rc.pairs.essential_dump()},
+            "seed": unit.seed, "trajectories": content_hash(trajectories_path(rc)),
+            "pairs": content_hash(pairs_path(rc))}
+
+
+def run_unit(ucfg: Any, unit: Unit, udir: Path, run: Any, secret_resolver=None) -> dict:
+    """One setting and seed: :func:`run_one`, reduced to the study's metrics (the phases kept in the result)."""
+    rc = ucfg.roro
     with roro_threads(rc):
-        for name in settings:
-            for seed in seeds:
-                if seed in results.get(name, {}):
-                    continue
-                r = run_one(rc, SETTINGS[name], seed)
-                results.setdefault(name, {})[seed] = r
-                echo(f"{name} seed {seed}: kept {r['kept_phase']} process {r['kept_process']:.3f} overall "
-                     f"{r['kept_overall']:.3f} ({r['seconds']:.0f} s)")
-                write_json(js, {"seeds": seeds, "results": results})
-    chosen = select({n: results[n] for n in settings if n in results})
-    write_json(js, {"seeds": seeds, "results": results, "selected": chosen, "selected_setting": SETTINGS[chosen]})
-    atomic_write_text(Path(out + ".md"), report({n: results[n] for n in settings if n in results}, chosen))
-    return chosen
+        r = run_one(rc, unit.seed)
+    by_phase = {p["phase"]: p for p in r["phases"]}
+    metrics = {"kept_process": r["kept_process"], "kept_overall": r["kept_overall"],
+               "judge_params": float(r["judge_params"]), "warm_steps": float(rc.rubricor_judge.judge.warm_steps),
+               **{f"process_{ph.replace('/', '_')}": (by_phase.get(ph) or {}).get("acc_process") for ph in PHASES},
+               "oracle_process_warm": (r.get("oracle_process") or [None])[0],
+               **{family_key(n): r["literal_agreement"].get(n) for n, _ in FAMILIES}}
+    return {"metrics": metrics, "eval_samples": None, "kept_phase": r["kept_phase"], "phases": r["phases"],
+            "oracle_process": r.get("oracle_process"), "seconds": r["seconds"]}
+
+
+def report_phases(name: str, spec: StudySpec, results: Sequence[Mapping], stem_path: Path) -> dict[str, Any]:
+    """Per unit: the kept phase and the val process accuracy of each phase, beside the exact reader's."""
+    f = lambda x: "n/a" if x is None else f"{x:.3f}"  # noqa: E731
+    lines = ["", "Per unit, val process-pair accuracy of each phase (warm, 1/judge, 1/rubricor), the phase kept, and "
+             "an exact reader of the same rubrics (the Judge's ceiling under them):", "",
+             "| variant | seed | kept phase | process per phase | exact reader per phase | s |", "|---|---|---|---|---|---|"]
+    for r in results:
+        per = ", ".join(f(p.get("acc_process")) for p in r.get("phases") or [])
+        orc = ", ".join(f(x) for x in r.get("oracle_process") or []) or "n/a"
+        lines.append(f"| {r['variant']} | {r['seed']} | {r.get('kept_phase', 'n/a')} | {per} | {orc} | "
+                     f"{r.get('seconds', 0):.0f} |")
+    return {"markdown": lines, "files": {}, "json": {}}
+
+
+ADAPTER = StudyMethod(
+    name="roro_judge",
+    run_unit=run_unit,
+    unit_overrides=unit_overrides,
+    reserved_keys=("roro.rubricor_judge.seed", "roro.rubricor_judge.rounds"),
+    shared_outputs=shared_outputs,
+    input_parts=input_parts,
+    code=("rubricflow.methods.roro", "rubricflow.sft", "models.tiny", "models.generation"),
+    sections=("roro",),
+    shared_hint="run the main pipeline's RoRo stages first (`dvc repro roro_pairs` or `make run`): the trajectories "
+    "and pairs are shared by every unit",
+    report_extras=report_phases,
+)
+
+
+def judge_tune_spec() -> StudySpec:
+    metrics = ["kept_process", "kept_overall", "judge_params", "warm_steps",
+               *(f"process_{ph.replace('/', '_')}" for ph in PHASES), "oracle_process_warm",
+               *(family_key(n) for n, _ in FAMILIES)]
+    return StudySpec(
+        method="roro_judge",
+        seeds=list(SEEDS),
+        variants={name: {f"roro.rubricor_judge.judge.{k}": v for k, v in s.items()} for name, s in SETTINGS.items()},
+        metrics=metrics,
+        eval_split="val",
+        selection=Selection(metric="kept_process", direction="higher", tolerance=0.01,
+                            cost=["judge_params", "warm_steps"]),
+        out_dir="artifacts/studies/roro_judge_tune",
+    )
+
+
+STUDY = StudyDecl(
+    "roro_judge_tune", judge_tune_spec,
+    "Chooses the tiny Judge's size and warm start on val pairs (`rubricflow study roro_judge_tune`): each setting "
+    "runs the warm start and one alternation round per seed (11, 22; not the study's seeds); the highest mean kept-"
+    "phase val process-pair accuracy wins, and within 0.01 of it the cheaper setting (fewer Judge parameters, then "
+    "fewer warm-start steps).",
+)

@@ -45,8 +45,10 @@ from __future__ import annotations
 
 import random
 import re
+from typing import TYPE_CHECKING
 
-from rubricflow.methods.roro.routing import Trajectory
+if TYPE_CHECKING:  # types only: importing routing (torch) here would load torch with the config
+    from rubricflow.methods.roro.routing import Trajectory
 
 RUBRICOR_TASK = "Write a routing rubric."
 JUDGE_TASK = "Judge the routing."
@@ -61,7 +63,7 @@ FAMILIES = (
 
 
 # JSON boilerplate of the canonical renderings and the criterion names, added to the rubric LMs' tokenizer as whole
-# tokens: a judgment of two criteria is then about 20 tokens instead of 70, and copying a criterion name into
+# tokens: a judgment is then a fraction of its length in word pieces, and copying a criterion name into
 # ``criterion_judgments`` is copying one token. The text (and its parsing) is unchanged.
 STEP_MARKS = [f"{w}{d}" for w in ("S", "L") for d in range(10)]
 ADDED_TOKENS = [

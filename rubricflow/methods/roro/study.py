@@ -90,7 +90,7 @@ def _input_parts(ucfg: Any, unit: Unit) -> dict[str, Any]:
 
     rc = ucfg.roro
     return {
-        "config": {"roro": rc.model_dump(mode="json", exclude={"threads"})},
+        "config": {"roro": rc.essential_dump()},
         "seed": unit.seed,
         "slm": content_hash(rc.slm.path),
         "lrm": content_hash(rc.lrm.path),

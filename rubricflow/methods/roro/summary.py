@@ -2,8 +2,9 @@
 
 * ``rubricflow roro-rubricor-judge``  Rubricor-Judge alternation; prints val pairwise accuracy per phase;
 * ``rubricflow roro-eval``            accuracy vs LRM cost on held-out problems: prints the table, writes the curve
-                                      (``--from-file`` prints the last saved table); alias ``route-eval``;
-* ``rubricflow roro-judge-tune``      the tiny Judge's warm start chosen on val pairs (``judge_tune``).
+                                      (``--from-file`` prints the last saved table); alias ``route-eval``.
+
+The Judge's warm start is chosen by the selection study ``rubricflow study roro_judge_tune`` (``judge_tune``).
 """
 
 from __future__ import annotations
@@ -78,29 +79,7 @@ def roro_eval(
             ctx.echo(f"kept Judge on test pairs: pairwise accuracy {jt['pairwise_acc']:.3f} ({cats})")
 
 
-def roro_judge_tune(
-    ctx: CommandContext,
-    settings: Annotated[str, Opt("Comma-separated names from judge_tune.SETTINGS (default: all).")] = "",
-    seeds: Annotated[str, Opt("Comma-separated seeds (default: judge_tune.SEEDS, not the study's).")] = "",
-    out: Annotated[str, Opt("Report stem (.md and .json).")] = "reports/studies/roro_judge_tune",
-    oracle_warm: Annotated[bool, Opt("Only the exact reader's val accuracy under the warm Rubricor's rubrics, per "
-                                     "seed.", flag="--oracle-warm")] = False,
-) -> None:
-    """Measure Judge settings (warm start + one round) on val pairs and select one by the rule fixed in advance."""
-    from rubricflow.methods.roro.judge_tune import run_tune
-
-    try:
-        names = [x for x in settings.split(",") if x] or None
-        seed_list = [int(x) for x in seeds.split(",") if x] or None
-        chosen = run_tune(ctx.load_config().roro, names, seed_list, out, oracle_warm, echo=ctx.echo)
-    except ValueError as e:
-        raise CommandError(str(e), code=2) from None
-    if chosen is not None:
-        ctx.echo(f"selected: {chosen}")
-
-
 COMMANDS = (
     Command("roro-rubricor-judge", roro_rubricor_judge, stage="roro_rubricor_judge"),
     Command("roro-eval", roro_eval, stage="roro_eval"),
-    Command("roro-judge-tune", roro_judge_tune),
 )

@@ -45,7 +45,7 @@ METHOD = Method(
             knobs_help="RuCL knobs (the ablations of the paper are reward_mode and curriculum_shape).",
         ),
     ),
-    study=ADAPTER,
+    adapters=(ADAPTER,),
     studies=STUDIES,
     summary=summary_lines,
 )

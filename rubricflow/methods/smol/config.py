@@ -44,7 +44,7 @@ class ServerConfig(Section):
     max_model_len: int = Field(2048, ge=256, description="Context length the engine reserves for.")
     kv_cache_gb: int = Field(1, ge=1, description="VLLM_CPU_KVCACHE_SPACE: KV cache memory in GiB (CPU).")
     start_timeout_s: float = Field(
-        420.0, gt=0, description="Seconds to wait for /health (about 40-60 s on an idle 2-core machine, minutes under load)."
+        420.0, gt=0, description="Seconds to wait for /health (the measured start-up times are in docs/smol.md; minutes under load)."
     )
     log_dir: str = Field(".rubricflow/logs", description="Where the server's log is kept (one file per stage run).")
 

@@ -15,7 +15,7 @@ METHOD = Method(
     stages=(stages.count_stage,),
     pipelines=(Pipeline("toy", "Toy: count, then score.", ("toy_count",), compare="toy_count",
                         knobs={"n": "toy.n"}, dvc_file="tests/plugin/toy_method/dvc.yaml"),),
-    study=ADAPTER,
+    adapters=(ADAPTER,),
     studies=STUDIES,
     summary=summary_lines,
 )
