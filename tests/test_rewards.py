@@ -40,14 +40,16 @@ def test_missing_tier_moves_its_weight_to_the_other():
     b = compute_reward(1.0, only_adv, TIERS, lambda_t=0.3, alpha=0.5)
     assert math.isnan(b.s_f) and b.rubric == pytest.approx(0.5)
     assert b.total == pytest.approx(0.5 * 1.0 + 0.5 * 0.5)
-    # lambda_t = 0: the advanced tier has no weight, so there is no rubric term at all -> r = outcome
+    # lambda_t = 0: the advanced tier has no weight, so there is no rubric term at all -> r = alpha * outcome (the
+    # rubric term earns nothing: skipping the checkable reasoning never pays the whole outcome weight)
     b0 = compute_reward(1.0, only_adv, TIERS, lambda_t=0.0, alpha=0.5)
-    assert math.isnan(b0.rubric) and b0.total == 1.0 and not b0.missing
+    assert math.isnan(b0.rubric) and b0.total == 0.5 and not b0.missing
     only_found = judged(f1=Y, f2=N)
     assert compute_reward(0.0, only_found, TIERS, lambda_t=0.9, alpha=0.5).rubric == pytest.approx(0.5)
     nothing = judged(f1=NA, a1=NA)
     bn = compute_reward(0.0, nothing, TIERS, lambda_t=0.5)
     assert bn.total == 0.0 and math.isnan(bn.rubric) and not bn.missing
+    assert compute_reward(1.0, nothing, TIERS, lambda_t=0.5, alpha=0.7).total == pytest.approx(0.7)
     assert combine_tiers(0.2, 0.8, 1.0) == pytest.approx(0.8)
 
 

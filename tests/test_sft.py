@@ -35,6 +35,7 @@ def test_the_sft_stage_warm_starts_a_text_policy_with_lora_and_saves_a_plain_che
 
     from models.tiny import TinyDims, build_tiny_text, save
     from rubricflow.methods.foundation import stages as foundation
+    from rubricflow.policy_start import sft_examples
     from rubricflow.data.arith import DEMO
     from rubricflow.data.schema import read_dataset
     from rubricflow.data.traces import render_trace
@@ -51,7 +52,7 @@ def test_the_sft_stage_warm_starts_a_text_policy_with_lora_and_saves_a_plain_che
     model, tok = build_tiny_text(corpus, TinyDims(hidden_size=32, num_layers=2, num_heads=2, num_kv_heads=1,
                                                   vocab_size=400))
     save(model, tok, tmp_path / "init")
-    ex = foundation.sft_examples(tok, data.out_dir, samples[:2])
+    ex = sft_examples(tok, data.out_dir, samples[:2])
     assert all(e.prompt.index(DEMO[1]) < e.prompt.index(s.question) for e, s in zip(ex, samples))
     assert ex[0].target == render_trace(samples[0].facts, samples[0].answer)
     assert re.search(r"s = \d+ [-+*] \d+ = \d+, t = \d+ [-+*] \d+ = \d+\.", ex[0].target)  # the working shown

@@ -102,13 +102,29 @@ def test_aggregate_rejects_a_duplicate_unit():
 # configs and the harness on a throw-away project
 
 
+# The harness tests' own study (independent of RuCL's defaults): six variants, four claims, the shared start.
+HARNESS_STUDY = {
+    "variants": {"sft": {}, "outcome": {"rucl.reward.mode": "outcome"}, "uniform": {"rucl.reward.mode": "uniform"},
+                 "rucl-sigmoid": {"rucl.reward.mode": "rucl", "rucl.curriculum.shape": "sigmoid"},
+                 "rucl-linear": {"rucl.reward.mode": "rucl", "rucl.curriculum.shape": "linear"},
+                 "shuffled": {"rucl.reward.mode": "rucl", "rucl.reward.shuffle_control": True}},
+    "untrained": ["sft"],
+    "metrics": ["accuracy", "correct_but_flawed", "correct_but_flawed_rubric", "s_f", "s_a"],
+    "claims": [{"a": "rucl-sigmoid", "b": "outcome", "metric": "accuracy", "direction": "higher"},
+               {"a": "rucl-sigmoid", "b": "uniform", "metric": "accuracy", "direction": "higher"},
+               {"a": "rucl-sigmoid", "b": "outcome", "metric": "correct_but_flawed", "direction": "lower"},
+               {"a": "rucl-sigmoid", "b": "shuffled", "metric": "accuracy", "direction": "higher"}],
+    "per_seed_start": False,
+}
+
+
 def _cfg(tmp_path, study=None, **top):
     raw = {
         "reports_dir": str(tmp_path / "reports"),
         "data": {"out_dir": str(tmp_path / "data")},
         "rucl": {"init_from": str(tmp_path / "sft"), "tiers_path": str(tmp_path / "tiers.json"),
                  "checkpoint_dir": str(tmp_path / "ckpt" / "rucl")},
-        "study": {"rucl": {"seeds": [11, 22, 33], "out_dir": str(tmp_path / "studies" / "rucl"),
+        "study": {"rucl": {**HARNESS_STUDY, "seeds": [11, 22, 33], "out_dir": str(tmp_path / "studies" / "rucl"),
                            "report_dir": str(tmp_path / "reports" / "studies"), **(study or {})}},
         **top,
     }
@@ -130,8 +146,14 @@ def test_default_section_seeds_and_variants():
     assert spec.seeds == [101, 202, 303, 404, 505] and 1234 not in spec.seeds
     assert spec.variants["outcome"] == {"rucl.reward.mode": "outcome"}
     assert spec.variants["rucl-linear"]["rucl.curriculum.shape"] == "linear"
-    assert spec.variants["shuffled"]["rucl.reward.shuffle_control"] is True
-    assert spec.untrained == ["sft"]
+    assert spec.variants["permuted"]["rucl.reward.shuffle_control"] is True
+    assert spec.untrained == ["sft"] and spec.per_seed_start  # a seed covers its own SFT start and tiers
+    # the pre-registered claims: RL over SFT (sampled and greedy), fewer flawed answers than outcome-only, no more
+    # than 0.01 below it in accuracy, above uniform and above outcome on the difference question
+    got = {(c.a, c.b, c.metric, c.direction, c.margin) for c in spec.claims}
+    assert ("rucl-sigmoid", "outcome", "accuracy", "higher", 0.01) in got
+    assert ("rucl-sigmoid", "outcome", "correct_but_flawed", "lower", 0.0) in got
+    assert ("rucl-sigmoid", "outcome", "diff_sampled_accuracy", "higher", 0.0) in got
     with pytest.raises(ValueError, match="'nope' is not a variant"):
         StudySpec(**{**spec.model_dump(), "claims": [Claim(a="nope", b="outcome", metric="accuracy",
                                                              direction="higher")]})
@@ -264,10 +286,13 @@ def test_cli_refuses_without_the_shared_outputs(tmp_path, monkeypatch):
     (tmp_path / "params.yaml").write_text("profile: tiny\n")
     res = CliRunner().invoke(app, ["study", "rucl", "--seeds", "1,2", "--variants", "outcome", "--no-track"])
     assert res.exit_code == 1, res.output
-    assert "data/synthetic/manifest.json" in res.output
-    assert "artifacts/models/sft/config.json" in res.output
-    assert "artifacts/rubrics/tiers.json" in res.output
+    assert "data/synthetic/manifest.json" in res.output and "artifacts/rubrics/candidates.json" in res.output
+    # the study builds each seed's SFT start and tiers itself: they are not required up front
+    assert "artifacts/models/sft/config.json" not in res.output and "tiers.json" not in res.output
     assert not (tmp_path / "reports" / "studies").exists()
+    res = CliRunner().invoke(app, ["study", "rucl_tune", "--no-track"])  # a study on the shared start needs them
+    assert res.exit_code == 1
+    assert "artifacts/models/sft/config.json" in res.output and "artifacts/rubrics/tiers.json" in res.output
     res = CliRunner().invoke(app, ["study", "deltarubric", "--no-track"])
     assert res.exit_code == 1 and "data/deltarubric/pairs/manifest.json" in res.output
     assert "artifacts/deltarubric/sft/config.json" in res.output
@@ -339,8 +364,11 @@ def test_a_selection_study_must_be_evaluated_on_val():
     # every setting is trained under both reward modes, so the choice favours neither method
     for setting, members in tune.selection.settings.items():
         assert sorted(tune.variants[v]["rucl.reward.mode"] for v in members) == ["outcome", "rucl"], setting
-        assert len({(tune.variants[v]["rucl.grpo.lr"], tune.variants[v]["rucl.grpo.temperature"])
+        assert len({tuple(sorted((k, x) for k, x in tune.variants[v].items() if k != "rucl.reward.mode"))
                     for v in members}) == 1, setting
+    # the rule: sampled val accuracy (the RL objective), guarded by greedy val accuracy within 0.02 of the start
+    assert (tune.selection.metric, tune.selection.guard_metric, tune.selection.guard_baseline,
+            tune.selection.guard_margin) == ("sampled_accuracy", "accuracy", "sft", 0.02)
 
 
 class SplitReadingUnit:
@@ -491,3 +519,27 @@ def test_a_profile_bound_study_is_refused_under_another_profile():
     assert spec.untrained == ["sft"] and spec.out_dir == "artifacts/studies/rucl_smol"
     assert set(spec.variants) == {"sft", "outcome", "rucl"}
     assert study_spec(load_config("params.yaml", profile="smol"), "rucl").profile is None  # unbound studies run anywhere
+
+
+def test_a_non_inferiority_claim_is_judged_against_its_margin():
+    # a - b > -0.01 is shown when the whole interval lies above -0.01, reversed when it lies below
+    assert verdict(-0.008, 0.004, "higher", margin=0.01) == "shown"
+    assert verdict(-0.008, 0.004, "higher") == "not shown"
+    assert verdict(-0.05, -0.02, "higher", margin=0.01) == "reversed"
+    assert verdict(-0.004, 0.008, "lower", margin=0.01) == "shown"
+
+
+def test_the_selection_guard_makes_a_setting_that_breaks_the_start_ineligible():
+    from rubricflow.study.spec import Selection
+    from rubricflow.study.stats import select
+
+    rows = [{"variant": v, "seed": s, "metrics": {"sampled": sm, "greedy": g}}
+            for s in (1, 2) for v, sm, g in (("sft", 0.50, 0.80), ("fast", 0.70, 0.70), ("slow", 0.60, 0.79))]
+    agg = aggregate(rows, [], ["sampled", "greedy"])
+    sel = Selection(metric="sampled", settings={"fast": ["fast"], "slow": ["slow"]}, guard_metric="greedy",
+                    guard_baseline="sft", guard_margin=0.02)
+    chosen = select(agg, sel)
+    # "fast" has the best sampled score but its greedy accuracy fell 0.10 below the start: not eligible
+    assert chosen["selected"] == "slow"
+    assert chosen["settings"]["fast"]["guard_ok"] is False and chosen["settings"]["slow"]["guard_ok"] is True
+    assert select(agg, sel.model_copy(update={"guard_margin": 0.2}))["selected"] == "fast"

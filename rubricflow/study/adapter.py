@@ -25,6 +25,24 @@ UnitFn = Callable[[Any, Unit, Path, Any, Callable[[str], str] | None], dict]
 
 
 @dataclass(frozen=True)
+class SeedStart:
+    """What a method builds once per seed when a study's seed covers the whole chain (``per_seed_start``):
+
+    * ``overrides(vcfg, start_dir)``: dotted keys pointing a unit's config at the start in ``start_dir`` (its warm
+      start, its tiers, ...), applied before the method's ``unit_overrides``;
+    * ``inputs(ucfg, seed)``: what the start depends on, one entry per part (hashed, with ``code``);
+    * ``build(ucfg, seed, build_dir, start_dir)``: build the start into ``build_dir`` (renamed to ``start_dir``
+      when done) and return a small summary for the report (e.g. the warm start's val accuracy and the tiers);
+    * ``code``: dotted modules or packages whose source the start depends on.
+    """
+
+    overrides: Callable[[Any, Path], dict[str, Any]]
+    inputs: Callable[[Any, int], dict[str, Any]]
+    build: Callable[[Any, int, Path, Path], dict]
+    code: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class StudyMethod:
     """What the harness needs from a method to study it.
 
@@ -41,7 +59,8 @@ class StudyMethod:
       outputs;
     * ``report_extras(name, spec, results, stem_path)`` (optional): more of the report from the units' results
       (e.g. a training-dynamics curve over seeds): ``{"markdown": [lines], "files": {key: path}, "json": {...}}``,
-      appended to ``<stem>.md``, listed among the report's files and stored under ``extras`` in ``<stem>.json``.
+      appended to ``<stem>.md``, listed among the report's files and stored under ``extras`` in ``<stem>.json``;
+    * ``seed_start`` (optional): the start built once per seed for a study with ``per_seed_start``.
     """
 
     name: str
@@ -54,3 +73,4 @@ class StudyMethod:
     sections: tuple[str, ...]
     shared_hint: str
     report_extras: Callable[[str, StudySpec, Sequence[Mapping], Path], dict] | None = None
+    seed_start: SeedStart | None = None

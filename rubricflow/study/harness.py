@@ -36,6 +36,7 @@ from rubricflow.splits import forbid_test_split
 from rubricflow.stage import NullRun, apply_overrides, flat_metrics
 from rubricflow.study.adapter import StudyMethod, Unit, UnitFn
 from rubricflow.study.report import json_safe, machine, write_report
+from rubricflow.study.seed_start import ensure_start, seed_starts, start_dir
 from rubricflow.study.spec import StudySpec
 from rubricflow.study.stats import aggregate, select
 
@@ -96,6 +97,10 @@ def unit_config(cfg: Any, name: str, spec: StudySpec, unit: Unit) -> Any:
     if clash:
         raise ConfigError(f"study.{name}.variants.{unit.variant}: {clash} are set by the study per unit")
     vcfg = apply_overrides(cfg, overrides)
+    if spec.per_seed_start:
+        if method.seed_start is None:
+            raise ConfigError(f"study.{name}.per_seed_start: method {spec.method!r} builds no start per seed")
+        vcfg = apply_overrides(vcfg, method.seed_start.overrides(vcfg, start_dir(spec.out_dir, unit.seed)))
     return apply_overrides(vcfg, {"seed": unit.seed,
                                   **method.unit_overrides(vcfg, name, spec, unit, unit_dir(spec, unit))})
 
@@ -105,7 +110,10 @@ def require_shared(cfg: Any, name: str, spec: StudySpec, units: Iterable[Unit]) 
     method = study_method(spec)
     missing: dict[str, str] = {}
     for u in units:
+        own = start_dir(spec.out_dir, u.seed).resolve() if spec.per_seed_start else None
         for stage, path in method.shared_outputs(unit_config(cfg, name, spec, u)).items():
+            if own is not None and Path(path).resolve().is_relative_to(own):
+                continue  # built per seed by the study itself
             if not path.exists():
                 missing.setdefault(str(path), stage)
     if missing:
@@ -161,6 +169,9 @@ def run_unit(
     method = study_method(spec)
     unit_fn = unit_fn or method.run_unit
     ucfg = unit_config(cfg, name, spec, unit)
+    if spec.per_seed_start:  # the seed's start first (it trains: no test row): the unit's inputs hash its contents
+        with forbid_test_split(f"study {name} (start of seed {unit.seed})"):
+            ensure_start(method.seed_start, ucfg, unit.seed, start_dir(spec.out_dir, unit.seed))
     inputs = unit_inputs(ucfg, unit, method)
     done = read_result(spec, unit, inputs)
     if done is not None:
@@ -169,7 +180,7 @@ def run_unit(
     udir.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
     # a selection study chooses: it runs under the test-split guard, so not one test row is read
-    guard = forbid_test_split(f"study {name}") if spec.eval_split == "val" else contextlib.nullcontext()
+    guard = forbid_test_split(f"study {name}") if spec.eval_split != "test" else contextlib.nullcontext()
     with guard:
         out, run_id = _run_unit_fn(cfg, name, spec, unit, ucfg, udir, unit_fn, track, secret_resolver,
                                    prefect_flow_run_id, method)
@@ -201,13 +212,18 @@ def _run_unit_fn(cfg, name, spec, unit, ucfg, udir, unit_fn, track, secret_resol
 
 def study_info(cfg: Any, spec: StudySpec, units: Sequence[Unit]) -> dict[str, Any]:
     variants = list(dict.fromkeys(u.variant for u in units))
+    seeds = sorted({u.seed for u in units})
+    starts = seed_starts(spec.out_dir, seeds) if spec.per_seed_start else {}
     return {
         "seeds": sorted({u.seed for u in units}),
         "variants": variants,
         "overrides": {v: spec.variants[v] for v in variants},
         "untrained": [v for v in variants if v in spec.untrained],
         "method": spec.method,
-        "shared": ", ".join(f"{s}: {p}" for s, p in study_method(spec).shared_outputs(cfg).items()),
+        "shared": ", ".join(f"{s}: {p}" for s, p in study_method(spec).shared_outputs(cfg).items()) + (
+            "; built per seed instead, shared by the seed's variants: the start (seed_starts)" if spec.per_seed_start
+            else ""),
+        "seed_starts": {s: rec.get("summary") for s, rec in starts.items()},
         "machine": machine(),
         "git_commit": tracking.git_commit(),
         "profile": cfg.profile,

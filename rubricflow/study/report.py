@@ -32,6 +32,10 @@ def _fmt(x: float | None, digits: int = 3) -> str:
     return "n/a" if x is None else f"{x:.{digits}f}"
 
 
+def _cell(x) -> str:
+    return "n/a" if x is None else f"{x:.3f}" if isinstance(x, float) else str(x)
+
+
 def _pm(cell: Mapping) -> str:
     if cell.get("mean") is None:
         return "n/a"
@@ -59,18 +63,24 @@ def render_markdown(name: str, agg: Mapping, info: Mapping, chosen: Mapping | No
         cost = chosen.get("cost") or []
         rule = (f"; every setting within {chosen['tolerance']:g} of the best competes on cost ({', '.join(cost)}: "
                 "lower is cheaper, in that order) and the cheapest wins" if cost and chosen.get("tolerance") else "")
+        g = chosen.get("guard")
+        if g:
+            rule += (f"; a setting is eligible only if its mean {g['metric']} is at least {g['baseline']}'s minus "
+                     f"{g['margin']:g}")
         lines += [
             "",
             f"Selection on {split}: each setting's score is the mean over its variants of their mean "
             f"{chosen['metric']} ({chosen['direction']} is better){rule}.",
             "",
-            "| setting | variants | score | " + "".join(f"{c} | " for c in cost) + "selected |",
-            "|---|---|---|" + "---|" * len(cost) + "---|",
+            "| setting | variants | score | " + "".join(f"{c} | " for c in cost) + ("guard | " if g else "")
+            + "selected |",
+            "|---|---|---|" + "---|" * len(cost) + ("---|" if g else "") + "---|",
         ]
         for k, v in chosen["settings"].items():
             members = ", ".join(f"{m} {_fmt(x)}" for m, x in v["means"].items())
             costs = "".join(f"{_fmt(c)} | " for c in v.get("cost", []))
-            lines.append(f"| {k} | {members} | {_fmt(v['score'])} | {costs}"
+            guard = (f"{_fmt(v.get('guard'))} {'ok' if v.get('guard_ok') else 'fails'} | " if g else "")
+            lines.append(f"| {k} | {members} | {_fmt(v['score'])} | {costs}{guard}"
                          f"{'**selected**' if k == chosen['selected'] else ''} |")
         lines += ["", f"**selected: {chosen['selected']}**"]
     if agg["claims"]:
@@ -81,8 +91,16 @@ def render_markdown(name: str, agg: Mapping, info: Mapping, chosen: Mapping | No
         ]
     for c in agg["claims"]:
         ci = "n/a" if c["ci_low"] is None else f"[{c['ci_low']:.3f}, {c['ci_high']:.3f}]"
-        lines.append(f"| {c['a']} vs {c['b']} | {c['metric']} | {c['direction']} | {c['n_pairs']} | "
+        direction = c["direction"] + (f" (margin {c['margin']:g})" if c.get("margin") else "")
+        lines.append(f"| {c['a']} vs {c['b']} | {c['metric']} | {direction} | {c['n_pairs']} | "
                      f"{_fmt(c['diff_mean'])} | {ci} | **{c['verdict']}** | {c['note']} |")
+    starts = info.get("seed_starts") or {}
+    if starts:
+        cols = sorted({k for s in starts.values() for k, v in (s or {}).items() if not isinstance(v, (dict, list))})
+        lines += ["", "Start of each seed (built once per seed, shared by its variants):", "",
+                  "| seed | " + " | ".join(cols) + " |", "|---|" + "---|" * len(cols)]
+        for seed, s in sorted(starts.items()):
+            lines.append(f"| {seed} | " + " | ".join(_cell((s or {}).get(c)) for c in cols) + " |")
     lines += [
         "",
         f"- seeds: {', '.join(str(s) for s in info.get('seeds', []))} (study parameters, fixed in advance)",

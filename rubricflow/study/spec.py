@@ -24,6 +24,11 @@ class Claim(Section):
     direction: Literal["higher", "lower"] = Field(
         description="'higher': the claim is a > b on the metric; 'lower': a < b (e.g. fewer correct-but-flawed)."
     )
+    margin: float = Field(
+        0.0, ge=0,
+        description="Non-inferiority margin: 'higher' claims a - b > -margin, 'lower' claims a - b < margin (e.g. "
+        "'RuCL is at most 0.01 below outcome-only'); 0 is the plain claim.",
+    )
 
 
 class Selection(Section):
@@ -50,8 +55,19 @@ class Selection(Section):
         "of the best; required when `tolerance` > 0.",
     )
 
+    guard_metric: str | None = Field(
+        None,
+        description="A setting is eligible only if the mean of this metric over its variants is at least the "
+        "`guard_baseline` variant's minus `guard_margin` (e.g. greedy val accuracy within 0.02 of the SFT start while "
+        "the choice is made on sampled accuracy). None: no guard.",
+    )
+    guard_baseline: str | None = Field(None, description="The variant the guard compares with (e.g. the start).")
+    guard_margin: float = Field(0.0, ge=0, description="How far below the baseline the guard metric may fall.")
+
     @model_validator(mode="after")
     def _cost_with_tolerance(self) -> Selection:
+        if (self.guard_metric is None) != (self.guard_baseline is None):
+            raise ValueError("selection.guard_metric and guard_baseline go together")
         if self.tolerance > 0 and not self.cost:
             raise ValueError("selection.tolerance > 0 needs `cost` metrics to decide among the settings it admits")
         return self
@@ -90,11 +106,11 @@ class StudySpec(Section):
         "claimed direction, 'reversed' when it excludes 0 in the other direction, else 'not shown'.",
     )
     confidence: float = Field(0.95, gt=0, lt=1, description="Confidence level of the t-intervals.")
-    eval_split: Literal["test", "val"] = Field(
+    eval_split: Literal["test", "val", "train"] = Field(
         "test",
         description="Split each unit is evaluated on: 'test' for a study that reports (the final evaluation), 'val' "
-        "for a study that chooses (hyperparameters): such a study runs under the test-split guard and never reads "
-        "test rows.",
+        "for a study that chooses (hyperparameters), 'train' for a canary that measures learning on its own prompts; "
+        "a val or train study runs under the test-split guard and never reads test rows.",
     )
     selection: Selection | None = Field(
         None,
@@ -103,6 +119,12 @@ class StudySpec(Section):
     )
     out_dir: str = Field(
         description="Per-unit outputs: <out_dir>/<variant>/seed<k>/ (policy, training reports, result.json).",
+    )
+    per_seed_start: bool = Field(
+        False,
+        description="Each seed builds its own start (the method's `seed_start`: e.g. the warm start and the rubric "
+        "tiers), shared by that seed's variants, so the interval covers the start too. False: every unit starts "
+        "from the main pipeline's shared outputs.",
     )
     profile: str | None = Field(
         None,
@@ -132,7 +154,9 @@ class StudySpec(Section):
         if self.selection is not None:
             if self.eval_split != "val":
                 raise ValueError("selection: a study that chooses must be evaluated on val (eval_split: val)")
-            for m in (self.selection.metric, *self.selection.cost):
+            if self.selection.guard_baseline is not None and self.selection.guard_baseline not in self.variants:
+                raise ValueError(f"selection.guard_baseline {self.selection.guard_baseline!r} is not a variant")
+            for m in (self.selection.metric, *self.selection.cost, *filter(None, [self.selection.guard_metric])):
                 if m not in self.metrics:
                     raise ValueError(f"selection metric {m!r} is not in metrics {self.metrics}")
             for setting, members in self.selection.settings.items():

@@ -27,15 +27,18 @@ def t_interval(values: Sequence[float], confidence: float = 0.95) -> dict[str, A
     return {"n": n, "mean": mean, "sd": sd, "half_width": half, "ci_low": mean - half, "ci_high": mean + half}
 
 
-def verdict(ci_low: float | None, ci_high: float | None, direction: str) -> str:
-    """'shown' when the interval excludes 0 in the claimed direction, 'reversed' the other way, else 'not shown'."""
+def verdict(ci_low: float | None, ci_high: float | None, direction: str, margin: float = 0.0) -> str:
+    """'shown' when the interval excludes the claim's bound (0, or ``-margin`` / ``+margin`` for a non-inferiority
+    claim) in the claimed direction, 'reversed' when it lies wholly on the other side of that bound, else
+    'not shown'."""
     if ci_low is None or ci_high is None:
         return "not shown"
-    above, below = ci_low > 0, ci_high < 0
     if direction == "higher":
-        return "shown" if above else "reversed" if below else "not shown"
+        bound = -margin
+        return "shown" if ci_low > bound else "reversed" if ci_high < bound else "not shown"
     if direction == "lower":
-        return "shown" if below else "reversed" if above else "not shown"
+        bound = margin
+        return "shown" if ci_high < bound else "reversed" if ci_low > bound else "not shown"
     raise ValueError(f"claim direction {direction!r}: expected 'higher' or 'lower'")
 
 
@@ -90,7 +93,7 @@ def aggregate(
         out_claims.append({
             **c.model_dump(), "n_pairs": ci["n"], "diff_mean": ci["mean"], "ci_low": ci["ci_low"],
             "ci_high": ci["ci_high"], "half_width": ci["half_width"], "diffs": diffs,
-            "verdict": verdict(ci["ci_low"], ci["ci_high"], c.direction), "note": note,
+            "verdict": verdict(ci["ci_low"], ci["ci_high"], c.direction, c.margin), "note": note,
         })
     return {"confidence": confidence, "metrics": list(metrics), "variants": variants, "claims": out_claims}
 
@@ -116,8 +119,14 @@ def select(agg: Mapping[str, Any], selection: Selection | Mapping | None) -> dic
         scores[setting] = {"variants": list(members), "means": means, "score": score}
         if sel.cost:
             scores[setting]["cost"] = [mean_of(members, c)[1] for c in sel.cost]
+    if sel.guard_metric is not None:
+        floor = (agg["variants"].get(sel.guard_baseline) or {}).get(sel.guard_metric, {}).get("mean")
+        for setting, v in scores.items():
+            guard = mean_of(v["variants"], sel.guard_metric)[1]
+            v["guard"] = guard
+            v["guard_ok"] = floor is not None and guard is not None and guard >= floor - sel.guard_margin - 1e-12
     sign = 1.0 if sel.direction == "higher" else -1.0
-    eligible = [k for k, v in scores.items() if v["score"] is not None
+    eligible = [k for k, v in scores.items() if v["score"] is not None and v.get("guard_ok", True)
                 and all(c is not None for c in v.get("cost", []))]
     best = None
     if eligible:
@@ -128,4 +137,6 @@ def select(agg: Mapping[str, Any], selection: Selection | Mapping | None) -> dic
         else:
             best = next(k for k in eligible if sign * scores[k]["score"] == top)
     return {"metric": sel.metric, "direction": sel.direction, "tolerance": sel.tolerance, "cost": list(sel.cost),
+            "guard": None if sel.guard_metric is None else {"metric": sel.guard_metric, "baseline": sel.guard_baseline,
+                                                            "margin": sel.guard_margin},
             "settings": scores, "selected": best}

@@ -115,3 +115,21 @@ def test_summary():
     assert (s["n_foundational"], s["n_advanced"]) == (2, 1)
     assert s["mean_pass_foundational"] == pytest.approx(0.7) and s["mean_pass_advanced"] == pytest.approx(0.25)
     assert (s["n_judgments"], s["n_judge_ok"], s["n_judge_failed"]) == (2, 1, 1)
+
+
+def test_the_papers_selection_keeps_mostly_passed_rubrics_and_drops_saturated_ones():
+    """The default reading: drop saturated rubrics (pass above the ceiling: no variance in a GRPO group), rank the
+    rest by coverage then pass rate, foundational iff the pass rate is at least the threshold. The variance ranking
+    would have dropped the mostly passed rubric ``m`` (4p(1-p) small) that the paper's foundational tier is made of."""
+    table = [row("sat", 1.0, 0.99), row("m", 1.0, 0.85), row("half", 1.0, 0.5), row("low", 1.0, 0.2),
+             row("rare", 0.5, 0.6)]
+    out = by_id(select_and_stratify(table, keep_k=3, coverage_min=0.3, rank_by="coverage", saturation_max=0.95,
+                                    tier_rule="threshold", foundational_min_pass=0.6))
+    assert out["sat"]["drop_reason"] == "saturated (pass 0.990 > 0.95)" and not out["sat"]["kept"]
+    assert [k for k in ("m", "half", "low", "rare") if out[k]["kept"]] == ["m", "half", "low"]  # coverage first
+    assert out["rare"]["drop_reason"] == "not in top 3"
+    assert (out["m"]["tier"], out["half"]["tier"], out["low"]["tier"]) == ("foundational", "advanced", "advanced")
+    variance = by_id(select_and_stratify(table, keep_k=2, coverage_min=0.3, rank_by="informativeness"))
+    assert not variance["m"]["kept"] and variance["half"]["kept"]  # keep 2: the earlier reading drops the mastered one
+    with pytest.raises(ValueError, match="rank_by"):
+        select_and_stratify(table, rank_by="entropy")

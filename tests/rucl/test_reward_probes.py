@@ -95,11 +95,13 @@ def test_a_bare_answer_never_pays_more_than_reasoning(samples, assign, lambda_t)
     assert m["empty"] < m["bare"]
 
 
-def test_the_response_reading_pays_for_skipping_the_reasoning(samples):
-    """The earlier reading (kept as judge.applicability=response for the ablation) fails the probe: at lambda 0 a
-    bare answer earns what the reasoned trace earns, and more than the one-flaw trace."""
+def test_under_the_response_reading_a_bare_answer_earns_only_the_outcome_weight(samples):
+    """The earlier reading (kept as judge.applicability=response for the ablation): no rubric applies to a bare
+    answer, so it has no rubric term. That term earns nothing (alpha * outcome, alpha 0.7), where it used to earn the
+    whole outcome (1.0, as much as the reasoned trace): skipping the reasoning no longer pays."""
     m = mean_rewards(samples, _rubrics("kept"), "response", 0.0)
-    assert m["bare"] == pytest.approx(1.0) and m["bare"] >= m["reasoned"]
+    print("\nresponse reading, lambda 0: " + ", ".join(f"{k} {v:.3f}" for k, v in m.items()))
+    assert m["bare"] == pytest.approx(0.7) and m["bare"] < m["reasoned"]
 
 
 def test_problem_applicability_comes_from_the_question_not_the_response(samples):

@@ -266,3 +266,17 @@ def test_training_with_a_judge_that_breaks_aborts_keeping_the_checkpoint_and_sav
         train_rucl(cfg, root / "data", judge, load_tiers(root / "tiers.json"), root / "breaks" / "reports", seed=0)
     assert not (root / "breaks" / "model" / "config.json").exists()  # no model saved from NaN rewards
     assert any(p.is_file() for p in (root / "breaks" / "ck").rglob("*"))  # step 0's checkpoint is kept
+
+
+def test_transition_json_is_rewritten_by_every_run_never_left_from_an_older_one(setup, tmp_path):
+    """A report of a switch the current run never made was the stale-file defect: the file is now this run's, and a
+    DVC output of the rucl stages."""
+    reports = tmp_path / "reports"
+    reports.mkdir()
+    (reports / "transition.json").write_text(json.dumps({"step": 16, "s_f_window": [0.95] * 5}))  # an older run's
+    rcfg = make_cfg(setup, "stale", reward={"mode": "outcome"}, grpo={"steps": 2, "checkpoint_every": 0})
+    out = train_rucl(rcfg, setup / "data", None, [], reports, seed=1)
+    got = json.loads((reports / "transition.json").read_text())
+    assert out["transition_step"] is None
+    assert got["switched"] is False and got["transition_step"] is None and got["event"] is None
+    assert got["threshold"] == rcfg.curriculum.threshold

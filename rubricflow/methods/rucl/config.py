@@ -60,15 +60,30 @@ class RuCLConfig(Section):
         "starts fresh and says which part changed.",
     )
     train_split: Literal["train", "val", "test", "calib"] = Field("train", description="Dataset split for rollouts.")
+    train_limit: int | None = Field(
+        None, ge=1,
+        description="Use only the first N problems per task of the training split as prompts (a small fixed prompt "
+        "set: the GRPO canary); evaluating on `train` then scores exactly those. None: the whole split.",
+    )
     eval_samples: int = Field(
         64, ge=0,
-        description="Samples per task: on val for the accuracy tracked during training (0 = skip there), on test for "
-        "rucl_eval (0 = all).",
+        description="Val samples per task for the greedy and sampled accuracy tracked during training (0 = skip). The "
+        "final evaluation (rucl_eval, study units) always scores every problem of its split.",
     )
-    eval_split: Literal["test", "val"] = Field(
+    eval_k: int = Field(
+        8, ge=0,
+        description="Samples per problem for the sampled readouts (sampled accuracy, pass@k, clean pass@k) at the GRPO "
+        "temperature, in training-time tracking and the final evaluation (0 = greedy only). GRPO moves the sampled "
+        "distribution before the greedy mode.",
+    )
+    eval_seed: int = Field(
+        0, description="Sampling seed of the sampled readouts: every policy is evaluated on the same draws of noise."
+    )
+    eval_split: Literal["test", "val", "train"] = Field(
         "test",
         description="Split evaluate_policies scores the policies on: 'test' in rucl_eval and reporting studies (the "
-        "final evaluation); a selection study (`study.<name>.eval_split: val`) sets 'val'.",
+        "final evaluation); a selection study (`study.<name>.eval_split: val`) sets 'val'; the canary sets 'train' "
+        "(its own fixed prompts, `train_limit`).",
     )
     eval_policies: dict[str, str] = Field(
         default_factory=lambda: {

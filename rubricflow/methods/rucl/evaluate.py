@@ -66,6 +66,12 @@ def score_responses(samples, responses: list[str], judge, rubrics, data_dir: str
     return out
 
 
+def per_task(samples, limit: int | None = None) -> list:
+    """``samples`` grouped by task (tasks sorted, file order within a task), the first ``limit`` of each."""
+    tasks = sorted({s.task for s in samples})
+    return [s for task in tasks for s in [x for x in samples if x.task == task][:limit]]
+
+
 def evaluate_policies(
     rcfg: RuCLConfig,
     judge_cfg: JudgeConfig,
@@ -73,20 +79,20 @@ def evaluate_policies(
     generation: GenerationConfig,
     secret_resolver: Callable[[str], str] | None = None,
 ) -> dict:
-    """Greedy responses of every ``rucl.eval_policies`` checkpoint on the ``rucl.eval_split`` split (test in the
-    final evaluation; val in a selection study), scored by :func:`score_responses`; plus each policy's accuracy gain
-    over ``sft``."""
+    """Every ``rucl.eval_policies`` checkpoint on every problem of the ``rucl.eval_split`` split (test in the final
+    evaluation; val in a selection study): greedy responses scored by :func:`score_responses` and per question type,
+    and ``rucl.eval_k`` samples per problem at the GRPO temperature (``rubricflow.evaluation.evaluate_sampled``: the
+    sampled accuracy, pass@k, clean pass@k), on the same sampling seed for every policy; plus each policy's gains over
+    ``sft``. ``diff_accuracy`` / ``diff_sampled_accuracy`` name the bar-chart difference question (every bar must be
+    read; no 1-in-3 guess), a readout no shortcut satisfies."""
     from models.loader import load_policy
     from rubricflow.data.schema import read_dataset
-    from rubricflow.evaluation import greedy_responses
+    from rubricflow.evaluation import evaluate_sampled, greedy_metrics, greedy_responses
     from rubricflow.judge.factory import make_judge
     from rubricflow.methods.rucl.rubrics.pool import load_tiers
 
     held_out = read_dataset(data_dir, split=rcfg.eval_split)
-    per_task = rcfg.eval_samples or len(held_out)
-    samples = []
-    for task in sorted({s.task for s in held_out}):
-        samples += [s for s in held_out if s.task == task][:per_task]
+    samples = per_task(held_out, rcfg.train_limit if rcfg.eval_split == rcfg.train_split else None)
     rubrics = load_tiers(rcfg.tiers_path) if Path(rcfg.tiers_path).exists() else []
     judge = make_judge(judge_cfg, secret_resolver, image_root=data_dir) if rubrics else None
     result: dict[str, Any] = {"eval_samples": len(samples), "eval_split": rcfg.eval_split,
@@ -97,10 +103,19 @@ def evaluate_policies(
     for name, path in rcfg.eval_policies.items():
         model, proc = load_policy(path)
         resp = greedy_responses(model, proc, data_dir, samples, generation)
-        result[name] = score_responses(samples, resp, judge, rubrics, data_dir)
+        m = score_responses(samples, resp, judge, rubrics, data_dir)
+        m.update({k: v for k, v in greedy_metrics(samples, resp).items() if k != "accuracy/overall"})
+        m.update(evaluate_sampled(model, proc, data_dir, samples, generation, rcfg.eval_k, rcfg.grpo.temperature,
+                                  rcfg.eval_seed))
+        m["diff_accuracy"] = m.get("accuracy/qtype_diff")
+        m["diff_sampled_accuracy"] = m.get("sampled_accuracy/qtype_diff")
+        result[name] = m
     base = result.get("sft")
     if base is not None:
         for name in rcfg.eval_policies:
             if name != "sft":
-                result[f"accuracy_gain/{name}"] = result[name]["accuracy"] - base["accuracy"]
+                for key in ("accuracy", "sampled_accuracy"):
+                    if base.get(key) is not None and result[name].get(key) is not None:
+                        suffix = "" if key == "accuracy" else "_sampled"
+                        result[f"accuracy_gain{suffix}/{name}"] = result[name][key] - base[key]
     return result

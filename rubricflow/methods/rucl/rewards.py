@@ -16,8 +16,10 @@ Rules for what is not there (decided here, tested in tests/test_rewards.py):
   other tier: ``rubric = sum(w_k S_k) / sum(w_k)`` over the tiers that have a score, with ``w_F = 1 - lambda_t``,
   ``w_A = lambda_t``. A tier whose weight is 0 never enters (before the curriculum switch, ``lambda_t = 0``, the
   advanced rubrics have no influence at all, even on a response where no foundational rubric applies).
-* **No rubric term** (no tier with a score and a positive weight): ``r = outcome``. This is a real measurement
-  ("nothing to check in the reasoning"), not a failure.
+* **No rubric term** (no tier with a score and a positive weight): ``r = alpha * outcome``, the rubric term earning
+  nothing. This is a real measurement ("nothing to check in the reasoning"), not a failure, and it never pays more
+  than reasoning that the rubrics can check: with applicability read from the response (``judge.applicability:
+  response``) a bare answer that no rubric applies to would otherwise earn the whole outcome weight.
 * **Judge failure** (``Judgment.status == "failed"``, or no judgment): the whole reward is *missing* (``NaN``);
   the GRPO updater leaves it out of the advantage statistics. Never a 0 or 0.5 reward. Not so in mode ``outcome``.
 
@@ -121,7 +123,7 @@ def compute_reward(
     sc = tier_scores(judgment, tiers)
     (s_f, n_f), (s_a, n_a) = sc["foundational"], sc["advanced"]
     rubric = combine_tiers(s_f, s_a, lambda_t) if mode == "rucl" else sc["all"][0]
-    total = outcome if math.isnan(rubric) else alpha * outcome + (1.0 - alpha) * rubric
+    total = alpha * outcome + (1.0 - alpha) * (0.0 if math.isnan(rubric) else rubric)
     return RewardBreakdown(total, outcome, s_f, s_a, rubric, math.isnan(total), lambda_t, n_f, n_a)
 
 

@@ -1,4 +1,5 @@
-"""RuCL's lines of the run summary: the tiers, the curriculum of the GRPO run and the held-out evaluation."""
+"""RuCL's lines of the run summary: the tiers, the GRPO runs (switch step, greedy and sampled val accuracy before and
+after) and the held-out evaluation."""
 
 from __future__ import annotations
 
@@ -26,12 +27,28 @@ def summary_lines(r: Path) -> list[str]:
                    f"kept {m['n_kept']}: foundational {tiers.get('foundational', m['n_foundational'])} "
                    f"(pass {m['mean_pass_foundational']:.2f}), advanced {tiers.get('advanced', m['n_advanced'])} "
                    f"(pass {m['mean_pass_advanced']:.2f}); {m['n_judge_failed']} failed judgments")
-    if (m := load_report(r / "rucl.json")):
-        t = m.get("transition_step")
-        out.append(f"rucl        {m['steps']} GRPO steps, curriculum transition at step "
-                   f"{t if t is not None else 'never'}, lambda_t at end {m['lambda_final']:.2f}")
+    for name in ("rucl", "rucl_outcome"):
+        if (m := load_report(r / f"{name}.json")):
+            t = m.get("transition_step")
+            out.append(f"{name:<12}{m['steps']} GRPO steps, curriculum switch at step "
+                       f"{t if t is not None else 'never'} (lambda_t at end {m['lambda_final']:.2f})"
+                       if name == "rucl" else f"{name:<12}{m['steps']} GRPO steps, outcome reward only")
+            before, after = m.get("accuracy_before") or {}, m.get("accuracy_after") or {}
+            sb, sa = m.get("sampled_before") or {}, m.get("sampled_after") or {}
+            if before and sa:
+                out.append(f"{'':<12}val greedy {before['overall']:.1%} -> {after['overall']:.1%}, sampled "
+                           f"{sb.get('sampled_accuracy/overall', float('nan')):.1%} -> "
+                           f"{sa.get('sampled_accuracy/overall', float('nan')):.1%}, pass@k "
+                           f"{sb.get('pass_at_k/overall', float('nan')):.1%} -> {sa.get('pass_at_k/overall', float('nan')):.1%}")
     if (m := load_report(r / "rucl_eval.json")):
-        out.append(f"rucl eval   held-out ({m['eval_samples']}): " + ", ".join(
-            f"{name} {m[name]['accuracy']:.1%} (S_F {m[name]['s_f']:.2f}, S_A {m[name]['s_a']:.2f})"
+        out.append(f"rucl eval   test ({m['eval_samples']}), greedy / sampled / clean pass@k: " + ", ".join(
+            f"{name} {m[name]['accuracy']:.1%} / {m[name].get('sampled_accuracy') or float('nan'):.1%} / "
+            f"{m[name].get('clean_pass_at_k') or float('nan'):.1%}"
+            for name in ("sft", "outcome", "rucl") if isinstance(m.get(name), dict)))
+        out.append("            difference question (sampled): " + ", ".join(
+            f"{name} {m[name].get('diff_sampled_accuracy') or float('nan'):.1%}"
+            for name in ("sft", "outcome", "rucl") if isinstance(m.get(name), dict))
+            + "; correct but flawed (strict verifier): " + ", ".join(
+            f"{name} {m[name].get('correct_but_flawed') or float('nan'):.2f}"
             for name in ("sft", "outcome", "rucl") if isinstance(m.get(name), dict)))
     return out

@@ -7,7 +7,8 @@ Outputs:
 
 * ``rcfg.out_dir``: the trained policy (HF format, loadable by models.loader.load_policy);
 * ``<reports>/rucl/steps.jsonl``: one metrics line per step; ``curriculum.json`` (lambda_t, S_F, S_A per step,
-  for ``dvc plots``), ``curriculum.png``, ``transition.json`` (the curriculum switch event, when it happened),
+  for ``dvc plots``), ``curriculum.png``, ``transition.json`` (this run's curriculum switch: ``switched``, the step and the event, or
+  none; rewritten by every run),
   ``samples_last_step.json`` (responses and reward breakdowns of the last batch);
 * MLflow (through ``run``): per-step metrics, the transition as an event, the plot as an artifact.
 
@@ -27,13 +28,16 @@ from pathlib import Path
 from typing import Any
 
 from rubricflow.hashing import code_hash, content_hash
+from rubricflow.io import write_json
 from rubricflow.methods.rucl.config import RuCLConfig
+from rubricflow.methods.rucl.evaluate import per_task
 from rubricflow.sections import GenerationConfig
 from rubricflow.stage import NullRun
 
 # Settings that may change between an interrupted run and its resumption without changing what is trained.
 _RESUMABLE_FIELDS = {"grpo": {"steps", "checkpoint_every", "keep_checkpoints", "eval_every"}}
-_OUTPUT_FIELDS = {"name", "out_dir", "checkpoint_dir", "eval_samples", "eval_policies"}
+_OUTPUT_FIELDS = {"name", "out_dir", "checkpoint_dir", "eval_samples", "eval_policies", "eval_split", "eval_k",
+                  "eval_seed"}
 
 
 # The training code whose edits change a trajectory: the method (its rewards and curriculum included), the GRPO core
@@ -107,7 +111,7 @@ def train_rucl(
     from models.loader import load_policy
     from rubricflow.methods.rucl.curriculum import CurriculumScheduler
     from rubricflow.data.schema import read_dataset
-    from rubricflow.evaluation import evaluate_policy
+    from rubricflow.evaluation import evaluate_policy, evaluate_sampled
     from rubricflow.generation import generator_for
     from rubricflow.grpo.checkpoint import MetricsHistory
     from rubricflow.grpo.causal_lm import CausalLMAdapter
@@ -131,6 +135,8 @@ def train_rucl(
     model, proc = load_policy(rcfg.init_from)
     model = apply_lora(model, rcfg.lora)  # rank 0: unchanged (full fine-tuning)
     train = read_dataset(data_dir, split=rcfg.train_split)
+    if rcfg.train_limit:
+        train = per_task(train, rcfg.train_limit)
     if not train:
         raise ValueError(f"{data_dir}: split {rcfg.train_split!r} is empty (rucl.train_split)")
     val = []  # the accuracy tracked during training is on val (choose on val; rucl_eval reports test)
@@ -143,6 +149,11 @@ def train_rucl(
     main = engine.rank == 0
     module = engine.module
     before = evaluate_policy(module, proc, data_dir, val, gen_cfg, engine) if val else {}  # every rank takes part
+
+    def sampled(m) -> dict:  # the sampled val readouts at the GRPO temperature (same draws before and after)
+        return evaluate_sampled(m, proc, data_dir, val, gen_cfg, rcfg.eval_k, g.temperature, rcfg.eval_seed, engine)
+
+    sampled_before = sampled(module)
 
     gen = generator_for(gen_cfg, module, proc, model_path=rcfg.init_from)
     c = rcfg.curriculum
@@ -169,7 +180,6 @@ def train_rucl(
         ev = rollout.last.get("transition_event")
         if ev is not None and main:
             run.event("curriculum_transition", ev)
-            (reports / "transition.json").write_text(json.dumps(_json_safe(ev), indent=2))
 
     def eval_fn(step: int) -> dict:
         return evaluate_policy(module, proc, data_dir, val, gen_cfg, engine)  # greedy val accuracy, all ranks
@@ -196,6 +206,7 @@ def train_rucl(
     module = merge_lora(module)  # adapters folded in: the saved policy is a plain checkpoint
     save_policy(module, proc, rcfg.out_dir)  # consolidated once, written by rank 0
     after = evaluate_policy(module, proc, data_dir, val, gen_cfg, engine) if val else {}
+    sampled_after = sampled(module)
     if main:
         rows = history.rows
         steps_f.write_text("".join(json.dumps(r) + "\n" for r in rows))
@@ -206,6 +217,10 @@ def train_rucl(
                               title=f"RuCL curriculum (mode {rcfg.reward.mode})")
         run.log_artifact(png)
         (reports / "samples_last_step.json").write_text(json.dumps(_json_safe(rollout.last), indent=1))
+        # written on every run (a DVC output): the switch of this run, or none; never an older run's switch
+        write_json(reports / "transition.json", _json_safe({
+            "switched": sched.transitioned, "transition_step": sched.transition_step,
+            "event": sched.event if sched.transitioned else None, "threshold": c.threshold, "window": c.window}))
         tail = rows[-min(5, len(rows)):] if rows else []
 
         def mean_of(key):
@@ -229,6 +244,10 @@ def train_rucl(
         if val:
             result["accuracy_before"] = before
             result["accuracy_after"] = after
+        keep = ("sampled_accuracy", "pass_at_k", "clean_pass_at_k")
+        if sampled_before:
+            result["sampled_before"] = {k: v for k, v in sampled_before.items() if k.startswith(keep) and "/" in k}
+            result["sampled_after"] = {k: v for k, v in sampled_after.items() if k.startswith(keep) and "/" in k}
     result["duration_s"] = round(time.perf_counter() - t_start, 2)
     return _json_safe(result)
 

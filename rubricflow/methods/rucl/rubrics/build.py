@@ -234,6 +234,8 @@ def stratify_pool(
         "tier_rule": rcfg.tier_rule,
         "foundational_min_pass": rcfg.foundational_min_pass,
         "n_foundational": rcfg.n_foundational,
+        "rank_by": rcfg.rank_by,
+        "saturation_max": rcfg.saturation_max,
         "ranking": "coverage * 4 * p * (1 - p), then coverage, then id",
         "judge": ":".join(str(getattr(judge, a, "?")) for a in ("name", "model_id", "prompt_version")),
         "n_prompts": len(samples),
@@ -246,6 +248,8 @@ def stratify_pool(
         tier_rule=rcfg.tier_rule,
         foundational_min_pass=rcfg.foundational_min_pass,
         n_foundational=rcfg.n_foundational,
+        rank_by=rcfg.rank_by,
+        saturation_max=rcfg.saturation_max,
     )
     # A calibration whose judgments mostly failed must not become tiers: raise before writing anything, so the
     # previous tables and tiers file stay as they were.
@@ -257,4 +261,4 @@ def stratify_pool(
         )
     paths = write_table(rows, summary, rcfg.table_dir)
     paths["tiers"] = str(save_pool(tiers_pool(pool, rows, rule), rcfg.tiers_path))
-    return {"metrics": summary, "paths": paths, "rule": rule}
+    return {"metrics": summary, "paths": paths, "rule": rule, "rows": rows}

@@ -49,20 +49,34 @@ class RubricsConfig(Section):
     coverage_min: float = Field(
         0.3, ge=0, le=1, description="Drop candidates applicable to fewer than this fraction of judged responses."
     )
-    keep_k: int = Field(6, ge=1, description="Rubrics kept after filtering (paper: 6), ranked by informativeness.")
+    saturation_max: float | None = Field(
+        0.95, ge=0, le=1,
+        description="Drop candidates whose calibration pass rate is above this ceiling: passed by nearly every sampled "
+        "response, they vary within no GRPO group (their reward term vanishes) and would make the foundational score "
+        "start at the curriculum's threshold. None: keep them (the earlier reading).",
+    )
+    keep_k: int = Field(6, ge=1, description="Rubrics kept after filtering (paper: 6), ranked by `rank_by`.")
+    rank_by: Literal["coverage", "informativeness"] = Field(
+        "coverage",
+        description="coverage (the paper's selection: applicable rubrics first, then higher pass rate); "
+        "informativeness (the earlier reading: coverage x 4p(1-p), the variance of a pass/fail verdict; it drops every "
+        "rubric the policy mostly passes, the paper's foundational kind).",
+    )
     tier_rule: Literal["threshold", "half", "count"] = Field(
-        "count",
-        description="How pass rates divide the kept rubrics into tiers. count (default): the n_foundational "
-        "highest-pass rubrics are foundational, the rest advanced, the paper's relative split (its six rubrics: "
-        "R01-R04 foundational, R05-R06 advanced); threshold: foundational iff pass rate >= foundational_min_pass "
-        "(clamped so both tiers are non-empty when keep_k >= 2), which depends on how strong the policy is; half: "
-        "the higher-pass half (rounded up).",
+        "threshold",
+        description="How pass rates divide the kept rubrics into tiers. threshold (default): foundational iff the "
+        "calibration pass rate >= foundational_min_pass (already mostly mastered), else advanced, clamped so both "
+        "tiers are non-empty when keep_k >= 2; count: the n_foundational highest-pass rubrics are foundational (the "
+        "paper's 4 / 2 split of its six rubrics taken as a count: on a weaker policy it makes rarely passed rubrics "
+        "foundational); half: the higher-pass half (rounded up).",
     )
     n_foundational: int = Field(
         4, ge=1, description="count rule: foundational rubrics (at most keep_k - 1; paper: 4 of 6)."
     )
     foundational_min_pass: float = Field(
-        0.5, ge=0, le=1, description="threshold rule: lowest pass rate of a foundational rubric."
+        0.6, ge=0, le=1,
+        description="threshold rule: lowest calibration pass rate of a foundational rubric (passed by most sampled "
+        "responses already; the curriculum's threshold on their batch score is `rucl.curriculum.threshold`).",
     )
     # -- outputs -------------------------------------------------------------------------------------------------
     tiers_path: str = Field(

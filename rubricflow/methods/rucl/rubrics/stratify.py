@@ -9,13 +9,17 @@ Per candidate rubric, over the judged responses:
 * ``coverage``     = n_applicable / n_judged (the applicable rate);
 * ``pass_rate``    = n_satisfied / n_applicable (satisfied given applicable; None when never applicable).
 
-Selection (``select_and_stratify``):
+Selection (``select_and_stratify``), the paper's reading by default (coverage, applicability, accuracy):
 
-1. drop candidates with no verdict at all ("no verdicts") or ``coverage < coverage_min`` ("low coverage");
-2. rank the rest by informativeness ``score = coverage * 4 * p * (1 - p)`` (the share of responses the rubric
-   applies to times its normalised Bernoulli variance: 1 for a rubric that applies everywhere and passes half
-   the time, 0 for one that always or never passes, so discriminative rubrics, 0 < p < 1, come first), ties by
-   higher coverage, then id; keep the best ``keep_k``;
+1. drop candidates with no verdict at all ("no verdicts"), ``coverage < coverage_min`` ("low coverage") or, with
+   ``saturation_max``, ``p > saturation_max`` ("saturated": passed by nearly every sampled response, so it varies
+   within no GRPO group and its reward term would vanish);
+2. rank the rest (``rank_by``) and keep the best ``keep_k``:
+   * ``coverage`` (default): higher coverage first, then higher pass rate, then id;
+   * ``informativeness`` (the earlier reading, kept as an alternative): ``score = coverage * 4 * p * (1 - p)`` (the
+     share of responses the rubric applies to times its normalised Bernoulli variance), ties by higher coverage,
+     then id. It drops every rubric the policy mostly passes, the paper's foundational kind;
+   ``score`` is reported either way;
 3. tiers (pass rate high = already mastered = foundational, low = advanced):
    * ``threshold``: foundational iff ``p >= foundational_min_pass``; if that leaves a tier empty and two or more
      rubrics are kept, the lowest-pass rubric moves to advanced (or the highest-pass to foundational);
@@ -98,11 +102,15 @@ def select_and_stratify(
     tier_rule: str = "threshold",
     foundational_min_pass: float = 0.5,
     n_foundational: int = 4,
+    rank_by: str = "informativeness",
+    saturation_max: float | None = None,
 ) -> list[dict]:
     """Copy of ``table`` with ``score``, ``rank`` (1 = best, None if dropped by coverage), ``kept``, ``tier``
     (foundational / advanced / None) and ``drop_reason``; same row order as the input."""
     if tier_rule not in ("threshold", "half", "count"):
         raise ValueError(f"tier_rule: expected 'threshold', 'half' or 'count', got {tier_rule!r}")
+    if rank_by not in ("coverage", "informativeness"):
+        raise ValueError(f"rank_by: expected 'coverage' or 'informativeness', got {rank_by!r}")
     rows = [dict(r) for r in table]
     eligible = []
     for r in rows:
@@ -113,10 +121,15 @@ def select_and_stratify(
             r["drop_reason"] = f"low coverage ({r['coverage']:.3f} < {coverage_min:g})"
         elif r["pass_rate"] is None:
             r["drop_reason"] = "never applicable"
+        elif saturation_max is not None and r["pass_rate"] > saturation_max:
+            r["drop_reason"] = f"saturated (pass {r['pass_rate']:.3f} > {saturation_max:g})"
         else:
             r["drop_reason"] = None
             eligible.append(r)
-    eligible.sort(key=lambda r: (-r["score"], -r["coverage"], r["id"]))
+    if rank_by == "coverage":
+        eligible.sort(key=lambda r: (-r["coverage"], -r["pass_rate"], r["id"]))
+    else:
+        eligible.sort(key=lambda r: (-r["score"], -r["coverage"], r["id"]))
     for i, r in enumerate(eligible, 1):
         r["rank"] = i
         if i <= keep_k:
@@ -154,6 +167,7 @@ def summarize(rows: list[dict], judgments: list[Judgment] | None = None) -> dict
     out = {
         "n_candidates": len(rows),
         "n_low_coverage": sum(1 for r in rows if (r["drop_reason"] or "").startswith("low coverage")),
+        "n_saturated": sum(1 for r in rows if (r["drop_reason"] or "").startswith("saturated")),
         "n_kept": sum(1 for r in rows if r["kept"]),
         "n_foundational": len(f),
         "n_advanced": len(a),

@@ -1,0 +1,90 @@
+"""A seed that covers the whole chain: the start a study's units train from (a warm start, its tiers, ...) built once
+per seed, shared by that seed's variants so per-seed differences stay paired.
+
+With ``study.<name>.per_seed_start``, the method's ``StudyMethod.seed_start`` says how: ``overrides`` point a unit's
+config at ``<out_dir>/_start/seed<k>/``, ``inputs`` are what the start depends on, ``build`` makes it. The first unit
+of a seed to need the start builds it under a lock (units of one seed may run side by side, in threads, processes or
+on Ray workers sharing the folder); the others wait and reuse it. A start is rebuilt when its inputs changed, never
+reused half-written: it is built in a temporary folder, its ``start.json`` (the inputs' hashes and the build's
+summary) written last, and renamed into place.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from rubricflow.hashing import code_hash, part_hashes
+from rubricflow.io import write_json
+from rubricflow.study.adapter import SeedStart
+
+START_FILE = "start.json"
+
+
+def start_dir(out_dir: str | Path, seed: int) -> Path:
+    return Path(out_dir) / "_start" / f"seed{seed}"
+
+
+@contextlib.contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)  # released when the file closes, also if this process dies
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def start_inputs(ss: SeedStart, ucfg: Any, seed: int) -> dict[str, str]:
+    return part_hashes({**ss.inputs(ucfg, seed), "code": code_hash(*ss.code)})
+
+
+def read_start(directory: Path) -> dict | None:
+    try:
+        return json.loads((directory / START_FILE).read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def ensure_start(ss: SeedStart, ucfg: Any, seed: int, directory: Path) -> dict:
+    """The start of ``seed`` in ``directory``: reused when built on the same inputs, else (re)built; returns its
+    ``start.json``."""
+    inputs = start_inputs(ss, ucfg, seed)
+    with _locked(directory.parent / f".seed{seed}.lock"):
+        done = read_start(directory)
+        if done is not None and done.get("inputs") == inputs:
+            return done
+        if done is not None:
+            changed = sorted(k for k in set(inputs) | set(done.get("inputs") or {})
+                             if (done.get("inputs") or {}).get(k) != inputs.get(k))
+            print(f"study: the start of seed {seed} was built on other inputs ({', '.join(changed)} changed); "
+                  "rebuilding it", flush=True)
+        tmp = directory.parent / f".tmp-seed{seed}-{os.getpid()}"
+        shutil.rmtree(tmp, ignore_errors=True)
+        try:
+            summary = ss.build(ucfg, seed, tmp, directory)
+            record = {"seed": seed, "inputs": inputs, "summary": summary}
+            write_json(tmp / START_FILE, record)
+            if directory.exists():
+                shutil.rmtree(directory)
+            os.replace(tmp, directory)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        return record
+
+
+def seed_starts(out_dir: str | Path, seeds: list[int]) -> dict[int, dict]:
+    """``seed -> start.json`` of the starts built so far (for the report)."""
+    out = {}
+    for s in seeds:
+        rec = read_start(start_dir(out_dir, s))
+        if rec is not None:
+            out[s] = rec
+    return out
