@@ -122,6 +122,7 @@ def _cfg(tmp_path, study=None, **top):
     raw = {
         "reports_dir": str(tmp_path / "reports"),
         "data": {"out_dir": str(tmp_path / "data")},
+        "rubrics": {"pool_path": str(tmp_path / "candidates.json")},
         "rucl": {"init_from": str(tmp_path / "sft"), "tiers_path": str(tmp_path / "tiers.json"),
                  "checkpoint_dir": str(tmp_path / "ckpt" / "rucl")},
         "study": {"rucl": {**HARNESS_STUDY, "seeds": [11, 22, 33], "out_dir": str(tmp_path / "studies" / "rucl"),
@@ -135,7 +136,7 @@ def _make_shared(tmp_path):
     from rubricflow.data.validate import stamp_path
 
     stamp = stamp_path(tmp_path / "reports", tmp_path / "data").relative_to(tmp_path)
-    for p in ("data/manifest.json", str(stamp), "sft/config.json", "tiers.json"):
+    for p in ("data/manifest.json", str(stamp), "candidates.json", "sft/config.json", "tiers.json"):
         f = tmp_path / p
         f.parent.mkdir(parents=True, exist_ok=True)
         f.write_text("{}")
@@ -191,7 +192,7 @@ def test_require_shared_names_each_missing_output(tmp_path):
     with pytest.raises(SharedOutputsMissing) as e:
         require_shared(cfg, "rucl", cfg.study.rucl, units)
     msg = str(e.value)
-    for p in ("data/manifest.json", "reports/validation/", "sft/config.json", "tiers.json"):
+    for p in ("data/manifest.json", "reports/validation/", "candidates.json", "sft/config.json", "tiers.json"):
         assert str(tmp_path) in msg and p in msg, p
     _make_shared(tmp_path)
     require_shared(cfg, "rucl", cfg.study.rucl, units)  # no error once they exist

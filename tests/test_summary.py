@@ -22,11 +22,16 @@ def test_summary_has_a_line_per_pipeline(tmp_path):
     _write(r / "rubrics" / "stratification.json", [
         {"id": "C08", "tier": "foundational"}, {"id": "C11", "tier": "foundational"},
         {"id": "C01", "tier": "advanced"}, {"id": "C02", "tier": None}])
-    _write(r / "rucl.json", {"steps": 40, "transition_step": 14, "lambda_final": 0.5})
+    _write(r / "rucl.json", {"steps": 40, "transition_step": 14, "lambda_final": 0.5,
+                             "accuracy_before": {"overall": 0.5}, "accuracy_after": {"overall": 0.5625},
+                             "sampled_before": {"sampled_accuracy/overall": 0.41, "pass_at_k/overall": 0.9},
+                             "sampled_after": {"sampled_accuracy/overall": 0.52}})
     _write(r / "rucl_eval.json", {"eval_samples": 192,
-                                  "sft": {"accuracy": 0.46875, "s_f": 0.87, "s_a": 0.23},
-                                  "outcome": {"accuracy": 0.479, "s_f": 0.85, "s_a": 0.28},
-                                  "rucl": {"accuracy": 0.484, "s_f": 0.95, "s_a": 0.48}})
+                                  "sft": {"accuracy": 0.46875, "sampled_accuracy": 0.40, "clean_pass_at_k": 0.7,
+                                          "diff_sampled_accuracy": 0.25, "correct_but_flawed": 0.12},
+                                  "outcome": {"accuracy": 0.479},
+                                  "rucl": {"accuracy": 0.484, "sampled_accuracy": 0.51, "clean_pass_at_k": 0.75,
+                                           "diff_sampled_accuracy": 0.375, "correct_but_flawed": 0.08}})
     _write(r / "deltarubric_eval.json", {
         "grpo/synthetic-test": {"no_rubric": 0.5, "deltarubric": 0.385, "deltarubric_format_violation": 0.24},
         "sft/synthetic-test": {"no_rubric": 0.5, "deltarubric": 0.5}, "duration_s": 20.0})
@@ -43,8 +48,13 @@ def test_summary_has_a_line_per_pipeline(tmp_path):
     text = "\n".join(key_lines(cfg.reports_dir))
     assert "after:  overall 47%" in text
     assert "foundational C08/C11 (pass 0.84), advanced C01 (pass 0.21)" in text
-    assert "transition at step 14" in text
-    assert "sft 46.9% (S_F 0.87, S_A 0.23)" in text and "rucl 48.4% (S_F 0.95, S_A 0.48)" in text
+    assert "curriculum switch at step 14 (lambda_t at end 0.50)" in text
+    # greedy and sampled val accuracy before -> after; a number the run did not report reads n/a, never nan
+    assert "val greedy 50.0% -> 56.2%, sampled 41.0% -> 52.0%, pass@k 90.0% -> n/a" in text
+    assert "sft 46.9% / 40.0% / 70.0%, outcome 47.9% / n/a / n/a, rucl 48.4% / 51.0% / 75.0%" in text
+    assert "difference question (sampled): sft 25.0%, outcome n/a, rucl 37.5%" in text
+    assert "correct but flawed (strict verifier): sft 0.12, outcome n/a, rucl 0.08" in text
+    assert "nan" not in text
     dr = [line for line in text.splitlines() if "synthetic-test" in line]
     assert dr[0].split()[1].startswith("sft/") and dr[1].strip().startswith("grpo/")  # before, then after
     assert "no_rubric 50.0%, deltarubric 38.5%" in dr[1] and "format" not in dr[1]

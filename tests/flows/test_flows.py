@@ -286,8 +286,14 @@ def test_study_flow_runs_one_task_per_unit_then_skips_them(prefect_api, project,
     from rubricflow.study.harness import run_unit
     from tests.test_study import FakeUnit
 
+    import yaml
+
+    # the shared start (the SFT model and tiers of the main pipeline): this test is about the flow, not the start
+    params = yaml.safe_load((project / "params.yaml").read_text())
+    params.setdefault("study", {}).setdefault("rucl", {})["per_seed_start"] = False
+    (project / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     for p in ("data/synthetic/manifest.json", "reports/validation/data/synthetic.json",
-              "artifacts/models/sft/config.json", "artifacts/rubrics/tiers.json"):
+              "artifacts/rubrics/candidates.json", "artifacts/models/sft/config.json", "artifacts/rubrics/tiers.json"):
         (project / p).parent.mkdir(parents=True, exist_ok=True)
         (project / p).write_text("{}")
     unit = FakeUnit()

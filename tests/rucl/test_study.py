@@ -19,7 +19,8 @@ def _cfg(root, base_url: str, temperature: float):
                  "grpo": {"group_size": 4, "prompts_per_step": 3, "steps": 4, "max_new_tokens": 28, "lr": 1e-3,
                           "checkpoint_every": 2, "keep_checkpoints": 2}},
         "study": {"rucl": {"variants": {"rucl": {"rucl.reward.mode": "rucl"}}, "untrained": [], "claims": [],
-                           "metrics": ["accuracy"], "out_dir": str(root / "studies" / "rucl")}},
+                           "metrics": ["accuracy"], "out_dir": str(root / "studies" / "rucl"),
+                           "per_seed_start": False}},  # the shared start: this test is about the judge
     })
 
 

@@ -59,7 +59,8 @@ def test_rucl_end_to_end_rewards_curriculum_and_outputs(setup):
     assert replay.transition_step == 1
     assert [r["curriculum/lambda_t"] for r in rows] == pytest.approx([0, 0, 0.25, 0.5])
     ev = json.loads((root / "main" / "reports" / "transition.json").read_text())
-    assert ev["step"] == 1 and len(ev["window_scores"]) == 2 and min(ev["window_scores"]) > 0.3
+    assert ev["switched"] and ev["transition_step"] == 1 and ev["event"]["step"] == 1
+    assert len(ev["event"]["window_scores"]) == 2 and min(ev["event"]["window_scores"]) > 0.3
     # every reward of the last batch follows r = a * outcome + (1 - a) * rubric with that step's lambda
     last = json.loads((root / "main" / "reports" / "samples_last_step.json").read_text())
     from rubricflow.data.schema import read_dataset

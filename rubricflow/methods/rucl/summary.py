@@ -19,6 +19,14 @@ def _tiers(path: Path) -> dict[str, str]:
     return {k: "/".join(v) for k, v in tiers.items()}
 
 
+def _pct(v: float | None) -> str:
+    return "n/a" if v is None else f"{v:.1%}"
+
+
+def _num(v: float | None) -> str:
+    return "n/a" if v is None else f"{v:.2f}"
+
+
 def summary_lines(r: Path) -> list[str]:
     out = []
     if (m := load_report(r / "stratify.json")):
@@ -36,19 +44,16 @@ def summary_lines(r: Path) -> list[str]:
             before, after = m.get("accuracy_before") or {}, m.get("accuracy_after") or {}
             sb, sa = m.get("sampled_before") or {}, m.get("sampled_after") or {}
             if before and sa:
-                out.append(f"{'':<12}val greedy {before['overall']:.1%} -> {after['overall']:.1%}, sampled "
-                           f"{sb.get('sampled_accuracy/overall', float('nan')):.1%} -> "
-                           f"{sa.get('sampled_accuracy/overall', float('nan')):.1%}, pass@k "
-                           f"{sb.get('pass_at_k/overall', float('nan')):.1%} -> {sa.get('pass_at_k/overall', float('nan')):.1%}")
+                out.append(f"{'':<12}val greedy {_pct(before.get('overall'))} -> {_pct(after.get('overall'))}, sampled "
+                           f"{_pct(sb.get('sampled_accuracy/overall'))} -> {_pct(sa.get('sampled_accuracy/overall'))}, "
+                           f"pass@k {_pct(sb.get('pass_at_k/overall'))} -> {_pct(sa.get('pass_at_k/overall'))}")
     if (m := load_report(r / "rucl_eval.json")):
+        rows = [name for name in ("sft", "outcome", "rucl") if isinstance(m.get(name), dict)]
         out.append(f"rucl eval   test ({m['eval_samples']}), greedy / sampled / clean pass@k: " + ", ".join(
-            f"{name} {m[name]['accuracy']:.1%} / {m[name].get('sampled_accuracy') or float('nan'):.1%} / "
-            f"{m[name].get('clean_pass_at_k') or float('nan'):.1%}"
-            for name in ("sft", "outcome", "rucl") if isinstance(m.get(name), dict)))
-        out.append("            difference question (sampled): " + ", ".join(
-            f"{name} {m[name].get('diff_sampled_accuracy') or float('nan'):.1%}"
-            for name in ("sft", "outcome", "rucl") if isinstance(m.get(name), dict))
-            + "; correct but flawed (strict verifier): " + ", ".join(
-            f"{name} {m[name].get('correct_but_flawed') or float('nan'):.2f}"
-            for name in ("sft", "outcome", "rucl") if isinstance(m.get(name), dict)))
+            f"{n} {_pct(m[n].get('accuracy'))} / {_pct(m[n].get('sampled_accuracy'))} / "
+            f"{_pct(m[n].get('clean_pass_at_k'))}" for n in rows))
+        out.append("            difference question (sampled): "
+                   + ", ".join(f"{n} {_pct(m[n].get('diff_sampled_accuracy'))}" for n in rows)
+                   + "; correct but flawed (strict verifier): "
+                   + ", ".join(f"{n} {_num(m[n].get('correct_but_flawed'))}" for n in rows))
     return out
