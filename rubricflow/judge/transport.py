@@ -147,6 +147,18 @@ def retry_after_seconds(exc: BaseException) -> float | None:
     return max(0.0, when.timestamp() - time.time())
 
 
+def connection_refused(exc: BaseException) -> bool:
+    """Whether ``exc`` or an exception it was raised from is a refused TCP connection (a closed port)."""
+    seen = 0
+    x: BaseException | None = exc
+    while x is not None and seen < 10:
+        if isinstance(x, ConnectionRefusedError):
+            return True
+        x = x.__cause__ or x.__context__
+        seen += 1
+    return False
+
+
 def _status(exc: BaseException) -> int | None:
     return getattr(exc, "status_code", None)
 
@@ -240,7 +252,9 @@ class ChatTransport:
 
     def describe(self, e: BaseException, timeout: float | None = None) -> str:
         """A scrubbed one-line reason for ``e``."""
-        if isinstance(e, asyncio.TimeoutError):
+        if connection_refused(e):  # openai's aiohttp client reports a closed port as "Request timed out"
+            msg = f"connection refused: nothing listens at {self.cfg.base_url}"
+        elif isinstance(e, asyncio.TimeoutError):
             msg = f"timeout: no complete answer within {self.cfg.timeout_s if timeout is None else timeout:.3g}s"
         elif _status(e):
             msg = f"http {_status(e)}: {getattr(e, 'message', str(e))}"
