@@ -7,7 +7,9 @@ deadlines, bounded concurrency, the API key) and the answer is parsed tolerantly
 Every request ends as a Judgment (ok / repaired / failed with a reason), with two exceptions that end the stage:
 the failure budget (``judge.max_failed_frac``) acts while a batch runs, so once a batch of at least
 ``judge.failure_window`` requests has more failures than the budget allows whatever the rest answer, the rest is
-cancelled and ``JudgeFailureBudgetExceeded`` raised; and ``judge.stage_deadline_s`` bounds the time one backend
+cancelled and ``JudgeFailureBudgetExceeded`` raised (also when more consecutive *attempts* than the budget
+allows failed with no answer in between: a server that answers the preflight and then hangs fails the stage
+after a couple of attempt timeouts, not after every request's deadline); and ``judge.stage_deadline_s`` bounds the time one backend
 (one stage) spends judging in all, queueing for a concurrency slot included (``JudgeDeadlineExceeded``). The API
 key is scrubbed from every rationale, reason and raw text, and from the teacher's completions, before they leave
 the backend. ``server_id`` (the base URL) is part of the cache key.
@@ -34,6 +36,8 @@ from rubricflow.judge.protocol import JudgeRequest, Judgment
 from rubricflow.judge.transport import AttemptStats, ChatTransport, RequestFailed, frozen_heap, run_sync
 
 log = logging.getLogger("rubricflow.judge.openai")
+
+STREAK_POLL_S = 0.25  # how often a running batch looks at its failed-attempt streak (not a timeout)
 
 
 def image_data_url(path: str | Path) -> str:
@@ -157,6 +161,7 @@ class OpenAIJudge:
         # whole): past this many failures it fails whatever the rest answers
         early = self.max_failed_frac < 1 and n >= self.failure_window
         allowed = self.max_failed_frac * n
+        self.stats.failed_streak = 0
         t0 = time.monotonic()
         client = self.transport.client()
         out: list[Judgment | None] = [None] * n
@@ -176,11 +181,22 @@ class OpenAIJudge:
                                 f"{len(pending)} of {n} judgments of this call unanswered (cancelled); "
                                 f"{failure_summary([j for j in out if j is not None])}"
                             )
+                    if early:  # wake up to look at the attempts too
+                        timeout = STREAK_POLL_S if timeout is None else min(timeout, STREAK_POLL_S)
                     done, pending = await asyncio.wait(pending, timeout=timeout,
                                                        return_when=asyncio.FIRST_COMPLETED)
                     for t in done:
                         j = out[tasks[t]] = t.result()
                         n_failed += j.failed
+                    if early and pending and self.stats.failed_streak > allowed:
+                        errors = ", ".join(f"{c}x {k}" for k, c in sorted(self.stats.errors.items(),
+                                                                           key=lambda kv: -kv[1])[:3])
+                        raise JudgeFailureBudgetExceeded(
+                            f"{self._where()}: the last {self.stats.failed_streak} attempts failed without one "
+                            f"answer in between (errors so far: {errors}), more than judge.max_failed_frac="
+                            f"{self.max_failed_frac:g} of this call's {n} requests: the server stopped answering; "
+                            f"{len(pending)} judgments still queued or in flight (cancelled)"
+                        )
                     if early and pending and n_failed > allowed:
                         raise JudgeFailureBudgetExceeded(
                             f"{self._where()}: {failure_summary([j for j in out if j is not None])} with "

@@ -195,9 +195,11 @@ class _Budget:
 class AttemptStats:
     attempts: int = 0  # HTTP attempts made
     errors: dict[str, int] = field(default_factory=dict)  # error kind -> count (per attempt)
+    failed_streak: int = 0  # attempts failed since the last answered one (a server that stopped answering)
 
     def error(self, kind: str) -> None:
         self.errors[kind] = self.errors.get(kind, 0) + 1
+        self.failed_streak += 1
 
 
 class ChatTransport:
@@ -316,6 +318,7 @@ class ChatTransport:
             finally:
                 if budget is not None:
                     budget.spent += time.monotonic() - t0
+        self.stats.failed_streak = 0  # the server answered (whatever the body holds)
         if not isinstance(resp, dict) or "choices" not in resp:
             self.stats.error("non-JSON body")
             raise TransientResponseError(f"response body is not a chat completion: {str(resp)[:80]!r}")

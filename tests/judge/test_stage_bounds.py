@@ -120,3 +120,27 @@ def test_the_teacher_output_never_carries_the_api_key(tmp_path):
     path = tmp_path / "candidates.json"
     save_pool(pool, path)
     assert SECRET not in path.read_text() and "***" in path.read_text()
+
+
+def test_a_judge_that_hangs_after_the_preflight_fails_after_a_few_attempt_timeouts():
+    """With no stage deadline set: every request was allowed its own deadline (queueing uncounted), so the batch ran
+    for the sum of them. Now more consecutive failed attempts than the budget allows stop the batch."""
+    n = 64
+    with LoopbackJudgeServer(hang_s=60.0) as srv:
+        cfg = jcfg(srv.base_url, concurrency=4, timeout_s=0.3, max_retries=10, request_deadline_s=30.0,
+                   judge={"max_failed_frac": 0.2, "failure_window": 16})
+        judge = make_judge(cfg)  # the preflight passes
+        with pytest.raises(JudgeFailureBudgetExceeded) as e:
+            judge.judge([req(i, f"h {i} [[fault:timeout]]") for i in range(n)])
+        assert "attempts failed without one answer in between" in str(e.value)
+        assert "the server stopped answering" in str(e.value) and srv.base_url in str(e.value)
+        assert srv.requests < 1 + 2 * 13  # the preflight and about 13 attempts, not 64 requests x 11 attempts
+
+
+def test_a_server_that_answers_between_failures_is_not_stopped():
+    n = 32
+    with LoopbackJudgeServer() as srv:
+        cfg = jcfg(srv.base_url, concurrency=1, max_retries=2, judge={"max_failed_frac": 0.2, "failure_window": 16})
+        out = make_judge(cfg, preflight=False).judge(
+            [req(i, f"m {i} [[fault:http500*1]]" if i % 2 else None) for i in range(n)])
+        assert all(o.status == "ok" for o in out)  # every other request needs one retry; nothing stops the batch
