@@ -302,9 +302,18 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(f"rollout server: binding {args.host} (beyond loopback) needs a token: set ${TOKEN_ENV}")
     if args.weights_root and not Path(args.weights_root).is_dir():
         sys.exit(f"rollout server: --weights-root {args.weights_root} is not a folder")
+    from models.children import port_in_use
+    from models.errors import BackendUnavailable
+
+    if port_in_use("127.0.0.1" if args.host in ("0.0.0.0", "::") else args.host, args.port):
+        sys.exit(f"rollout server: port {args.port} on {args.host} is already in use; stop what listens there or "
+                 "choose another --port")
     import uvicorn
 
-    gen = build_generator(args)
+    try:
+        gen = build_generator(args)
+    except BackendUnavailable as e:
+        sys.exit(f"rollout server: {e}")
     app = build_app(gen, args.model, weights_root=args.weights_root, token=token, restore_path=args.model)
     uvicorn.run(app, host=args.host, port=args.port, log_level="warning", timeout_graceful_shutdown=5)
 

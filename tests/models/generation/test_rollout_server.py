@@ -255,6 +255,25 @@ def test_binding_beyond_loopback_without_a_token_is_refused(model_dir, monkeypat
         main(["--model", str(model_dir), "--host", "0.0.0.0", "--backend", "transformers"])
 
 
+def test_a_taken_port_and_a_missing_vllm_are_one_line_errors(model_dir, monkeypatch):
+    import importlib.util
+
+    from models.generation.vllm_server import main
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        with pytest.raises(SystemExit, match=rf"rollout server: port {port} on 127.0.0.1 is already in use"):
+            main(["--model", str(model_dir), "--port", str(port), "--backend", "transformers"])
+    if importlib.util.find_spec("vllm") is not None:
+        pytest.skip("vllm is installed here")
+    with pytest.raises(SystemExit) as e:
+        main(["--model", str(model_dir), "--port", str(_free_port())])
+    assert str(e.value).startswith("rollout server: ") and "`vllm` package is not importable" in str(e.value)
+    assert "\n" not in str(e.value)
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
