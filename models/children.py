@@ -7,7 +7,8 @@
   stops every registered child (also at interpreter exit).
 * :func:`run` is ``subprocess.run`` under that discipline, with a timeout that stops the group.
 * :func:`handle_signals` (a context manager, effective in the main thread only) turns SIGTERM, SIGHUP and SIGINT
-  into: stop every child group, print one line, exit with ``128 + signal``. The stage framework enters it around
+  into: stop every child group, print one line, exit with ``128 + signal`` (or, where a handler of the process's
+  own was installed before, such as Prefect's, stop the children and hand the signal to it). The stage framework enters it around
   every stage (``rubricflow.stage``), so ``smol-judge`` cancelled by Prefect (SIGTERM) or a closed terminal
   (SIGHUP) leaves no server holding its port, during start-up too.
 """
@@ -123,14 +124,22 @@ def handle_signals() -> Iterator[None]:
         yield
         return
 
+    previous: dict = {}
+
     def on_signal(signum, frame):
         n = stop_all()
         name = signal.Signals(signum).name
+        before = previous.get(signum)
+        if callable(before) and before is not signal.default_int_handler:
+            # an orchestrator's own handler (Prefect reports the run as cancelled or crashed): it decides
+            print(f"interrupted by {name}: stopped {n} child process group(s)", file=sys.stderr, flush=True)
+            before(signum, frame)
+            return
         print(f"interrupted by {name}: stopped {n} child process group(s); exiting with {128 + signum}",
               file=sys.stderr, flush=True)
         raise Interrupted(signum)
 
-    previous = {s: signal.signal(s, on_signal) for s in HANDLED}
+    previous.update({s: signal.signal(s, on_signal) for s in HANDLED})
     try:
         yield
     finally:

@@ -128,6 +128,27 @@ def test_run_stops_the_whole_group_at_its_timeout(tmp_path):
     assert (done.returncode, done.stdout) == (0, "ok\n")
 
 
+def test_an_earlier_handler_gets_the_signal_after_the_children_are_stopped():
+    """An orchestrator's handler (Prefect's, in a flow-run process) keeps deciding what the signal means."""
+    seen = []
+
+    def orchestrator(signum, frame):
+        seen.append((signum, [p.pid for p in children.live()]))
+        raise KeyError("orchestrator says stop")
+
+    before = signal.signal(signal.SIGTERM, orchestrator)
+    try:
+        with children.handle_signals():
+            p = children.start([sys.executable, "-c", "import time; time.sleep(600)"])
+            with pytest.raises(KeyError, match="orchestrator says stop"):
+                os.kill(os.getpid(), signal.SIGTERM)
+                time.sleep(5)  # the handler runs at the next bytecode
+        assert seen == [(signal.SIGTERM, [])]  # the children were stopped before it ran
+        assert p.poll() is not None
+    finally:
+        signal.signal(signal.SIGTERM, before)
+
+
 def test_handle_signals_restores_the_previous_handlers():
     before = signal.getsignal(signal.SIGTERM)
     with children.handle_signals():
