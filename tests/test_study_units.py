@@ -127,3 +127,22 @@ def test_two_runs_of_one_unit_never_overlap_the_second_reuses_the_first(tmp_path
     assert fake.calls == ["outcome/seed11"]
     assert results["a"]["skipped"] is False and results["b"]["skipped"] is True
     assert "unit outcome/seed11 of study rucl is in use by another process" in capsys.readouterr().err
+
+
+def test_the_report_is_written_under_its_own_lock(tmp_path, capsys):
+    from rubricflow.study.units import locked
+
+    cfg = _study(tmp_path, [11])
+    run_study(cfg, "rucl", variants=["outcome"], unit_fn=FakeUnit())
+    report = tmp_path / "reports" / "studies" / "rucl.md"
+    stamp = report.stat().st_mtime_ns
+    done = threading.Event()
+    with locked(tmp_path / "reports" / "studies" / ".rucl.lock", "test"):
+        t = threading.Thread(target=lambda: (run_study(cfg, "rucl", variants=["outcome"], unit_fn=FakeUnit()),
+                                             done.set()))
+        t.start()
+        assert not done.wait(1.0)  # another writer holds the report
+        assert report.stat().st_mtime_ns == stamp
+    t.join(30)
+    assert done.is_set() and report.stat().st_mtime_ns >= stamp
+    assert "report rucl of study rucl is in use by another process" in capsys.readouterr().err
