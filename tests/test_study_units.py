@@ -27,7 +27,8 @@ def _study(tmp_path, seeds):
     (None, [], "the variants given name no variant"),
     ([11, 11], None, "repeat [11]"),
     (None, ["outcome", "sft", "outcome"], "repeat ['outcome']"),
-    ([-1], None, "seeds must be integers >= 0, got [-1]"),
+    ([-1], None, "seeds must be integers from 0 to 4294967295, got [-1]"),
+    ([11, 2**32], None, "got [4294967296]"),
     (None, ["nope"], "variants ['nope'] are not defined"),
 ])
 def test_a_selection_is_checked_at_planning(tmp_path, seeds, variants, words):

@@ -76,7 +76,7 @@ def study_spec(cfg: Any, name: str) -> StudySpec:
 
 def plan(spec: StudySpec, seeds: Sequence[int] | None = None, variants: Sequence[str] | None = None) -> list[Unit]:
     """The units to run: ``variants`` x ``seeds`` (``None``: the section's), variant-major. An empty, repeated,
-    unknown or negative selection is refused (:func:`rubricflow.study.units.check_selection`)."""
+    unknown or out-of-range selection is refused (:func:`rubricflow.study.units.check_selection`)."""
     check_selection(spec.method, None if seeds is None else list(seeds), None if variants is None else list(variants),
                     list(spec.variants))
     seeds = list(seeds) if seeds is not None else list(spec.seeds)

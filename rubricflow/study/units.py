@@ -9,7 +9,7 @@
   content does not match it (a hand edit) is renamed ``result.corrupt.json``, named in a one-line warning, and
   the unit runs again.
 * :func:`check_selection` refuses, at planning, an empty, repeated, unknown or out-of-range seed or variant
-  (``--seeds ,`` used to run every default seed).
+  (``--seeds ,`` used to run every default seed); seeds must lie in ``[0, 2**32 - 1]`` (numpy's range).
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from rubricflow.sections import ConfigError
 
 CHECKSUM_KEY = "sha256"
 CORRUPT_FILE = "result.corrupt.json"
+MAX_SEED = 2**32 - 1  # the largest seed numpy's generators take
 
 
 @contextlib.contextmanager
@@ -99,8 +100,8 @@ def load_result(path: str | Path) -> dict | None:
 
 def check_selection(name: str, seeds: Sequence[int] | None, variants: Sequence[str] | None,
                     known_variants: Sequence[str]) -> None:
-    """Refuse a selection naming no seed or variant, repeating one, naming an unknown variant or a negative
-    seed (``None``: the section's defaults)."""
+    """Refuse a selection naming no seed or variant, repeating one, naming an unknown variant or a seed out of
+    ``[0, MAX_SEED]`` (``None``: the section's defaults)."""
     for what, items in (("seeds", seeds), ("variants", variants)):
         if items is None:
             continue
@@ -111,9 +112,9 @@ def check_selection(name: str, seeds: Sequence[int] | None, variants: Sequence[s
         if repeated:
             raise ConfigError(f"study {name}: {what} {list(items)} repeat {repeated}")
     if seeds is not None:
-        bad = [s for s in seeds if isinstance(s, bool) or not isinstance(s, int) or s < 0]
+        bad = [s for s in seeds if isinstance(s, bool) or not isinstance(s, int) or not 0 <= s <= MAX_SEED]
         if bad:
-            raise ConfigError(f"study {name}: seeds must be integers >= 0, got {bad}")
+            raise ConfigError(f"study {name}: seeds must be integers from 0 to {MAX_SEED}, got {bad}")
     if variants is not None:
         unknown = [v for v in variants if v not in known_variants]
         if unknown:
