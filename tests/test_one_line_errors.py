@@ -147,3 +147,16 @@ def test_the_cli_prints_a_missing_backend_a_failed_fetch_and_a_taken_port_as_one
         base.run_stage(fails)
     assert e.value.exit_code == 1
     assert capsys.readouterr().err == f"error: {error}\n"
+
+
+def test_every_declared_stage_output_names_a_folder_setting_of_the_config():
+    from rubricflow import registry
+    from rubricflow.config import load_config
+    from rubricflow.stage import _dotted
+
+    cfg = load_config("params.yaml")
+    declared = {spec.name: spec.outputs for spec in registry.stages().values() if spec.outputs}
+    assert {"sft", "deltarubric_train", "roro_router"} <= set(declared)
+    for name, keys in declared.items():
+        for key in keys:
+            assert isinstance(_dotted(cfg, key), str) and _dotted(cfg, key), (name, key)
