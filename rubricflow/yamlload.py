@@ -3,14 +3,16 @@
 PyYAML keeps the last of two equal keys without a word, so a params.yaml that sets ``seed`` twice silently runs
 with the second value. ``UniqueKeyLoader`` (a ``yaml.SafeLoader``) checks every mapping of the document before
 constructing it and raises ``DuplicateKeyError`` naming the dotted key and both lines. Merge keys (``<<: *base``)
-are not duplicates: a key written next to a merge overrides the merged one, as YAML specifies.
+are not duplicates: a key written next to a merge overrides the merged one, as YAML specifies. An alias inside its
+own anchor (``a: &x {b: *x}``, a structure that contains itself) raises ``RecursiveAliasError`` naming the key and
+the line, instead of a value no setting can hold (validation and hashing would recurse without end).
 """
 
 from __future__ import annotations
 
 import yaml
 
-__all__ = ["DuplicateKeyError", "UniqueKeyLoader", "load_yaml", "yaml_error_line"]
+__all__ = ["DuplicateKeyError", "RecursiveAliasError", "UniqueKeyLoader", "load_yaml", "yaml_error_line"]
 
 
 class DuplicateKeyError(yaml.YAMLError):
@@ -21,12 +23,41 @@ class DuplicateKeyError(yaml.YAMLError):
         super().__init__(f"key `{key}` is defined twice (lines {first_line} and {second_line})")
 
 
+class RecursiveAliasError(yaml.YAMLError):
+    """An alias refers to an anchor it is inside of; ``key`` is the dotted path of the alias."""
+
+    def __init__(self, key: str, line: int):
+        self.key, self.line = key, line
+        super().__init__(f"key `{key}` (line {line}) refers to an anchor that contains it (a self-referencing "
+                         "alias); write the value out")
+
+
 class UniqueKeyLoader(yaml.SafeLoader):
-    """``yaml.SafeLoader`` that raises ``DuplicateKeyError`` on a key repeated in any mapping."""
+    """``yaml.SafeLoader`` that raises ``DuplicateKeyError`` on a key repeated in any mapping and
+    ``RecursiveAliasError`` on an alias inside its own anchor."""
 
     def construct_document(self, node):
+        self._check_acyclic(node, "", 1, [], set())
         self._check_unique(node, "", set())
         return super().construct_document(node)
+
+    def _check_acyclic(self, node, path: str, line: int, stack: list[int], done: set[int]) -> None:
+        """``line``: where this reference to ``node`` is written (the key's line for a mapping value)."""
+        if id(node) in stack:
+            raise RecursiveAliasError(path or "(document)", line)
+        if id(node) in done:
+            return
+        stack.append(id(node))
+        if isinstance(node, yaml.MappingNode):
+            for key_node, value_node in node.value:
+                label = key_node.value if isinstance(key_node, yaml.ScalarNode) else "?"
+                self._check_acyclic(value_node, f"{path}.{label}" if path else str(label),
+                                    key_node.start_mark.line + 1, stack, done)
+        elif isinstance(node, yaml.SequenceNode):
+            for i, item in enumerate(node.value):
+                self._check_acyclic(item, f"{path}[{i}]", line, stack, done)
+        stack.pop()
+        done.add(id(node))
 
     def _check_unique(self, node, path: str, seen: set[int]) -> None:
         if id(node) in seen:  # an alias: checked where its anchor was
@@ -61,7 +92,7 @@ def load_yaml(text: str):
 
 def yaml_error_line(err: yaml.YAMLError) -> str:
     """A YAML error on one line: what went wrong and where (``line L, column C``), without the source excerpt."""
-    if isinstance(err, DuplicateKeyError):
+    if isinstance(err, (DuplicateKeyError, RecursiveAliasError)):
         return str(err)
     parts = []
     context = getattr(err, "context", None)

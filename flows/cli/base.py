@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import rubricflow.env  # noqa: F401  (project-local caches and telemetry off, before anything heavy)
 
+import errno
 import inspect
 import json
 from pathlib import Path
@@ -92,6 +93,8 @@ def load_cfg():
 def run_stage(spec, **kw) -> dict:
     """Run a stage (a ``StageSpec`` or a stage name) with uniform error reporting: known errors print their message
     and exit non-zero."""
+    from models.errors import RunFailed  # a missing backend, a server that did not start, a fetch that failed
+    from rubricflow.io import NotWritable
     from rubricflow.config import ConfigError
     from rubricflow.data.validate import ValidationFailed
     from rubricflow.judge.errors import JudgeError  # preflight failed, failure budget exceeded
@@ -102,7 +105,12 @@ def run_stage(spec, **kw) -> dict:
     cfg = load_cfg()
     try:
         metrics = spec(cfg, track=state.track, secret_resolver=load_secret, **kw)
-    except (ValidationFailed, ConfigError, FileNotFoundError, ValueError, JudgeError) as e:
+    except (ValidationFailed, ConfigError, FileNotFoundError, ValueError, JudgeError, RunFailed, NotWritable) as e:
+        typer.echo(f"error: {e}", err=True)
+        raise typer.Exit(1) from None
+    except OSError as e:  # a full disk (rubricflow.io.DiskFull, a checkpoint save) names its file: one line
+        if e.errno != errno.ENOSPC:
+            raise
         typer.echo(f"error: {e}", err=True)
         raise typer.Exit(1) from None
     typer.echo(json.dumps(_brief(metrics), indent=1, default=str))

@@ -21,7 +21,9 @@ from flows.cli.base import load_cfg, state
 
 
 def _ints(text: str | None) -> list[int] | None:
-    if not text:
+    """``--seeds``: None when not given; a given value is parsed as is (``,`` is an empty list, refused at
+    planning rather than read as "the default seeds")."""
+    if text is None:
         return None
     try:
         return [int(x) for x in text.split(",") if x.strip()]
@@ -30,7 +32,7 @@ def _ints(text: str | None) -> list[int] | None:
 
 
 def _names(text: str | None) -> list[str] | None:
-    return [x.strip() for x in text.split(",") if x.strip()] if text else None
+    return None if text is None else [x.strip() for x in text.split(",") if x.strip()]
 
 
 def register(app: typer.Typer) -> None:

@@ -4,6 +4,12 @@
 #   infra/local/ui.sh start    # (make ui)      Prefect http://127.0.0.1:4200, MLflow http://127.0.0.1:5000
 #   infra/local/ui.sh stop     # (make ui-stop) stops exactly the processes `start` started
 #   infra/local/ui.sh status
+#   infra/local/ui.sh settings # the servers' origin and host restrictions (KEY=VALUE lines)
+#
+# Browser-facing restrictions (a page in the user's browser must not drive the local servers): Prefect answers CORS
+# only for its own origin and requires its CSRF token on every write (a cross-origin `text/plain` POST, which CORS
+# does not stop from being sent, gets 403; Prefect's client and UI fetch the token themselves); MLflow accepts only
+# its own Host header (DNS rebinding) and CORS origin.
 #
 # start: Prefect server (SQLite in .rubricflow/prefect, analytics off) -> health -> work pool `rubricflow-local`
 # (process) and the `judge-calls` concurrency limit if missing -> the prefect.yaml `*-local` deployments
@@ -38,6 +44,11 @@ export MLFLOW_TRACKING_URI="sqlite:///$STATE/mlflow/mlflow.db"
 export MLFLOW_SERVER_ENABLE_JOB_EXECUTION=false
 export MLFLOW_DISABLE_TELEMETRY=true
 export DO_NOT_TRACK=1
+PREFECT_ORIGINS="http://127.0.0.1:$PREFECT_PORT,http://localhost:$PREFECT_PORT"
+export PREFECT_SERVER_API_CORS_ALLOWED_ORIGINS="$PREFECT_ORIGINS"
+export PREFECT_SERVER_API_CSRF_PROTECTION_ENABLED=true
+MLFLOW_ALLOWED_HOSTS="127.0.0.1:$MLFLOW_PORT,localhost:$MLFLOW_PORT"
+MLFLOW_CORS_ORIGINS="http://127.0.0.1:$MLFLOW_PORT,http://localhost:$MLFLOW_PORT"
 
 mkdir -p "$RUN" "$PREFECT_HOME" "$STATE/mlflow/artifacts"
 
@@ -102,7 +113,8 @@ start() {
     "$MLFLOW_TRACKING_URI" > "$RUN/mlflow-init.log" 2>&1 || { echo "error: MLflow store init failed:" >&2; tail -n 20 "$RUN/mlflow-init.log" >&2; return 1; }
   echo "mlflow store ready in $(elapsed "$tm") s"
   launch mlflow "$VENV_BIN/mlflow" server --backend-store-uri "$MLFLOW_TRACKING_URI" \
-    --default-artifact-root "$STATE/mlflow/artifacts" --host 127.0.0.1 --port "$MLFLOW_PORT" --workers 1
+    --default-artifact-root "$STATE/mlflow/artifacts" --host 127.0.0.1 --port "$MLFLOW_PORT" --workers 1 \
+    --allowed-hosts "$MLFLOW_ALLOWED_HOSTS" --cors-allowed-origins "$MLFLOW_CORS_ORIGINS"
   wait_health prefect-server "http://127.0.0.1:$PREFECT_PORT/api/health"
 
   if [[ "${RUBRICFLOW_UI_NO_DEPLOY:-0}" != 1 ]]; then
@@ -145,9 +157,17 @@ status() {
   done
 }
 
+settings() {
+  echo "PREFECT_SERVER_API_CORS_ALLOWED_ORIGINS=$PREFECT_SERVER_API_CORS_ALLOWED_ORIGINS"
+  echo "PREFECT_SERVER_API_CSRF_PROTECTION_ENABLED=$PREFECT_SERVER_API_CSRF_PROTECTION_ENABLED"
+  echo "MLFLOW_ALLOWED_HOSTS=$MLFLOW_ALLOWED_HOSTS"
+  echo "MLFLOW_CORS_ORIGINS=$MLFLOW_CORS_ORIGINS"
+}
+
 case "${1:-}" in
   start) start ;;
+  settings) settings ;;
   stop) stop ;;
   status) status ;;
-  *) echo "usage: $0 start|stop|status" >&2; exit 2 ;;
+  *) echo "usage: $0 start|stop|status|settings" >&2; exit 2 ;;
 esac

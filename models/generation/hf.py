@@ -64,6 +64,22 @@ class TransformersGenerator:
     def sync_weights(self, model: torch.nn.Module) -> None:
         self.model = model  # same process, same tensors: nothing to copy
 
+    def load_weights_file(self, path: str) -> None:
+        """Copy the tensors of the ``*.safetensors`` files of folder ``path`` into the model (the rollout server's
+        update channel with ``--backend transformers``); a name the model lacks is an error."""
+        from pathlib import Path
+
+        from safetensors.torch import load_file
+
+        sd: dict[str, torch.Tensor] = {}
+        for f in sorted(Path(path).glob("*.safetensors")):
+            sd.update(load_file(str(f)))
+        if not sd:
+            raise ValueError(f"{path}: no *.safetensors file")
+        res = self.model.load_state_dict(sd, strict=False)
+        if res.unexpected_keys:
+            raise ValueError(f"{path}: tensors the model does not have: {res.unexpected_keys[:5]}")
+
     def encode(self, requests: list[GenRequest]) -> dict[str, torch.Tensor]:
         texts = [r.prompt for r in requests]
         if self.is_vl:

@@ -12,13 +12,15 @@ generation and weight sync.
   stale weights. ``sync_dir`` must be visible to the server at the same path (a shared volume; ``/dev/shm`` on one
   host). On GPUs a collective channel (NCCL) would avoid the file; it is not wired here.
 
-An unreachable server raises ``BackendUnavailable`` naming its URL.
+An unreachable server, or one whose ``/health`` says its engine is broken, raises ``BackendUnavailable`` naming its
+URL. With ``$RUBRICFLOW_ROLLOUT_TOKEN`` set, every request carries it as a bearer token.
 """
 
 from __future__ import annotations
 
 import base64
 import io
+import os
 import shutil
 from pathlib import Path
 
@@ -56,9 +58,15 @@ class VLLMServerGenerator:
         self.base_url = base_url.rstrip("/")
         self.processor = processor
         self.sync_dir = Path(sync_dir).resolve()
-        self.http = httpx.Client(base_url=self.base_url, timeout=timeout_s)
+        token = os.environ.get("RUBRICFLOW_ROLLOUT_TOKEN")
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self.http = httpx.Client(base_url=self.base_url, timeout=timeout_s, headers=headers)
         try:
-            info = self.http.get("/health", timeout=10).raise_for_status().json()
+            res = self.http.get("/health", timeout=10)
+            if res.status_code == 503:
+                raise BackendUnavailable(f"generation.vllm_mode=server: the rollout server at {self.base_url} is "
+                                         f"broken ({res.json().get('reason')}); restart it")
+            info = res.raise_for_status().json()
         except httpx.HTTPError as e:
             raise BackendUnavailable(
                 f"generation.vllm_mode=server: no rollout server answers at {self.base_url} ({type(e).__name__}: "

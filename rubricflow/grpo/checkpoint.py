@@ -23,6 +23,7 @@ the warning names the parts that changed.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import hashlib
 import json
@@ -32,6 +33,7 @@ import pickle
 import random
 import re
 import shutil
+import tempfile
 import time
 import zipfile
 from pathlib import Path
@@ -219,8 +221,9 @@ class CheckpointManager:
                 for _, prev in self.checkpoints()[: -self.keep_last]:
                     shutil.rmtree(prev, ignore_errors=True)
         except (OSError, RuntimeError) as e:
+            err = _save_error(final, e)  # before the partial files go: they may be what filled the disk
             shutil.rmtree(tmp, ignore_errors=True)
-            raise _save_error(final, e) from e
+            raise err from e
         self._barrier()
         return final
 
@@ -263,8 +266,32 @@ class CheckpointManager:
         return int(meta["step"]), state
 
 
+def _disk_full(folder: Path, probe_bytes: int = 1 << 16) -> bool:
+    """Whether ``probe_bytes`` more cannot be written in ``folder`` for lack of space (torch's zip writer reports a
+    full disk as ``[enforce fail ...] unexpected pos``, without the errno)."""
+    fd = None
+    path = None
+    try:
+        fd, path = tempfile.mkstemp(prefix=".space-probe-", dir=folder)
+        os.write(fd, b"\0" * probe_bytes)
+        os.fsync(fd)
+        return False
+    except OSError as e:
+        return e.errno == errno.ENOSPC
+    finally:
+        if fd is not None:
+            os.close(fd)
+        if path is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(path)
+
+
 def _save_error(final: Path, e: BaseException) -> CheckpointSaveError:
     code = getattr(e, "errno", None)
+    if code is None and isinstance(e, RuntimeError):
+        probe_dir = final.with_name(f".tmp-{final.name}")
+        if _disk_full(probe_dir if probe_dir.is_dir() else final.parent):
+            code = errno.ENOSPC
     kept = "the earlier checkpoints are intact"
     try:
         free = f"{shutil.disk_usage(final.parent).free / 2**20:.0f} MiB free"

@@ -22,7 +22,8 @@ functions concurrently on its event loop; the judge's ``ajudge`` is used).
 
 Through TRL's ``log_metric`` hook every call logs ``rubricflow/lambda_t`` (the weight used), ``rubricflow/s_f``,
 ``rubricflow/s_a``, ``rubricflow/outcome`` and ``rubricflow/judge_failures``; they reach every logger TRL reports
-to (MLflow included).
+to (MLflow included). A batch whose every reward is missing is warned about; ``max_missing_batches`` (3) of them in
+a row raise ``RewardsMissing`` (``rubricflow.integrations.MissingRewardsGuard``).
 
 **The callback** calls ``scorer.step()`` at every optimizer step's end: the step's mean S_F goes to the
 curriculum scheduler, which updates lambda for the next step (RuCL's performance-triggered switch: S_F above the
@@ -41,7 +42,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rubricflow.integrations import IntegrationUnavailable
+from rubricflow.integrations import MAX_MISSING_BATCHES, IntegrationUnavailable, MissingRewardsGuard
 from rubricflow.methods.rucl.scoring import Item, RubricScorer, as_facts
 
 
@@ -81,10 +82,12 @@ class RubricflowReward:
     __name__ = "rubricflow"
 
     def __init__(self, scorer: RubricScorer, question_key: str = "question", answer_key: str = "answer",
-                 answer_type_key: str = "answer_type", facts_key: str = "facts", id_key: str = "sample_id"):
+                 answer_type_key: str = "answer_type", facts_key: str = "facts", id_key: str = "sample_id",
+                 max_missing_batches: int = MAX_MISSING_BATCHES):
         self.scorer = scorer
         self.keys = (question_key, answer_key, answer_type_key, facts_key, id_key)
         self.calls: list[dict[str, Any]] = []  # per call: rewards returned and which completions were missing
+        self.guard = MissingRewardsGuard("rubricflow reward (TRL)", max_missing_batches)
 
     def items(self, prompts: list, completions: list, kwargs: dict) -> list[Item]:
         qk, ak, tk, fk, ik = self.keys
@@ -119,6 +122,7 @@ class RubricflowReward:
                 if stats[k] == stats[k]:  # not NaN
                     log_metric(f"rubricflow/{k}", stats[k])
             log_metric("rubricflow/judge_failures", stats["n_missing"])
+        self.guard.check(sum(r is None for r in rewards), len(rewards))
         return rewards
 
     def __call__(self, prompts: list, completions: list, completion_ids: list | None = None,

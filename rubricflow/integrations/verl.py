@@ -13,7 +13,8 @@ This module gives verl what it cannot express itself:
 * :class:`VerlScorer` ``.compute_score`` / ``.compute_score_batch``: verl's two signatures over a
   :class:`~rubricflow.methods.rucl.scoring.RubricScorer` (the batch form makes one judge call for the whole batch).
   Each returns a dict per sample: ``score`` (the hybrid reward, **NaN when the judgment failed**), ``missing``
-  (1.0 / 0.0), ``outcome``, ``s_f``, ``s_a``, ``lambda_t``. ``ground_truth`` is the reference answer; ``extra_info``
+  (1.0 / 0.0), ``outcome``, ``s_f``, ``s_a``, ``lambda_t``. The batch form warns at a batch whose every score is
+  missing and raises ``RewardsMissing`` after ``max_missing_batches`` (3) in a row. ``ground_truth`` is the reference answer; ``extra_info``
   carries ``question``, ``answer_type``, ``facts`` (dict or JSON) and optionally ``sample_id``.
 * :func:`neutral_fill`: per group, a missing score becomes the mean of the group's measured scores, so its GRPO
   advantage is exactly 0 and the group's mean is unchanged (the other completions are centred as if it were not
@@ -39,6 +40,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
 
+from rubricflow.integrations import MAX_MISSING_BATCHES, MissingRewardsGuard
 from rubricflow.methods.rucl.scoring import Item, RubricScorer, as_facts
 
 NAN = float("nan")
@@ -62,8 +64,10 @@ def _result(b, lambda_t: float) -> dict[str, float]:
 class VerlScorer:
     """verl's ``compute_score`` signatures over a :class:`RubricScorer` (see the module docstring)."""
 
-    def __init__(self, scorer: RubricScorer):
+    def __init__(self, scorer: RubricScorer, max_missing_batches: int = MAX_MISSING_BATCHES):
         self.scorer = scorer
+        # batches only: verl's one-sample form would count single failed samples as whole batches
+        self.guard = MissingRewardsGuard("rubricflow compute_score_batch (verl)", max_missing_batches)
 
     def compute_score(self, data_source: str, solution_str: str, ground_truth: Any, extra_info: dict | None = None,
                       **kwargs) -> dict[str, float]:
@@ -83,7 +87,9 @@ class VerlScorer:
         extras = list(extra_infos) if extra_infos is not None else [None] * n
         lam = self.scorer.lambda_t
         items = [_item(i, s, g, e) for i, (s, g, e) in enumerate(zip(solution_strs, ground_truths, extras))]
-        return [_result(b, lam) for b in self.scorer.score(items)]
+        results = [_result(b, lam) for b in self.scorer.score(items)]
+        self.guard.check(sum(r["missing"] == 1.0 for r in results), len(results))
+        return results
 
 
 def neutral_fill(scores: Sequence[float], group_ids: Sequence[Any]) -> tuple[list[float], list[bool]]:

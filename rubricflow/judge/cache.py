@@ -1,8 +1,10 @@
 """Content-addressed SQLite cache of judge verdicts.
 
-One row per (backend, model id, prompt version, rubric id, sample hash) where the sample hash is
+One row per (backend, server, model id, prompt version, rubric id, sample hash) where the sample hash is
 ``JudgeRequest.content_hash()`` (question, response, reference answer, facts, image bytes). The rubric *text*
-is part of the key too (a rubric id whose wording changed is a different rubric). Only verdicts of ``ok`` and
+is part of the key too (a rubric id whose wording changed is a different rubric). The server is the backend's
+``server_id`` (the openai backend's base URL): a model name says nothing about what answers under it, so verdicts
+of one server never answer for another. Only verdicts of ``ok`` and
 ``repaired`` judgments are stored: a failed judgment, or a rubric the judge left out, is asked again on the next
 run ("a rerun retries only the failures"). ``CachedJudge`` wraps any backend: it answers what it can from the
 cache and sends each request to the backend with only its uncached rubrics (a fully cached request makes no
@@ -39,8 +41,10 @@ CREATE TABLE IF NOT EXISTS verdicts (
 
 
 def cache_key(
-    backend: str, model_id: str, prompt_version: str, rubric_id: str, rubric_text: str, sample_hash: str
+    backend: str, model_id: str, prompt_version: str, rubric_id: str, rubric_text: str, sample_hash: str,
+    server: str = "",
 ) -> str:
+    """The row key; ``server`` (a backend's ``server_id``) is part of it when the backend has one."""
     parts = [
         backend,
         model_id,
@@ -49,6 +53,8 @@ def cache_key(
         hashlib.sha256(rubric_text.encode()).hexdigest(),
         sample_hash,
     ]
+    if server:
+        parts.append(f"server={server}")
     return hashlib.sha256("\x1f".join(parts).encode()).hexdigest()
 
 
@@ -124,12 +130,14 @@ class CachedJudge:
         self.name = backend.name
         self.model_id = backend.model_id
         self.prompt_version = backend.prompt_version
+        self.server_id = getattr(backend, "server_id", "") or ""
         self.stats = CacheStats()
 
     def _plan(self, requests: list[JudgeRequest]):
         hashes = [r.content_hash() for r in requests]
         keys = [
-            [cache_key(self.name, self.model_id, self.prompt_version, rb.id, rb.text, h) for rb in r.rubrics]
+            [cache_key(self.name, self.model_id, self.prompt_version, rb.id, rb.text, h, server=self.server_id)
+             for rb in r.rubrics]
             for r, h in zip(requests, hashes)
         ]
         found = self.cache.get_many([k for ks in keys for k in ks])

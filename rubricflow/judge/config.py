@@ -98,7 +98,7 @@ class LocalJudgeConfig(Section):
 
 class JudgeConfig(Section):
     operational = frozenset({"cache_enabled", "cache_programmatic", "cache_path", "preflight", "max_failed_frac",
-                             "failure_window"})
+                             "failure_window", "stage_deadline_s"})
 
     backend: Literal["programmatic", "openai", "local"] = Field(
         "programmatic",
@@ -145,6 +145,14 @@ class JudgeConfig(Section):
         ge=1,
         description="Judgments in the rolling window the failure budget is checked on (a call larger than the "
         "window counts whole); checked once min(failure_window, 8) judgments were seen.",
+    )
+    stage_deadline_s: float | None = Field(
+        None,
+        gt=0,
+        description="openai backend: the longest a stage may spend in judge calls in all (the time queued for a "
+        "concurrency slot included); past it the calls in flight are cancelled and the stage stops with "
+        "JudgeDeadlineExceeded, naming the URL. None: no stage-level bound (request_deadline_s still bounds each "
+        "request, and the failure budget acts while a batch runs).",
     )
     openai: OpenAIJudgeConfig = Field(default_factory=OpenAIJudgeConfig, description="backend=openai settings.")
     local: LocalJudgeConfig = Field(default_factory=LocalJudgeConfig, description="backend=local settings.")

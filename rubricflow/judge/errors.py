@@ -6,6 +6,7 @@
   (closed port, timeout, 5xx, garbage body).
 * ``JudgeFailureBudgetExceeded`` (a RuntimeError): more than ``judge.max_failed_frac`` of the judgments failed;
   the message has the counts and the most frequent reasons.
+* ``JudgeDeadlineExceeded`` (a RuntimeError): the stage spent ``judge.stage_deadline_s`` judging.
 """
 
 from __future__ import annotations
@@ -25,3 +26,7 @@ class JudgeUnavailable(JudgeError):
 
 class JudgeFailureBudgetExceeded(JudgeError):
     """Too many judgments failed: the stage must not go on with them (or write outputs from them)."""
+
+
+class JudgeDeadlineExceeded(JudgeError):
+    """The stage's judge calls took longer than ``judge.stage_deadline_s`` in all (the rest was cancelled)."""

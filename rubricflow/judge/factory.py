@@ -77,6 +77,7 @@ def make_backend(
             api_key=api_key_resolver(cfg.openai, secret_resolver),
             image_root=image_root,
             prompt_version=cfg.prompt_version,
+            bounds=cfg,
         )
     if cfg.backend == "local":
         from rubricflow.judge.local_backend import LocalJudge

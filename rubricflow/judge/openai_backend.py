@@ -4,8 +4,15 @@ A request becomes the judge prompt (``prompt``), images as base64 data URLs and,
 ``response_format`` asking for the strict JSON schema; it goes through the HTTP transport (``transport``: retries,
 deadlines, bounded concurrency, the API key) and the answer is parsed tolerantly (``parse_judgment``).
 
-Every request ends as a Judgment (ok / repaired / failed with a reason): no exception escapes ``ajudge``. The API
-key is scrubbed from every rationale, reason and raw text before a judgment leaves the backend.
+Every request ends as a Judgment (ok / repaired / failed with a reason), with two exceptions that end the stage:
+the failure budget (``judge.max_failed_frac``) acts while a batch runs, so once a batch of at least
+``judge.failure_window`` requests has more failures than the budget allows whatever the rest answer, the rest is
+cancelled and ``JudgeFailureBudgetExceeded`` raised (also when more consecutive *attempts* than the budget
+allows failed with no answer in between: a server that answers the preflight and then hangs fails the stage
+after a couple of attempt timeouts, not after every request's deadline); and ``judge.stage_deadline_s`` bounds the time one backend
+(one stage) spends judging in all, queueing for a concurrency slot included (``JudgeDeadlineExceeded``). The API
+key is scrubbed from every rationale, reason and raw text, and from the teacher's completions, before they leave
+the backend. ``server_id`` (the base URL) is part of the cache key.
 """
 
 from __future__ import annotations
@@ -14,18 +21,23 @@ import asyncio
 import base64
 import logging
 import mimetypes
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from rubricflow.judge.config import OpenAIJudgeConfig
+from rubricflow.judge.budget import failure_summary
+from rubricflow.judge.config import JudgeConfig, OpenAIJudgeConfig
+from rubricflow.judge.errors import JudgeDeadlineExceeded, JudgeFailureBudgetExceeded
 from rubricflow.judge.parse import parse_judgment
 from rubricflow.judge.prompt import PROMPT_VERSION, SYSTEM_PROMPT, response_format, user_prompt
 from rubricflow.judge.protocol import JudgeRequest, Judgment
 from rubricflow.judge.transport import AttemptStats, ChatTransport, RequestFailed, frozen_heap, run_sync
 
 log = logging.getLogger("rubricflow.judge.openai")
+
+STREAK_POLL_S = 0.25  # how often a running batch looks at its failed-attempt streak (not a timeout)
 
 
 def image_data_url(path: str | Path) -> str:
@@ -53,10 +65,13 @@ class OpenAIJudge:
         api_key: Callable[[], str | None] | str | None = None,
         image_root: str | Path | None = None,
         prompt_version: str = PROMPT_VERSION,
+        bounds: JudgeConfig | None = None,
     ):
         """``cfg``: the ``judge.openai`` section (every setting and default lives there; a private copy is kept).
         The rest is not configuration: ``api_key`` (a value or a callable resolved at the first call, see
-        ``factory.api_key_resolver``), ``image_root`` (resolves relative image paths) and the prompt template."""
+        ``factory.api_key_resolver``), ``image_root`` (resolves relative image paths) and the prompt template;
+        ``bounds``: the ``judge`` section whose failure budget (``max_failed_frac``, ``failure_window``) and
+        ``stage_deadline_s`` act while a batch runs (``factory.make_backend`` passes it; None: neither)."""
         if prompt_version != PROMPT_VERSION:
             raise ValueError(f"judge.prompt_version: unknown template {prompt_version!r}; expected {PROMPT_VERSION!r}")
         self.cfg = cfg.model_copy(deep=True)
@@ -66,6 +81,11 @@ class OpenAIJudge:
         self.image_root = Path(image_root) if image_root else None
         self.stats = CallStats()
         self.transport = ChatTransport(self.cfg, api_key, self.stats)
+        self.server_id = self.cfg.base_url.rstrip("/")
+        self.max_failed_frac = bounds.max_failed_frac if bounds is not None else 1.0  # 1: no budget
+        self.failure_window = bounds.failure_window if bounds is not None else 0
+        self.stage_deadline_s = bounds.stage_deadline_s if bounds is not None else None
+        self.judging_s = 0.0  # time spent in judge calls so far (what stage_deadline_s bounds)
 
     def __repr__(self) -> str:  # never the key
         c = self.cfg
@@ -129,18 +149,73 @@ class OpenAIJudge:
             log.warning("judge %s: unparseable output: %s", request.sample_id, j.reason)
         return j
 
+    def _where(self) -> str:
+        return f"judge openai at {self.cfg.base_url} ({self.model_id})"
+
     async def ajudge(self, requests: list[JudgeRequest]) -> list[Judgment]:
+        if not requests:
+            return []
         sem = asyncio.Semaphore(self.cfg.concurrency)
+        n = len(requests)
+        # the batch alone decides the failure budget (BudgetedJudge: a call of failure_window or more counts
+        # whole): past this many failures it fails whatever the rest answers
+        early = self.max_failed_frac < 1 and n >= self.failure_window
+        allowed = self.max_failed_frac * n
+        self.stats.failed_streak = 0
+        t0 = time.monotonic()
         client = self.transport.client()
+        out: list[Judgment | None] = [None] * n
+        tasks: dict[asyncio.Task, int] = {}
         try:
             with frozen_heap():  # no full collection stalls the in-flight calls
-                out = await asyncio.gather(*(self._judge_one(client, sem, r) for r in requests))
+                tasks = {asyncio.ensure_future(self._judge_one(client, sem, r)): i for i, r in enumerate(requests)}
+                pending = set(tasks)
+                n_failed = 0
+                while pending:
+                    timeout = None
+                    if self.stage_deadline_s is not None:
+                        timeout = self.stage_deadline_s - self.judging_s - (time.monotonic() - t0)
+                        if timeout <= 0:
+                            raise JudgeDeadlineExceeded(
+                                f"{self._where()}: judge.stage_deadline_s={self.stage_deadline_s:g} passed with "
+                                f"{len(pending)} of {n} judgments of this call unanswered (cancelled); "
+                                f"{failure_summary([j for j in out if j is not None])}"
+                            )
+                    if early:  # wake up to look at the attempts too
+                        timeout = STREAK_POLL_S if timeout is None else min(timeout, STREAK_POLL_S)
+                    done, pending = await asyncio.wait(pending, timeout=timeout,
+                                                       return_when=asyncio.FIRST_COMPLETED)
+                    for t in done:
+                        j = out[tasks[t]] = t.result()
+                        n_failed += j.failed
+                    if early and pending and self.stats.failed_streak > allowed:
+                        errors = ", ".join(f"{c}x {k}" for k, c in sorted(self.stats.errors.items(),
+                                                                           key=lambda kv: -kv[1])[:3])
+                        raise JudgeFailureBudgetExceeded(
+                            f"{self._where()}: the last {self.stats.failed_streak} attempts failed without one "
+                            f"answer in between (errors so far: {errors}), more than judge.max_failed_frac="
+                            f"{self.max_failed_frac:g} of this call's {n} requests: the server stopped answering; "
+                            f"{len(pending)} judgments still queued or in flight (cancelled)"
+                        )
+                    if early and pending and n_failed > allowed:
+                        raise JudgeFailureBudgetExceeded(
+                            f"{self._where()}: {failure_summary([j for j in out if j is not None])} with "
+                            f"{len(pending)} of {n} still queued or in flight (cancelled): above "
+                            f"judge.max_failed_frac={self.max_failed_frac:g} whatever they answer; stopping instead "
+                            "of going on with missing judgments (fix the judge, or raise the budget)"
+                        )
         finally:
+            for t in tasks:
+                t.cancel()
+            if tasks:
+                await asyncio.gather(*tasks, return_exceptions=True)
             await client.close()
-        self.stats.requests += len(out)
-        for j in out:
-            self.stats.statuses[j.status] += 1
-        return list(out)
+            self.judging_s += time.monotonic() - t0
+            done_js = [j for j in out if j is not None]
+            self.stats.requests += len(done_js)
+            for j in done_js:
+                self.stats.statuses[j.status] += 1
+        return list(out)  # type: ignore[arg-type]
 
     def judge(self, requests: list[JudgeRequest]) -> list[Judgment]:
         return run_sync(lambda: self.ajudge(requests))
@@ -173,7 +248,8 @@ class OpenAIJudge:
             content, _, _ = await self.transport.post_once(kw, "teacher")
         except RequestFailed as e:
             raise RuntimeError(f"teacher call to {self.cfg.base_url} ({self.model_id}) failed: {e.reason}") from None
-        return content or ""
+        # a server echoing the bearer token must not get it into the teacher's candidates (a DVC output, MLflow)
+        return self.transport.scrub(content or "")
 
     def generate(self, system: str, user: str, schema: dict | None = None, max_tokens: int | None = None) -> str:
         return run_sync(lambda: self.agenerate(system, user, schema, max_tokens))

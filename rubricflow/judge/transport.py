@@ -147,6 +147,18 @@ def retry_after_seconds(exc: BaseException) -> float | None:
     return max(0.0, when.timestamp() - time.time())
 
 
+def connection_refused(exc: BaseException) -> bool:
+    """Whether ``exc`` or an exception it was raised from is a refused TCP connection (a closed port)."""
+    seen = 0
+    x: BaseException | None = exc
+    while x is not None and seen < 10:
+        if isinstance(x, ConnectionRefusedError):
+            return True
+        x = x.__cause__ or x.__context__
+        seen += 1
+    return False
+
+
 def _status(exc: BaseException) -> int | None:
     return getattr(exc, "status_code", None)
 
@@ -183,9 +195,11 @@ class _Budget:
 class AttemptStats:
     attempts: int = 0  # HTTP attempts made
     errors: dict[str, int] = field(default_factory=dict)  # error kind -> count (per attempt)
+    failed_streak: int = 0  # attempts failed since the last answered one (a server that stopped answering)
 
     def error(self, kind: str) -> None:
         self.errors[kind] = self.errors.get(kind, 0) + 1
+        self.failed_streak += 1
 
 
 class ChatTransport:
@@ -240,7 +254,9 @@ class ChatTransport:
 
     def describe(self, e: BaseException, timeout: float | None = None) -> str:
         """A scrubbed one-line reason for ``e``."""
-        if isinstance(e, asyncio.TimeoutError):
+        if connection_refused(e):  # openai's aiohttp client reports a closed port as "Request timed out"
+            msg = f"connection refused: nothing listens at {self.cfg.base_url}"
+        elif isinstance(e, asyncio.TimeoutError):
             msg = f"timeout: no complete answer within {self.cfg.timeout_s if timeout is None else timeout:.3g}s"
         elif _status(e):
             msg = f"http {_status(e)}: {getattr(e, 'message', str(e))}"
@@ -302,6 +318,7 @@ class ChatTransport:
             finally:
                 if budget is not None:
                     budget.spent += time.monotonic() - t0
+        self.stats.failed_streak = 0  # the server answered (whatever the body holds)
         if not isinstance(resp, dict) or "choices" not in resp:
             self.stats.error("non-JSON body")
             raise TransientResponseError(f"response body is not a chat completion: {str(resp)[:80]!r}")

@@ -9,7 +9,9 @@ selection studies, tracking, reports) is the same for every method. Everything a
 ``result.json`` is written atomically when a unit finishes, with the hashes of what the unit was trained and
 evaluated on (:func:`unit_inputs`). A rerun skips a finished unit only when those are unchanged; a unit finished
 on other inputs is re-run, naming what changed, and its old result is kept as ``result.stale.json``. An interrupted
-unit is picked up from its latest training checkpoint by the method's trainer. The statistics are
+unit is picked up from its latest training checkpoint by the method's trainer. A unit runs under a lock of its
+own and ``result.json`` carries a checksum (:mod:`rubricflow.study.units`): two processes never run one unit at
+once, and a truncated or edited result is set aside as ``result.corrupt.json`` and re-run. The statistics are
 ``rubricflow.study.stats``, the report ``rubricflow.study.report``.
 
 Entry points: ``rubricflow study <name>`` (the CLI), the Prefect flow ``study`` (flows/study.py, one task per
@@ -29,7 +31,6 @@ from typing import Any
 
 from rubricflow import registry, tracking
 from rubricflow.hashing import code_hash, part_hashes
-from rubricflow.io import write_json
 from rubricflow.progress import progress
 from rubricflow.sections import ConfigError
 from rubricflow.splits import forbid_test_split
@@ -39,6 +40,7 @@ from rubricflow.study.report import json_safe, machine, write_report
 from rubricflow.study.seed_start import ensure_start, seed_starts, start_dir
 from rubricflow.study.spec import StudySpec
 from rubricflow.study.stats import aggregate, select
+from rubricflow.study.units import check_selection, load_result, locked, write_result
 
 RESULT_FILE = "result.json"
 STALE_FILE = "result.stale.json"
@@ -73,12 +75,12 @@ def study_spec(cfg: Any, name: str) -> StudySpec:
 
 
 def plan(spec: StudySpec, seeds: Sequence[int] | None = None, variants: Sequence[str] | None = None) -> list[Unit]:
-    """The units to run: ``variants`` x ``seeds`` (default: the section's), variant-major."""
-    seeds = list(seeds) if seeds else list(spec.seeds)
-    variants = list(variants) if variants else list(spec.variants)
-    unknown = [v for v in variants if v not in spec.variants]
-    if unknown:
-        raise ConfigError(f"study variants {unknown} are not defined; known: {sorted(spec.variants)}")
+    """The units to run: ``variants`` x ``seeds`` (``None``: the section's), variant-major. An empty, repeated,
+    unknown or out-of-range selection is refused (:func:`rubricflow.study.units.check_selection`)."""
+    check_selection(spec.method, None if seeds is None else list(seeds), None if variants is None else list(variants),
+                    list(spec.variants))
+    seeds = list(seeds) if seeds is not None else list(spec.seeds)
+    variants = list(variants) if variants is not None else list(spec.variants)
     if len(set(seeds)) != len(seeds):
         raise ConfigError(f"seeds {seeds} repeat a seed")
     return [Unit(v, s) for v in variants for s in seeds]
@@ -138,9 +140,9 @@ def read_result(spec: StudySpec, unit: Unit, inputs: Mapping[str, str] | None = 
     """The unit's finished result, or None. With ``inputs`` (:func:`unit_inputs`), a result recorded for other
     inputs is stale: it is moved to ``result.stale.json`` (naming the parts that changed) and None is returned."""
     p = unit_dir(spec, unit) / RESULT_FILE
-    if not p.exists():
+    result = load_result(p)  # verified against its checksum; a bad one is set aside and the unit re-runs
+    if result is None:
         return None
-    result = json.loads(p.read_text())
     if inputs is None:
         return result
     old = result.get("inputs") or {}
@@ -173,10 +175,17 @@ def run_unit(
         with forbid_test_split(f"study {name} (start of seed {unit.seed})"):
             ensure_start(method.seed_start, ucfg, unit.seed, start_dir(spec.out_dir, unit.seed))
     inputs = unit_inputs(ucfg, unit, method)
-    done = read_result(spec, unit, inputs)
-    if done is not None:
-        return {**done, "skipped": True}
     udir = unit_dir(spec, unit)
+    with locked(udir / ".lock", f"unit {unit.key} of study {name}"):  # another process may be running it
+        done = read_result(spec, unit, inputs)
+        if done is not None:
+            return {**done, "skipped": True}
+        return _run_locked(cfg, name, spec, unit, unit_fn, track, secret_resolver, prefect_flow_run_id, method,
+                           ucfg, udir, inputs)
+
+
+def _run_locked(cfg, name, spec, unit, unit_fn, track, secret_resolver, prefect_flow_run_id, method, ucfg, udir,
+                inputs) -> dict:
     udir.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
     # a selection study chooses: it runs under the test-split guard, so not one test row is read
@@ -187,7 +196,7 @@ def run_unit(
     result = {"study": name, "variant": unit.variant, "seed": unit.seed,
               "overrides": dict(spec.variants[unit.variant]), "eval_split": spec.eval_split, "inputs": inputs, **out,
               "duration_s": round(time.perf_counter() - t0, 2), "mlflow_run_id": run_id}
-    write_json(udir / RESULT_FILE, json_safe(result))
+    write_result(udir / RESULT_FILE, json_safe(result))
     return {**result, "skipped": False}
 
 
@@ -276,7 +285,12 @@ def report_study(
     ordered = [results[u] for u in units]
     info = {**study_info(cfg, spec, units), "n_ran": n_ran, "n_skipped": len(units) - n_ran,
             "eval_samples": next((r.get("eval_samples") for r in ordered if r.get("eval_samples")), None)}
-    paths = write_report(name, spec, ordered, info, report_name, study_method(spec).report_extras)
+    stem = report_name or name  # write_report refuses a stem that is not a plain file name
+    plain = bool(stem) and "/" not in stem and not stem.startswith(".")
+    lock = locked(Path(spec.report_dir) / f".{stem}.lock", f"report {stem} of study {name}") if plain \
+        else contextlib.nullcontext()
+    with lock:
+        paths = write_report(name, spec, ordered, info, report_name, study_method(spec).report_extras)
     if track:
         _finish_parent(cfg, paths)
     agg = aggregate(ordered, spec.claims, spec.metrics, spec.confidence)

@@ -103,8 +103,11 @@ def test_key_parts_all_matter():
         ("rubric_id", "R02"),
         ("rubric_text", "t2"),
         ("sample_hash", "h2"),
+        ("server", "http://127.0.0.1:8000/v1"),
     ]:
         assert cache_key(**{**base, part: other}) != k0, part
+    a, b = (cache_key(**base, server=f"http://127.0.0.1:{port}/v1") for port in (8000, 8001))
+    assert a != b
 
 
 def test_sample_hash_covers_response_facts_and_image_bytes(tmp_path):

@@ -80,7 +80,7 @@ def test_backends_take_their_section_and_repeat_no_default():
     from rubricflow.judge.openai_backend import OpenAIJudge
 
     for cls, section, runtime in [
-        (OpenAIJudge, OpenAIJudgeConfig, {"api_key", "image_root", "prompt_version"}),
+        (OpenAIJudge, OpenAIJudgeConfig, {"api_key", "image_root", "prompt_version", "bounds"}),
         (LocalJudge, LocalJudgeConfig, {"image_root", "prompt_version", "model", "processor"}),
     ]:
         params = inspect.signature(cls).parameters

