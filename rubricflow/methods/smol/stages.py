@@ -62,6 +62,7 @@ def judge_stage(smol: SmolConfig, judge: JudgeConfig, rubrics: RubricsConfig, da
     if unknown:
         raise ValueError(f"smol.judge_check.rubrics: {unknown} are not in the pool "
                          f"{rubrics.default_pool_path or 'shipped default'} (ids: {sorted(pool)})")
+    ctx.run.log_input(data.out_dir, split="calib", context="evaluation")
     samples = read_dataset(data.out_dir, split="calib")[: jc.n_problems]
     if not samples:
         raise ValueError(f"{data.out_dir}: the calib split is empty")
