@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rubricflow.env import PROJECT_ROOT
-from rubricflow.hashing import HashMemo, _memo
+from rubricflow.hashing import path_hash
 
 MLFLOW_DIGEST_CHARS = 36  # MLflow's datasets table stores at most 36 characters of a digest
 TABLES = ("samples.parquet", "pairs.parquet")  # the table of a data set folder / a pair folder
@@ -54,19 +54,19 @@ class DataInput:
         return out
 
 
-def dvc_md5(path: Path, memo: HashMemo | None = None) -> str:
+def dvc_md5(path: Path) -> str:
     """DVC's content hash of ``path``: the md5 of a file; for a folder, the md5 of the JSON list of its files'
-    ``{"md5", "relpath"}`` sorted by path, plus ``.dir`` (``dvc_data``'s ``Tree.digest``)."""
-    memo = memo or _memo
+    ``{"md5", "relpath"}`` sorted by path, plus ``.dir`` (``dvc_data``'s ``Tree.digest``). File md5s are memoised
+    (``rubricflow.hashing.path_hash``)."""
     if path.is_file():
-        return memo.md5(path)
-    entries = [{"md5": memo.md5(f), "relpath": f.relative_to(path).as_posix()}
+        return path_hash(path)
+    entries = [{"md5": path_hash(f), "relpath": f.relative_to(path).as_posix()}
                for f in sorted(x for x in path.rglob("*") if x.is_file())]
     entries.sort(key=lambda e: e["relpath"])
     return hashlib.md5(json.dumps(entries, sort_keys=True).encode("utf-8")).hexdigest() + ".dir"
 
 
-def content_sha256(path: Path, memo: HashMemo | None = None) -> str:
+def content_sha256(path: Path) -> str:
     """SHA-256 of a file's bytes, or of a folder's sorted ``relative path\\0md5`` lines."""
     h = hashlib.sha256()
     if path.is_file():
@@ -74,9 +74,8 @@ def content_sha256(path: Path, memo: HashMemo | None = None) -> str:
             for chunk in iter(lambda: f.read(1 << 20), b""):
                 h.update(chunk)
         return h.hexdigest()
-    memo = memo or _memo
     for f in sorted(x for x in path.rglob("*") if x.is_file()):
-        h.update(f"{f.relative_to(path).as_posix()}\0{memo.md5(f)}\n".encode())
+        h.update(f"{f.relative_to(path).as_posix()}\0{path_hash(f)}\n".encode())
     return h.hexdigest()
 
 

@@ -149,3 +149,18 @@ def test_evaluate_with_a_loopback_judge_that_fails_some_samples(mlflow_tmp, tmp_
     # the failed rows are left out of the mean, not counted as 0
     assert result.metrics["rubricflow/score/mean"] == pytest.approx(sum(ok_scores) / len(ok_scores))
     assert not any(isinstance(v, float) and math.isnan(v) for a in got.values() for v in a.values())
+
+
+def test_a_row_where_no_rubric_applies_has_no_score_not_a_zero(mlflow_tmp):
+    class NothingApplies:
+        name, model_id = "stub", "stub"
+
+        def judge(self, requests):
+            return [Judgment("ok", {r.id: Verdict(False, None, "not asked") for r in q.rubrics}) for q in requests]
+
+    scorer = rf_mlflow.rubric_scorer(JudgeConfig(), [Rubric("A", "a"), Rubric("B", "b")], judge=NothingApplies())
+    result = mlflow_tmp.genai.evaluate(data=[{"inputs": {"question": "q", "sample_id": "x"}, "outputs": "r"}],
+                                       scorers=[scorer])
+    got = assessments(mlflow_tmp, result)["x"]
+    assert got == {"rubricflow/A": "not_applicable", "rubricflow/B": "not_applicable", "rubricflow/score": None}
+    assert "rubricflow/score/mean" not in result.metrics
