@@ -134,3 +134,37 @@ def test_a_missing_input_is_left_to_the_reader(mlflow_tmp, tmp_path):
     with tracking.stage_run("roro_pairs", experiment="missing") as run:
         assert run.log_input(tmp_path / "trajectories.parquet") is None
     assert mlflow.tracking.MlflowClient().get_run(run.run_id).inputs.dataset_inputs == []
+
+
+def test_roro_and_deltarubric_stages_log_routes_and_pairs(mlflow_tmp, tmp_path, monkeypatch):
+    """RoRo's Judge training logs the routes and its pairs, DeltaRubric's training its pairs (logic stubbed)."""
+    import mlflow
+
+    from rubricflow.config import load_config
+    from rubricflow.methods.deltarubric import stages as dr_stages
+    from rubricflow.methods.deltarubric import train as dr_train
+    from rubricflow.methods.roro import rubricor_judge
+    from rubricflow.methods.roro import stages as roro_stages
+
+    roro_dir, pairs_dir = tmp_path / "roro", tmp_path / "pairs"
+    roro_dir.mkdir()
+    pairs_dir.mkdir()
+    pd.DataFrame({"problem_id": ["p1", "p1", "p2"]}).to_parquet(roro_dir / "trajectories.parquet")
+    pd.DataFrame({"split": ["train", "train", "val"]}).to_parquet(roro_dir / "pairs.parquet")
+    pd.DataFrame({"split": ["train", "val", "val", "test"]}).to_parquet(pairs_dir / "pairs.parquet")
+    cfg = load_config(overrides={"reports_dir": str(tmp_path / "r"), "roro.data_dir": str(roro_dir),
+                                 "deltarubric.pairs.out_dir": str(pairs_dir), "tracking.experiment": "wiring2"})
+    monkeypatch.setattr(rubricor_judge, "run_rubricor_judge", lambda *a, **k: {"rounds": 0})
+    monkeypatch.setattr(dr_stages, "_gate", lambda *a, **k: None)
+    monkeypatch.setattr(dr_train, "run_training", lambda *a, **k: {"steps": 0})
+    got = {}
+    for spec in (roro_stages.rubricor_judge_stage, dr_stages.train_stage):
+        rid = spec(cfg, track=True)["mlflow_run_id"]
+        got[spec.name] = sorted(
+            (di.dataset.name, {t.key: t.value for t in di.tags}["mlflow.data.context"], json.loads(di.dataset.profile))
+            for di in mlflow.tracking.MlflowClient().get_run(rid).inputs.dataset_inputs)
+    assert got["roro_rubricor_judge"] == [("pairs:train", "training", {"num_rows": 2}),
+                                          ("pairs:val", "evaluation", {"num_rows": 1}),
+                                          ("routes", "training", {"num_rows": 3})]
+    assert got["deltarubric_train"] == [("pairs:train", "training", {"num_rows": 1}),
+                                        ("pairs:val", "evaluation", {"num_rows": 2})]
