@@ -70,6 +70,9 @@ class NullRun:
     def log_dict(self, *a, **k):
         pass
 
+    def log_input(self, *a, **k):
+        pass
+
     def event(self, *a, **k):
         pass
 

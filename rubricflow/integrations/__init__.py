@@ -5,11 +5,13 @@
   to the curriculum scheduler once per optimizer step;
 * :mod:`rubricflow.integrations.trl`: a reward function for TRL's ``GRPOTrainer`` (``None`` where the judgment
   failed: TRL leaves that completion out) and a ``TrainerCallback`` that advances the curriculum and logs it;
+* :mod:`rubricflow.integrations.mlflow`: the judge as a scorer of ``mlflow.genai.evaluate`` (one assessment per
+  rubric plus the score; a failed judgment is an error assessment, never a 0);
 * :mod:`rubricflow.integrations.verl`: verl's ``compute_score`` signatures (one sample, and a batch: one judge
   call) and a reward manager that keeps a failed judgment out of GRPO's group statistics instead of scoring it 0.
 
 TRL and verl are imported only where a class needs them; a missing one raises :class:`IntegrationUnavailable`
-naming the package. Docs: ``docs/trl.md``, ``docs/verl.md``.
+naming the package. Docs: ``docs/trl.md``, ``docs/verl.md``, ``docs/mlflow.md``.
 
 A batch whose rewards are *all* missing teaches nothing (every advantage is 0) and usually means a setup error (the
 judge down, or a dataset without the ``facts`` column the programmatic judge needs). :class:`MissingRewardsGuard`

@@ -158,6 +158,18 @@ class StageRun:
     def log_dict(self, d: dict, name: str) -> None:
         self.mlflow.log_dict(d, name)
 
+    def log_input(self, path: str | Path, *, split: str | None = None, context: str = "training",
+                  name: str | None = None):
+        """Log the data set, pairs or routes at ``path`` as an input of this run (name, split, context, rows and
+        the DVC content digest: ``rubricflow.tracking.inputs``); returns the ``DataInput`` logged, or None for a
+        path that does not exist (the stage's reader reports it, naming the command that makes it)."""
+        from rubricflow.tracking.inputs import log_data_input
+
+        if not Path(path).exists():
+            return None
+
+        return log_data_input(self.mlflow, path, split=split, context=context, name=name)
+
     def event(self, name: str, payload: dict) -> None:
         """A discrete event (e.g. the curriculum transition): a tag plus a JSON artifact."""
         self.mlflow.set_tag(f"event.{name}", json.dumps(payload, default=str)[:4900])

@@ -14,7 +14,8 @@ from rubricflow.judge.programmatic import ProgrammaticJudge
 from rubricflow.judge.prompt import judgment_schema, user_prompt
 from rubricflow.judge.protocol import JudgeRequest, Judgment, Verdict
 from rubricflow.methods.rucl.rubrics.pool import load_default_pool
-from rubricflow.methods.smol.judge_check import agreement, check_requests, cohen_kappa, judge_and_compare, make_response
+from rubricflow.judge.agreement import agreement, cohen_kappa, probe_requests, probe_response
+from rubricflow.methods.smol.judge_check import judge_and_compare
 
 POOL = {r.id: r for r in load_default_pool("rubricflow/methods/rucl/resources/rubric_pool_text.json").rubrics}
 
@@ -26,13 +27,13 @@ def sample(seed=0):
 
 def test_response_kinds_carry_the_intended_flaw():
     s = sample(3)
-    gold = make_response("gold", s.facts, s.answer)
+    gold = probe_response("gold", s.facts, s.answer)
     (key, val), _ = s.facts["intermediate"]
-    assert make_response("bare", s.facts, s.answer) == f"\\boxed{{{s.answer}}}"
-    assert make_response("wrong_step", s.facts, s.answer) == gold.replace(f"{key} = {val}", f"{key} = {val + 1}")
-    assert make_response("wrong_answer", s.facts, s.answer).endswith(f"\\boxed{{{int(s.answer) + 1}}}")
-    with pytest.raises(ValueError, match="unknown kind 'nope'"):
-        make_response("nope", s.facts, s.answer)
+    assert probe_response("bare", s.facts, s.answer) == f"\\boxed{{{s.answer}}}"
+    assert probe_response("wrong_step", s.facts, s.answer) == gold.replace(f"{key} = {val}", f"{key} = {val + 1}")
+    assert probe_response("wrong_answer", s.facts, s.answer).endswith(f"\\boxed{{{int(s.answer) + 1}}}")
+    with pytest.raises(ValueError, match="unknown response kind 'nope'"):
+        probe_response("nope", s.facts, s.answer)
 
 
 def test_agreement_kappa_and_the_majority_line_by_hand():
@@ -51,7 +52,7 @@ def test_agreement_kappa_and_the_majority_line_by_hand():
 
 
 def test_judge_and_compare_reports_statuses_and_agreement_against_the_programmatic_judge():
-    reqs = check_requests([sample(1), sample(2)], ["gold", "bare"], [POOL["W11"], POOL["W04"]])
+    reqs = probe_requests([sample(1), sample(2)], ["gold", "bare"], [POOL["W11"], POOL["W04"]])
     ref = ProgrammaticJudge().judge(reqs)
     # the programmatic verdicts: gold passes both; bare passes W11 (boxed) and fails W04 (no intermediate value)
     assert [(j.verdicts["W11"].satisfied, j.verdicts["W04"].satisfied) for j in ref] == [(True, True), (True, False)] * 2
@@ -89,7 +90,7 @@ def test_smol_judge_refuses_a_judge_whose_judgments_all_failed():
     from rubricflow.judge.errors import JudgeFailureBudgetExceeded
     from rubricflow.methods.smol.judge_check import require_within_budget
 
-    reqs = check_requests([sample(i) for i in range(2)], ["gold", "bare"], [POOL["W01"], POOL["W04"]])
+    reqs = probe_requests([sample(i) for i in range(2)], ["gold", "bare"], [POOL["W01"], POOL["W04"]])
     reference = ProgrammaticJudge().judge(reqs)
 
     class Dead:

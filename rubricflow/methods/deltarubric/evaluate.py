@@ -224,15 +224,22 @@ def judge_tables(dr: DeltaRubricConfig, models: ModelsConfig, generation: Genera
     return out
 
 
-def evaluate_policies(dr: DeltaRubricConfig, models: ModelsConfig, generation: GenerationConfig) -> dict:
-    """The warm start (``sft``) and the trained policy (``grpo``) on the held-out synthetic pairs and every
-    ``eval.benchmarks`` folder, in every mode: writes ``eval.out_dir/eval.json`` and ``eval.txt``, prints the table
-    and returns ``{"<policy>/<set>": {mode: accuracy, "<mode>_format_violation": ...}}``."""
+def eval_pair_sets(dr: DeltaRubricConfig) -> dict[str, tuple[str, str | None, int]]:
+    """The pair sets of the evaluation, ``name -> (dir, split or None, limit)``: the held-out synthetic pairs and
+    every ``eval.benchmarks`` folder (a missing one is an error naming it)."""
     sets = {"synthetic-test": (str(Path(dr.pairs.out_dir)), "test", dr.eval.test_pairs)}
     for b in dr.eval.benchmarks:
         if not Path(b).is_dir():
             raise FileNotFoundError(f"deltarubric.eval.benchmarks: {b} is not a directory (ingest it first)")
         sets[Path(b).name] = (b, None, dr.eval.benchmark_limit)
+    return sets
+
+
+def evaluate_policies(dr: DeltaRubricConfig, models: ModelsConfig, generation: GenerationConfig) -> dict:
+    """The warm start (``sft``) and the trained policy (``grpo``) on the held-out synthetic pairs and every
+    ``eval.benchmarks`` folder, in every mode: writes ``eval.out_dir/eval.json`` and ``eval.txt``, prints the table
+    and returns ``{"<policy>/<set>": {mode: accuracy, "<mode>_format_violation": ...}}``."""
+    sets = eval_pair_sets(dr)
     policies = {"sft": dr.sft.out_dir, "grpo": dr.train.out_dir}
     tables = judge_tables(dr, models, generation, policies, sets, MODES, examples=3)
     write_json(Path(dr.eval.out_dir) / "eval.json", tables)

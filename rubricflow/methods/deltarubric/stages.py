@@ -33,6 +33,12 @@ def _gate(dr: DeltaRubricConfig) -> None:
     validate_pairs(Path(dr.pairs.out_dir), balance_tol=dr.pairs.balance_tol)
 
 
+def log_train_inputs(run, dr: DeltaRubricConfig) -> None:
+    """Log the pairs training reads to ``run`` as MLflow inputs: train, and val (the planner probe)."""
+    run.log_input(dr.pairs.out_dir, split="train", context="training")
+    run.log_input(dr.pairs.out_dir, split="val", context="evaluation")
+
+
 def _checkpoint_dir(ctx: StageContext) -> Path:
     """One checkpoint root per seed; what it was trained on is checked by ``train.resume_parts`` (``key.json``)."""
     return ctx.artifacts_dir / "deltarubric" / "checkpoints" / f"train-seed{ctx.seed}"
@@ -52,6 +58,7 @@ def sft_stage(deltarubric: DeltaRubricConfig, models: ModelsConfig, ctx: StageCo
     from rubricflow.methods.deltarubric.warmstart import warm_start
 
     _gate(deltarubric)
+    ctx.run.log_input(deltarubric.pairs.out_dir, split="train", context="training")
     return warm_start(deltarubric, models, ctx.seed, ctx.reports_dir, ctx.run, log_fn=log_fn)
 
 
@@ -63,6 +70,7 @@ def train_stage(
     from rubricflow.methods.deltarubric.train import run_training
 
     _gate(deltarubric)
+    log_train_inputs(ctx.run, deltarubric)
     return run_training(deltarubric, models, generation, ctx.seed, _checkpoint_dir(ctx), ctx.reports_dir, ctx.run,
                         log_fn=log_fn)
 
@@ -74,8 +82,10 @@ def eval_stage(
     """Judge accuracy in every mode (no-rubric / static / DeltaRubric / oracle / the agreed-claims control) of the
     SFT and the trained policy on the held-out synthetic pairs and every configured benchmark; writes the tables and
     prints them."""
-    from rubricflow.methods.deltarubric.evaluate import evaluate_policies
+    from rubricflow.methods.deltarubric.evaluate import eval_pair_sets, evaluate_policies
 
     _gate(deltarubric)
+    for d, split, _ in eval_pair_sets(deltarubric).values():
+        ctx.run.log_input(d, split=split, context="evaluation")
     return evaluate_policies(deltarubric, models, generation)
 

@@ -28,6 +28,7 @@ from rubricflow.hashing import content_hash
 from rubricflow.io import atomic_path
 from rubricflow.methods.deltarubric.config import role_max_tokens
 from rubricflow.methods.deltarubric.modes import MODES
+from rubricflow.methods.deltarubric.stages import log_train_inputs
 from rubricflow.registry import StudyDecl
 from rubricflow.stage import StageContext
 from rubricflow.study.adapter import StudyMethod, Unit
@@ -82,12 +83,14 @@ def run_unit(ucfg: Any, unit: Unit, udir: Path, run: Any, secret_resolver=None) 
     if not untrained:
         model, proc, gen, train_items, val_items = training_inputs(dr, ucfg.models, ucfg.generation)
         ctx = StageContext.of(ucfg, run, secret_resolver)
+        log_train_inputs(run, dr)
         train_out = train_policy(model, proc, gen, train_items, val_items, dr.train, udir / "checkpoints",
                                  log_fn=lambda s, m: ctx.run.log_metrics(m, step=s),
                                  key_parts=resume_parts(dr, ucfg.models, ucfg.generation, unit.seed),
                                  save_to=dr.train.out_dir)
     model, proc = load_policy(dr.train.out_dir, dtype=ucfg.models.policy.dtype)
     gen = generator_for(ucfg.generation, model, proc, model_path=dr.train.out_dir, batch_size=dr.eval.batch_size)
+    run.log_input(d, split=dr.eval.split, context="evaluation")
     items = load_items(d, read_pairs(d, dr.eval.split, limit=dr.eval.test_pairs or None))
     table = evaluate_judge(gen, proc, items, MODES, role_max_tokens(dr.train))
     own = "deltarubric" if untrained else _own_mode(ucfg)

@@ -73,6 +73,7 @@ def base_model_stage(models: ModelsConfig, data: DataConfig, ctx: StageContext) 
     """Build the tiny policy (offline tokenizer + Qwen2.5-VL config) — or check a pretrained one resolves."""
     if models.policy.source != "pretrained":
         require_gate(data, ctx.reports_dir)
+        ctx.run.log_input(data.out_dir, split="train", context="training")
     return build_base(models, data, models.policy.path, ctx.seed)
 
 
@@ -83,6 +84,8 @@ def sft_stage(
     """Fine-tune the base policy on gold reasoning traces (LoRA adapters when ``sft.lora.rank > 0``, merged into the
     weights before saving); report val accuracy before and after."""
     require_gate(data, ctx.reports_dir)
+    ctx.run.log_input(data.out_dir, split="train", context="training")
+    ctx.run.log_input(data.out_dir, split="val", context="evaluation")
 
     def log(step: int, m: dict) -> None:
         if step % 10 == 0:

@@ -21,7 +21,7 @@ import contextlib
 from collections.abc import Iterator
 
 from rubricflow.methods.roro.config import RoRoConfig
-from rubricflow.methods.roro.paths import eval_dir
+from rubricflow.methods.roro.paths import eval_dir, pairs_path, trajectories_path
 from rubricflow.stage import StageContext, stage
 
 
@@ -39,6 +39,14 @@ def roro_threads(rc: RoRoConfig) -> Iterator[None]:
         yield
     finally:
         torch.set_num_threads(before)
+
+
+def log_judge_inputs(run, rc: RoRoConfig) -> None:
+    """Log what the Rubricor / Judge training reads to ``run`` as MLflow inputs: the routes (trajectories) and the
+    train and val pairs."""
+    run.log_input(trajectories_path(rc), context="training", name="routes")
+    run.log_input(pairs_path(rc), split="train", context="training")
+    run.log_input(pairs_path(rc), split="val", context="evaluation")
 
 
 def _logger(run):
@@ -76,6 +84,7 @@ def pairs_stage(roro: RoRoConfig, ctx: StageContext) -> dict:
     """Preference pairs by outcome, then LRM cost, then process quality; counts per pair category."""
     from rubricflow.methods.roro.pairs import run_pairs
 
+    ctx.run.log_input(trajectories_path(roro), context="training", name="routes")
     with roro_threads(roro):
         return run_pairs(roro, log=_logger(ctx.run))
 
@@ -86,6 +95,7 @@ def rubricor_judge_stage(roro: RoRoConfig, ctx: StageContext) -> dict:
     val pairwise accuracy is kept."""
     from rubricflow.methods.roro.rubricor_judge import run_rubricor_judge
 
+    log_judge_inputs(ctx.run, roro)
     with roro_threads(roro):
         return run_rubricor_judge(roro, log=_logger(ctx.run))
 

@@ -115,11 +115,13 @@ def run_roro_unit(ucfg: Any, unit: Unit, udir: Path, run: Any, secret_resolver=N
     from rubricflow.methods.roro.router_train import run_router
     from rubricflow.methods.roro.rubricor_judge import run_rubricor_judge
     from rubricflow.methods.roro.step_models import make_env
-    from rubricflow.methods.roro.stages import roro_threads
+    from rubricflow.methods.roro.stages import log_judge_inputs, roro_threads
 
     rc = ucfg.roro
     kind = unit_kind(rc)
     out: dict[str, Any] = {"kind": kind}
+    if kind == "roro":  # the alternation reads the routes and the pairs
+        log_judge_inputs(run, rc)
     with roro_threads(rc):
         if kind == "roro":
             rj = run_rubricor_judge(rc)

@@ -8,7 +8,7 @@ from rubricflow.data.validate import require_gate
 from rubricflow.judge.config import JudgeConfig
 from rubricflow.methods.rucl.config import RuCLConfig
 from rubricflow.methods.rucl.evaluate import evaluate_policies
-from rubricflow.methods.rucl.train import run_training
+from rubricflow.methods.rucl.train import log_train_inputs, run_training
 from rubricflow.sections import DataConfig, GenerationConfig
 from rubricflow.stage import StageContext, stage
 
@@ -19,6 +19,7 @@ def train_stage(
 ) -> dict:
     """RuCL Phase II: GRPO with the hybrid reward and the performance-triggered curriculum."""
     require_gate(data, ctx.reports_dir)
+    log_train_inputs(ctx.run, rucl, data)
     return run_training(rucl, judge, data, generation, ctx.reports_dir / rucl.name, run=ctx.run, seed=ctx.seed,
                         secret_resolver=ctx.secret_resolver)
 
@@ -35,4 +36,5 @@ def eval_stage(
     rucl: RuCLConfig, judge: JudgeConfig, data: DataConfig, generation: GenerationConfig, ctx: StageContext
 ) -> dict:
     """Held-out accuracy, rubric pass rates and the correct-but-flawed rate: SFT vs the RL policies."""
+    ctx.run.log_input(data.out_dir, split=rucl.eval_split, context="evaluation")
     return evaluate_policies(rucl, judge, data.out_dir, generation, ctx.secret_resolver)

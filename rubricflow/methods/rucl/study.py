@@ -122,8 +122,10 @@ def run_unit(ucfg: Any, unit: Unit, udir: Path, run: Any, secret_resolver=None) 
     require_gate(ucfg.data, ctx.reports_dir)
     train = None
     if Path(ucfg.rucl.eval_policies[EVAL_NAME]) != Path(ucfg.rucl.init_from):
+        log_train_inputs(run, ucfg.rucl, ucfg.data)
         train = run_training(ucfg.rucl, ucfg.judge, ucfg.data, ucfg.generation, udir / "train", run=run,
                              seed=unit.seed, secret_resolver=secret_resolver)
+    run.log_input(ucfg.data.out_dir, split=ucfg.rucl.eval_split, context="evaluation")
     ev = evaluate_policies(ucfg.rucl, ucfg.judge, ucfg.data.out_dir, ucfg.generation, secret_resolver)
     metrics = dict(ev[EVAL_NAME])
     if train is not None:  # whether and when the curriculum switched (a seed without a switch is reported, not dropped)

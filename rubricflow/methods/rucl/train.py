@@ -256,6 +256,14 @@ def train_rucl(
 # the pipeline stage
 
 
+def log_train_inputs(run, rcfg: RuCLConfig, data) -> None:
+    """Log what training reads to ``run`` as MLflow inputs: the train split, and val when accuracy is tracked
+    during training (``rucl.eval_samples``)."""
+    run.log_input(data.out_dir, split=rcfg.train_split, context="training")
+    if rcfg.eval_samples:
+        run.log_input(data.out_dir, split="val", context="evaluation")
+
+
 def run_training(rcfg: RuCLConfig, judge_cfg, data, gen_cfg: GenerationConfig, reports_dir: str | Path, *, run=None,
                  seed: int = 1234, secret_resolver=None) -> dict[str, Any]:
     """:func:`train_rucl` from the sections, as the ``rucl`` stage and every study unit run it: the tiers (when the

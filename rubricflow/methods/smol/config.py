@@ -59,7 +59,7 @@ class JudgeCheckConfig(Section):
     n_problems: int = Field(
         8, ge=1, description="Calib problems judged; each gets the response kinds below (gold, flawed, bare, wrong)."
     )
-    kinds: list[str] = Field(
+    kinds: list[Literal["gold", "wrong_step", "bare", "wrong_answer"]] = Field(
         default_factory=lambda: ["gold", "wrong_step", "bare", "wrong_answer"],
         description="Responses judged per problem: gold (the reference trace), wrong_step (one intermediate value "
         "off, right answer), bare (only \\boxed{answer}), wrong_answer (the reference trace with a wrong answer).",

@@ -52,7 +52,8 @@ def judge_stage(smol: SmolConfig, judge: JudgeConfig, rubrics: RubricsConfig, da
     from rubricflow.judge.factory import make_backend
     from rubricflow.judge.programmatic import ProgrammaticJudge
     from rubricflow.methods.rucl.rubrics.pool import load_default_pool, save_pool
-    from rubricflow.methods.smol.judge_check import check_requests, judge_and_compare, require_within_budget
+    from rubricflow.judge.agreement import probe_requests
+    from rubricflow.methods.smol.judge_check import judge_and_compare, require_within_budget
     from rubricflow.methods.smol.server import VLLMServer
 
     require_gate(data, ctx.reports_dir)
@@ -62,10 +63,11 @@ def judge_stage(smol: SmolConfig, judge: JudgeConfig, rubrics: RubricsConfig, da
     if unknown:
         raise ValueError(f"smol.judge_check.rubrics: {unknown} are not in the pool "
                          f"{rubrics.default_pool_path or 'shipped default'} (ids: {sorted(pool)})")
+    ctx.run.log_input(data.out_dir, split="calib", context="evaluation")
     samples = read_dataset(data.out_dir, split="calib")[: jc.n_problems]
     if not samples:
         raise ValueError(f"{data.out_dir}: the calib split is empty")
-    requests = check_requests(samples, list(jc.kinds), [pool[r] for r in jc.rubrics])
+    requests = probe_requests(samples, list(jc.kinds), [pool[r] for r in jc.rubrics])
     reference = ProgrammaticJudge(applicability=judge.applicability).judge(requests)
     log_path = Path(smol.server.log_dir) / f"smol_judge-vllm-{time.strftime('%Y%m%d-%H%M%S')}.log"
     out: dict = {"n_problems": len(samples), "kinds": list(jc.kinds), "rubrics": list(jc.rubrics),

@@ -15,6 +15,8 @@ def rubrics_stage(rubrics: RubricsConfig, judge: JudgeConfig, data: DataConfig, 
     """RuCL Phase I: write the generalized rubric candidate pool (default pool or a teacher in O(1) calls)."""
     from rubricflow.methods.rucl.rubrics.build import write_pool
 
+    if rubrics.teacher is not None:  # the teacher sees example questions of the calib split
+        ctx.run.log_input(data.out_dir, split="calib", context="calibration")
     out = write_pool(rubrics, judge, data.out_dir, secret_resolver=ctx.secret_resolver)
     ctx.run.log_artifact(out["paths"]["pool"], "rubrics")
     return {**out["metrics"], "source": out["source"]}
@@ -26,6 +28,7 @@ def stratify_stage(rubrics: RubricsConfig, judge: JudgeConfig, data: DataConfig,
     from rubricflow.methods.rucl.rubrics.build import stratify_pool
 
     require_gate(data, ctx.reports_dir)
+    ctx.run.log_input(data.out_dir, split="calib", context="calibration")
     out = stratify_pool(rubrics, judge, data.out_dir, secret_resolver=ctx.secret_resolver, seed=ctx.seed)
     for p in out["paths"].values():
         ctx.run.log_artifact(p, "rubrics")

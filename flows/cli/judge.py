@@ -1,0 +1,89 @@
+"""Judge commands of the ``rubricflow`` CLI: ``judge-agreement`` (``rubricflow.judge.agreement``).
+
+* ``rubricflow judge-agreement --labels L.jsonl``  judge every line of a labelled set with the configured judge
+  (``judge`` section; ``--set judge.backend=openai`` picks another) and report per-rubric agreement and Cohen's
+  kappa against the labels: printed, written to ``--out`` and logged to MLflow (metrics, the labelled set as an
+  evaluation input, the report as ``judge_agreement.json``);
+* ``rubricflow judge-agreement --write-labels L.jsonl``  make a labelled set instead: probe responses (gold, one
+  wrong step, bare answer, wrong answer) of ``--n`` problems of ``--split``, labelled by the programmatic judge.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from flows.cli.base import app, load_cfg, state, usage_error
+
+
+def _pool(cfg, rubrics: Path | None) -> dict:
+    from rubricflow.methods.rucl.rubrics.pool import load_default_pool, load_pool
+
+    pool = load_pool(rubrics) if rubrics else load_default_pool(cfg.rubrics.default_pool_path)
+    return {r.id: r for r in pool.rubrics}
+
+
+@app.command("judge-agreement")
+def judge_agreement(
+    labels: Annotated[Optional[Path], typer.Option(help="Labelled set (JSONL) to judge and compare with.")] = None,
+    rubrics: Annotated[Optional[Path], typer.Option(
+        help="Rubric pool or tiers file the labels name (default: rubrics.default_pool_path).")] = None,
+    out: Annotated[Path, typer.Option(help="Report (JSON) with the judgments.")] = Path("reports/judge_agreement.json"),
+    write_labels: Annotated[Optional[Path], typer.Option(
+        help="Write a labelled set here instead (probe responses labelled by the programmatic judge).")] = None,
+    data: Annotated[Optional[Path], typer.Option(help="--write-labels: data set folder (default: data.out_dir).")] = None,
+    split: Annotated[str, typer.Option(help="--write-labels: split of the problems.")] = "calib",
+    n: Annotated[int, typer.Option(help="--write-labels: problems (each gets every probe response).")] = 8,
+):
+    """Judge agreement: per-rubric agreement and Cohen's kappa of the configured judge against reference labels,
+    logged to MLflow (or, with --write-labels, make a labelled set from the programmatic judge)."""
+    from rubricflow.judge.agreement import KINDS, evaluate_agreement, log_agreement, probe_requests, read_labelled
+    from rubricflow.judge.agreement import write_labelled
+    from rubricflow.judge.errors import JudgeError
+
+    if (labels is None) == (write_labels is None):
+        raise usage_error("give exactly one of --labels (evaluate) and --write-labels (make a labelled set)")
+    cfg = load_cfg()
+    try:
+        pool = _pool(cfg, rubrics)
+        if write_labels is not None:
+            from rubricflow.data.schema import read_dataset
+            from rubricflow.judge.programmatic import ProgrammaticJudge
+
+            samples = read_dataset(data or cfg.data.out_dir, split=split)[:n]
+            if not samples:
+                raise ValueError(f"{data or cfg.data.out_dir}: split {split!r} is empty")
+            usable = [r for r in pool.values() if r.check]
+            reqs = probe_requests(samples, list(KINDS), usable)
+            ref = ProgrammaticJudge(applicability=cfg.judge.applicability).judge(reqs)
+            written = write_labelled(write_labels, reqs, ref)
+            typer.echo(f"wrote {written} labelled responses ({len(samples)} problems, kinds {', '.join(KINDS)} where "
+                       f"the problem allows them, {len(usable)} rubrics) to {write_labels}")
+            return
+        from rubricflow.io import write_json
+        from rubricflow.judge.factory import make_judge
+        from tasks.secrets import load_secret
+
+        requests, reference = read_labelled(labels, pool)
+        judge = make_judge(cfg.judge, load_secret)
+        report = evaluate_agreement(judge, requests, reference)
+    except (FileNotFoundError, ValueError, JudgeError) as e:
+        typer.echo(f"error: {e}", err=True)
+        raise typer.Exit(1) from None
+    write_json(out, report, default=str)
+    if state.track:
+        from rubricflow.tracking import stage_run
+
+        with stage_run("judge_agreement", experiment=cfg.tracking.experiment, tracking_uri=cfg.tracking.tracking_uri,
+                       params={"judge": cfg.judge.essential_dump(), "labels": str(labels)}) as run:
+            log_agreement(run, report, labels)
+            report["mlflow_run_id"] = run.run_id
+    o = report["overall"]
+    typer.echo(f"judge {report['judge']} on {labels}: {report['n_requests']} responses, statuses "
+               f"{report['statuses']}; agree {o['agree']}, kappa {o['kappa']} over {o['n']} verdicts")
+    for rid, row in report["agreement"].items():
+        typer.echo(f"  {rid}: n={row['n']} agree={row['agree']} majority={row['majority']} kappa={row['kappa']}")
+    typer.echo(json.dumps({"report": str(out), "mlflow_run_id": report.get("mlflow_run_id")}))
