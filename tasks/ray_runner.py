@@ -15,11 +15,13 @@ died (``max_retries``), and Prefect retries a task that raised.
 
 from __future__ import annotations
 
+import os
 import re
 from typing import Any
 
 from rubricflow.sections import ConfigError
 
+LOOPBACK_VAR = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
 RAY_FORMS = "`auto`, `local`, `ray://host:port` or `host:port`"
 _HOST_PORT = re.compile(r"^(\[[0-9a-fA-F:]+\]|[A-Za-z0-9_.-]+):(\d{1,5})$")
 
@@ -37,12 +39,20 @@ def task_runner(address: str):
     """A ``RayTaskRunner`` for ``address`` (:func:`check_address`). Raises a ConfigError naming the extra when
     prefect-ray is not installed."""
     address = check_address(address)
+    if address == "local":
+        os.environ.setdefault(LOOPBACK_VAR, "0")  # read when ray is imported; its processes inherit it
     try:
         from prefect_ray import RayTaskRunner
+        from ray._private import ray_constants
     except ImportError as e:
         raise ConfigError(f"ray: running on Ray needs the `ray` extra (pip install -e '.[ray]'): {e}") from None
     quiet = {"include_dashboard": False, "log_to_driver": True}
     if address == "local":
+        # Ray binds the machine's interface address unless LOOPBACK_VAR was 0 when it was imported
+        if ray_constants.ENABLE_RAY_CLUSTER:
+            raise ConfigError(f"ray: `local` starts Ray on 127.0.0.1 only, which needs {LOOPBACK_VAR}=0 before ray "
+                              f"is imported (it is {os.environ.get(LOOPBACK_VAR)!r}); unset it, or start a cluster "
+                              f"and give its address")
         return RayTaskRunner(init_kwargs={**quiet, "_node_ip_address": "127.0.0.1"})
     return RayTaskRunner(address=address, init_kwargs={} if address.startswith("ray://") else quiet)
 

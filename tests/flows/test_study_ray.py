@@ -50,6 +50,20 @@ def test_a_bad_ray_address_is_refused_in_one_line(address):
     assert repr(address) in msg and "\n" not in msg
 
 
+def test_a_local_ray_instance_stays_on_loopback():
+    """``local`` starts Ray on this machine with every listener on 127.0.0.1 (Ray reads the variable at import)."""
+    pytest.importorskip("ray", reason="the `ray` extra is not installed (make install installs it)")
+    from ray._private import ray_constants
+    from ray._private.services import get_node_ip_address
+
+    from tasks.ray_runner import task_runner
+
+    runner = task_runner("local")
+    assert runner.address is None and runner.init_kwargs["_node_ip_address"] == "127.0.0.1"
+    assert os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] == "0" and not ray_constants.ENABLE_RAY_CLUSTER
+    assert get_node_ip_address() == "127.0.0.1"
+
+
 def test_unit_resources_follow_the_profile():
     """tiny: one CPU and no GPU per unit; gpu: 8 CPUs and one GPU; Ray reruns a unit whose node died, Prefect
     retries one that raised."""
