@@ -109,6 +109,33 @@ def test_the_cli_hands_ray_runs_to_the_study_flow(tmp_path, monkeypatch):
     monkeypatch.delenv("RUBRICFLOW_PARAMS", raising=False)
 
 
+@pytest.mark.parametrize("uri, hosts, refused", [
+    ("sqlite:///x/mlflow.db", ["10.0.0.1"], False),  # every node on the driver's machine
+    ("sqlite:///x/mlflow.db", ["10.0.0.1", "10.0.0.2"], True),
+    ("/shared/mlruns", ["10.0.0.1", "10.0.0.2"], True),
+    ("http://mlflow:5000", ["10.0.0.1", "10.0.0.2"], False),
+])
+def test_units_on_other_machines_need_an_mlflow_server(monkeypatch, uri, hosts, refused):
+    import flows.study
+    import tasks.ray_runner
+    from rubricflow.config import config_from_dict
+
+    pytest.importorskip("ray", reason="the `ray` extra is not installed (make install installs it)")
+    import ray.util
+
+    monkeypatch.setattr(tasks.ray_runner, "cluster_hosts", lambda: hosts)
+    monkeypatch.setattr(ray.util, "get_node_ip_address", lambda: "10.0.0.1")
+    cfg = config_from_dict({"tracking": {"tracking_uri": uri}})
+    flows.study._check_tracking(cfg, track=False)  # nothing logged: nothing to check
+    if not refused:
+        flows.study._check_tracking(cfg, track=True)
+        return
+    with pytest.raises(ConfigError) as e:
+        flows.study._check_tracking(cfg, track=True)
+    assert str(e.value).startswith("tracking.tracking_uri: the units run on other machines (10.0.0.2) but MLflow "
+                                   f"logs to {uri!r} on this one")
+
+
 def test_the_toy_unit_is_deterministic_and_records_its_attempts(tmp_path):
     from rubricflow.study.adapter import Unit
 
