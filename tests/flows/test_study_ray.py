@@ -219,6 +219,22 @@ def _nodes(cluster) -> tuple[str, str]:
 
 @pytest.mark.slow
 @pytest.mark.ray
+def test_ray_local_starts_ray_for_the_run_and_stops_it(prefect_api, project):
+    """``ray="local"``: the units run in Ray worker processes of an instance the flow started and shut down."""
+    import ray
+
+    import flows.study as study_flow
+
+    out = study_flow.study(name="rucl", seeds=[11], variants=VARIANTS, ray="local", track=False,
+                           unit_fn="tests.flows.test_study_ray:UNIT")
+    assert (out["units"], out["ran"]) == (2, 2) and not ray.is_initialized()
+    for v in VARIANTS:
+        (node, pid), = attempts(_out_dir() / v / "seed11")
+        assert node != "local" and pid != os.getpid()
+
+
+@pytest.mark.slow
+@pytest.mark.ray
 def test_a_study_on_two_nodes_gives_the_sequential_results(prefect_api, cluster, project):
     """Four units as Ray tasks over both nodes (each listening on 127.0.0.1): the same unit results and the same
     report numbers as the sequential run; one MLflow child run per unit under one parent, logged from the workers."""
