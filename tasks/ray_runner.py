@@ -42,6 +42,7 @@ def task_runner(address: str):
     if address == "local":
         os.environ.setdefault(LOOPBACK_VAR, "0")  # read when ray is imported; its processes inherit it
     try:
+        import ray  # noqa: F401  (imported whole before prefect_ray's lazy import of it and the submodule below)
         from prefect_ray import RayTaskRunner
         from ray._private import ray_constants
     except ImportError as e:

@@ -63,6 +63,19 @@ def test_a_local_ray_instance_stays_on_loopback():
     assert os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] == "0" and not ray_constants.ENABLE_RAY_CLUSTER
     assert get_node_ip_address() == "127.0.0.1"
 
+    # in a fresh process, where ray is first imported by the runner (as the CLI does)
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"}
+    code = ("from tasks.ray_runner import task_runner; task_runner('local'); import ray; "
+            "from ray._private.services import get_node_ip_address; "
+            "print(ray.is_initialized(), get_node_ip_address())")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300,
+                         cwd=Path(__file__).resolve().parents[2])
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split()[-2:] == ["False", "127.0.0.1"]
+
 
 def test_unit_resources_follow_the_profile():
     """tiny: one CPU and no GPU per unit; gpu: 8 CPUs and one GPU; Ray reruns a unit whose node died, Prefect
