@@ -544,3 +544,31 @@ def test_the_selection_guard_makes_a_setting_that_breaks_the_start_ineligible():
     assert chosen["selected"] == "slow"
     assert chosen["settings"]["fast"]["guard_ok"] is False and chosen["settings"]["slow"]["guard_ok"] is True
     assert select(agg, sel.model_copy(update={"guard_margin": 0.2}))["selected"] == "fast"
+
+
+def test_report_only_runs_nothing_moves_nothing_and_names_units_on_other_inputs(tmp_path):
+    from rubricflow.study.harness import UnitsUnfinished, report_only
+
+    cfg = _cfg(tmp_path)
+    _make_shared(tmp_path)
+    spec = cfg.study.rucl
+    run_study(cfg, "rucl", variants=["sft", "outcome"], unit_fn=FakeUnit())
+    with pytest.raises(UnitsUnfinished, match=r"not finished: uniform/seed11 \(has not finished\)"):
+        report_only(cfg, "rucl", variants=["sft", "uniform"])
+
+    first = (tmp_path / "reports" / "studies" / "rucl.md").read_text()
+    out = report_only(cfg, "rucl", variants=["sft", "outcome"], report_name="again")
+    again = (tmp_path / "reports" / "studies" / "again.md").read_text()
+    assert out["ran"] == 0 and out["skipped"] == 6
+    assert again.split("- machine:")[0] == first.split("- machine:")[0]  # the same tables and verdicts
+    assert "every unit's inputs are current" in again
+
+    # another lr: every trained unit finished on other inputs; it is used, named, and left where it is
+    changed = _cfg(tmp_path, rucl={"init_from": str(tmp_path / "sft"), "tiers_path": str(tmp_path / "tiers.json"),
+                                   "checkpoint_dir": str(tmp_path / "ckpt" / "rucl"), "grpo": {"lr": 0.5}})
+    report_only(changed, "rucl", variants=["sft", "outcome"], report_name="changed")
+    md = (tmp_path / "reports" / "studies" / "changed.md").read_text()
+    assert "6 unit(s) finished on other inputs than the current ones (config differ)" in md
+    assert "outcome/seed11" in md.split("--report-only")[1]
+    assert (unit_dir(spec, Unit("outcome", 11)) / RESULT_FILE).exists()
+    assert not (unit_dir(spec, Unit("outcome", 11)) / "result.stale.json").exists()

@@ -52,12 +52,15 @@ def register(app: typer.Typer) -> None:
             "--ray", help="Run the units on Ray through the Prefect `study` flow: auto, local (started on this "
             "machine, loopback only), ray://host:10001 or host:port. The project must be on a filesystem every "
             "node shares.")] = None,
+        report_only: Annotated[bool, typer.Option(
+            "--report-only", help="Run nothing: write the report from the finished units' results (every unit must "
+            "have one; units finished on other inputs are used and named in the report).")] = False,
     ):
         """Multi-seed study: each (variant, seed) unit trained and evaluated (finished units are skipped), then the
         mean and 95% t-interval per variant and a verdict per claim in reports/studies/<name>.md/.json/.png."""
         from rubricflow.config import ConfigError
         from rubricflow.data.validate import ValidationFailed
-        from rubricflow.study.harness import run_study
+        from rubricflow.study.harness import UnitsUnfinished, report_only as write_report_only, run_study
         from tasks.secrets import load_secret
 
         cfg = load_cfg()
@@ -65,13 +68,18 @@ def register(app: typer.Typer) -> None:
             _on_ray(name, cfg, ray, seeds, variants, state.track and not no_track, report_name)
             return
         try:
+            if report_only:
+                summary = write_report_only(cfg, name, seeds=_ints(seeds), variants=_names(variants),
+                                            report_name=report_name)
+                typer.echo(json.dumps(summary, indent=1))
+                return
             summary = run_study(cfg, name, seeds=_ints(seeds), variants=_names(variants),
                                 track=state.track and not no_track, secret_resolver=load_secret,
                                 report_name=report_name)
         except ConfigError as e:
             typer.echo(f"error: {e}", err=True)
             raise typer.Exit(2) from None
-        except (ValidationFailed, FileNotFoundError, ValueError) as e:
+        except (ValidationFailed, FileNotFoundError, ValueError, UnitsUnfinished) as e:
             typer.echo(f"error: {e}", err=True)
             raise typer.Exit(1) from None
         typer.echo(json.dumps(summary, indent=1))

@@ -40,7 +40,7 @@ from rubricflow.study.report import json_safe, machine, write_report
 from rubricflow.study.seed_start import ensure_start, seed_starts, start_dir
 from rubricflow.study.spec import StudySpec
 from rubricflow.study.stats import aggregate, select
-from rubricflow.study.units import check_selection, load_result, locked, write_result
+from rubricflow.study.units import check_selection, load_result, locked, peek_result, write_result
 
 RESULT_FILE = "result.json"
 STALE_FILE = "result.stale.json"
@@ -276,15 +276,50 @@ def run_study(
             os.environ.pop("RUBRICFLOW_PIPELINE_ID", None)
 
 
+class UnitsUnfinished(RuntimeError):
+    """``report_only``: some planned units have no verified result."""
+
+
+def report_only(
+    cfg: Any, name: str, seeds: Sequence[int] | None = None, variants: Sequence[str] | None = None,
+    report_name: str | None = None,
+) -> dict[str, Any]:
+    """Write the report from the units' finished results without running or moving anything. Every planned unit
+    needs a verified ``result.json`` (else :class:`UnitsUnfinished` names each one). A result finished on other
+    inputs than the current ones (e.g. the code changed while a long study ran) is used as it is and the report
+    names the unit and the parts that differ, so a reader sees what the numbers were computed with."""
+    spec = study_spec(cfg, name)
+    units = plan(spec, seeds, variants)
+    method = study_method(spec)
+    results: dict[Unit, Mapping] = {}
+    missing, differ = [], {}
+    for u in units:
+        r, problem = peek_result(unit_dir(spec, u) / RESULT_FILE)
+        if r is None:
+            missing.append(f"{u.key} ({problem})")
+            continue
+        now = unit_inputs(unit_config(cfg, name, spec, u), u, method)
+        old = r.get("inputs") or {}
+        if changed := sorted(k for k in set(old) | set(now) if old.get(k) != now.get(k)):
+            differ[u.key] = changed
+        results[u] = r
+    if missing:
+        raise UnitsUnfinished(f"study {name}: --report-only needs every unit finished; not finished: "
+                              + ", ".join(missing))
+    return report_study(cfg, name, spec, units, results, n_ran=0, report_name=report_name,
+                        extra_info={"report_only": True, "inputs_differ": differ})
+
+
 def report_study(
     cfg: Any, name: str, spec: StudySpec, units: Sequence[Unit], results: Mapping[Unit, Mapping], n_ran: int,
-    track: bool = False, report_name: str | None = None,
+    track: bool = False, report_name: str | None = None, extra_info: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Write the report of ``units`` from their ``results``; with ``track``, attach it to the parent run and close
     that. Returns a summary: unit counts, report paths, the verdict per claim."""
     ordered = [results[u] for u in units]
     info = {**study_info(cfg, spec, units), "n_ran": n_ran, "n_skipped": len(units) - n_ran,
-            "eval_samples": next((r.get("eval_samples") for r in ordered if r.get("eval_samples")), None)}
+            "eval_samples": next((r.get("eval_samples") for r in ordered if r.get("eval_samples")), None),
+            **(extra_info or {})}
     stem = report_name or name  # write_report refuses a stem that is not a plain file name
     plain = bool(stem) and "/" not in stem and not stem.startswith(".")
     lock = locked(Path(spec.report_dir) / f".{stem}.lock", f"report {stem} of study {name}") if plain \

@@ -112,8 +112,14 @@ def render_markdown(name: str, agg: Mapping, info: Mapping, chosen: Mapping | No
         f"- git commit: {info.get('git_commit', 'n/a')}",
         f"- units: {info.get('n_units', 'n/a')} ({info.get('n_ran', 0)} run now, {info.get('n_skipped', 0)} "
         "finished before)",
-        "",
     ]
+    if info.get("report_only"):
+        differ = info.get("inputs_differ") or {}
+        parts = sorted({p for v in differ.values() for p in v})
+        lines.append("- written with --report-only from the finished results: "
+                     + (f"{len(differ)} unit(s) finished on other inputs than the current ones ({', '.join(parts)} "
+                        f"differ): {', '.join(sorted(differ))}" if differ else "every unit's inputs are current"))
+    lines.append("")
     return "\n".join(lines)
 
 

@@ -82,6 +82,16 @@ def _problem(path: Path) -> tuple[dict | None, str | None]:
     return obj, None
 
 
+def peek_result(path: str | Path) -> tuple[dict | None, str | None]:
+    """The verified result at ``path`` (without its checksum) or None with the reason; moves nothing (for
+    ``report_only``)."""
+    path = Path(path)
+    if not path.exists():
+        return None, "has not finished"
+    obj, problem = _problem(path)
+    return ({k: v for k, v in obj.items() if k != CHECKSUM_KEY}, None) if problem is None else (None, problem)
+
+
 def load_result(path: str | Path) -> dict | None:
     """The verified result at ``path`` without its checksum, or None (no file; or a bad one, moved aside to
     ``result.corrupt.json`` with a one-line warning, so the unit runs again)."""
