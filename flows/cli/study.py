@@ -64,6 +64,9 @@ def register(app: typer.Typer) -> None:
         from tasks.secrets import load_secret
 
         cfg = load_cfg()
+        if ray is not None and report_only:
+            typer.echo("error: --ray and --report-only: --report-only runs no unit; give one of them", err=True)
+            raise typer.Exit(2)
         if ray is not None:
             _on_ray(name, cfg, ray, seeds, variants, state.track and not no_track, report_name)
             return

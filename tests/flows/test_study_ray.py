@@ -101,6 +101,16 @@ def test_the_cli_refuses_a_bad_ray_address_in_one_line(tmp_path, monkeypatch):
                                   "`host:port`), got 'headnode'")
 
 
+def test_the_cli_refuses_ray_with_report_only(tmp_path, monkeypatch):
+    from flows.cli import app
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "params.yaml").write_text("profile: tiny\n")
+    res = CliRunner().invoke(app, ["study", "rucl", "--ray", "local", "--report-only", "--no-track"])
+    assert res.exit_code == 2, res.output
+    assert res.output.strip() == "error: --ray and --report-only: --report-only runs no unit; give one of them"
+
+
 def test_the_cli_hands_ray_runs_to_the_study_flow(tmp_path, monkeypatch):
     """``study NAME --ray ADDRESS`` runs the Prefect ``study`` flow with the selection, the profile, the ``--set``
     overrides and the address."""
