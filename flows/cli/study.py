@@ -4,6 +4,9 @@
 * ``rubricflow study rucl [--seeds 1,2,3] [--variants a,b] [--report-name NAME] [--no-track]``  the multi-seed
   RuCL study (``study.rucl`` in params.yaml; ``rubricflow.study``): trains and evaluates every (variant, seed) unit
   not finished on the same inputs yet, then writes ``reports/studies/rucl.md``, ``.json`` and ``.png``;
+* ``rubricflow study rucl --ray ADDRESS``  the same units as Ray tasks through the Prefect flow ``study``
+  (flows/study.py; prefect-ray's ``RayTaskRunner``): ``auto``, ``ray://host:10001``, ``host:port``, or ``local``
+  to start Ray on this machine for the run; each unit asks for the ``cluster`` section's CPUs and GPUs;
 * ``rubricflow study rucl_tune``  the selection study that chooses the tiny profile's GRPO lr and temperature on
   val (``reports/studies/rucl_tune.md`` names the selected setting);
 * ``rubricflow study deltarubric``  DeltaRubric against its trained baselines and ablations
@@ -45,6 +48,10 @@ def register(app: typer.Typer) -> None:
         report_name: Annotated[Optional[str], typer.Option(
             help="Report file stem in study.<name>.report_dir (default: the study name), e.g. rucl-seeds-b for a "
             "second seed set.")] = None,
+        ray: Annotated[Optional[str], typer.Option(
+            "--ray", help="Run the units on Ray through the Prefect `study` flow: auto, local (started on this "
+            "machine, loopback only), ray://host:10001 or host:port. The project must be on a filesystem every "
+            "node shares.")] = None,
         report_only: Annotated[bool, typer.Option(
             "--report-only", help="Run nothing: write the report from the finished units' results (every unit must "
             "have one; units finished on other inputs are used and named in the report).")] = False,
@@ -57,6 +64,12 @@ def register(app: typer.Typer) -> None:
         from tasks.secrets import load_secret
 
         cfg = load_cfg()
+        if ray is not None and report_only:
+            typer.echo("error: --ray and --report-only: --report-only runs no unit; give one of them", err=True)
+            raise typer.Exit(2)
+        if ray is not None:
+            _on_ray(name, cfg, ray, seeds, variants, state.track and not no_track, report_name)
+            return
         try:
             if report_only:
                 summary = write_report_only(cfg, name, seeds=_ints(seeds), variants=_names(variants),
@@ -73,3 +86,30 @@ def register(app: typer.Typer) -> None:
             typer.echo(f"error: {e}", err=True)
             raise typer.Exit(1) from None
         typer.echo(json.dumps(summary, indent=1))
+
+
+def _on_ray(name: str, cfg, address: str, seeds: str | None, variants: str | None, track: bool,
+            report_name: str | None) -> None:
+    """``study NAME --ray ADDRESS``: the Prefect ``study`` flow with its units on Ray."""
+    import os
+
+    from flows.study import UnitsFailed, study as study_flow
+    from rubricflow.config import ConfigError
+    from tasks.ray_runner import check_address
+
+    try:
+        check_address(address, field="--ray")
+    except ConfigError as e:
+        typer.echo(f"error: {e}", err=True)
+        raise typer.Exit(2) from None
+    os.environ["RUBRICFLOW_PARAMS"] = str(state.params)  # the flow (and every unit) reads the same file
+    try:
+        summary = study_flow(name=name, profile=cfg.profile, seeds=_ints(seeds), variants=_names(variants),
+                             overrides=state.overrides, ray=address, track=track, report_name=report_name)
+    except ConfigError as e:
+        typer.echo(f"error: {e}", err=True)
+        raise typer.Exit(2) from None
+    except (UnitsFailed, FileNotFoundError, ValueError) as e:
+        typer.echo(f"error: {e}", err=True)
+        raise typer.Exit(1) from None
+    typer.echo(json.dumps(summary, indent=1))

@@ -33,11 +33,12 @@ RUN apt-get update \
 
 WORKDIR /app
 
-# Dependencies first, from pyproject.toml alone (this layer is reused while only the code changes).
+# Dependencies first, from pyproject.toml alone (this layer is reused while only the code changes); the ray extra
+# lets the image serve as a Ray worker for studies on a cluster.
 COPY pyproject.toml README.md ./
 RUN mkdir -p rubricflow models tasks flows \
  && touch rubricflow/__init__.py models/__init__.py tasks/__init__.py flows/__init__.py \
- && pip install . \
+ && pip install '.[ray]' \
  && pip uninstall -y rubricflow
 
 # Then the project itself, editable so that /app is the imported code.
