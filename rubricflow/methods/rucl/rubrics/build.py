@@ -38,6 +38,13 @@ Responder = Callable[[list], list[list[str]]]  # samples -> responses per sample
 # pool
 
 
+# the ranking each `rank_by` applies (stratify.py), recorded in the tiers' provenance
+_RANKING = {
+    "coverage": "coverage, then pass rate, then id",
+    "informativeness": "coverage * 4 * p * (1 - p), then coverage, then id",
+}
+
+
 def make_teacher(rcfg: RubricsConfig, jcfg: JudgeConfig, secret_resolver: Callable[[str], str] | None = None):
     """The teacher backend named by ``rubrics.teacher`` (with ``teacher_model`` overriding the judge's model)."""
     from rubricflow.judge.factory import make_backend
@@ -236,7 +243,7 @@ def stratify_pool(
         "n_foundational": rcfg.n_foundational,
         "rank_by": rcfg.rank_by,
         "saturation_max": rcfg.saturation_max,
-        "ranking": "coverage * 4 * p * (1 - p), then coverage, then id",
+        "ranking": _RANKING[rcfg.rank_by],
         "judge": ":".join(str(getattr(judge, a, "?")) for a in ("name", "model_id", "prompt_version")),
         "n_prompts": len(samples),
         "samples_per_prompt": len(responses[0]) if responses else 0,
