@@ -21,7 +21,6 @@ unit) and ``dvc repro studies/dvc.yaml``.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import time
 import uuid

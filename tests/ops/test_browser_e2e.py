@@ -83,15 +83,21 @@ def test_deployment_run_visible_in_prefect_and_mlflow_uis(tmp_path):
         dep = httpx.get(f"{api}/deployments/name/rucl/rucl-local", timeout=10).json()
         assert dep["work_pool_name"] == "rubricflow-local" and dep["parameters"] == {"profile": "tiny"}
         t1 = time.monotonic()
-        fr = httpx.post(f"{api}/deployments/{dep['id']}/create_flow_run",
-                        json={"parameters": {"profile": "tiny", "until": "sft"}}, timeout=10).json()
+        # make ui turns on Prefect's CSRF protection: a write needs a token the API hands to a named client
+        tok = httpx.get(f"{api}/csrf-token", params={"client": "rubricflow-e2e"}, timeout=10).json()["token"]
+        csrf = {"Prefect-Csrf-Token": tok, "Prefect-Csrf-Client": "rubricflow-e2e"}
+        refused = httpx.post(f"{api}/deployments/{dep['id']}/create_flow_run", timeout=10,
+                             json={"parameters": {"profile": "tiny", "until": "sft"}})
+        assert refused.status_code == 403, refused.text  # without the token: refused
+        fr = httpx.post(f"{api}/deployments/{dep['id']}/create_flow_run", headers=csrf, timeout=10,
+                        json={"parameters": {"profile": "tiny", "until": "sft"}}).json()
         done = _wait_run(api, fr["id"], timeout=600)
         timings["deployment run (trigger -> Completed, until=sft)"] = time.monotonic() - t1
         logs = (project / ".rubricflow/run/prefect-worker.log").read_text()[-3000:]
         assert done["state"]["type"] == "COMPLETED", logs
         assert (project / "reports/sft.json").exists()
 
-        arts = httpx.post(f"{api}/artifacts/filter", timeout=10,
+        arts = httpx.post(f"{api}/artifacts/filter", headers=csrf, timeout=10,
                           json={"artifacts": {"flow_run_id": {"any_": [fr["id"]]}}}).json()
         by_key = {a["key"]: a for a in arts if a["key"]}
         assert {"rucl-report", "rucl-sft-loss-plot", "rucl-sft-loss-table", "sft-progress"} <= set(by_key), sorted(by_key)

@@ -17,7 +17,7 @@ from typing import Any
 from rubricflow.data.validate import require_gate, stamp_path
 from rubricflow.hashing import content_hash
 from rubricflow.methods.rucl.evaluate import evaluate_policies
-from rubricflow.methods.rucl.train import TRAINING_CODE, run_training
+from rubricflow.methods.rucl.train import TRAINING_CODE, log_train_inputs, run_training
 from rubricflow.policy_start import build_base, warm_start
 from rubricflow.registry import StudyDecl
 from rubricflow.stage import StageContext

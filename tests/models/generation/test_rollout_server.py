@@ -300,7 +300,10 @@ def test_the_server_exits_cleanly_on_sigterm(model_dir, tmp_path):
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(30) in (0, -signal.SIGTERM)  # uvicorn shuts down gracefully, then re-raises the signal
         with socket.socket() as s:
-            s.bind(("127.0.0.1", port))  # the port is free again
+            # the port is free again for a new server (which, like uvicorn, sets SO_REUSEADDR: the closed health
+            # connection may linger in TIME_WAIT, which holds no listener)
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            s.bind(("127.0.0.1", port))
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
