@@ -33,7 +33,6 @@ call).
 
 from __future__ import annotations
 
-import json
 import math
 import threading
 from collections.abc import Callable, Sequence
@@ -42,6 +41,7 @@ from typing import Any
 
 from rubricflow.judge.config import JudgeConfig
 from rubricflow.judge.protocol import JudgeRequest, Judgment, Rubric
+from rubricflow.methods.rucl.scoring import as_facts
 
 PASS, FAIL, NOT_APPLICABLE = "pass", "fail", "not_applicable"
 JUDGE_FAILED, VERDICT_MISSING = "JUDGE_FAILED", "VERDICT_MISSING"
@@ -64,21 +64,6 @@ def load_rubrics(rubrics: Sequence[Rubric] | str | Path) -> list[Rubric]:
     return out
 
 
-def _facts(value: Any) -> dict:
-    if value is None or value == "":
-        return {}
-    if isinstance(value, dict):
-        return value
-    if isinstance(value, str):
-        try:
-            out = json.loads(value)
-        except ValueError as e:
-            raise ValueError(f"expectations.facts: not a JSON object ({e})") from None
-        if isinstance(out, dict):
-            return out
-    raise ValueError(f"expectations.facts: expected a dict or a JSON object string, got {type(value).__name__}")
-
-
 def _response(outputs: Any) -> str:
     if isinstance(outputs, str):
         return outputs
@@ -99,7 +84,7 @@ def build_request(inputs: Any, outputs: Any, expectations: Any, rubrics: Sequenc
     answer = expectations.get("answer")
     return JudgeRequest(
         sample_id=str(inputs.get("sample_id", "")), question=inputs["question"], response=_response(outputs),
-        rubrics=list(rubrics), images=images, facts=_facts(expectations.get("facts")),
+        rubrics=list(rubrics), images=images, facts=as_facts(expectations.get("facts"), "expectations.facts"),
         answer=None if answer is None else str(answer),
     )
 
