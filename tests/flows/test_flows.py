@@ -19,17 +19,6 @@ from tests.ops_helpers import make_project
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture(scope="module")
-def prefect_api(tmp_path_factory):
-    from prefect.settings import PREFECT_LOCAL_STORAGE_PATH, PREFECT_RESULTS_PERSIST_BY_DEFAULT, temporary_settings
-    from prefect.testing.utilities import prefect_test_harness
-
-    storage = tmp_path_factory.mktemp("prefect-storage")
-    with temporary_settings({PREFECT_LOCAL_STORAGE_PATH: storage, PREFECT_RESULTS_PERSIST_BY_DEFAULT: True}):
-        with prefect_test_harness(server_startup_timeout=300):
-            yield storage
-
-
 @pytest.fixture
 def project(tmp_path, monkeypatch):
     proj = make_project(tmp_path / "proj")

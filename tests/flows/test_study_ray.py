@@ -174,17 +174,6 @@ def test_the_toy_unit_is_deterministic_and_records_its_attempts(tmp_path):
 
 
 @pytest.fixture(scope="module")
-def prefect_api(tmp_path_factory):
-    from prefect.settings import PREFECT_LOCAL_STORAGE_PATH, PREFECT_RESULTS_PERSIST_BY_DEFAULT, temporary_settings
-    from prefect.testing.utilities import prefect_test_harness
-
-    storage = tmp_path_factory.mktemp("prefect-storage")
-    with temporary_settings({PREFECT_LOCAL_STORAGE_PATH: storage, PREFECT_RESULTS_PERSIST_BY_DEFAULT: True}):
-        with prefect_test_harness(server_startup_timeout=300):
-            yield storage
-
-
-@pytest.fixture(scope="module")
 def cluster():
     """Two Ray nodes of 1 CPU on 127.0.0.1 (the head and one worker node); the flows connect to its address."""
     ray = pytest.importorskip("ray", reason="the `ray` extra is not installed (make install installs it)")
@@ -324,7 +313,7 @@ def test_a_worker_that_cannot_see_an_input_refuses_it_by_name(prefect_api, clust
     with pytest.raises(UnitsFailed) as e:
         units_on_ray(cluster.address, "rucl", [Unit("sft", 11)], {**args, "worker": {**worker, "root": str(elsewhere)}},
                      cfg.cluster)
-    assert f"sft/seed11: ProjectNotShared: study unit sft/seed11 on " in str(e.value)
+    assert "sft/seed11: ProjectNotShared: study unit sft/seed11 on " in str(e.value)
     assert f"the project folder {elsewhere} does not exist on this worker" in str(e.value)
     assert attempts(_out_dir() / "sft" / "seed11") == []  # never ran
 
