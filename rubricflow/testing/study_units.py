@@ -64,3 +64,9 @@ class ToyUnit:
             x = (x * 31 + 7) % 1_000_003  # busy: the unit holds its core like training would
         return {"metrics": {m: metric_value(unit.variant, unit.seed, m) for m in self.metrics},
                 "eval_samples": self.eval_samples}
+
+
+# Named instances for runs whose workers import the unit by "module:attribute" (Ray workers see the installed
+# package, not the test tree): ``rubricflow.testing.study_units:ONE_SECOND`` and ``...:EIGHT_SECONDS``.
+ONE_SECOND = ToyUnit(seconds=1.0)
+EIGHT_SECONDS = ToyUnit(seconds=8.0)  # long enough to lose its node while it runs

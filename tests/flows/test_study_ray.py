@@ -21,8 +21,9 @@ from rubricflow.sections import ConfigError
 from rubricflow.testing.study_units import ToyUnit, attempts, metric_value
 from tests.ops_helpers import make_project
 
-UNIT = ToyUnit(seconds=1.0)  # `tests.flows.test_study_ray:UNIT`, loaded by the Ray workers
-LONG_UNIT = ToyUnit(seconds=8.0)  # long enough to lose its node while it runs
+# Loaded by the Ray workers, which import the installed package (not this test tree).
+UNIT = "rubricflow.testing.study_units:ONE_SECOND"
+LONG_UNIT = "rubricflow.testing.study_units:EIGHT_SECONDS"
 SEEDS, VARIANTS = [11, 22], ["sft", "outcome"]
 SHARED = ("data/synthetic/manifest.json", "reports/validation/data/synthetic.json", "artifacts/rubrics/candidates.json",
           "artifacts/models/sft/config.json", "artifacts/rubrics/tiers.json")
@@ -238,7 +239,7 @@ def test_ray_local_starts_ray_for_the_run_and_stops_it(prefect_api, project):
     import flows.study as study_flow
 
     out = study_flow.study(name="rucl", seeds=[11], variants=VARIANTS, ray="local", track=False,
-                           unit_fn="tests.flows.test_study_ray:UNIT")
+                           unit_fn=UNIT)
     assert (out["units"], out["ran"]) == (2, 2) and not ray.is_initialized()
     for v in VARIANTS:
         (node, pid), = attempts(_out_dir() / v / "seed11")
@@ -264,7 +265,7 @@ def test_a_study_on_two_nodes_gives_the_sequential_results(prefect_api, cluster,
 
     head, worker = _nodes(cluster)
     out = study_flow.study(name="rucl", seeds=SEEDS, variants=VARIANTS, ray=cluster.address, report_name="ray",
-                           unit_fn="tests.flows.test_study_ray:UNIT")
+                           unit_fn=UNIT)
     assert (out["units"], out["ran"]) == (4, 4) and out["claims"] == serial["claims"]
     ran_on = {}
     for key, udir in _unit_dirs(out_dir).items():
@@ -300,7 +301,7 @@ def test_a_worker_that_cannot_see_an_input_refuses_it_by_name(prefect_api, clust
 
     cfg = load_config()
     worker = {"root": str(project), "params": str(project / "params.yaml"), "threads": 1, "env": {}}
-    args = dict(profile="tiny", overrides={}, track=False, flow_run_id=None, unit_fn="tests.flows.test_study_ray:UNIT")
+    args = dict(profile="tiny", overrides={}, track=False, flow_run_id=None, unit_fn=UNIT)
     (project / "artifacts/models/sft/config.json").unlink()  # after the driver's check: only the worker sees it gone
     with pytest.raises(UnitsFailed) as e:
         units_on_ray(cluster.address, "rucl", [Unit("sft", 11)], {**args, "worker": worker}, cfg.cluster)
@@ -344,7 +345,7 @@ def test_a_study_survives_losing_a_node(prefect_api, cluster, project):
     killer = threading.Thread(target=kill_when_busy, daemon=True)
     killer.start()
     out = study_flow.study(name="rucl", seeds=SEEDS, variants=VARIANTS, ray=cluster.address, track=False,
-                           unit_fn="tests.flows.test_study_ray:LONG_UNIT")
+                           unit_fn=LONG_UNIT)
     killer.join(timeout=5)
     assert lost, "the worker node never ran a unit"
     assert (out["units"], out["ran"]) == (4, 4)
