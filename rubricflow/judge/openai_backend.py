@@ -33,7 +33,8 @@ from rubricflow.judge.errors import JudgeDeadlineExceeded, JudgeFailureBudgetExc
 from rubricflow.judge.parse import parse_judgment
 from rubricflow.judge.prompt import PROMPT_VERSION, SYSTEM_PROMPT, response_format, user_prompt
 from rubricflow.judge.protocol import JudgeRequest, Judgment
-from rubricflow.judge.transport import AttemptStats, ChatTransport, RequestFailed, frozen_heap, run_sync
+from rubricflow.judge.retry import RequestFailed
+from rubricflow.judge.transport import AttemptStats, ChatTransport, frozen_heap, run_sync
 
 log = logging.getLogger("rubricflow.judge.openai")
 

@@ -4,7 +4,8 @@ Uses the official async client (``openai.AsyncOpenAI``) with its own retries off
 
 * bounded concurrency: a semaphore held only while a request is in flight (not during backoff sleeps);
 * a deadline per attempt (``asyncio.wait_for``), which also catches slow streams that never trip a read timeout;
-* retried: timeouts, connection errors, truncated or non-JSON bodies, empty ``choices``, 408/409/429 and 5xx.
+* retried (``rubricflow.judge.retry``): timeouts, connection errors, truncated or non-JSON bodies, empty ``choices``,
+  408/409/429 and 5xx.
   The wait is exponential with jitter, or exactly the server's ``Retry-After`` (seconds or HTTP date;
   ``retry-after-ms`` too) when it sends one; a ``Retry-After`` above ``retry_after_max_s`` ends the retries.
   400/401/403/404/422 and the other 4xx are not retried;
@@ -21,7 +22,6 @@ API key (a callable, resolved at the first call) is kept in a ``SecretStr`` and 
 from __future__ import annotations
 
 import asyncio
-import email.utils
 import gc
 import json
 import logging
@@ -39,18 +39,18 @@ from tenacity import AsyncRetrying, RetryCallState, retry_if_exception
 from models.errors import BackendUnavailable
 from rubricflow.judge.config import OpenAIJudgeConfig
 from rubricflow.judge.errors import JudgeConfigError, JudgeUnavailable
+from rubricflow.judge.retry import (
+    REJECTED_HINTS,
+    RequestFailed,
+    RetryAfterTooLong,
+    TransientResponseError,
+    connection_refused,
+    http_status,
+    is_retryable,
+    retry_after_seconds,
+)
 
 log = logging.getLogger("rubricflow.judge.openai")
-
-RETRY_STATUSES = {408, 409, 429, 500, 502, 503, 504}
-REJECTED_HINTS = {  # preflight: what a non-retryable answer most likely means
-    400: "the server rejected the request (check judge.openai.extra_body and the model's options)",
-    401: "the API key was rejected (check judge.openai.api_key_env / judge.openai.secret_block)",
-    403: "the API key may not use this model (check judge.openai.api_key_env / judge.openai.secret_block)",
-    404: "unknown model or URL (check judge.openai.model, vLLM --served-model-name, and that base_url ends in /v1)",
-    422: "the server rejected the request (check judge.openai.extra_body and the model's options)",
-}
-
 
 _SSL: dict[str, Any] = {}
 _SSL_LOCK = threading.Lock()
@@ -66,22 +66,6 @@ def shared_ssl_context():
                 import httpx as hx
             _SSL["ctx"] = hx.create_ssl_context()
         return _SSL["ctx"]
-
-
-class TransientResponseError(RuntimeError):
-    """A 200 answer that is unusable at the HTTP level (no choices, non-JSON body): retried."""
-
-
-class RetryAfterTooLong(RuntimeError):
-    pass
-
-
-class RequestFailed(Exception):
-    """A request that ended without a usable answer (retries exhausted or not allowed); ``reason`` is scrubbed."""
-
-    def __init__(self, reason: str, attempts: int, status: int | None = None):
-        super().__init__(reason)
-        self.reason, self.attempts, self.status = reason, attempts, status
 
 
 def run_sync(coro_fn: Callable[[], Any]) -> Any:
@@ -119,64 +103,6 @@ def frozen_heap() -> Iterator[None]:
     finally:
         if freeze:
             gc.unfreeze()
-
-
-def retry_after_seconds(exc: BaseException) -> float | None:
-    """Seconds from ``retry-after-ms`` / ``Retry-After`` (delta or HTTP date) of an HTTP error, else None."""
-    resp = getattr(exc, "response", None)
-    headers = getattr(resp, "headers", None)
-    if not headers:
-        return None
-    ms = headers.get("retry-after-ms")
-    if ms:
-        try:
-            return max(0.0, float(ms) / 1000)
-        except ValueError:
-            pass
-    ra = headers.get("retry-after")
-    if not ra:
-        return None
-    try:
-        return max(0.0, float(ra))
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(ra)
-    except (TypeError, ValueError):
-        return None
-    return max(0.0, when.timestamp() - time.time())
-
-
-def connection_refused(exc: BaseException) -> bool:
-    """Whether ``exc`` or an exception it was raised from is a refused TCP connection (a closed port)."""
-    seen = 0
-    x: BaseException | None = exc
-    while x is not None and seen < 10:
-        if isinstance(x, ConnectionRefusedError):
-            return True
-        x = x.__cause__ or x.__context__
-        seen += 1
-    return False
-
-
-def _status(exc: BaseException) -> int | None:
-    return getattr(exc, "status_code", None)
-
-
-def is_retryable(exc: BaseException) -> bool:
-    import openai
-
-    if isinstance(exc, RetryAfterTooLong):
-        return False
-    if isinstance(exc, (asyncio.TimeoutError, TransientResponseError, openai.APIConnectionError)):
-        return True  # includes APITimeoutError and dropped/truncated connections
-    if isinstance(exc, json.JSONDecodeError):
-        return True  # a 200 whose body is not JSON (proxy error page, cut body)
-    if isinstance(exc, openai.APIStatusError):
-        return exc.status_code in RETRY_STATUSES or exc.status_code >= 500
-    if isinstance(exc, openai.APIResponseValidationError):
-        return True
-    return False
 
 
 @dataclass
@@ -258,8 +184,8 @@ class ChatTransport:
             msg = f"connection refused: nothing listens at {self.cfg.base_url}"
         elif isinstance(e, asyncio.TimeoutError):
             msg = f"timeout: no complete answer within {self.cfg.timeout_s if timeout is None else timeout:.3g}s"
-        elif _status(e):
-            msg = f"http {_status(e)}: {getattr(e, 'message', str(e))}"
+        elif http_status(e):
+            msg = f"http {http_status(e)}: {getattr(e, 'message', str(e))}"
         else:
             msg = f"{type(e).__name__}: {e}"
         return self.scrub(msg)[:300]
@@ -307,7 +233,7 @@ class ChatTransport:
                 self.stats.error("non-JSON body")
                 raise TransientResponseError(f"response body is not JSON ({e})") from None
             except Exception as e:
-                kind = f"http {_status(e)}" if _status(e) else type(e).__name__
+                kind = f"http {http_status(e)}" if http_status(e) else type(e).__name__
                 self.stats.error(kind)
                 ra = retry_after_seconds(e)
                 if ra is not None and ra > self.cfg.retry_after_max_s:
@@ -375,7 +301,7 @@ class ChatTransport:
             n = retrying.statistics.get("attempt_number", 1)
             desc = self.describe(e, budget.last_timeout)
             raise RequestFailed(f"{desc} (after {n} attempt{'s' if n != 1 else ''}){''.join(why)}", n,
-                                _status(e)) from None
+                                http_status(e)) from None
         return content, finish, retrying.statistics.get("attempt_number", 1)
 
     async def post_once(self, body: dict, label: str) -> tuple[str | None, str | None, int]:

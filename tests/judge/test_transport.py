@@ -6,7 +6,8 @@ import time
 import pytest
 
 from rubricflow.judge.config import OpenAIJudgeConfig
-from rubricflow.judge.transport import ChatTransport, retry_after_seconds
+from rubricflow.judge.retry import retry_after_seconds
+from rubricflow.judge.transport import ChatTransport
 
 
 class _Resp:
