@@ -28,6 +28,24 @@ def small_disk(tmp_path):
         subprocess.run(["umount", "-l", str(d)], capture_output=True)  # lazy: a file may still be open
 
 
+@pytest.fixture
+def run_cli_stage(tmp_path, monkeypatch, capsys):
+    """Runs a stage as the CLI does (in ``tmp_path``, untracked) and returns its exit code and stderr."""
+    from flows.cli import base
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "params.yaml").write_text("profile: tiny\n")
+    monkeypatch.setattr(base.state, "track", False)
+    monkeypatch.setattr(base.state, "params", tmp_path / "params.yaml")
+
+    def run(spec) -> tuple[int, str]:
+        with pytest.raises(typer.Exit) as e:
+            base.run_stage(spec)
+        return e.value.exit_code, capsys.readouterr().err
+
+    return run
+
+
 def test_enospc_in_an_atomic_write_is_a_disk_full_error_naming_the_file(tmp_path):
     target = tmp_path / "data" / "train.parquet"
     with pytest.raises(rio.DiskFull) as e:
@@ -58,24 +76,16 @@ def test_a_real_full_disk_during_a_checkpoint_save_says_so(small_disk):
     assert "step-00000001: the disk is full (ENOSPC" in str(e.value) and "unexpected pos" not in str(e.value)
 
 
-def test_the_cli_prints_a_full_disk_as_one_line(tmp_path, monkeypatch, capsys):
-    from flows.cli import base
-
+def test_the_cli_prints_a_full_disk_as_one_line(tmp_path, run_cli_stage):
     @stage("fills_the_disk")
     def fills(ctx: StageContext) -> dict:
         rio.write_json(tmp_path / "x.json", {})  # fine
         with rio.atomic_path(tmp_path / "data" / "train.parquet"):
             raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.chdir(tmp_path)
-    (tmp_path / "params.yaml").write_text("profile: tiny\n")
-    monkeypatch.setattr(base.state, "track", False)
-    monkeypatch.setattr(base.state, "params", tmp_path / "params.yaml")
-    with pytest.raises(typer.Exit) as e:
-        base.run_stage(fills)
-    assert e.value.exit_code == 1
-    err = capsys.readouterr().err.strip()
-    assert err.startswith("error: ") and "train.parquet: the disk is full (ENOSPC" in err and "\n" not in err
+    code, err = run_cli_stage(fills)
+    err = err.strip()
+    assert code == 1 and err.startswith("error: ") and "train.parquet: the disk is full (ENOSPC" in err and "\n" not in err
 
 
 def test_a_self_referencing_yaml_alias_is_one_line_naming_the_key(tmp_path):
@@ -128,25 +138,15 @@ def test_an_unwritable_output_folder_fails_the_stage_before_its_work(tmp_path):
     lambda: __import__("rubricflow.methods.smol.server", fromlist=["x"]).ServerFailed(
         "port 8011 on 127.0.0.1 is already in use (smol.server.port); stop what listens there"),
 ])
-def test_the_cli_prints_a_missing_backend_a_failed_fetch_and_a_taken_port_as_one_line(tmp_path, monkeypatch, capsys,
-                                                                                       make_error):
+def test_the_cli_prints_a_missing_backend_a_failed_fetch_and_a_taken_port_as_one_line(run_cli_stage, make_error):
     """These were RuntimeErrors the CLI did not catch: a traceback."""
-    from flows.cli import base
-
     error = make_error()
 
     @stage("fails_by_name")
     def fails(ctx: StageContext) -> dict:
         raise error
 
-    monkeypatch.chdir(tmp_path)
-    (tmp_path / "params.yaml").write_text("profile: tiny\n")
-    monkeypatch.setattr(base.state, "track", False)
-    monkeypatch.setattr(base.state, "params", tmp_path / "params.yaml")
-    with pytest.raises(typer.Exit) as e:
-        base.run_stage(fails)
-    assert e.value.exit_code == 1
-    assert capsys.readouterr().err == f"error: {error}\n"
+    assert run_cli_stage(fails) == (1, f"error: {error}\n")
 
 
 def test_every_declared_stage_output_names_a_folder_setting_of_the_config():

@@ -19,6 +19,16 @@ def _dataset(d, splits):
     return d
 
 
+def _logged_inputs(spec, cfg) -> list[tuple]:
+    """Run ``spec`` tracked; the (name, context, profile) of each dataset input its MLflow run logged, sorted."""
+    import mlflow
+
+    rid = spec(cfg, track=True)["mlflow_run_id"]
+    return sorted((di.dataset.name, {t.key: t.value for t in di.tags}["mlflow.data.context"],
+                   json.loads(di.dataset.profile))
+                  for di in mlflow.tracking.MlflowClient().get_run(rid).inputs.dataset_inputs)
+
+
 @pytest.fixture
 def mlflow_tmp(tmp_path, monkeypatch):
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
@@ -102,7 +112,6 @@ def test_two_runs_on_different_data_show_different_digests(mlflow_tmp, tmp_path)
 
 def test_stages_log_what_they_read(mlflow_tmp, tmp_path, monkeypatch):
     """The RuCL training and evaluation stages log their splits of the pipeline's data set (logic stubbed)."""
-    import mlflow
 
     from rubricflow.config import load_config
     from rubricflow.data.synthetic import build_synthetic_dataset
@@ -115,12 +124,7 @@ def test_stages_log_what_they_read(mlflow_tmp, tmp_path, monkeypatch):
     monkeypatch.setattr(stages, "require_gate", lambda *a, **k: None)
     monkeypatch.setattr(stages, "run_training", lambda *a, **k: {"steps": 0})
     monkeypatch.setattr(stages, "evaluate_policies", lambda *a, **k: {"acc": 1.0})
-    got = {}
-    for spec in (stages.train_stage, stages.eval_stage):
-        rid = spec(cfg, track=True)["mlflow_run_id"]
-        got[spec.name] = sorted(
-            (di.dataset.name, {t.key: t.value for t in di.tags}["mlflow.data.context"], json.loads(di.dataset.profile))
-            for di in mlflow.tracking.MlflowClient().get_run(rid).inputs.dataset_inputs)
+    got = {spec.name: _logged_inputs(spec, cfg) for spec in (stages.train_stage, stages.eval_stage)}
     assert got["rucl"] == [("synthetic:train", "training", {"num_rows": 3}),
                            ("synthetic:val", "evaluation", {"num_rows": 2})]
     split = cfg.rucl.eval_split
@@ -138,7 +142,6 @@ def test_a_missing_input_is_left_to_the_reader(mlflow_tmp, tmp_path):
 
 def test_roro_and_deltarubric_stages_log_routes_and_pairs(mlflow_tmp, tmp_path, monkeypatch):
     """RoRo's Judge training logs the routes and its pairs, DeltaRubric's training its pairs (logic stubbed)."""
-    import mlflow
 
     from rubricflow.config import load_config
     from rubricflow.methods.deltarubric import stages as dr_stages
@@ -157,12 +160,7 @@ def test_roro_and_deltarubric_stages_log_routes_and_pairs(mlflow_tmp, tmp_path, 
     monkeypatch.setattr(rubricor_judge, "run_rubricor_judge", lambda *a, **k: {"rounds": 0})
     monkeypatch.setattr(dr_stages, "_gate", lambda *a, **k: None)
     monkeypatch.setattr(dr_train, "run_training", lambda *a, **k: {"steps": 0})
-    got = {}
-    for spec in (roro_stages.rubricor_judge_stage, dr_stages.train_stage):
-        rid = spec(cfg, track=True)["mlflow_run_id"]
-        got[spec.name] = sorted(
-            (di.dataset.name, {t.key: t.value for t in di.tags}["mlflow.data.context"], json.loads(di.dataset.profile))
-            for di in mlflow.tracking.MlflowClient().get_run(rid).inputs.dataset_inputs)
+    got = {spec.name: _logged_inputs(spec, cfg) for spec in (roro_stages.rubricor_judge_stage, dr_stages.train_stage)}
     assert got["roro_rubricor_judge"] == [("pairs:train", "training", {"num_rows": 2}),
                                           ("pairs:val", "evaluation", {"num_rows": 1}),
                                           ("routes", "training", {"num_rows": 3})]
