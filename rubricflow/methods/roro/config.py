@@ -66,11 +66,23 @@ class RoRoTaskConfig(Section):
     arg_max: int = Field(5, ge=1, description="Largest operand of Add / Subtract.")
     mul_max: int = Field(2, ge=0, description="Largest 'Multiply by' factor (below 2: no multiplication).")
     seed: int = Field(7, description="Problem generator seed (problems are a pure function of seed and sizes).")
+    answer: Literal["value", "parity"] = Field(
+        "value",
+        description="What the question asks, read off the same step models and routes (the step models write the "
+        "value chain either way): 'value' = the final number, so an accepted SLM error almost always makes the "
+        "outcome wrong and the outcome nearly determines routing quality; 'parity' = whether the final number is "
+        "even or odd, so a route with an accepted error still scores outcome 1 about half the time (the outcome is "
+        "a noisy signal of routing quality, the paper's case against outcome-only rewards). Under 'parity' the "
+        "primary metric is chain-exact accuracy (every step right), the outcome secondary. Synthetic problems only.",
+    )
 
     @model_validator(mode="after")
     def _check(self) -> "RoRoTaskConfig":
         if self.max_ops < self.min_ops:
             raise ValueError(f"max_ops ({self.max_ops}) must be >= min_ops ({self.min_ops})")
+        if self.answer == "parity" and self.source != "synthetic":
+            raise ValueError("answer=parity needs source=synthetic (its primary metric, chain-exact accuracy, needs "
+                             "checkable steps)")
         if self.source == "gsm8k" and not self.gsm8k_path:
             raise ValueError("source=gsm8k needs gsm8k_path (a jsonl with `question` and `answer` ending '#### N')")
         return self

@@ -45,7 +45,16 @@ from rubricflow.methods.roro.step_models import make_env
 from rubricflow.methods.roro.task import Problem
 from rubricflow.methods.roro.trajectories import dedupe
 
-COLUMNS = ("method", "param", "accuracy", "lrm_tokens", "lrm_cost_frac", "lrm_call_rate", "lrm_flops", "total_flops", "n")
+COLUMNS = ("method", "param", "accuracy", "chain_exact", "lrm_tokens", "lrm_cost_frac", "lrm_call_rate", "lrm_flops", "total_flops", "n")
+
+
+def chain_exact_accuracy(trajs: list[Trajectory]) -> float | None:
+    """Fraction of routes with every step right (``Trajectory.chain_exact``, checked on the cached steps); None when
+    a route's steps are not checkable (GSM8K rows)."""
+    flags = [t.chain_exact for t in trajs]
+    if not flags or any(f is None for f in flags):
+        return None
+    return sum(flags) / len(flags)
 
 
 def summarize(method: str, param: float | str | None, trajs: list[Trajectory], all_lrm_tokens: dict[str, int]) -> dict:
@@ -55,6 +64,7 @@ def summarize(method: str, param: float | str | None, trajs: list[Trajectory], a
         "method": method,
         "param": param,
         "accuracy": sum(t.outcome for t in trajs) / n,
+        "chain_exact": chain_exact_accuracy(trajs),
         "lrm_tokens": sum(t.lrm_tokens for t in trajs) / n,
         "lrm_cost_frac": sum(t.lrm_tokens / max(1, all_lrm_tokens[t.problem_id]) for t in trajs) / n,
         "lrm_call_rate": sum(t.lrm_calls for t in trajs) / max(1, steps),
@@ -131,13 +141,14 @@ def curve_metrics(points: list[tuple[float, float]], anchors: list[tuple[float, 
 
 
 def format_table(rows: list[dict]) -> str:
-    head = ["method", "param", "accuracy", "LRM tok/problem", "LRM cost", "LRM call rate", "LRM GFLOPs", "total GFLOPs"]
+    head = ["method", "param", "accuracy", "chain-exact", "LRM tok/problem", "LRM cost", "LRM call rate", "LRM GFLOPs", "total GFLOPs"]
     body = []
     for r in rows:
         p = r.get("param")
         body.append([
             r["method"], "" if p is None else (f"{p:g}" if isinstance(p, (int, float)) else str(p)),
-            f"{r['accuracy']:.3f}", f"{r['lrm_tokens']:.2f}", f"{r['lrm_cost_frac']:.3f}", f"{r['lrm_call_rate']:.3f}",
+            f"{r['accuracy']:.3f}", "n/a" if r.get("chain_exact") is None else f"{r['chain_exact']:.3f}",
+            f"{r['lrm_tokens']:.2f}", f"{r['lrm_cost_frac']:.3f}", f"{r['lrm_call_rate']:.3f}",
             f"{r['lrm_flops'] / 1e9:.4f}", f"{r['total_flops'] / 1e9:.4f}",
         ])
     widths = [max(len(h), *(len(b[i]) for b in body)) if body else len(h) for i, h in enumerate(head)]
@@ -155,7 +166,8 @@ def write_curve(rows: list[dict], out_dir: Path) -> dict[str, Path]:
 
     out_dir.mkdir(parents=True, exist_ok=True)
     pts = [{"method": r["method"], "param": r.get("param"), "lrm_tokens": round(r["lrm_tokens"], 4),
-            "lrm_cost_frac": round(r["lrm_cost_frac"], 4), "accuracy": round(r["accuracy"], 4)} for r in rows]
+            "lrm_cost_frac": round(r["lrm_cost_frac"], 4), "accuracy": round(r["accuracy"], 4),
+            "chain_exact": None if r.get("chain_exact") is None else round(r["chain_exact"], 4)} for r in rows]
     with atomic_path(out_dir / "curve.csv") as tmp, tmp.open("w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=list(pts[0]))
         w.writeheader()
