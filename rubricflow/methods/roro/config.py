@@ -288,13 +288,17 @@ class RouterConfig(Section):
     hidden: int = Field(128, ge=1, description="Router MLP hidden units (paper: 128).")
     init_call_bias: float = Field(0.0, description="Initial logit of 'call LRM' (0: P = 0.5 at the start).")
     grpo: GRPOConfig = Field(default_factory=_router_grpo, description="GRPO for the router (shared updater).")
-    methods: list[Literal["roro", "outcome-only"]] = Field(
+    methods: list[Literal["roro", "outcome-only", "oracle-process"]] = Field(
         default_factory=lambda: ["roro", "outcome-only"],
-        description="Routers trained at every swept cost weight: 'roro' (outcome + process - cost) and "
-        "'outcome-only' (outcome - cost, no Judge).",
+        description="Routers trained at every swept cost weight: 'roro' (outcome + the learned Judge's process score "
+        "- cost), 'outcome-only' (outcome - cost, no Judge) and 'oracle-process' (outcome + the process score an "
+        "exact judge of the steps gives, 1 - (accepted SLM errors + wasted LRM calls) / steps, read off the step "
+        "cache - cost: the upper bound on what any learned Judge could add; synthetic problems only).",
     )
     process_weight: float = Field(
-        0.5, ge=0, description="Weight of the Judge's process score (under the Rubricor's rubric) in the reward."
+        0.5, ge=0,
+        description="Weight of the process score in the reward (the Judge's under the Rubricor's rubric, or the "
+        "oracle's).",
     )
     cost_weight: float = Field(0.2, ge=0, description="Cost term weight of the main RoRo router (one of the sweep).")
     sweep_cost_weights: list[float] = Field(

@@ -130,6 +130,7 @@ def accuracy_at_cost(points: list[tuple[float, float]], anchors: list[tuple[floa
 
 
 MATCHED_COSTS = (0.25, 0.5, 0.75)
+CURVE_METHODS = ("roro", "oracle-process", "outcome-only", "threshold", "random")
 
 
 def curve_metrics(points: list[tuple[float, float]], anchors: list[tuple[float, float]]) -> dict[str, float]:
@@ -174,7 +175,8 @@ def write_curve(rows: list[dict], out_dir: Path) -> dict[str, Path]:
         w.writerows(pts)
     atomic_write_text(out_dir / "curve.json", json.dumps(pts, indent=1))
     fig, ax = plt.subplots(figsize=(6.4, 4.4))
-    styles = {"roro": ("o-", "C0"), "outcome-only": ("s--", "C1"), "threshold": ("^:", "C2"), "random": ("x:", "C7")}
+    styles = {"roro": ("o-", "C0"), "oracle-process": ("d-.", "C3"), "outcome-only": ("s--", "C1"),
+              "threshold": ("^:", "C2"), "random": ("x:", "C7")}
     for method, (style, color) in styles.items():
         xs = sorted((r["lrm_tokens"], r["accuracy"]) for r in rows if r["method"] == method)
         if xs:
@@ -232,7 +234,7 @@ def router_rows(rc: RoRoConfig, env: RoutingEnv, test: list[Problem], all_lrm: d
     rows = []
     for path in routers:
         router, meta = load_router(path)
-        method = "roro" if meta["process_weight"] > 0 else "outcome-only"
+        method = meta.get("method") or ("roro" if meta["process_weight"] > 0 else "outcome-only")
         trajs = env.rollout(test, RouterPolicy(router, greedy=True, name=meta["tag"]))
         rows.append(summarize(method, meta["cost_weight"], trajs, all_lrm))
     return rows
@@ -244,7 +246,7 @@ def method_curves(rows: list[dict]) -> dict[str, dict]:
     anchors = [(0.0, r["accuracy"]) for r in rows if r["method"] == "all-slm"]
     anchors += [(1.0, r["accuracy"]) for r in rows if r["method"] == "all-lrm"]
     out = {}
-    for m in ("roro", "outcome-only", "threshold", "random"):
+    for m in CURVE_METHODS:
         pts = [(min(1.0, r["lrm_cost_frac"]), r["accuracy"]) for r in rows if r["method"] == m]
         if pts:
             out[m] = {"points": pts, **curve_metrics(pts, anchors)}

@@ -29,7 +29,7 @@ def summary_lines(r: Path) -> list[str]:
             out.append(f"roro route  {ends}; RoRo {m['roro_accuracy']:.1%} at LRM cost {m['roro_lrm_cost_frac']:.2f} "
                        f"vs outcome-only {m['outcome_only_accuracy_at_roro_cost']:.1%} at the same cost")
         if m.get("auc"):
-            order = [k for k in ("roro", "outcome-only", "threshold", "random") if k in m["auc"]]
+            order = [k for k in ("roro", "oracle-process", "outcome-only", "threshold", "random") if k in m["auc"]]
             out.append("roro route  AUC of accuracy vs cost: " + ", ".join(f"{k} {m['auc'][k]:.3f}" for k in order))
         if (jt := m.get("judge_test")):
             out.append(f"roro judge  kept Judge on test pairs: {jt['pairwise_acc']:.2f} overall, process "
