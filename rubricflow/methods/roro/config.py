@@ -347,11 +347,42 @@ class RoRoEvalConfig(Section):
     )
     random_repeats: int = Field(3, ge=1, description="Rollouts per problem of each random router (averaged).")
     seed: int = Field(23, description="Seed of the random baselines.")
+    cost_range: list[float] = Field(
+        default_factory=lambda: [0.2, 0.8],
+        description="The common cost range [low, high] (LRM cost as a fraction of the all-LRM cost) the methods are "
+        "compared over, fixed before any result: `range_auc` is the mean accuracy of a method's hull over it, given "
+        "only when the method's own points reach both ends (else n/a); the cost weights kept per method "
+        "(`cost_weight_rule`) aim at spanning it.",
+    )
+    matched_costs: list[float] = Field(
+        default_factory=lambda: [0.3, 0.5, 0.7],
+        description="Costs (inside `cost_range`) where accuracies are compared (`acc_at_cost_<pct>`): a method's "
+        "hull there, given only when it has points of its own on each side (else n/a; never a chord from an end "
+        "of the curve).",
+    )
+    cost_weight_rule: Literal["val_span", "all"] = Field(
+        "val_span",
+        description="Which trained routers (one per swept cost weight) a method is evaluated with, chosen per "
+        "method on the val problems: 'val_span' = those whose val LRM cost lies inside `cost_range`, plus the "
+        "nearest one below it and the nearest one above it (so the kept points span the range when the sweep "
+        "does; the test split is not read); 'all' = every swept weight (one shared grid for every method, whose "
+        "points then cover different costs per method).",
+    )
     judge_problems: int = Field(
         32, ge=0,
         description="Test problems whose route pairs (built like the training pairs) measure the kept Judge's "
         "pairwise accuracy per pair category (0: not measured).",
     )
+
+    @model_validator(mode="after")
+    def _check(self) -> "RoRoEvalConfig":
+        if len(self.cost_range) != 2 or not 0.0 <= self.cost_range[0] < self.cost_range[1] <= 1.0:
+            raise ValueError(f"cost_range {self.cost_range}: expected [low, high] with 0 <= low < high <= 1")
+        lo, hi = self.cost_range
+        outside = [c for c in self.matched_costs if not lo <= c <= hi]
+        if outside:
+            raise ValueError(f"matched_costs {outside} lie outside cost_range {self.cost_range}")
+        return self
 
 
 class RoRoConfig(Section):
