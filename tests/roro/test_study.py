@@ -110,7 +110,8 @@ class FakeUnit:
         # outcome-only has no point below cost 0.5 on seed 303: its matched-cost accuracy there is n/a
         at50 = None if (kind, unit.seed) == ("outcome-only", 303) else 0.8 + w
         out = {"metrics": {"chain_range_auc": auc, "chain_acc_at_cost_50": at50, "range_auc": auc},
-               "eval_samples": 64, "points": [[0.5, 0.8 + w], [0.7, 0.9]], "anchors": {"all-slm": 0.3, "all-lrm": 1.0}}
+               "eval_samples": 64, "points": [[0.5, 0.8 + w], [0.7, 0.9]], "anchors": {"all-slm": 0.3, "all-lrm": 1.0},
+               "chain_points": [[0.5, 0.6 + w]], "chain_anchors": {"all-slm": 0.1, "all-lrm": 1.0}}
         if kind == "roro":
             out["judge_rounds"] = [
                 {"round": 0, "phase": "warm", "selected": False, "val_pairwise_acc": 0.50 + w, "val_acc_process": 0.50},
@@ -147,6 +148,10 @@ def test_study_report_has_claims_the_judge_table_and_the_curve_bands(tmp_path):
     assert band["mean"][0] == pytest.approx(0.3) and band["mean"][-1] == pytest.approx(1.0)  # the ends
     assert band["mean"][25] == pytest.approx(0.8) and band["low"][25] < 0.8 < band["high"][25]  # cost 0.5
     assert (tmp_path / "reports" / "studies" / "roro-curves.png").read_bytes()[:4] == b"\x89PNG"
+    chain = data["extras"]["chain_bands"]["roro"]  # chain-exact accuracy, the primary metric, has its own bands
+    assert chain["mean"][0] == pytest.approx(0.1) and chain["mean"][25] == pytest.approx(0.6)
+    assert (tmp_path / "reports" / "studies" / "roro-chain-curves.png").read_bytes()[:4] == b"\x89PNG"
+    assert "## Chain-exact accuracy vs LRM cost" in md
 
 
 def test_studies_dvc_yaml_runs_the_roro_study_on_the_pipelines_outputs():

@@ -158,8 +158,9 @@ def run_roro_unit(ucfg: Any, unit: Unit, udir: Path, run: Any, secret_resolver=N
         metrics["judge_test_process_acc"] = judge.get("acc_process")
         out["judge_test"] = {k: v for k, v in judge.items() if k != "pair_counts"}
         out["judge_test_pair_counts"] = judge["pair_counts"]
-    return {**out, "metrics": metrics, "eval_samples": len(probs), "points": curve["points"],
-            "chain_points": curve.get("chain_points"), "anchors": anchors, "rows": rows}
+    chain_anchors = {r["method"]: r["chain_exact"] for r in rows if r["method"] in ("all-slm", "all-lrm")}
+    return {**out, "metrics": metrics, "eval_samples": len(probs), "points": curve["points"], "anchors": anchors,
+            "chain_points": curve.get("chain_points"), "chain_anchors": chain_anchors, "rows": rows}
 
 
 def _all_lrm_policy():
@@ -268,15 +269,16 @@ def judge_tables(results: Sequence[Mapping]) -> tuple[list[str], dict]:
 COST_GRID = [i / 50 for i in range(51)]
 
 
-def curve_bands(results: Sequence[Mapping]) -> dict[str, dict]:
-    """Per variant: each seed's hull read on ``COST_GRID``, and the mean and 95% t-interval per grid cost."""
+def curve_bands(results: Sequence[Mapping], points: str = "points", anchors: str = "anchors") -> dict[str, dict]:
+    """Per variant: each seed's hull read on ``COST_GRID``, and the mean and 95% t-interval per grid cost (outcome
+    accuracy; ``points="chain_points", anchors="chain_anchors"``: chain-exact accuracy)."""
     from rubricflow.methods.roro.evaluate import hull, interpolate
 
     by: dict[str, list[list[float]]] = {}
     for r in results:
-        if not r.get("points") or not r.get("anchors"):
+        if not r.get(points) or not r.get(anchors):
             continue
-        pts = [tuple(p) for p in r["points"]] + [(0.0, r["anchors"]["all-slm"]), (1.0, r["anchors"]["all-lrm"])]
+        pts = [tuple(p) for p in r[points]] + [(0.0, r[anchors]["all-slm"]), (1.0, r[anchors]["all-lrm"])]
         h = hull(pts)
         by.setdefault(r["variant"], []).append([interpolate(h, c) for c in COST_GRID])
     out = {}
@@ -289,7 +291,8 @@ def curve_bands(results: Sequence[Mapping]) -> dict[str, dict]:
     return out
 
 
-def plot_bands(bands: Mapping[str, Mapping], results: Sequence[Mapping], path: Path) -> Path:
+def plot_bands(bands: Mapping[str, Mapping], results: Sequence[Mapping], path: Path, points: str = "points",
+               ylabel: str = "accuracy") -> Path:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -301,12 +304,12 @@ def plot_bands(bands: Mapping[str, Mapping], results: Sequence[Mapping], path: P
         c = colors.get(v, f"C{3 + i}")
         ax.plot(b["cost"], b["mean"], "-", color=c, label=f"{v} (n={b['n']})")
         ax.fill_between(b["cost"], b["low"], b["high"], color=c, alpha=0.2)
-        xs = [p[0] for r in results if r.get("variant") == v for p in r.get("points") or []]
-        ys = [p[1] for r in results if r.get("variant") == v for p in r.get("points") or []]
+        xs = [p[0] for r in results if r.get("variant") == v for p in r.get(points) or []]
+        ys = [p[1] for r in results if r.get("variant") == v for p in r.get(points) or []]
         ax.plot(xs, ys, ".", color=c, alpha=0.5, markersize=4)
     ax.set_xlabel("LRM cost (fraction of the all-LRM route)")
-    ax.set_ylabel("accuracy")
-    ax.set_title("accuracy vs LRM cost: upper hull per seed, mean and 95% band")
+    ax.set_ylabel(ylabel)
+    ax.set_title(f"{ylabel} vs LRM cost: upper hull per seed, mean and 95% band")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8, loc="lower right")
     fig.tight_layout()
@@ -319,8 +322,15 @@ def plot_bands(bands: Mapping[str, Mapping], results: Sequence[Mapping], path: P
 def report_extra(name: str, spec: StudySpec, results: Sequence[Mapping], stem_path: Path) -> dict:
     lines, judge = judge_tables(results)
     bands = curve_bands(results)
+    chain = curve_bands(results, "chain_points", "chain_anchors")
     md: list[str] = []
     files: dict[str, Path] = {}
+    if chain:
+        png = plot_bands(chain, results, stem_path.parent / f"{stem_path.name}-chain-curves.png", "chain_points",
+                         "chain-exact accuracy")
+        files["chain_curves"] = png
+        md += ["## Chain-exact accuracy vs LRM cost", "",
+               f"`{png.name}`: as below, for chain-exact accuracy (every step right), the primary metric.", ""]
     if bands:
         png = plot_bands(bands, results, stem_path.parent / f"{stem_path.name}-curves.png")
         files["curves"] = png
@@ -337,6 +347,7 @@ def report_extra(name: str, spec: StudySpec, results: Sequence[Mapping], stem_pa
         md.append("")
     md += lines
     data = {"judge": judge, "bands": {v: {k: b[k] for k in ("mean", "low", "high", "n")} for v, b in bands.items()},
+            "chain_bands": {v: {k: b[k] for k in ("mean", "low", "high", "n")} for v, b in chain.items()},
             "cost_grid": COST_GRID}
     return {"markdown": ["", *md], "files": files, "json": _finite(data)}
 
