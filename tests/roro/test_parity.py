@@ -10,7 +10,15 @@ from rubricflow.methods.roro.evaluate import chain_exact_accuracy, summarize
 from rubricflow.methods.roro.problems import problems
 from rubricflow.methods.roro.routing import ConstantPolicy, RoutingEnv
 from rubricflow.methods.roro.steps import StepOutput
-from rubricflow.methods.roro.task import OPS, Problem, answer_correct, apply_op, make_problems, render_question, solution_steps
+from rubricflow.methods.roro.task import (
+    OPS,
+    Problem,
+    answer_correct,
+    apply_op,
+    make_problems,
+    render_question,
+    solution_steps,
+)
 
 _WORD = {word: op for op, (word, _) in OPS.items()}
 

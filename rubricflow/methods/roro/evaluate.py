@@ -49,7 +49,8 @@ from rubricflow.methods.roro.step_models import make_env
 from rubricflow.methods.roro.task import Problem
 from rubricflow.methods.roro.trajectories import dedupe
 
-COLUMNS = ("method", "param", "accuracy", "chain_exact", "lrm_tokens", "lrm_cost_frac", "lrm_call_rate", "lrm_flops", "total_flops", "n")
+COLUMNS = ("method", "param", "accuracy", "chain_exact", "lrm_tokens", "lrm_cost_frac", "lrm_call_rate", "lrm_flops",
+           "total_flops", "n")
 
 
 def chain_exact_accuracy(trajs: list[Trajectory]) -> float | None:
@@ -200,7 +201,8 @@ def curve_metrics(points: list[tuple[float, float]], anchors: list[tuple[float, 
 
 
 def format_table(rows: list[dict]) -> str:
-    head = ["method", "param", "accuracy", "chain-exact", "LRM tok/problem", "LRM cost", "LRM call rate", "LRM GFLOPs", "total GFLOPs"]
+    head = ["method", "param", "accuracy", "chain-exact", "LRM tok/problem", "LRM cost", "LRM call rate", "LRM GFLOPs",
+            "total GFLOPs"]
     body = []
     for r in rows:
         p = r.get("param")
