@@ -2,6 +2,7 @@
 through the real stage functions and the CLI. Asserts the outputs, not that it runs."""
 
 import json
+import re
 
 import pyarrow.parquet as pq
 import pytest
@@ -31,7 +32,7 @@ def tiny_roro_dict(tmp_path) -> dict:
                            "judge": {"path": str(a / "judge"), "warm_steps": 15, "rft_steps": 5, "samples": 2},
                            "rubricor": {"path": str(a / "rubricor"), "warm_steps": 15, "rft_steps": 5, "samples": 2}},
         "router": {"grpo": {"steps": 3, "group_size": 4, "prompts_per_step": 4, "checkpoint_every": 2},
-                   "sweep_cost_weights": [0.5], "cost_weight": 0.5,
+                   "sweep_cost_weights": [0.5], "cost_weight": 0.5, "methods": ["roro", "oracle-process", "outcome-only"],
                    "checkpoint_dir": str(a / "router" / "checkpoints")},
         "eval": {"thresholds": [0.1, 0.5], "random_rates": [0.5], "random_repeats": 1, "judge_problems": 4},
     }
@@ -100,20 +101,27 @@ def test_roro_pipeline_end_to_end(tmp_path):
 
     rt = run_router(rc)
     tags = [r["tag"] for r in rt["runs"]]
-    assert tags == ["roro-cw0.5", "outcome-cw0.5"]
+    assert tags == ["roro-cw0.5", "oracle-cw0.5", "outcome-cw0.5"]
     assert all(r["steps"] == 3 for r in rt["runs"])
     assert rt["judge_calls"] > 0  # the RoRo router's reward asked the Judge
-    assert sorted(x.name for x in router_dir(rc).glob("*.pt")) == ["outcome-cw0.5.pt", "roro-cw0.5.pt"]
+    assert sorted(x.name for x in router_dir(rc).glob("*.pt")) == ["oracle-cw0.5.pt", "outcome-cw0.5.pt", "roro-cw0.5.pt"]
 
     ev = run_eval(rc)
     methods = {r["method"] for r in ev["rows"]}
-    assert methods == {"all-slm", "all-lrm", "threshold", "random", "roro", "outcome-only", "random-matched"}
+    assert methods == {"all-slm", "all-lrm", "threshold", "random", "roro", "oracle-process", "outcome-only",
+                       "random-matched"}
+    assert all(0.0 <= r["chain_exact"] <= r["accuracy"] + 1e-9 for r in ev["rows"])  # value: every step right -> right
+    # one swept weight per method: the val_span rule keeps it (nothing else to choose), its val cost recorded
+    assert {m: c["kept"] for m, c in ev["cost_weights"].items()} == {m: [0.5] for m in ("roro", "oracle-process",
+                                                                                           "outcome-only")}
+    # a single point per method brackets no range: the common-range comparisons are n/a, never a chord
+    assert set(ev["range_auc"]) == set(ev["auc"]) and ev["range_auc"]["roro"] is None
     by = {r["method"]: r for r in ev["rows"]}
     assert by["all-slm"]["lrm_tokens"] == 0 and by["all-lrm"]["lrm_cost_frac"] == pytest.approx(1.0)
     assert by["all-lrm"]["lrm_flops"] > 0 and by["all-lrm"]["total_flops"] > by["all-lrm"]["lrm_flops"]
     assert ev["matched"] and "outcome-only_accuracy_at_cost" in ev["matched"][0]
     chord = (by["all-slm"]["accuracy"] + by["all-lrm"]["accuracy"]) / 2  # the AUC floor: mixing the two ends
-    assert set(ev["auc"]) == {"roro", "outcome-only", "threshold", "random"}
+    assert set(ev["auc"]) == {"roro", "oracle-process", "outcome-only", "threshold", "random"}
     assert all(chord - 1e-9 <= a <= 1.0 for a in ev["auc"].values())
     jt = ev["judge_test"]  # the kept Judge on pairs of 4 test problems, by category
     assert jt["n_problems"] == 4 and jt["n_pairs"] > 0 and 0.0 <= jt["pairwise_acc"] <= 1.0
@@ -136,7 +144,8 @@ def test_roro_pipeline_end_to_end(tmp_path):
     res = CliRunner().invoke(app, ["--params", str(params), "--no-track", "route-eval"])
     assert res.exit_code == 0, res.output
     assert "method" in res.output and "LRM tok/problem" in res.output and "outcome-only" in res.output
-    assert "at that cost outcome-only" in res.output
+    assert re.search(r"at that cost oracle-process (n/a|[\d.]+), outcome-only (n/a|[\d.]+)", res.output)
+    assert "mean outcome accuracy of the hull over cost [0.2, 0.8]" in res.output
     report = json.loads((tmp_path / "reports" / "roro_eval.json").read_text())
     assert report["n_test"] == 12 and report["roro_accuracy"] is not None
     res = CliRunner().invoke(app, ["--params", str(params), "--no-track", "route-eval", "--from-file"])
@@ -155,7 +164,12 @@ def test_roro_pipeline_end_to_end(tmp_path):
     assert (out["units"], out["ran"]) == (2, 2)
     unit = json.loads((tmp_path / "studies" / "roro" / "roro" / "seed5" / "result.json").read_text())
     assert unit["kind"] == "roro" and [r["phase"] for r in unit["judge_rounds"]] == ["warm", "judge", "rubricor"]
-    assert [r["tag"] for r in unit["routers"]] == ["roro-cw0.5"]  # only its own method's routers
+    from rubricflow.methods.roro.study import STUDY_COST_WEIGHTS
+
+    swept = sorted(set(STUDY_COST_WEIGHTS) | {0.5})
+    assert [r["tag"] for r in unit["routers"]] == [f"roro-cw{w:g}" for w in swept]  # its own method's, the study grid
+    assert set(unit["cost_weights"]) == {"roro"} and set(unit["cost_weights"]["roro"]["kept"]) <= set(swept)
+    assert "chain_range_auc" in unit["metrics"] and "chain_acc_at_cost_50" in unit["metrics"]
     assert 0.0 <= unit["metrics"]["judge_test_acc"] <= 1.0 and unit["metrics"]["auc"] >= 0.0
     assert (tmp_path / "studies" / "roro" / "roro" / "seed5" / "out" / "judge" / "config.json").exists()
     md = (tmp_path / "reports" / "studies" / "roro.md").read_text()

@@ -30,11 +30,22 @@ def _make_shared(tmp_path):
         f.write_text("{}")
 
 
-def test_default_study_compares_four_methods_on_fixed_seeds():
-    spec = config_from_dict({}).study.roro
+def test_default_studies_preregister_matched_cost_claims_in_both_readings():
+    study = config_from_dict({}).study
+    spec = study.roro
     assert spec.method == "roro" and spec.seeds == [101, 202, 303, 404, 505] and spec.eval_split == "test"
-    assert set(spec.variants) == {"roro", "outcome-only", "threshold", "random"}
-    assert ("roro", "outcome-only", "auc", "higher") in {(c.a, c.b, c.metric, c.direction) for c in spec.claims}
+    assert set(spec.variants) == {"roro", "oracle-process", "outcome-only", "threshold", "random"}
+    claims = {(c.a, c.b, c.metric, c.direction) for c in spec.claims}
+    assert claims == {(a, b, m, "higher") for a, b in (("oracle-process", "outcome-only"), ("roro", "outcome-only"),
+                                                      ("roro", "threshold"))
+                      for m in ("chain_range_auc", "chain_acc_at_cost_50")}
+    assert not any("random" in (c.a, c.b) or c.metric == "auc" for c in spec.claims)  # chords are no evidence
+    parity = study.roro_parity
+    assert {v["roro.task.answer"] for v in parity.variants.values()} == {"parity"}
+    assert {v["roro.task.answer"] for v in spec.variants.values()} == {"value"}
+    assert parity.claims == spec.claims and parity.out_dir != spec.out_dir
+    sweep = spec.variants["outcome-only"]["roro.router.sweep_cost_weights"]
+    assert parity.variants["roro"]["roro.router.sweep_cost_weights"] == sweep and min(sweep) < 0.1 < 1.0 < max(sweep)
     # a partial study section keeps that study's own defaults (not StudySpec's, which are RuCL's)
     part = config_from_dict({"study": {"roro": {"seeds": [1, 2]}, "rucl_tune": {"seeds": [7]},
                                        "deltarubric": {"seeds": [3]}}}).study
@@ -62,7 +73,9 @@ def test_unit_configs_have_their_own_seeds_dirs_and_one_method(tmp_path):
     assert (unit_kind(a.roro), unit_kind(o.roro)) == ("roro", "outcome-only")
     with pytest.raises(ConfigError, match=r"exactly one routing method.*\['roro', 'outcome-only', 'threshold', "
                                           r"'random'\]"):
-        unit_kind(cfg.roro)  # the pipeline's config names all four
+        unit_kind(cfg.roro)  # the pipeline's config names four
+    oracle = unit_config(cfg, "roro", spec, Unit("oracle-process", 101)).roro
+    assert unit_kind(oracle) == "oracle-process" and oracle.task.answer == "value"
     bad = _cfg(tmp_path, variants={"x": {"roro.seed": 3}}, claims=[], untrained=[])
     with pytest.raises(ConfigError, match=r"\['roro.seed'\] are set by the study"):
         unit_config(bad, "roro", bad.study.roro, Unit("x", 1))
@@ -93,9 +106,12 @@ class FakeUnit:
         kind = unit_kind(ucfg.roro)
         self.calls.append((kind, unit.seed))
         w = DELTA[unit.seed]
-        auc = {"roro": 0.80 + w, "outcome-only": 0.78, "threshold": 0.79, "random": 0.65}[kind]
-        out = {"metrics": {"auc": auc, "acc_at_cost_25": 0.5, "acc_at_cost_50": 0.8 + w, "acc_at_cost_75": 0.9},
-               "eval_samples": 64, "points": [[0.5, 0.8 + w], [0.7, 0.9]], "anchors": {"all-slm": 0.3, "all-lrm": 1.0}}
+        auc = {"roro": 0.80 + w, "oracle-process": 0.85, "outcome-only": 0.78, "threshold": 0.79, "random": 0.65}[kind]
+        # outcome-only has no point below cost 0.5 on seed 303: its matched-cost accuracy there is n/a
+        at50 = None if (kind, unit.seed) == ("outcome-only", 303) else 0.8 + w
+        out = {"metrics": {"chain_range_auc": auc, "chain_acc_at_cost_50": at50, "range_auc": auc},
+               "eval_samples": 64, "points": [[0.5, 0.8 + w], [0.7, 0.9]], "anchors": {"all-slm": 0.3, "all-lrm": 1.0},
+               "chain_points": [[0.5, 0.6 + w]], "chain_anchors": {"all-slm": 0.1, "all-lrm": 1.0}}
         if kind == "roro":
             out["judge_rounds"] = [
                 {"round": 0, "phase": "warm", "selected": False, "val_pairwise_acc": 0.50 + w, "val_acc_process": 0.50},
@@ -111,12 +127,15 @@ def test_study_report_has_claims_the_judge_table_and_the_curve_bands(tmp_path):
     _make_shared(tmp_path)
     unit = FakeUnit()
     out = run_study(cfg, "roro", unit_fn=unit)
-    assert sorted(unit.calls) == sorted((k, s) for k in ("roro", "outcome-only", "threshold", "random")
-                                        for s in (101, 202, 303))
-    assert out["claims"]["roro vs outcome-only (auc)"] == "shown"  # +0.02 +- 0.005 on every seed
-    assert out["claims"]["outcome-only vs threshold (auc)"] == "reversed"
+    assert sorted(unit.calls) == sorted((k, s) for k in ("roro", "oracle-process", "outcome-only", "threshold",
+                                                         "random") for s in (101, 202, 303))
+    assert out["claims"]["roro vs outcome-only (chain_range_auc)"] == "shown"  # +0.02 +- 0.005 on every seed
+    assert out["claims"]["oracle-process vs outcome-only (chain_range_auc)"] == "shown"
+    assert out["claims"]["roro vs threshold (chain_range_auc)"] == "not shown"
     md = (tmp_path / "reports" / "studies" / "roro.md").read_text()
-    assert "| roro vs outcome-only | auc | higher | 3 | 0.020 |" in md
+    assert "| roro vs outcome-only | chain_range_auc | higher | 3 | 0.020 |" in md
+    # the n/a seed is left out of the paired difference at matched cost (2 pairs, not 3)
+    assert "| roro vs outcome-only | chain_acc_at_cost_50 | higher | 2 |" in md
     # per phase: mean +- t-interval and the mark against chance; warm 0.50 +- 0.012 includes 0.5, phase 1 above
     assert "| 0/warm | 0 | 0.500 ± 0.012 ~ |" in md
     assert "| 1/judge | 3 | 0.600 ± 0.012 above |" in md
@@ -129,6 +148,10 @@ def test_study_report_has_claims_the_judge_table_and_the_curve_bands(tmp_path):
     assert band["mean"][0] == pytest.approx(0.3) and band["mean"][-1] == pytest.approx(1.0)  # the ends
     assert band["mean"][25] == pytest.approx(0.8) and band["low"][25] < 0.8 < band["high"][25]  # cost 0.5
     assert (tmp_path / "reports" / "studies" / "roro-curves.png").read_bytes()[:4] == b"\x89PNG"
+    chain = data["extras"]["chain_bands"]["roro"]  # chain-exact accuracy, the primary metric, has its own bands
+    assert chain["mean"][0] == pytest.approx(0.1) and chain["mean"][25] == pytest.approx(0.6)
+    assert (tmp_path / "reports" / "studies" / "roro-chain-curves.png").read_bytes()[:4] == b"\x89PNG"
+    assert "## Chain-exact accuracy vs LRM cost" in md
 
 
 def test_studies_dvc_yaml_runs_the_roro_study_on_the_pipelines_outputs():

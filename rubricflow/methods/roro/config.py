@@ -66,11 +66,23 @@ class RoRoTaskConfig(Section):
     arg_max: int = Field(5, ge=1, description="Largest operand of Add / Subtract.")
     mul_max: int = Field(2, ge=0, description="Largest 'Multiply by' factor (below 2: no multiplication).")
     seed: int = Field(7, description="Problem generator seed (problems are a pure function of seed and sizes).")
+    answer: Literal["value", "parity"] = Field(
+        "value",
+        description="What the question asks, read off the same step models and routes (the step models write the "
+        "value chain either way): 'value' = the final number, so an accepted SLM error almost always makes the "
+        "outcome wrong and the outcome nearly determines routing quality; 'parity' = whether the final number is "
+        "even or odd, so a route with an accepted error still scores outcome 1 about half the time (the outcome is "
+        "a noisy signal of routing quality, the paper's case against outcome-only rewards). Under 'parity' the "
+        "primary metric is chain-exact accuracy (every step right), the outcome secondary. Synthetic problems only.",
+    )
 
     @model_validator(mode="after")
     def _check(self) -> "RoRoTaskConfig":
         if self.max_ops < self.min_ops:
             raise ValueError(f"max_ops ({self.max_ops}) must be >= min_ops ({self.min_ops})")
+        if self.answer == "parity" and self.source != "synthetic":
+            raise ValueError("answer=parity needs source=synthetic (its primary metric, chain-exact accuracy, needs "
+                             "checkable steps)")
         if self.source == "gsm8k" and not self.gsm8k_path:
             raise ValueError("source=gsm8k needs gsm8k_path (a jsonl with `question` and `answer` ending '#### N')")
         return self
@@ -276,13 +288,17 @@ class RouterConfig(Section):
     hidden: int = Field(128, ge=1, description="Router MLP hidden units (paper: 128).")
     init_call_bias: float = Field(0.0, description="Initial logit of 'call LRM' (0: P = 0.5 at the start).")
     grpo: GRPOConfig = Field(default_factory=_router_grpo, description="GRPO for the router (shared updater).")
-    methods: list[Literal["roro", "outcome-only"]] = Field(
+    methods: list[Literal["roro", "outcome-only", "oracle-process"]] = Field(
         default_factory=lambda: ["roro", "outcome-only"],
-        description="Routers trained at every swept cost weight: 'roro' (outcome + process - cost) and "
-        "'outcome-only' (outcome - cost, no Judge).",
+        description="Routers trained at every swept cost weight: 'roro' (outcome + the learned Judge's process score "
+        "- cost), 'outcome-only' (outcome - cost, no Judge) and 'oracle-process' (outcome + the process score an "
+        "exact judge of the steps gives, 1 - (accepted SLM errors + wasted LRM calls) / steps, read off the step "
+        "cache - cost: the upper bound on what any learned Judge could add; synthetic problems only).",
     )
     process_weight: float = Field(
-        0.5, ge=0, description="Weight of the Judge's process score (under the Rubricor's rubric) in the reward."
+        0.5, ge=0,
+        description="Weight of the process score in the reward (the Judge's under the Rubricor's rubric, or the "
+        "oracle's).",
     )
     cost_weight: float = Field(0.2, ge=0, description="Cost term weight of the main RoRo router (one of the sweep).")
     sweep_cost_weights: list[float] = Field(
@@ -331,11 +347,42 @@ class RoRoEvalConfig(Section):
     )
     random_repeats: int = Field(3, ge=1, description="Rollouts per problem of each random router (averaged).")
     seed: int = Field(23, description="Seed of the random baselines.")
+    cost_range: list[float] = Field(
+        default_factory=lambda: [0.2, 0.8],
+        description="The common cost range [low, high] (LRM cost as a fraction of the all-LRM cost) the methods are "
+        "compared over, fixed before any result: `range_auc` is the mean accuracy of a method's hull over it, given "
+        "only when the method's own points reach both ends (else n/a); the cost weights kept per method "
+        "(`cost_weight_rule`) aim at spanning it.",
+    )
+    matched_costs: list[float] = Field(
+        default_factory=lambda: [0.3, 0.5, 0.7],
+        description="Costs (inside `cost_range`) where accuracies are compared (`acc_at_cost_<pct>`): a method's "
+        "hull there, given only when it has points of its own on each side (else n/a; never a chord from an end "
+        "of the curve).",
+    )
+    cost_weight_rule: Literal["val_span", "all"] = Field(
+        "val_span",
+        description="Which trained routers (one per swept cost weight) a method is evaluated with, chosen per "
+        "method on the val problems: 'val_span' = those whose val LRM cost lies inside `cost_range`, plus the "
+        "nearest one below it and the nearest one above it (so the kept points span the range when the sweep "
+        "does; the test split is not read); 'all' = every swept weight (one shared grid for every method, whose "
+        "points then cover different costs per method).",
+    )
     judge_problems: int = Field(
         32, ge=0,
         description="Test problems whose route pairs (built like the training pairs) measure the kept Judge's "
         "pairwise accuracy per pair category (0: not measured).",
     )
+
+    @model_validator(mode="after")
+    def _check(self) -> "RoRoEvalConfig":
+        if len(self.cost_range) != 2 or not 0.0 <= self.cost_range[0] < self.cost_range[1] <= 1.0:
+            raise ValueError(f"cost_range {self.cost_range}: expected [low, high] with 0 <= low < high <= 1")
+        lo, hi = self.cost_range
+        outside = [c for c in self.matched_costs if not lo <= c <= hi]
+        if outside:
+            raise ValueError(f"matched_costs {outside} lie outside cost_range {self.cost_range}")
+        return self
 
 
 class RoRoConfig(Section):

@@ -1,19 +1,23 @@
 """Accuracy vs LRM cost on held-out problems: trained routers and baselines, curves, the printed table.
 
 Every method routes every held-out problem (greedy routers, seeded random baselines averaged over repeats). A row
-reports accuracy, mean LRM tokens per problem, the LRM cost as a fraction of the all-LRM route, the LRM call rate
-per step and the FLOPs estimates (``2 * params * tokens``: LRM only, and SLM + LRM).
+reports accuracy (the outcome), chain-exact accuracy (every step right, read off the checked steps; the primary
+metric under ``roro.task.answer: parity``, where the outcome can be right by luck), mean LRM tokens per problem,
+the LRM cost as a fraction of the all-LRM route, the LRM call rate per step and the FLOPs estimates
+(``2 * params * tokens``: LRM only, and SLM + LRM).
 
-Matched cost: for each RoRo router, the outcome-only, threshold and random curves are linearly interpolated at
-its LRM cost (``interpolate``; each curve is anchored at all-SLM and all-LRM), and a random router with the same
-per-step LRM call rate is also run directly.
+Curves (``hull``): a method's points (LRM cost as a fraction of the all-LRM cost, accuracy), anchored at all-SLM
+(cost 0) and all-LRM (cost 1), span their upper concave hull: every point on it is achievable by routing each
+problem with one of two of the method's settings at random, so a setting below the hull costs the method nothing.
 
-Area under the accuracy-vs-cost curve (``curve_auc``): a method's points (LRM cost as a fraction of the all-LRM
-cost, accuracy), anchored at all-SLM (cost 0) and all-LRM (cost 1), span their upper concave hull (``hull``): every
-point on it is achievable by routing each problem with one of two of the method's settings at random, so a setting
-below the hull costs the method nothing and a method is not favoured by a denser grid between two settings on a
-straight line. The AUC is the area under the hull over cost [0, 1] (so in [0, 1]); ``accuracy_at_cost`` reads the
-hull at a cost (accuracy at matched cost). Every method (routers, threshold, random) is summarised the same way.
+Comparisons at matched cost (``curve_metrics``), over a cost range fixed before any result (``roro.eval.cost_range``):
+
+* each trained method keeps the routers (one per swept cost weight) chosen on val by ``roro.eval.cost_weight_rule``
+  (``select_cost_weights``), so each method's points aim at spanning the range;
+* ``range_auc``: the mean accuracy of the hull over the range, only when the method's own points reach both ends;
+* ``acc_at_cost_<pct>``: the hull at a matched cost, only where the method has points of its own on each side
+  (``matched_accuracy``); otherwise n/a (None), never a chord from a far point to an end of the curve;
+* ``auc`` (the area over all of [0, 1]) is descriptive, as is the random router: both are chords between points.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ from pathlib import Path
 
 from models.router import load_router
 from rubricflow.io import atomic_path, atomic_write_text, write_json
-from rubricflow.methods.roro.config import RoRoConfig
+from rubricflow.methods.roro.config import RoRoConfig, RoRoEvalConfig
 from rubricflow.methods.roro.pairs import make_pairs
 from rubricflow.methods.roro.pairwise import pairwise_accuracy
 from rubricflow.methods.roro.paths import cache_path, eval_dir, router_dir
@@ -45,7 +49,17 @@ from rubricflow.methods.roro.step_models import make_env
 from rubricflow.methods.roro.task import Problem
 from rubricflow.methods.roro.trajectories import dedupe
 
-COLUMNS = ("method", "param", "accuracy", "lrm_tokens", "lrm_cost_frac", "lrm_call_rate", "lrm_flops", "total_flops", "n")
+COLUMNS = ("method", "param", "accuracy", "chain_exact", "lrm_tokens", "lrm_cost_frac", "lrm_call_rate", "lrm_flops",
+           "total_flops", "n")
+
+
+def chain_exact_accuracy(trajs: list[Trajectory]) -> float | None:
+    """Fraction of routes with every step right (``Trajectory.chain_exact``, checked on the cached steps); None when
+    a route's steps are not checkable (GSM8K rows)."""
+    flags = [t.chain_exact for t in trajs]
+    if not flags or any(f is None for f in flags):
+        return None
+    return sum(flags) / len(flags)
 
 
 def summarize(method: str, param: float | str | None, trajs: list[Trajectory], all_lrm_tokens: dict[str, int]) -> dict:
@@ -55,6 +69,7 @@ def summarize(method: str, param: float | str | None, trajs: list[Trajectory], a
         "method": method,
         "param": param,
         "accuracy": sum(t.outcome for t in trajs) / n,
+        "chain_exact": chain_exact_accuracy(trajs),
         "lrm_tokens": sum(t.lrm_tokens for t in trajs) / n,
         "lrm_cost_frac": sum(t.lrm_tokens / max(1, all_lrm_tokens[t.problem_id]) for t in trajs) / n,
         "lrm_call_rate": sum(t.lrm_calls for t in trajs) / max(1, steps),
@@ -119,25 +134,82 @@ def accuracy_at_cost(points: list[tuple[float, float]], anchors: list[tuple[floa
     return interpolate(hull(list(points) + list(anchors)), cost)
 
 
-MATCHED_COSTS = (0.25, 0.5, 0.75)
+CURVE_METHODS = ("roro", "oracle-process", "outcome-only", "threshold", "random")
 
 
-def curve_metrics(points: list[tuple[float, float]], anchors: list[tuple[float, float]]) -> dict[str, float]:
-    """``auc`` and ``acc_at_cost_<pct>`` at each of ``MATCHED_COSTS``."""
-    out = {"auc": curve_auc(points, anchors)}
-    for c in MATCHED_COSTS:
-        out[f"acc_at_cost_{round(100 * c)}"] = accuracy_at_cost(points, anchors, c)
-    return out
+def brackets(points: list[tuple[float, float]], cost: float) -> bool:
+    """The method has points of its own at or below ``cost`` and at or above it (the anchors do not count)."""
+    return any(c <= cost for c, _ in points) and any(c >= cost for c, _ in points)
+
+
+def matched_accuracy(points: list[tuple[float, float]], anchors: list[tuple[float, float]],
+                     cost: float) -> float | None:
+    """The hull's accuracy at ``cost`` where the method's own points lie on each side of it, else None (n/a): a
+    chord from an end of the curve to a far point is no measurement at that cost."""
+    return accuracy_at_cost(points, anchors, cost) if brackets(points, cost) else None
+
+
+def range_auc(points: list[tuple[float, float]], anchors: list[tuple[float, float]], low: float,
+              high: float) -> float | None:
+    """Mean accuracy of the hull over cost ``[low, high]`` (its area there divided by the width), or None when the
+    method's own points do not reach both ends."""
+    if not (low < high and brackets(points, low) and brackets(points, high)):
+        return None
+    h = hull(list(points) + list(anchors))
+    xs = [low] + [x for x, _ in h if low < x < high] + [high]
+    ys = [interpolate(h, x) for x in xs]
+    return sum((x1 - x0) * (y0 + y1) / 2 for x0, x1, y0, y1 in zip(xs, xs[1:], ys, ys[1:])) / (high - low)
+
+
+def common_range(points_by_method: dict[str, list[tuple[float, float]]], low: float,
+                 high: float) -> tuple[float, float] | None:
+    """The costs inside ``[low, high]`` that every method's own points span (None when they share no interval)."""
+    if not points_by_method or any(not pts for pts in points_by_method.values()):
+        return None
+    lo = max([low] + [min(c for c, _ in pts) for pts in points_by_method.values()])
+    hi = min([high] + [max(c for c, _ in pts) for pts in points_by_method.values()])
+    return (lo, hi) if lo < hi else None
+
+
+def select_cost_weights(val_costs: dict[float, float], low: float, high: float) -> list[float]:
+    """The ``val_span`` rule (``roro.eval.cost_weight_rule``): the cost weights whose router's val cost lies in
+    ``[low, high]``, plus the one with the highest val cost below ``low`` and the one with the lowest above
+    ``high``. ``val_costs`` maps each swept weight to its router's val LRM cost fraction."""
+    inside = [w for w, c in val_costs.items() if low <= c <= high]
+    below = [w for w, c in val_costs.items() if c < low]
+    above = [w for w, c in val_costs.items() if c > high]
+    kept = set(inside)
+    if below:
+        kept.add(max(below, key=lambda w: (val_costs[w], -w)))
+    if above:
+        kept.add(min(above, key=lambda w: (val_costs[w], w)))
+    return sorted(kept)
+
+
+def curve_metrics(points: list[tuple[float, float]], anchors: list[tuple[float, float]],
+                  cost_range: tuple[float, float] | list[float], matched_costs: list[float],
+                  prefix: str = "") -> dict[str, float | None]:
+    """``auc`` (the hull over all of [0, 1], descriptive: beyond the method's points it is a chord to an end),
+    ``range_auc`` over ``cost_range``, ``acc_at_cost_<pct>`` at each matched cost (None = n/a) and the cost range
+    of the method's own points (``cost_min`` / ``cost_max``); every name after ``prefix``."""
+    out = {"auc": curve_auc(points, anchors), "range_auc": range_auc(points, anchors, *cost_range)}
+    for c in matched_costs:
+        out[f"acc_at_cost_{round(100 * c)}"] = matched_accuracy(points, anchors, c)
+    out["cost_min"] = min(c for c, _ in points)
+    out["cost_max"] = max(c for c, _ in points)
+    return {prefix + k: v for k, v in out.items()}
 
 
 def format_table(rows: list[dict]) -> str:
-    head = ["method", "param", "accuracy", "LRM tok/problem", "LRM cost", "LRM call rate", "LRM GFLOPs", "total GFLOPs"]
+    head = ["method", "param", "accuracy", "chain-exact", "LRM tok/problem", "LRM cost", "LRM call rate", "LRM GFLOPs",
+            "total GFLOPs"]
     body = []
     for r in rows:
         p = r.get("param")
         body.append([
             r["method"], "" if p is None else (f"{p:g}" if isinstance(p, (int, float)) else str(p)),
-            f"{r['accuracy']:.3f}", f"{r['lrm_tokens']:.2f}", f"{r['lrm_cost_frac']:.3f}", f"{r['lrm_call_rate']:.3f}",
+            f"{r['accuracy']:.3f}", "n/a" if r.get("chain_exact") is None else f"{r['chain_exact']:.3f}",
+            f"{r['lrm_tokens']:.2f}", f"{r['lrm_cost_frac']:.3f}", f"{r['lrm_call_rate']:.3f}",
             f"{r['lrm_flops'] / 1e9:.4f}", f"{r['total_flops'] / 1e9:.4f}",
         ])
     widths = [max(len(h), *(len(b[i]) for b in body)) if body else len(h) for i, h in enumerate(head)]
@@ -155,14 +227,16 @@ def write_curve(rows: list[dict], out_dir: Path) -> dict[str, Path]:
 
     out_dir.mkdir(parents=True, exist_ok=True)
     pts = [{"method": r["method"], "param": r.get("param"), "lrm_tokens": round(r["lrm_tokens"], 4),
-            "lrm_cost_frac": round(r["lrm_cost_frac"], 4), "accuracy": round(r["accuracy"], 4)} for r in rows]
+            "lrm_cost_frac": round(r["lrm_cost_frac"], 4), "accuracy": round(r["accuracy"], 4),
+            "chain_exact": None if r.get("chain_exact") is None else round(r["chain_exact"], 4)} for r in rows]
     with atomic_path(out_dir / "curve.csv") as tmp, tmp.open("w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=list(pts[0]))
         w.writeheader()
         w.writerows(pts)
     atomic_write_text(out_dir / "curve.json", json.dumps(pts, indent=1))
     fig, ax = plt.subplots(figsize=(6.4, 4.4))
-    styles = {"roro": ("o-", "C0"), "outcome-only": ("s--", "C1"), "threshold": ("^:", "C2"), "random": ("x:", "C7")}
+    styles = {"roro": ("o-", "C0"), "oracle-process": ("d-.", "C3"), "outcome-only": ("s--", "C1"),
+              "threshold": ("^:", "C2"), "random": ("x:", "C7")}
     for method, (style, color) in styles.items():
         xs = sorted((r["lrm_tokens"], r["accuracy"]) for r in rows if r["method"] == method)
         if xs:
@@ -212,30 +286,64 @@ def baseline_rows(rc: RoRoConfig, env: RoutingEnv, test: list[Problem], all_lrm:
     return rows
 
 
-def router_rows(rc: RoRoConfig, env: RoutingEnv, test: list[Problem], all_lrm: dict[str, int]) -> list[dict]:
-    """The trained routers' curve points on ``test`` (greedy), one per router in ``router_dir``."""
-    routers = sorted(router_dir(rc).glob("*.pt"))
-    if not routers:
+def _routers(rc: RoRoConfig):
+    """``(method, meta, router)`` for each trained router in ``router_dir``."""
+    paths = sorted(router_dir(rc).glob("*.pt"))
+    if not paths:
         raise FileNotFoundError(f"{router_dir(rc)}: no trained routers; run `rubricflow roro-router` first")
-    rows = []
-    for path in routers:
+    for path in paths:
         router, meta = load_router(path)
-        method = "roro" if meta["process_weight"] > 0 else "outcome-only"
-        trajs = env.rollout(test, RouterPolicy(router, greedy=True, name=meta["tag"]))
-        rows.append(summarize(method, meta["cost_weight"], trajs, all_lrm))
+        yield meta.get("method") or ("roro" if meta["process_weight"] > 0 else "outcome-only"), meta, router
+
+
+def kept_routers(rc: RoRoConfig, env: RoutingEnv) -> tuple[set[str] | None, dict]:
+    """The routers each method is evaluated with (``rc.eval.cost_weight_rule``; None = all of them), chosen on the
+    val problems, and per method the val cost of each swept weight and the weights kept."""
+    if rc.eval.cost_weight_rule == "all":
+        return None, {}
+    val = problems(rc)["val"]
+    all_lrm = {t.problem_id: t.lrm_tokens for t in env.rollout(val, ConstantPolicy(1))}
+    by: dict[str, dict[float, tuple[str, float]]] = {}
+    for method, meta, router in _routers(rc):
+        row = summarize(method, meta["cost_weight"], env.rollout(val, RouterPolicy(router, greedy=True)), all_lrm)
+        by.setdefault(method, {})[meta["cost_weight"]] = (meta["tag"], row["lrm_cost_frac"])
+    keep: set[str] = set()
+    chosen = {}
+    for method, weights in sorted(by.items()):
+        kept = select_cost_weights({w: c for w, (_, c) in weights.items()}, *rc.eval.cost_range)
+        keep |= {weights[w][0] for w in kept}
+        chosen[method] = {"val_cost": {f"{w:g}": c for w, (_, c) in sorted(weights.items())}, "kept": kept}
+    return keep, chosen
+
+
+def router_rows(rc: RoRoConfig, env: RoutingEnv, test: list[Problem], all_lrm: dict[str, int],
+                keep: set[str] | None = None) -> list[dict]:
+    """The trained routers' curve points on ``test`` (greedy), one per router in ``router_dir`` (those tagged in
+    ``keep`` when given: :func:`kept_routers`)."""
+    rows = []
+    for method, meta, router in _routers(rc):
+        if keep is None or meta["tag"] in keep:
+            trajs = env.rollout(test, RouterPolicy(router, greedy=True, name=meta["tag"]))
+            rows.append(summarize(method, meta["cost_weight"], trajs, all_lrm))
     return rows
 
 
-def method_curves(rows: list[dict]) -> dict[str, dict]:
-    """Per method with curve points: its points and ``evaluate.curve_metrics`` (AUC, accuracy at matched costs),
-    anchored at the all-SLM and all-LRM rows."""
-    anchors = [(0.0, r["accuracy"]) for r in rows if r["method"] == "all-slm"]
-    anchors += [(1.0, r["accuracy"]) for r in rows if r["method"] == "all-lrm"]
+def method_curves(rows: list[dict], ec: RoRoEvalConfig | None = None) -> dict[str, dict]:
+    """Per method with curve points: its points and :func:`curve_metrics` over ``ec``'s cost range and matched
+    costs, anchored at the all-SLM and all-LRM rows; for chain-exact accuracy too (``chain_`` names, when the
+    problems' steps are checkable)."""
+    ec = ec or RoRoEvalConfig()
     out = {}
-    for m in ("roro", "outcome-only", "threshold", "random"):
-        pts = [(min(1.0, r["lrm_cost_frac"]), r["accuracy"]) for r in rows if r["method"] == m]
-        if pts:
-            out[m] = {"points": pts, **curve_metrics(pts, anchors)}
+    for key, prefix in (("accuracy", ""), ("chain_exact", "chain_")):
+        anchors = [(0.0, r[key]) for r in rows if r["method"] == "all-slm"]
+        anchors += [(1.0, r[key]) for r in rows if r["method"] == "all-lrm"]
+        if any(a is None for _, a in anchors):
+            continue
+        for m in CURVE_METHODS:
+            pts = [(min(1.0, r["lrm_cost_frac"]), r[key]) for r in rows if r["method"] == m]
+            if pts and all(a is not None for _, a in pts):
+                out.setdefault(m, {})[f"{prefix}points"] = pts
+                out[m].update(curve_metrics(pts, anchors, ec.cost_range, ec.matched_costs, prefix))
     return out
 
 
@@ -260,21 +368,21 @@ def judge_test_accuracy(rc: RoRoConfig, env: RoutingEnv, test: list[Problem]) ->
 
 
 def run_eval(rc: RoRoConfig, log: Callable[[str, dict], None] | None = None) -> dict:
-    """Route the evaluation split (``rc.eval.split``) with the anchors, the baselines and the trained routers; at
-    each RoRo router's cost, the other curves interpolated and a random router with its call rate; write the curve,
+    """Route the evaluation split (``rc.eval.split``) with the anchors, the baselines and the trained routers each
+    method keeps (``cost_weight_rule``, chosen on val); at each RoRo router's cost, the other methods' accuracy
+    where they have points on each side of it (else n/a) and a random router with its call rate; write the curve,
     the table and its JSON; measure the kept Judge on test pairs (when RoRo routers are trained)."""
     t0 = time.perf_counter()
     test = problems(rc)[rc.eval.split]
     env = make_env(rc, cache_path(rc))
     ec = rc.eval
+    keep, chosen = kept_routers(rc, env)
     rows = anchor_rows(env, test)
     all_lrm = {t.problem_id: t.lrm_tokens for t in env.rollout(test, ConstantPolicy(1))}
     rows += baseline_rows(rc, env, test, all_lrm, ec.baselines)
-    rows += router_rows(rc, env, test, all_lrm)
+    rows += router_rows(rc, env, test, all_lrm, keep)
     anchors = [(r["lrm_cost_frac"], r["accuracy"]) for r in rows if r["method"] in ("all-slm", "all-lrm")]
-    curve = {m: anchors + [(r["lrm_cost_frac"], r["accuracy"]) for r in rows if r["method"] == m]
-             for m in ("outcome-only", "threshold", "random")}
-    curves = method_curves(rows)
+    curves = method_curves(rows, ec)
     matched = []
     for j, r in enumerate([r for r in rows if r["method"] == "roro"]):
         rnd = summarize("random-matched", round(r["lrm_call_rate"], 4),
@@ -283,8 +391,8 @@ def run_eval(rc: RoRoConfig, log: Callable[[str, dict], None] | None = None) -> 
         matched.append({
             "cost_weight": r["param"], "roro_accuracy": r["accuracy"], "roro_lrm_cost_frac": r["lrm_cost_frac"],
             "roro_lrm_tokens": r["lrm_tokens"],
-            **{f"{m}_accuracy_at_cost": interpolate(c, r["lrm_cost_frac"]) for m, c in curve.items()
-               if len(c) > len(anchors)},
+            **{f"{m}_accuracy_at_cost": matched_accuracy(c["points"], anchors, r["lrm_cost_frac"])
+               for m, c in curves.items() if m != "roro"},
             "random_matched_accuracy": rnd["accuracy"], "random_matched_lrm_cost_frac": rnd["lrm_cost_frac"],
         })
         rows.append(rnd)
@@ -293,10 +401,14 @@ def run_eval(rc: RoRoConfig, log: Callable[[str, dict], None] | None = None) -> 
     atomic_write_text(eval_dir(rc) / "table.txt", table + "\n")
     main = next((m for m in matched if m["cost_weight"] == rc.router.cost_weight), matched[0] if matched else {})
     judge = judge_test_accuracy(rc, env, test) if "roro" in rc.router.methods else {}
+    trained = {m: c["points"] for m, c in curves.items() if m in ("roro", "oracle-process", "outcome-only")}
     out = {
         "rows": rows, "matched": matched, "split": rc.eval.split, "n_test": len(test), "source": rc.task.source,
-        "main_cost_weight": rc.router.cost_weight,
+        "answer": rc.task.answer, "main_cost_weight": rc.router.cost_weight,
+        "cost_weights": chosen, "common_range": common_range(trained, *ec.cost_range),
         "auc": {m: c["auc"] for m, c in curves.items()},
+        "range_auc": {m: c["range_auc"] for m, c in curves.items()},
+        "chain_range_auc": {m: c["chain_range_auc"] for m, c in curves.items() if "chain_range_auc" in c},
         "roro_minus_outcome_auc": (curves["roro"]["auc"] - curves["outcome-only"]["auc"])
         if {"roro", "outcome-only"} <= set(curves) else None,
         "roro_accuracy": main.get("roro_accuracy"), "roro_lrm_cost_frac": main.get("roro_lrm_cost_frac"),

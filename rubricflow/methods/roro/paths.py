@@ -9,9 +9,16 @@ from pathlib import Path
 from rubricflow.methods.roro.config import RoRoConfig
 
 
+def _reading(rc: RoRoConfig) -> str:
+    """The routes' outcomes and so their pairs depend on what the question asks (``roro.task.answer``); the step
+    cache does not (the same prompts, the same steps)."""
+    return "" if rc.task.answer == "value" else f"-{rc.task.answer}"
+
+
 def trajectories_path(rc: RoRoConfig) -> Path:
-    """The distinct routes of the train / val problems (``roro_trajectories``)."""
-    return Path(rc.data_dir) / "trajectories.parquet"
+    """The distinct routes of the train / val problems (``roro_trajectories``); ``trajectories-parity.parquet``
+    under ``roro.task.answer: parity``."""
+    return Path(rc.data_dir) / f"trajectories{_reading(rc)}.parquet"
 
 
 def cache_path(rc: RoRoConfig) -> Path:
@@ -20,8 +27,8 @@ def cache_path(rc: RoRoConfig) -> Path:
 
 
 def pairs_path(rc: RoRoConfig) -> Path:
-    """The preference pairs with their split (``roro_pairs``)."""
-    return Path(rc.data_dir) / "pairs.parquet"
+    """The preference pairs with their split (``roro_pairs``); ``pairs-parity.parquet`` under parity."""
+    return Path(rc.data_dir) / f"pairs{_reading(rc)}.parquet"
 
 
 def rubrics_path(rc: RoRoConfig) -> Path:

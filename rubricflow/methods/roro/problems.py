@@ -20,7 +20,8 @@ def problems(rc: RoRoConfig) -> dict[str, list[Problem]]:
     """Problems per split: ``sft`` (step-model training; no question shared with the others), ``train``,
     ``val`` (held-out pairs) and ``test`` (held-out routing evaluation; GSM8K rows when task.source=gsm8k)."""
     t = rc.task
-    kw = dict(min_ops=t.min_ops, max_ops=t.max_ops, max_value=t.max_value, mul_max=t.mul_max, arg_max=t.arg_max)
+    kw = dict(min_ops=t.min_ops, max_ops=t.max_ops, max_value=t.max_value, mul_max=t.mul_max, arg_max=t.arg_max,
+              answer=t.answer)
     out = {s: make_problems(n, s, t.seed, **kw) for s, n in (("train", t.n_train), ("val", t.n_val),
                                                               ("test", t.n_test))}
     if t.source == "gsm8k":

@@ -8,7 +8,9 @@ Reward of a trajectory (the same for each of its decisions, GRPO's sequence-leve
     reward = 1[final answer right] + process_weight * judge_score * 1[finished] - cost_weight * lrm_tokens / all_lrm_tokens
 
 ``judge_score`` is the Judge's process score under the Rubricor's rubric for the problem (``score_mode``: by default
-the mean over sampled judgments of ``sum weight * score * 1[satisfied]``, the paper's score); a failed judgment
+the mean over sampled judgments of ``sum weight * score * 1[satisfied]``, the paper's score), or, for the
+``oracle-process`` routers, the oracle's (:func:`oracle_process_score`: read off the checked steps, the upper bound
+on what any learned Judge could give); a failed judgment
 makes the reward *missing* (NaN: the updater leaves the episode out), never 0. A route cut off before its final
 answer (``finished`` false) earns no process credit, whatever the Judge says: the process term must not pay for a
 solution that skipped its end. ``all_lrm_tokens`` is the LRM cost of routing every step of that problem to the LRM,
@@ -123,6 +125,32 @@ class ProcessScorer:
         return [self.cache[t.key()] for t in trajs]
 
 
+def oracle_process_score(t: Trajectory) -> float | None:
+    """The process score an exact judge of the steps would give: ``1 - (accepted SLM errors + wasted LRM calls) /
+    steps``, in [0, 1], read off the route's checked steps (the step cache). An accepted error is a wrong SLM step
+    kept instead of calling the LRM; a wasted call is an LRM call where the SLM's step was right. None when the
+    steps are not checkable."""
+    acc, waste = t.accepted_slm_errors, t.wasted_calls
+    if acc is None or waste is None or not t.steps:
+        return None
+    return 1.0 - (acc + waste) / len(t.steps)
+
+
+class OracleScorer:
+    """``ProcessScorer``'s interface over :func:`oracle_process_score` (no model, nothing fails)."""
+
+    failures = 0
+
+    def __init__(self):
+        self.cache: dict[tuple, float | None] = {}
+
+    def scores(self, trajs: list[Trajectory]) -> list[float | None]:
+        for t in trajs:
+            if t.key() not in self.cache:
+                self.cache[t.key()] = oracle_process_score(t)
+        return [self.cache[t.key()] for t in trajs]
+
+
 # ----------------------------------------------------------------------------------------------------------------
 # Rewards
 
@@ -148,6 +176,7 @@ class RouterRun:
     tag: str
     process_weight: float
     cost_weight: float
+    method: str = "roro"  # roro (the Judge's process score) | oracle-process | outcome-only
 
 
 TRAINING_CODE = ("rubricflow.methods.roro", "rubricflow.grpo", "models.router")
@@ -162,7 +191,7 @@ def resume_parts(run: RouterRun, rcfg, seed: int, fingerprints: list[str], probl
     router = rcfg.model_dump(mode="json", exclude={"checkpoint_dir", "sweep_cost_weights", "cost_weight"})
     for k in ("checkpoint_every", "keep_checkpoints"):
         router["grpo"].pop(k, None)
-    return {"run": [run.tag, run.process_weight, run.cost_weight], "seed": seed, "router": router,
+    return {"run": [run.tag, run.process_weight, run.cost_weight, run.method], "seed": seed, "router": router,
             "models": list(fingerprints), "problems": [asdict(p) for p in problems],
             "code": code_hash(*TRAINING_CODE), **(extra or {})}
 
@@ -261,15 +290,18 @@ def _mean(xs) -> float:
 # The stage
 
 
+RUN_PREFIX = {"roro": "roro", "oracle-process": "oracle", "outcome-only": "outcome"}
+
+
 def router_runs(rc: RoRoConfig) -> list[RouterRun]:
-    """RoRo (outcome + process - cost) and outcome-only (outcome - cost) routers at every swept cost weight (the
-    main ``cost_weight`` included)."""
+    """RoRo (outcome + Judge's process - cost), oracle-process (outcome + oracle process - cost) and outcome-only
+    (outcome - cost) routers at every swept cost weight (the main ``cost_weight`` included)."""
     weights = sorted(set(rc.router.sweep_cost_weights) | {rc.router.cost_weight})
     runs = []
-    if "roro" in rc.router.methods:
-        runs += [RouterRun(f"roro-cw{w:g}", rc.router.process_weight, w) for w in weights]
-    if "outcome-only" in rc.router.methods:
-        runs += [RouterRun(f"outcome-cw{w:g}", 0.0, w) for w in weights]
+    for m in ("roro", "oracle-process", "outcome-only"):
+        if m in rc.router.methods:
+            pw = 0.0 if m == "outcome-only" else rc.router.process_weight
+            runs += [RouterRun(f"{RUN_PREFIX[m]}-cw{w:g}", pw, w, m) for w in weights]
     return runs
 
 
@@ -290,7 +322,12 @@ def run_router(rc: RoRoConfig, log: Callable[[str, dict], None] | None = None) -
     probs = problem_sets(rc)["train"]
     env = make_env(rc, cache_path(rc))
     runs = router_runs(rc)
-    scorer = load_judge_scorer(rc, probs) if any(r.process_weight > 0 for r in runs) else None
+    if any(r.method == "oracle-process" for r in runs) and not all(p.checkable for p in probs):
+        raise ValueError("roro.router.methods: oracle-process reads the checked steps; the training problems have no "
+                         "step structure (roro.task.source)")
+    judged = any(r.method == "roro" and r.process_weight > 0 for r in runs)
+    scorer = load_judge_scorer(rc, probs) if judged else None
+    oracle = OracleScorer()
     fps = [env.fp["SLM"], env.fp["LRM"]]
     if scorer is not None:
         fps += [model_fingerprint("judge", rc.rubricor_judge.judge.path), content_hash(rubrics_path(rc))]
@@ -306,12 +343,13 @@ def run_router(rc: RoRoConfig, log: Callable[[str, dict], None] | None = None) -
             stale.unlink()  # routers of an earlier sweep must not show up in the evaluation
     summaries = []
     for run in runs:
-        router, summ = train_router(run, env, probs, rc.router, scorer, rc.router.checkpoint_dir, rc.seed,
-                                    log=log, fingerprints=fps, key_parts=key_parts)
+        router, summ = train_router(run, env, probs, rc.router, oracle if run.method == "oracle-process" else scorer,
+                                    rc.router.checkpoint_dir, rc.seed, log=log, fingerprints=fps, key_parts=key_parts)
         history = summ.pop("history")
         if main:
             save_router(router, out_dir / f"{run.tag}.pt",
-                        meta={"tag": run.tag, "process_weight": run.process_weight, "cost_weight": run.cost_weight})
+                        meta={"tag": run.tag, "method": run.method, "process_weight": run.process_weight,
+                              "cost_weight": run.cost_weight})
             write_json(out_dir / "history" / f"{run.tag}.json", history)
         summaries.append(summ)
     out = {

@@ -116,6 +116,14 @@ class Trajectory:
         return sum(1 for s in self.steps if s.writer == LRM and s.slm_correct is True)
 
     @property
+    def chain_exact(self) -> bool | None:
+        """Every kept step locally right and the route finished with its final answer (so every written value is
+        the true one), whatever the question asks; None when the steps are not checkable."""
+        if any(s.correct is None for s in self.steps):
+            return None
+        return self.finished and all(s.correct for s in self.steps)
+
+    @property
     def first_error_step(self) -> int | None:
         """Index of the first kept step that is not locally correct (None: none, or not checkable)."""
         for s in self.steps:
@@ -145,6 +153,7 @@ class Trajectory:
             "total_flops": self.total_flops, "slm_params": self.slm_params, "lrm_params": self.lrm_params,
             "accepted_slm_errors": self.accepted_slm_errors, "interventions": self.interventions,
             "wasted_calls": self.wasted_calls, "first_error_step": self.first_error_step,
+            "chain_exact": self.chain_exact,
             "writers": "".join("L" if s.writer == LRM else "S" for s in self.steps),
             "actions": json.dumps(self.actions), "states": json.dumps(self.states), "meta": json.dumps(self.meta),
         }

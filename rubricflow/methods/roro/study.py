@@ -1,21 +1,28 @@
-"""RoRo's study adapter (``study.roro``, ``rubricflow study roro``): every routing method once per seed.
+"""RoRo's study adapters (``study.roro``: the question asks the final value; ``study.roro_parity``: its parity,
+``roro.task.answer``): every routing method once per seed.
 
 A variant names exactly one routing method (``roro.router.methods`` plus ``roro.eval.baselines``):
 
 * ``roro``: the Rubricor-Judge alternation with the unit's seed (its phase kept on val pairs), then routers trained
-  with outcome + process - cost at every swept cost weight;
+  with outcome + the Judge's process score - cost at every swept cost weight;
+* ``oracle-process``: routers trained with outcome + the exact process score read off the checked steps - cost
+  (the upper bound on what any learned Judge could give; no Judge);
 * ``outcome-only``: routers trained with outcome - cost at every swept cost weight (no Judge);
 * ``threshold``: the uncertainty-threshold router at every threshold (no training; no seed dependence);
-* ``random``: the random router at every rate (seeded by the unit).
+* ``random``: the random router at every rate (seeded by the unit; descriptive, a chord between the curve's ends).
 
-Each unit routes the evaluation split (``roro.eval.split``: test for this reporting study) and reduces its curve
-(LRM cost as a fraction of the all-LRM cost, accuracy; anchored at all-SLM and all-LRM) to the scalars the harness
-aggregates (``rubricflow.methods.roro.evaluate.curve_metrics``): the area under its upper concave hull (``auc``) and the
-accuracy at matched costs 0.25, 0.5, 0.75. A ``roro`` unit also reports its kept Judge's pairwise accuracy on the
-evaluation split's route pairs (``judge_test_acc``, ``judge_test_process_acc``) and keeps the alternation's per-phase
-val accuracies in its result. :func:`report_extra` adds to the report the per-phase Judge table (mean and 95%
-t-interval over seeds, overall and per pair category, each against chance 0.5) and the accuracy-vs-cost curves with
-their 95% bands over seeds (``<stem>-curves.png``).
+A trained unit keeps, per method, the routers chosen on val by ``roro.eval.cost_weight_rule`` (their points aim at
+spanning ``roro.eval.cost_range``), routes the evaluation split (``roro.eval.split``: test for these reporting
+studies) and reduces its curves (LRM cost as a fraction of the all-LRM cost against chain-exact accuracy, the
+primary metric, and against the outcome; anchored at all-SLM and all-LRM) to the scalars the harness aggregates
+(``rubricflow.methods.roro.evaluate.curve_metrics``): the hull's mean over the common range (``range_auc``), the
+accuracy at the matched costs (``acc_at_cost_<pct>``), each n/a where the method has no points of its own on each
+side, the descriptive area over [0, 1] (``auc``) and the cost range of its points; chain-exact ones are named
+``chain_...``. A ``roro`` unit also reports its kept Judge's pairwise accuracy on the evaluation split's route pairs
+(``judge_test_acc``, ``judge_test_process_acc``) and keeps the alternation's per-phase val accuracies in its result.
+:func:`report_extra` adds to the report the per-phase Judge table (mean and 95% t-interval over seeds, overall and
+per pair category, each against chance 0.5) and the accuracy-vs-cost curves with their 95% bands over seeds
+(``<stem>-curves.png``).
 
 Shared, not per seed: the step models, the trajectories, the pairs and the step cache of the main pipeline
 (``dvc repro roro_pairs``). Each unit writes under ``<out_dir>/<variant>/seed<k>/out`` (Judge, Rubricor, rubrics,
@@ -31,13 +38,14 @@ from typing import Any
 
 from rubricflow.hashing import content_hash
 from rubricflow.io import atomic_path
+from rubricflow.methods.roro.config import RoRoEvalConfig
 from rubricflow.registry import StudyDecl
 from rubricflow.sections import ConfigError
 from rubricflow.study.adapter import StudyMethod, Unit
 from rubricflow.study.spec import Claim, StudySpec
 from rubricflow.study.stats import t_interval
 
-KINDS = ("roro", "outcome-only", "threshold", "random")
+KINDS = ("roro", "oracle-process", "outcome-only", "threshold", "random")
 CHANCE = 0.5
 PHASE_METRICS = ("val_pairwise_acc", "val_acc_outcome", "val_acc_cost", "val_acc_process", "val_acc_process_right",
                  "val_acc_process_wrong")
@@ -107,6 +115,7 @@ def run_roro_unit(ucfg: Any, unit: Unit, udir: Path, run: Any, secret_resolver=N
         anchor_rows,
         baseline_rows,
         judge_test_accuracy,
+        kept_routers,
         method_curves,
         router_rows,
     )
@@ -127,7 +136,7 @@ def run_roro_unit(ucfg: Any, unit: Unit, udir: Path, run: Any, secret_resolver=N
             rj = run_rubricor_judge(rc)
             keep = ("round", "phase", "selected", *PHASE_METRICS, "val_judge_failed_frac", "val_rubric_failed_frac")
             out["judge_rounds"] = [{k: r[k] for k in keep if k in r} for r in rj["rounds"]]
-        if kind in ("roro", "outcome-only"):
+        if kind in ("roro", "oracle-process", "outcome-only"):
             tr = run_router(rc)
             out["routers"] = [{k: r[k] for k in ("tag", "cost_weight", "final_train_accuracy", "final_train_cost_frac",
                                                  "missing_rewards")} for r in tr["runs"]]
@@ -138,18 +147,20 @@ def run_roro_unit(ucfg: Any, unit: Unit, udir: Path, run: Any, secret_resolver=N
         if kind in ("threshold", "random"):
             rows += baseline_rows(rc, env, probs, all_lrm, (kind,))
         else:
-            rows += router_rows(rc, env, probs, all_lrm)
-        curve = method_curves(rows)[kind]
+            keep, out["cost_weights"] = kept_routers(rc, env)  # chosen on val (roro.eval.cost_weight_rule)
+            rows += router_rows(rc, env, probs, all_lrm, keep)
+        curve = method_curves(rows, rc.eval)[kind]
         judge = judge_test_accuracy(rc, env, probs) if kind == "roro" else {}
-    metrics = {k: v for k, v in curve.items() if k != "points"}
+    metrics = {k: v for k, v in curve.items() if not k.endswith("points")}
     anchors = {r["method"]: r["accuracy"] for r in rows if r["method"] in ("all-slm", "all-lrm")}
     if judge:
         metrics["judge_test_acc"] = judge["pairwise_acc"]
         metrics["judge_test_process_acc"] = judge.get("acc_process")
         out["judge_test"] = {k: v for k, v in judge.items() if k != "pair_counts"}
         out["judge_test_pair_counts"] = judge["pair_counts"]
+    chain_anchors = {r["method"]: r["chain_exact"] for r in rows if r["method"] in ("all-slm", "all-lrm")}
     return {**out, "metrics": metrics, "eval_samples": len(probs), "points": curve["points"], "anchors": anchors,
-            "rows": rows}
+            "chain_points": curve.get("chain_points"), "chain_anchors": chain_anchors, "rows": rows}
 
 
 def _all_lrm_policy():
@@ -258,15 +269,16 @@ def judge_tables(results: Sequence[Mapping]) -> tuple[list[str], dict]:
 COST_GRID = [i / 50 for i in range(51)]
 
 
-def curve_bands(results: Sequence[Mapping]) -> dict[str, dict]:
-    """Per variant: each seed's hull read on ``COST_GRID``, and the mean and 95% t-interval per grid cost."""
+def curve_bands(results: Sequence[Mapping], points: str = "points", anchors: str = "anchors") -> dict[str, dict]:
+    """Per variant: each seed's hull read on ``COST_GRID``, and the mean and 95% t-interval per grid cost (outcome
+    accuracy; ``points="chain_points", anchors="chain_anchors"``: chain-exact accuracy)."""
     from rubricflow.methods.roro.evaluate import hull, interpolate
 
     by: dict[str, list[list[float]]] = {}
     for r in results:
-        if not r.get("points") or not r.get("anchors"):
+        if not r.get(points) or not r.get(anchors):
             continue
-        pts = [tuple(p) for p in r["points"]] + [(0.0, r["anchors"]["all-slm"]), (1.0, r["anchors"]["all-lrm"])]
+        pts = [tuple(p) for p in r[points]] + [(0.0, r[anchors]["all-slm"]), (1.0, r[anchors]["all-lrm"])]
         h = hull(pts)
         by.setdefault(r["variant"], []).append([interpolate(h, c) for c in COST_GRID])
     out = {}
@@ -279,7 +291,8 @@ def curve_bands(results: Sequence[Mapping]) -> dict[str, dict]:
     return out
 
 
-def plot_bands(bands: Mapping[str, Mapping], results: Sequence[Mapping], path: Path) -> Path:
+def plot_bands(bands: Mapping[str, Mapping], results: Sequence[Mapping], path: Path, points: str = "points",
+               ylabel: str = "accuracy") -> Path:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -291,12 +304,12 @@ def plot_bands(bands: Mapping[str, Mapping], results: Sequence[Mapping], path: P
         c = colors.get(v, f"C{3 + i}")
         ax.plot(b["cost"], b["mean"], "-", color=c, label=f"{v} (n={b['n']})")
         ax.fill_between(b["cost"], b["low"], b["high"], color=c, alpha=0.2)
-        xs = [p[0] for r in results if r.get("variant") == v for p in r.get("points") or []]
-        ys = [p[1] for r in results if r.get("variant") == v for p in r.get("points") or []]
+        xs = [p[0] for r in results if r.get("variant") == v for p in r.get(points) or []]
+        ys = [p[1] for r in results if r.get("variant") == v for p in r.get(points) or []]
         ax.plot(xs, ys, ".", color=c, alpha=0.5, markersize=4)
     ax.set_xlabel("LRM cost (fraction of the all-LRM route)")
-    ax.set_ylabel("accuracy")
-    ax.set_title("accuracy vs LRM cost: upper hull per seed, mean and 95% band")
+    ax.set_ylabel(ylabel)
+    ax.set_title(f"{ylabel} vs LRM cost: upper hull per seed, mean and 95% band")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8, loc="lower right")
     fig.tight_layout()
@@ -309,8 +322,15 @@ def plot_bands(bands: Mapping[str, Mapping], results: Sequence[Mapping], path: P
 def report_extra(name: str, spec: StudySpec, results: Sequence[Mapping], stem_path: Path) -> dict:
     lines, judge = judge_tables(results)
     bands = curve_bands(results)
+    chain = curve_bands(results, "chain_points", "chain_anchors")
     md: list[str] = []
     files: dict[str, Path] = {}
+    if chain:
+        png = plot_bands(chain, results, stem_path.parent / f"{stem_path.name}-chain-curves.png", "chain_points",
+                         "chain-exact accuracy")
+        files["chain_curves"] = png
+        md += ["## Chain-exact accuracy vs LRM cost", "",
+               f"`{png.name}`: as below, for chain-exact accuracy (every step right), the primary metric.", ""]
     if bands:
         png = plot_bands(bands, results, stem_path.parent / f"{stem_path.name}-curves.png")
         files["curves"] = png
@@ -327,6 +347,7 @@ def report_extra(name: str, spec: StudySpec, results: Sequence[Mapping], stem_pa
         md.append("")
     md += lines
     data = {"judge": judge, "bands": {v: {k: b[k] for k in ("mean", "low", "high", "n")} for v, b in bands.items()},
+            "chain_bands": {v: {k: b[k] for k in ("mean", "low", "high", "n")} for v, b in chain.items()},
             "cost_grid": COST_GRID}
     return {"markdown": ["", *md], "files": files, "json": _finite(data)}
 
@@ -352,41 +373,74 @@ ADAPTER = StudyMethod(
     input_parts=_input_parts,
     code=("rubricflow.methods.roro", "rubricflow.grpo", "rubricflow.sft", "models.router", "models.tiny", "models.generation"),
     sections=("roro",),
-    shared_hint="run the main pipeline's RoRo stages first (`dvc repro roro_pairs` or `make run`): the step models, "
-    "trajectories, pairs and step cache are shared by every unit",
+    shared_hint="run the main pipeline's RoRo stages first (`dvc repro roro_pairs` or `make run`; for "
+    "roro.task.answer=parity then `rubricflow --set roro.task.answer=parity roro-trajectories` and `roro-pairs`): the "
+    "step models, trajectories, pairs and step cache are shared by every unit",
     report_extras=report_extra,
 )
 
 
 # ----------------------------------------------------------------------------------------------------------------
-# the default study: each variant names one routing method; the curve of each unit is reduced to its AUC and the
-# accuracy at matched costs; a `roro` unit also measures its kept Judge on the evaluation split's route pairs.
+# the default studies, one per reading of the task (roro.task.answer): each variant names one routing method; the
+# curve of each unit is reduced to the comparisons at matched cost over the fixed range (roro.eval.cost_range), for
+# chain-exact accuracy (the primary metric: every step right) and the outcome; a `roro` unit also measures its kept
+# Judge on the evaluation split's route pairs.
 
-METRICS = ["auc", "acc_at_cost_25", "acc_at_cost_50", "acc_at_cost_75", "judge_test_acc", "judge_test_process_acc"]
+# Swept cost weights of the trained methods, fixed before any result. The pipeline's shared grid put RoRo's points
+# and outcome-only's at different costs; from this wider grid each method keeps, on val, the weights whose routers
+# span the common range (roro.eval.cost_weight_rule: val_span).
+STUDY_COST_WEIGHTS = [0.02, 0.05, 0.1, 0.15, 0.2, 0.3, 0.4, 0.6, 0.8, 1.2]
+
+
+def _curve_metrics() -> list[str]:
+    ec = RoRoEvalConfig()
+    names = ["range_auc", *(f"acc_at_cost_{round(100 * c)}" for c in ec.matched_costs), "auc", "cost_min", "cost_max"]
+    return [prefix + n for prefix in ("chain_", "") for n in names]
+
+
+METRICS = [*_curve_metrics(), "judge_test_acc", "judge_test_process_acc"]
+PRIMARY = ("chain_range_auc", "chain_acc_at_cost_50")
+
+
+def _spec(answer: str, out_dir: str) -> StudySpec:
+    task = {"roro.task.answer": answer}
+    trained = {**task, "roro.eval.baselines": [], "roro.router.sweep_cost_weights": STUDY_COST_WEIGHTS}
+    variants = {
+        "roro": {**trained, "roro.router.methods": ["roro"]},
+        "oracle-process": {**trained, "roro.router.methods": ["oracle-process"]},
+        "outcome-only": {**trained, "roro.router.methods": ["outcome-only"]},
+        "threshold": {**task, "roro.router.methods": [], "roro.eval.baselines": ["threshold"]},
+        "random": {**task, "roro.router.methods": [], "roro.eval.baselines": ["random"]},  # descriptive only
+    }
+    # pre-registered: the mechanism has room (oracle > outcome-only), the paper's claim (RoRo > outcome-only), and
+    # RoRo against the uncertainty threshold; the random router is a chord between the curve's ends, never evidence
+    claims = [Claim(a=a, b=b, metric=m, direction="higher")
+              for a, b in (("oracle-process", "outcome-only"), ("roro", "outcome-only"), ("roro", "threshold"))
+              for m in PRIMARY]
+    return StudySpec(method="roro", variants=variants, untrained=["threshold", "random"], metrics=list(METRICS),
+                     claims=claims, out_dir=out_dir)
 
 
 def roro_spec() -> StudySpec:
-    variants = {
-        "roro": {"roro.router.methods": ["roro"], "roro.eval.baselines": []},
-        "outcome-only": {"roro.router.methods": ["outcome-only"], "roro.eval.baselines": []},
-        "threshold": {"roro.router.methods": [], "roro.eval.baselines": ["threshold"]},
-        "random": {"roro.router.methods": [], "roro.eval.baselines": ["random"]},
-    }
-    claims = [
-        Claim(a="roro", b="outcome-only", metric="auc", direction="higher"),
-        Claim(a="roro", b="outcome-only", metric="acc_at_cost_50", direction="higher"),
-        Claim(a="roro", b="threshold", metric="auc", direction="higher"),
-        Claim(a="roro", b="random", metric="auc", direction="higher"),
-        Claim(a="outcome-only", b="threshold", metric="auc", direction="higher"),
-    ]
-    return StudySpec(method="roro", variants=variants, untrained=["threshold", "random"], metrics=list(METRICS),
-                     claims=claims, out_dir="artifacts/studies/roro")
+    return _spec("value", "artifacts/studies/roro")
 
+
+def roro_parity_spec() -> StudySpec:
+    return _spec("parity", "artifacts/studies/roro_parity")
+
+
+_ABOUT = ("RoRo (outcome + the learned Judge's process score - cost), oracle-process (the exact process score read "
+          "off the checked steps: the upper bound on any Judge) and outcome-only routers, each at the cost weights "
+          "it keeps on val, the uncertainty threshold and the random router (descriptive); per unit the chain-exact "
+          "and outcome accuracy at matched costs and the hull's mean over the common cost range on test (n/a where "
+          "a method has no points on each side); per `roro` unit the Judge's per-phase val accuracy and its kept "
+          "phase on test pairs.")
 
 STUDIES = (
-    StudyDecl("roro", roro_spec,
-              "The RoRo study: RoRo (process + outcome - cost) vs outcome-only routers over the cost-weight sweep, the "
-              "uncertainty threshold and the random router; per unit the area under the accuracy-vs-cost hull and the "
-              "accuracy at matched costs on test; per `roro` unit the Judge's per-phase val accuracy and its kept "
-              "phase on test pairs (`rubricflow study roro`)."),
+    StudyDecl("roro", roro_spec, f"The RoRo study, the question asking the final value: {_ABOUT} "
+              "(`rubricflow study roro`)."),
+    StudyDecl("roro_parity", roro_parity_spec, f"The RoRo study, the question asking the final value's parity "
+              f"(roro.task.answer: parity, where the outcome can be right by luck): {_ABOUT} Needs the parity "
+              "routes and pairs (`rubricflow --set roro.task.answer=parity roro-trajectories`, then `roro-pairs`; "
+              "`rubricflow study roro_parity`)."),
 )

@@ -29,7 +29,7 @@ def summary_lines(r: Path) -> list[str]:
             out.append(f"roro route  {ends}; RoRo {m['roro_accuracy']:.1%} at LRM cost {m['roro_lrm_cost_frac']:.2f} "
                        f"vs outcome-only {m['outcome_only_accuracy_at_roro_cost']:.1%} at the same cost")
         if m.get("auc"):
-            order = [k for k in ("roro", "outcome-only", "threshold", "random") if k in m["auc"]]
+            order = [k for k in ("roro", "oracle-process", "outcome-only", "threshold", "random") if k in m["auc"]]
             out.append("roro route  AUC of accuracy vs cost: " + ", ".join(f"{k} {m['auc'][k]:.3f}" for k in order))
         if (jt := m.get("judge_test")):
             out.append(f"roro judge  kept Judge on test pairs: {jt['pairwise_acc']:.2f} overall, process "
@@ -66,17 +66,28 @@ def roro_eval(
         rows, matched = m["rows"], m["matched"]
     ctx.echo(format_table(rows))
     for mt in matched:
-        others = ", ".join(f"{k} {mt[f'{k}_accuracy_at_cost']:.3f}" for k in ("outcome-only", "threshold")
+        others = ", ".join(f"{k} {_num(mt[f'{k}_accuracy_at_cost'])}" for k in ("oracle-process", "outcome-only",
+                                                                                 "threshold")
                            if f"{k}_accuracy_at_cost" in mt)
         ctx.echo(f"cost weight {mt['cost_weight']:g}: RoRo {mt['roro_accuracy']:.3f} at LRM cost "
                  f"{mt['roro_lrm_cost_frac']:.3f}; at that cost {others}, random {mt['random_matched_accuracy']:.3f}")
     if not from_file:
-        ctx.echo("area under the accuracy-vs-cost hull: " + ", ".join(f"{k} {v:.3f}" for k, v in m["auc"].items()))
+        ctx.echo("area under the accuracy-vs-cost hull over [0, 1] (descriptive): "
+                 + ", ".join(f"{k} {v:.3f}" for k, v in m["auc"].items()))
+        lo, hi = ctx.load_config().roro.eval.cost_range
+        for key, what in (("chain_range_auc", "chain-exact"), ("range_auc", "outcome")):
+            if m.get(key):
+                ctx.echo(f"mean {what} accuracy of the hull over cost [{lo:g}, {hi:g}] (n/a: no points of its own at "
+                         "both ends): " + ", ".join(f"{k} {_num(v)}" for k, v in m[key].items()))
         jt = m.get("judge_test") or {}
         if jt:
             cats = ", ".join(f"{k[len('acc_'):]} {jt[k]:.3f} (n={jt['n_' + k[len('acc_'):]]:.0f})" for k in sorted(jt)
                              if k.startswith("acc_"))
             ctx.echo(f"kept Judge on test pairs: pairwise accuracy {jt['pairwise_acc']:.3f} ({cats})")
+
+
+def _num(v: float | None) -> str:
+    return "n/a" if v is None else f"{v:.3f}"
 
 
 COMMANDS = (

@@ -14,6 +14,12 @@ correct, and the final answer wrong. The final step ``#### N`` is correct when N
 GSM8K-style rows (``question``, ``answer`` ending ``#### N``; read by ``problems.read_gsm8k``) become problems whose
 outcome is checkable (the final number) but whose steps are not (``ops`` is None; step checks report
 ``checkable=False``).
+
+What the question asks (``Problem.answer_kind``, ``roro.task.answer``): ``value`` (the final number) or ``parity``
+(whether it is even or odd). The step models write the same value chain either way (same prompts, same steps, same
+routes); only the outcome is read differently. Under ``parity`` a route whose accepted error changed the final value
+still scores outcome 1 when the wrong value has the right parity (about half the time), so the outcome is a noisy
+signal of routing quality; ``chain_exact`` (every step right) is not.
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ FINAL_PREFIX = "####"
 FINAL_NUMBER = r"####\s*(-?[\d,]*\.?\d+)\s*$"  # ``#### N`` at the end of a text; group 1 is N (commas allowed)
 _STEP_RE = re.compile(r"^\s*(-?\d+)\s*([+\-*])\s*(-?\d+)\s*=\s*(-?\d+)\s*$")
 _FINAL_RE = re.compile(r"^\s*" + FINAL_NUMBER)
+ANSWER_KINDS = ("value", "parity")
 
 
 def apply_op(op: str, a: int, b: int) -> int:
@@ -55,6 +62,7 @@ class Problem:
     start: int | None = None
     ops: list[tuple[str, int]] | None = None
     reference_steps: list[str] = field(default_factory=list)
+    answer_kind: str = "value"  # what the question asks: "value" (the final number) or "parity" (even / odd)
 
     @property
     def checkable(self) -> bool:
@@ -121,11 +129,14 @@ def sample_problem(
 
 def make_problems(
     n: int, split: str, seed: int, min_ops: int = 2, max_ops: int = 3, max_value: int = 20, mul_max: int = 2,
-    arg_max: int = 5,
+    arg_max: int = 5, answer: str = "value",
 ) -> list[Problem]:
-    """``n`` synthetic problems, a pure function of (seed, split, index, sizes)."""
+    """``n`` synthetic problems, a pure function of (seed, split, index, sizes); ``answer`` is what they ask
+    (``ANSWER_KINDS``)."""
     if min_ops < 1 or max_ops < min_ops:
         raise ValueError(f"need 1 <= min_ops <= max_ops, got min_ops={min_ops}, max_ops={max_ops}")
+    if answer not in ANSWER_KINDS:
+        raise ValueError(f"answer: unknown kind {answer!r}; expected one of {ANSWER_KINDS}")
     out = []
     for i in range(n):
         start, ops = sample_problem(_rng(seed, split, i), min_ops, max_ops, max_value, mul_max, arg_max)
@@ -133,7 +144,7 @@ def make_problems(
         out.append(
             Problem(
                 id=f"{split}-{i:05d}", question=render_question(start, ops), answer=steps[-1].split()[-1],
-                split=split, start=start, ops=ops, reference_steps=steps,
+                split=split, start=start, ops=ops, reference_steps=steps, answer_kind=answer,
             )
         )
     return out
@@ -205,8 +216,14 @@ def check_step(problem: Problem, index: int, text: str, carried: int | None) -> 
 
 
 def answer_correct(problem: Problem, final_text: str | None) -> bool:
-    """Outcome check: the ``#### N`` number equals the reference answer (numerically)."""
+    """Outcome check: the ``#### N`` number equals the reference answer (numerically); for ``answer_kind ==
+    "parity"``, an integer with the reference answer's parity."""
     if final_text is None:
         return False
     fin = parse_final(final_text)
-    return fin is not None and values_equal(fin, problem.answer)
+    if fin is None:
+        return False
+    if problem.answer_kind == "parity":
+        f, ref = float(fin), float(problem.answer)
+        return f.is_integer() and ref.is_integer() and int(f) % 2 == int(ref) % 2
+    return values_equal(fin, problem.answer)

@@ -78,12 +78,15 @@ def policy_summary(trajs: list[Trajectory]) -> dict[str, dict[str, float]]:
 
 
 def run_trajectories(rc: RoRoConfig, log: Callable[[str, dict], None] | None = None) -> dict:
-    """Collect, merge and store the trajectories of the train and val problems; save the step cache. Returns the
+    """Collect, merge and store the trajectories of the train and val problems; save the step cache (with the
+    entries of a saved one it started from). Returns the
     counts, the SLM's step error rate, how well its uncertainty separates its errors (``uncertainty_auc``) and the
     collection policies' accuracy and cost."""
     t0 = time.perf_counter()
     probs = problems(rc)
-    env = make_env(rc)
+    # a step cache saved by an earlier run is reused (its entries are keyed by the models' weights, so a retrained
+    # model never reads a stale step): the parity reading's routes are then lookups of the value reading's steps
+    env = make_env(rc, cache_path(rc))
     pool = probs["train"] + probs["val"]
     trajs = env.enumerate_routes(pool) if rc.trajectories.enumerate_routes else policy_routes(rc, env, pool)
     unique = dedupe(trajs)
