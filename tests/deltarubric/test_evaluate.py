@@ -95,3 +95,25 @@ def test_an_unknown_mode_is_refused_by_name():
     with pytest.raises(ValueError) as e:
         judge(None, _Proc(), [], "oracle-ish", {"planner": 4, "verifier": 4})
     assert str(e.value) == f"judge mode: expected one of {MODES}, got 'oracle-ish'"
+
+
+def test_the_reading_mode_asks_for_the_reading_without_a_checklist(tmp_path):
+    """The reading judge is evaluated with its own prompt (no checklist) and scored on its verdict."""
+    build_pairs(tmp_path, ["counting"], {"train": 6}, seed=3, partial_frac=0.0)
+    pairs = read_pairs(tmp_path, "train")
+
+    class _Reader:
+        def __init__(self):
+            self.prompts = []
+
+        def generate(self, requests, n=1, max_new_tokens=48, temperature=0.0, seed=None):
+            self.prompts += [r.prompt for r in requests]
+            return [[Completion([], f"red = 1. \\boxed{{1}}\nverdict: {'A' if i % 2 else 'B'}", True)]
+                    for i in range(len(requests))]
+
+    gen = _Reader()
+    out = evaluate_judge(gen, _Proc(), [Item(p, []) for p in pairs], ("reading",))
+    assert len(gen.prompts) == len(pairs)
+    assert all(p.startswith("Read the image, then judge") and "Checks:" not in p for p in gen.prompts)
+    expected = sum(p.preferred == ("A" if i % 2 else "B") for i, p in enumerate(pairs)) / len(pairs)
+    assert out["modes"]["reading"]["accuracy"] == expected and out["modes"]["reading"]["format_violation"] == 0.0

@@ -11,7 +11,7 @@ import rubricflow.grpo.updater as updater_mod
 from models.generation import Completion
 from rubricflow.methods.deltarubric.config import DRTrainConfig, effective_grpo
 from rubricflow.methods.deltarubric.evaluate import load_items
-from rubricflow.methods.deltarubric.prompts import NO_RUBRIC, PLANNER, STATIC, VERIFIER
+from rubricflow.methods.deltarubric.prompts import NO_RUBRIC, PLANNER, READING, STATIC, VERIFIER
 from rubricflow.methods.deltarubric.rollout import collect, score
 from rubricflow.methods.deltarubric.synthetic import build_pairs
 from rubricflow.data.pairs import read_pairs
@@ -24,6 +24,7 @@ _PLAN_HEAD = PLANNER.split("\n")[0]
 _VER_HEAD = VERIFIER.split("\n")[0]
 _NR_HEAD = NO_RUBRIC.split("\n")[0]
 _ST_HEAD = STATIC.split("\n")[0]
+_RD_HEAD = READING.split("\n")[0]
 
 
 class ScriptedGen:
@@ -38,7 +39,7 @@ class ScriptedGen:
 
     def _role(self, prompt):
         for head, role in ((_PLAN_HEAD, "planner"), (_VER_HEAD, "verifier"), (_NR_HEAD, "no_rubric"),
-                           (_ST_HEAD, "static")):
+                           (_ST_HEAD, "static"), (_RD_HEAD, "reading")):
             if head in prompt:
                 return role
         raise AssertionError(f"unknown role in prompt {prompt!r}")
@@ -102,6 +103,8 @@ def _script(items):
         # guided verdicts: pair 0 right 2 of 3; pair 1 right 1 of 3
         "verifier": [[vgood[0], vgood[0], vbad[0]], [vgood[1], vbad[1], vbad[1]]],
         "static": [[good[0], bad[0]], [bad[1]]],
+        # the reading judge: a worked reading, then the verdict; pair 0 right 1 of 2, pair 1 wrong
+        "reading": [[f"red = 2. \\boxed{{2}}\n{good[0]}", f"red = 3. \\boxed{{3}}\n{bad[0]}"], [bad[1]]],
     }
 
 
@@ -188,10 +191,10 @@ def test_rewards_do_not_pay_for_skipped_work(setup):
     assert abs_plan == pytest.approx([0.0, 4 / 3, 4 / 3])
 
 
-@pytest.mark.parametrize("judge", ["no_rubric", "static"])
+@pytest.mark.parametrize("judge", ["no_rubric", "static", "reading"])
 def test_single_step_judge_runs_train_that_mode_alone(setup, judge):
-    """The paper's trained baselines: N*M verdicts per pair of one judge mode, reward = correctness, one group per
-    pair, no planner or verifier episodes."""
+    """The paper's trained baselines and the reading judge: N*M verdicts per pair of one judge mode, reward =
+    correctness, one group per pair, no planner or verifier episodes."""
     items, model, proc = setup
     cfg = _cfg(judge=judge, n_checklists=2, m_verdicts=2)
     gen = ScriptedGen(proc.tokenizer, _script(items), [it.pair.question for it in items])
@@ -202,8 +205,11 @@ def test_single_step_judge_runs_train_that_mode_alone(setup, judge):
     if judge == "no_rubric":  # the script's no-rubric texts cycle [right, wrong, no verdict]
         assert r0 == [1.0, 0.0, 0.0, 1.0]
         assert m["no_rubric/format_violation"] == pytest.approx(1 / 8)
-    else:
+    else:  # static and reading cycle [right, wrong]
         assert r0 == [1.0, 0.0, 1.0, 0.0]
+    if judge == "reading":  # its prompt asks for the reading and gives no checklist
+        assert all("Read the image, then judge" in e.prompt["text"] and "Checks:" not in e.prompt["text"]
+                   for e in episodes)
     assert m[f"{judge}/accuracy"] == pytest.approx(sum(e.reward for e in episodes) / 8)
 
 

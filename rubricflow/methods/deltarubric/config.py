@@ -83,6 +83,9 @@ class DRSFTConfig(Section):
     )
     no_rubric: bool = Field(True, description="Include no-rubric verdict examples (the baseline's format).")
     static: bool = Field(True, description="Include static-rubric examples (five fixed criteria).")
+    reading: bool = Field(
+        True, description="Include reading-judge examples (the verifier's worked reading, then the verdict; no checklist)."
+    )
 
 
 class DRGRPOConfig(GRPOConfig):
@@ -117,11 +120,13 @@ class DRTrainConfig(Section):
         5, ge=1, description="K: no-rubric verdicts per pair, the baseline of both rewards (verifier verdict m is "
         "paired with no-rubric sample m mod K; K = M pairs each verdict with its own sample)."
     )
-    judge: Literal["deltarubric", "no_rubric", "static"] = Field(
+    judge: Literal["deltarubric", "no_rubric", "static", "reading"] = Field(
         "deltarubric",
         description="What GRPO trains: 'deltarubric' (planner + verifier, no-rubric verdicts sampled as the rewards' "
-        "baseline), or one single-step judge mode alone, the paper's trained baselines: 'no_rubric' / 'static' "
-        "(N*M verdicts per pair, reward = correctness, same steps, pairs and optimiser).",
+        "baseline), or one single-step judge mode alone (N*M verdicts per pair, reward = correctness, same steps, "
+        "pairs and optimiser): the paper's trained baselines 'no_rubric' / 'static', or 'reading', the reading "
+        "judge (the verifier's worked reading of the image, then the verdict, no checklist: the control for whether "
+        "the checklist adds to the same reading).",
     )
     guidance_lambda: float = Field(
         0.4, ge=0, description="lambda of the verifier's guidance bonus (the paper's 0.4; sensitivity 0/0.2/0.4/0.6)."

@@ -4,6 +4,8 @@ Judge modes (greedy decoding, one verdict per pair; a format failure counts as a
 
 * ``no_rubric``    the single-step verdict;
 * ``static``       the five fixed criteria;
+* ``reading``      the reading judge: the verifier's worked reading of the image, then the verdict, no checklist
+                   (the no-rubric control of the same reading: does the checklist add to it?);
 * ``deltarubric``  the policy's own greedy checklist (planner), then the checklist-guided verdict (verifier);
                    a malformed checklist is a planner format violation and a wrong verdict;
 * ``oracle``       the reference checklist from ground-truth facts, then the verifier (synthetic pairs only):
@@ -33,8 +35,8 @@ from rubricflow.data.pairs import PreferencePair, load_pair_images, read_pairs, 
 from rubricflow.generation import generator_for
 from rubricflow.io import write_json
 from rubricflow.methods.deltarubric.config import DeltaRubricConfig, role_max_tokens
-from rubricflow.methods.deltarubric.modes import MODES
-from rubricflow.methods.deltarubric.roles import NO_RUBRIC, PLANNER, STATIC, VERIFIER
+from rubricflow.methods.deltarubric.modes import MODES, SINGLE_STEP
+from rubricflow.methods.deltarubric.roles import PLANNER, ROLES, VERIFIER
 from rubricflow.methods.deltarubric.rollout import Item, request
 from rubricflow.methods.deltarubric.synthetic import gold_values
 from rubricflow.methods.deltarubric.targets import check_text, disagreement_keys, reference_checks
@@ -76,8 +78,8 @@ def judge(gen, processor, items: list[Item], mode: str, max_tokens: dict[str, in
     if mode not in MODES:
         raise ValueError(f"judge mode: expected one of {MODES}, got {mode!r}")
     vt = max_tokens["verifier"]
-    if mode in ("no_rubric", "static"):
-        role = NO_RUBRIC if mode == "no_rubric" else STATIC
+    if mode in SINGLE_STEP:
+        role = ROLES[mode]
         outs = _generate(gen, [request(processor, role, it) for it in items], vt)
         res = []
         for it, o in zip(items, outs):

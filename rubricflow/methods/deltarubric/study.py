@@ -2,14 +2,14 @@
 
 A unit trains multi-role GRPO (or one single-step judge mode, ``deltarubric.train.judge``) from the main
 pipeline's warm start with the variant's overrides and the unit seed, then evaluates the trained policy on the
-held-out pairs (``deltarubric.eval.split``) in every judge mode: no-rubric, static rubric, DeltaRubric (its own
-checklist) and oracle (the reference checklist). An untrained variant evaluates the warm start as it is: the
+held-out pairs (``deltarubric.eval.split``) in every judge mode: no-rubric, static rubric, reading judge,
+DeltaRubric (its own checklist), oracle (the reference checklist) and the agreed-claims control. An untrained variant evaluates the warm start as it is: the
 before-RL table. Shared, not per seed: the synthetic pairs and the warm start (``deltarubric_pairs``,
 ``deltarubric_sft``).
 
 Metrics of a unit (``metrics`` of its result): ``accuracy`` / ``format_violation`` of the judge mode the unit was
-trained for (``deltarubric`` for DeltaRubric runs and the warm start, ``no_rubric`` / ``static`` for the trained
-baselines), so claims compare each method in its own mode; ``acc_<mode>`` and ``fmt_<mode>`` for every mode; the
+trained for (``deltarubric`` for DeltaRubric runs and the warm start, ``no_rubric`` / ``static`` / ``reading``
+for the trained single-step judges), so claims compare each method in its own mode; ``acc_<mode>`` and ``fmt_<mode>`` for every mode; the
 planner probe at the end of training (``probe_end``). The unit's result also keeps the probe curve (planner probe
 accuracy on val pairs over training steps), which :func:`report_probe_curve` averages over seeds into the
 report's training-dynamics table and ``<report>-probe.png``.
@@ -66,7 +66,7 @@ def _input_parts(ucfg: Any, unit: Unit) -> dict[str, Any]:
 
 
 def _own_mode(ucfg: Any) -> str:
-    return ucfg.deltarubric.train.judge  # deltarubric | no_rubric | static
+    return ucfg.deltarubric.train.judge  # deltarubric | no_rubric | static | reading
 
 
 def run_unit(ucfg: Any, unit: Unit, udir: Path, run: Any, secret_resolver=None) -> dict:
@@ -211,6 +211,7 @@ def deltarubric_spec() -> StudySpec:
         "deltarubric": {},  # the paper's setting: relative (improvement) planner reward, paired bonus, lambda 0.4
         "no-rubric": {f"{dr}.judge": "no_rubric"},  # the trained no-rubric judge (same steps, pairs, verdicts)
         "static": {f"{dr}.judge": "static"},  # the trained static-rubric judge
+        "reading": {f"{dr}.judge": "reading"},  # the reading judge: the verifier's reading, no checklist
         "absolute": {f"{dr}.planner_reward": "absolute"},  # the planner-reward ablation
         "shift": {f"{dr}.planner_reward": "shift"},  # the reading built first (== absolute after centring)
         "lambda0": {f"{dr}.guidance_lambda": 0.0},
@@ -220,6 +221,7 @@ def deltarubric_spec() -> StudySpec:
     claims = [
         Claim(a="deltarubric", b="no-rubric", metric="accuracy", direction="higher"),
         Claim(a="deltarubric", b="static", metric="accuracy", direction="higher"),
+        Claim(a="deltarubric", b="reading", metric="accuracy", direction="higher"),
         Claim(a="deltarubric", b="absolute", metric="accuracy", direction="higher"),
         Claim(a="deltarubric", b="lambda0", metric="accuracy", direction="higher"),
         Claim(a="deltarubric", b="sft", metric="accuracy", direction="higher"),
@@ -230,7 +232,7 @@ def deltarubric_spec() -> StudySpec:
 
 STUDIES = (
     StudyDecl("deltarubric", deltarubric_spec,
-              "The DeltaRubric study: the warm start (before RL), DeltaRubric, the trained no-rubric and static "
-              "judges, the absolute (and shift) planner reward and lambda 0 / 0.2 / 0.6, each trained from the shared "
+              "The DeltaRubric study: the warm start (before RL), DeltaRubric, the trained no-rubric, static and "
+              "reading judges, the absolute (and shift) planner reward and lambda 0 / 0.2 / 0.6, each trained from the shared "
               "warm start once per seed and evaluated on the held-out pairs in every judge mode."),
 )

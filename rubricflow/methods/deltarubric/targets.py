@@ -11,6 +11,8 @@
   key visual information: fewer wrong perception claims; relevance, reasoning and clarity: both, since the
   synthetic responses are on topic, consistent and complete), then the verdict.
 * ``no_rubric_target(pair)``: the verdict alone (the single-step judge).
+* ``reading_target(pair)``: the reading judge, the no-rubric control of the same reading: the verifier's worked
+  reading (``worked_reading``, the one builder both use), then the verdict; no checklist, no evidence lines.
 
 Only synthetic pairs (with ``facts``) have targets; benchmark pairs are evaluation-only.
 """
@@ -137,6 +139,10 @@ def planner_target(checks: list[Check]) -> str:
 
 def no_rubric_target(pair: PreferencePair) -> str:
     return f"verdict: {pair.preferred}"
+
+
+def reading_target(pair: PreferencePair) -> str:
+    return "\n".join([worked_reading(pair.facts), f"verdict: {pair.preferred}"])
 
 
 def _wrong(pair: PreferencePair, response: str, keys: list[str] | None) -> int:

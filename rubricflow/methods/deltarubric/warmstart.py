@@ -7,7 +7,9 @@ Per training pair (rubricflow.methods.deltarubric.targets):
               ``verifier_variants`` examples with a shuffled / extended checklist (so the verifier executes any
               neutral checklist, including the planner's imperfect ones during RL);
 * no_rubric:  no-rubric prompt -> ``verdict: X``;
-* static:     static-rubric prompt -> per-criterion preference + verdict.
+* static:     static-rubric prompt -> per-criterion preference + verdict;
+* reading:    reading-judge prompt -> the verifier's worked reading + verdict (no checklist; the same
+              ``worked_reading`` builder as the verifier's target).
 
 Perception (``perception_images`` per task, ``read_examples``): images rendered in memory by the synthetic
 generators under their own split name (``"perception"``, so never a train/val/test image), each with the read
@@ -34,11 +36,12 @@ from rubricflow.io import staged_dir, write_json
 from rubricflow.methods.deltarubric.config import DeltaRubricConfig, DRSFTConfig
 from rubricflow.methods.deltarubric.evaluate import load_items
 from rubricflow.methods.deltarubric.prompts import read_prompt
-from rubricflow.methods.deltarubric.roles import NO_RUBRIC, PLANNER, STATIC, VERIFIER
+from rubricflow.methods.deltarubric.roles import ROLES
 from rubricflow.methods.deltarubric.rollout import Item, chat, request
 from rubricflow.methods.deltarubric.targets import (
     no_rubric_target,
     planner_target,
+    reading_target,
     reference_checks,
     static_target,
     variant_checks,
@@ -64,10 +67,9 @@ def role_texts(pair: PreferencePair, cfg: DRSFTConfig, rng: random.Random) -> li
         out.append(("no_rubric", None, no_rubric_target(pair)))
     if cfg.static:
         out.append(("static", None, static_target(pair)))
+    if cfg.reading:
+        out.append(("reading", None, reading_target(pair)))
     return out
-
-
-_ROLES = {"planner": PLANNER, "verifier": VERIFIER, "no_rubric": NO_RUBRIC, "static": STATIC}
 
 
 def sft_examples(processor, items: list[Item], cfg: DRSFTConfig, seed: int = 0) -> list[SFTExample]:
@@ -75,7 +77,7 @@ def sft_examples(processor, items: list[Item], cfg: DRSFTConfig, seed: int = 0) 
     out = []
     for it in items:
         for role, checks, target in role_texts(it.pair, cfg, rng):
-            req = request(processor, _ROLES[role], it, checks)
+            req = request(processor, ROLES[role], it, checks)
             out.append(SFTExample(req.prompt, target, req.images))
     return out
 
@@ -109,7 +111,7 @@ def pair_tokenizer_corpus(pairs: list[PreferencePair], cfg: DRSFTConfig, seed: i
     texts = ["user assistant system"] * 8  # the chat template's role names
     for p in pairs:
         for role, checks, target in role_texts(p, cfg, rng):
-            texts.append(_ROLES[role].prompt(p, checks))
+            texts.append(ROLES[role].prompt(p, checks))
             texts.append(target)
     for p in pairs[:64]:  # the read task's instruction (its images are not pairs; its targets are traces)
         texts.append(read_prompt(p.question))
