@@ -14,6 +14,7 @@ from rubricflow.methods.deltarubric.evaluate import load_items
 from rubricflow.methods.deltarubric.prompts import NO_RUBRIC, PLANNER, READING, STATIC, VERIFIER
 from rubricflow.methods.deltarubric.rollout import collect, score
 from rubricflow.methods.deltarubric.synthetic import build_pairs
+from rubricflow.methods.deltarubric.targets import disagreement_keys
 from rubricflow.data.pairs import read_pairs
 from rubricflow.grpo.causal_lm import CausalLMAdapter
 from rubricflow.grpo.core import grouped_advantages
@@ -152,6 +153,12 @@ def test_rewards_and_episode_layout_hand_computed(setup):
     assert m["verifier/bonus_rate"] == pytest.approx(3 / 21)  # pair 0's verdict 1 of each of its 3 checklists
     assert m["planner/gain_over_no_rubric"] == pytest.approx((3 * (2 / 3 - 1 / 3) + 4 * (1 / 3 - 1)) / 7)
     assert m["planner/improved"] == pytest.approx(3 / 7)
+    # the precondition: pair 1's four checklists all earn 0 (a flat group), pair 0's do not; a checklist separates
+    # when one of its checks names a claim the two responses disagree on (the invalid one separates nothing)
+    assert m["planner/flat_groups"] == pytest.approx(1 / 2)
+    assert [disagreement_keys(it.pair) for it in items] == [["blue"], ["green", "blue"]]
+    # pair 0's 2nd (blue, green) and 3rd (red, blue) checklists name blue; pair 1's (red, answer) name neither
+    assert m["planner/separating"] == pytest.approx(2 / 8)
     # the readings kept for the ablations: shift 1 + acc_c - acc0, absolute 1 + acc_c; pair_rate 1 + lambda (1 - acc0)
     sh, _ = score(ro, _cfg(planner_reward="shift", guidance="pair_rate"), eos)
     assert [e.reward for e in sh if e.role == "planner"] == pytest.approx([4 / 3] * 3 + [0.0] + [1 / 3] * 4)

@@ -85,3 +85,16 @@ def test_the_reading_judge_target_is_the_verifiers_reading_then_the_verdict(tmp_
         v = parse_verdict(reading)
         assert v.verdict == p.preferred and v.checks == []
     assert not any(role == "reading" for role, _, _ in role_texts(pairs[0], DRSFTConfig(reading=False), random.Random(0)))
+
+
+def test_separates_and_agreed_checks():
+    from rubricflow.methods.deltarubric.targets import agreed_checks, separates
+
+    p = _pair("red = 2, green = 1, blue = 0. so red = 2. \\boxed{2}", "red = 3, green = 1, blue = 0. so red = 3. \\boxed{3}")
+    assert separates(p, [c.text for c in reference_checks(p)])
+    agreed = agreed_checks(p)
+    assert [c.key for c in agreed] == ["green", "blue"] and not separates(p, [c.text for c in agreed])
+    assert separates(p, ["count the green shapes.", "Count the red shapes"])  # case and the final stop do not matter
+    assert not separates(p, ["count the red things."])  # a check in other words is not matched to a claim
+    one = _pair("red = 2, green = 1, blue = 0. so red = 2. \\boxed{2}", "red = 3, green = 2, blue = 1. so red = 3. \\boxed{3}")
+    assert agreed_checks(one) is None  # fewer than two agreed claims

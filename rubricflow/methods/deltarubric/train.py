@@ -171,7 +171,8 @@ def run_training(dr: DeltaRubricConfig, models: ModelsConfig, generation: Genera
                  checkpoint_dir: str | Path, reports_dir: Path, run: Any, log_fn: LogFn | None = None) -> dict:
     """Multi-role GRPO from the warm start with a progress bar, per-step metrics to ``run`` and ``log_fn``, and the
     curve in ``reports_dir/plots/deltarubric_train.json``; returns the resume state, the probe accuracy at the
-    start and the end, and the last five steps' mean role metrics."""
+    start and the end, the step-0 precondition (the share of planner groups with zero reward variance and of
+    separating checklists) and the last five steps' mean role metrics."""
     model, proc, gen, train_items, val_items = training_inputs(dr, models, generation)
 
     def log(step: int, m: dict) -> None:
@@ -187,6 +188,7 @@ def run_training(dr: DeltaRubricConfig, models: ModelsConfig, generation: Genera
     if process_rank() == 0:
         write_json(Path(reports_dir) / "plots" / "deltarubric_train.json", out["curve"])
     last = out["curve"][-5:]
+    first = out["curve"][0] if out["curve"] else {}
     probes = [r["probe/accuracy"] for r in out["curve"] if "probe/accuracy" in r]
 
     def tail_mean(key: str) -> float | None:
@@ -202,6 +204,12 @@ def run_training(dr: DeltaRubricConfig, models: ModelsConfig, generation: Genera
         "probe_accuracy_start": probes[0] if probes else None,
         "probe_accuracy_end": out["final_probe"].get("probe/accuracy"),
         "planner_format_violation_end": out["final_probe"].get("probe/format_violation"),
+        # the precondition at step 0 (rollouts of the warm start): flat planner groups, separating checklists
+        "planner_flat_groups_step0": first.get("planner/flat_groups"),
+        "planner_separating_step0": first.get("planner/separating"),
+        "probe_separating_start": first.get("probe/separating"),
+        "probe_separating_end": out["final_probe"].get("probe/separating"),
         "last5": {k: tail_mean(k) for k in ("verifier/accuracy", "no_rubric/accuracy", "planner/reward",
-                                              "planner/format_violation", "planner/gain_over_no_rubric")},
+                                              "planner/format_violation", "planner/gain_over_no_rubric",
+                                              "planner/flat_groups", "planner/separating")},
     }
