@@ -84,7 +84,8 @@ def test_the_reading_judge_target_is_the_verifiers_reading_then_the_verdict(tmp_
         assert reading.splitlines() == [verifier.splitlines()[0], f"verdict: {p.preferred}"]
         v = parse_verdict(reading)
         assert v.verdict == p.preferred and v.checks == []
-    assert not any(role == "reading" for role, _, _ in role_texts(pairs[0], DRSFTConfig(reading=False), random.Random(0)))
+    off = role_texts(pairs[0], DRSFTConfig(reading=False), random.Random(0))
+    assert not any(role == "reading" for role, _, _ in off)
 
 
 def test_separates_and_agreed_checks():

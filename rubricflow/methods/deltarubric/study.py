@@ -13,11 +13,11 @@ the main pipeline's warm start.
 
 Metrics of a unit (``metrics`` of its result): ``accuracy`` / ``format_violation`` of the judge mode the unit was
 trained for (``deltarubric`` for DeltaRubric runs and the warm start, ``no_rubric`` / ``static`` / ``reading``
-for the trained single-step judges), so claims compare each method in its own mode; ``acc_<mode>`` and ``fmt_<mode>`` for every mode; the
-planner probe at the end of training (``probe_end``); ``sep_deltarubric``, the share of the planner's greedy
-checklists that separate the responses (before RL for the untrained variant, after for the trained ones); the
-step-0 precondition of the unit's training (``flat_step0``: planner groups with zero reward variance). The unit's result also keeps the probe curve (planner probe
-accuracy on val pairs over training steps), which :func:`report_probe_curve` averages over seeds into the
+for the trained single-step judges), so claims compare each method in its own mode; ``acc_<mode>`` and
+``fmt_<mode>`` for every mode; the planner probe at the end of training (``probe_end``); ``sep_deltarubric``, the
+share of the planner's greedy checklists that separate the responses (before RL for the untrained variant, after for
+the trained ones); the step-0 precondition of the unit's training (``flat_step0``: planner groups with zero reward
+variance). The unit's result also keeps the probe curve (planner probe accuracy on val pairs over training steps), which :func:`report_probe_curve` averages over seeds into the
 report's training-dynamics table and ``<report>-probe.png``.
 """
 

@@ -5,8 +5,9 @@
 verdicts per valid checklist, K no-rubric verdicts; rewards of both roles) and hands the episodes of *both* roles
 to one ``GRPOUpdater.update`` call, which normalises advantages per role (decoupled) and takes one optimiser step
 on the shared policy (``train.judge: no_rubric | static | reading`` trains that judge mode alone instead: the
-paper's trained baselines and the reading judge). The planner probe runs on validation pairs every ``probe_every`` steps (with the torch RNG
-forked, so probing does not change the training samples) and once after the last step.
+paper's trained baselines and the reading judge). The planner probe runs on validation pairs every
+``probe_every`` steps (with the torch RNG forked, so probing does not change the training samples) and once after
+the last step.
 
 ``run_training`` is the ``deltarubric_train`` stage: the warm start and the pairs (``training_inputs``), the resume
 key (``resume_parts``), the curve and the summary metrics. ``start_readout`` describes a warm start before any RL

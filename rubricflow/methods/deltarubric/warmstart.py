@@ -42,9 +42,9 @@ from rubricflow.methods.deltarubric.prompts import read_prompt
 from rubricflow.methods.deltarubric.roles import ROLES
 from rubricflow.methods.deltarubric.rollout import Item, chat, request
 from rubricflow.methods.deltarubric.targets import (
+    agreed_checks,
     no_rubric_target,
     planner_target,
-    agreed_checks,
     reading_target,
     reference_checks,
     static_target,
