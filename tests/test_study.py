@@ -91,6 +91,11 @@ def test_aggregate_means_paired_differences_and_verdicts():
     assert c3["verdict"] == "reversed"
     assert c4["n_pairs"] == 2 and c4["diffs"] == pytest.approx({2: -0.3, 3: -0.25})
     assert c5["n_pairs"] == 0 and c5["verdict"] == "not shown" and "no interval" in c5["note"]
+    # an exploratory comparison gets its interval and verdict like a claim, and says it is exploratory
+    (ex,) = aggregate(results, [Claim(a="a", b="b", metric="acc", direction="higher", exploratory=True)],
+                      ["acc"])["claims"]
+    assert (ex["verdict"], ex["diff_mean"]) == (c0["verdict"], c0["diff_mean"])
+    assert ex["note"] == "exploratory; only 3 paired seeds (a claim needs 5)" and ex["exploratory"] is True
 
 
 def test_aggregate_rejects_a_duplicate_unit():
@@ -296,7 +301,7 @@ def test_cli_refuses_without_the_shared_outputs(tmp_path, monkeypatch):
     assert "artifacts/models/sft/config.json" in res.output and "artifacts/rubrics/tiers.json" in res.output
     res = CliRunner().invoke(app, ["study", "deltarubric", "--no-track"])
     assert res.exit_code == 1 and "data/deltarubric/pairs/manifest.json" in res.output
-    assert "artifacts/deltarubric/sft/config.json" in res.output
+    assert "artifacts/deltarubric/sft/config.json" not in res.output  # each seed trains its own warm start
     res = CliRunner().invoke(app, ["study", "roro", "--no-track"])
     assert res.exit_code == 1 and "data/roro/pairs.parquet" in res.output, res.output
     res = CliRunner().invoke(app, ["study", "nosuch", "--no-track"])

@@ -29,6 +29,11 @@ class Claim(Section):
         description="Non-inferiority margin: 'higher' claims a - b > -margin, 'lower' claims a - b < margin (e.g. "
         "'RuCL is at most 0.01 below outcome-only'); 0 is the plain claim.",
     )
+    exploratory: bool = Field(
+        False,
+        description="An exploratory comparison: reported with its interval and verdict like a claim, and marked "
+        "exploratory in the report's note (not one of the study's pre-registered claims).",
+    )
 
 
 class Selection(Section):

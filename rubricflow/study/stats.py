@@ -85,11 +85,12 @@ def aggregate(
             if xa is not None and xb is not None:
                 diffs[s] = xa - xb
         ci = t_interval(list(diffs.values()), confidence)
-        note = ""
+        notes = ["exploratory"] if c.exploratory else []
         if ci["n"] < 2:
-            note = "fewer than 2 paired seeds: no interval"
+            notes.append("fewer than 2 paired seeds: no interval")
         elif ci["n"] < MIN_SEEDS_FOR_CLAIM:
-            note = f"only {ci['n']} paired seeds (a claim needs {MIN_SEEDS_FOR_CLAIM})"
+            notes.append(f"only {ci['n']} paired seeds (a claim needs {MIN_SEEDS_FOR_CLAIM})")
+        note = "; ".join(notes)
         out_claims.append({
             **c.model_dump(), "n_pairs": ci["n"], "diff_mean": ci["mean"], "ci_low": ci["ci_low"],
             "ci_high": ci["ci_high"], "half_width": ci["half_width"], "diffs": diffs,

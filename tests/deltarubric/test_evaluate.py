@@ -17,7 +17,7 @@ from rubricflow.methods.deltarubric.evaluate import (
     judge,
 )
 from rubricflow.methods.deltarubric.synthetic import build_pairs, gold_values
-from rubricflow.methods.deltarubric.targets import check_text, claim_values, disagreement_keys, favours
+from rubricflow.methods.deltarubric.targets import check_text, claim_values, disagreement_keys, favours, reference_checks
 
 
 class _Proc:
@@ -95,3 +95,55 @@ def test_an_unknown_mode_is_refused_by_name():
     with pytest.raises(ValueError) as e:
         judge(None, _Proc(), [], "oracle-ish", {"planner": 4, "verifier": 4})
     assert str(e.value) == f"judge mode: expected one of {MODES}, got 'oracle-ish'"
+
+
+def test_the_reading_mode_asks_for_the_reading_without_a_checklist(tmp_path):
+    """The reading judge is evaluated with its own prompt (no checklist) and scored on its verdict."""
+    build_pairs(tmp_path, ["counting"], {"train": 6}, seed=3, partial_frac=0.0)
+    pairs = read_pairs(tmp_path, "train")
+
+    class _Reader:
+        def __init__(self):
+            self.prompts = []
+
+        def generate(self, requests, n=1, max_new_tokens=48, temperature=0.0, seed=None):
+            self.prompts += [r.prompt for r in requests]
+            return [[Completion([], f"red = 1. \\boxed{{1}}\nverdict: {'A' if i % 2 else 'B'}", True)]
+                    for i in range(len(requests))]
+
+    gen = _Reader()
+    out = evaluate_judge(gen, _Proc(), [Item(p, []) for p in pairs], ("reading",))
+    assert len(gen.prompts) == len(pairs)
+    assert all(p.startswith("Read the image, then judge") and "Checks:" not in p for p in gen.prompts)
+    expected = sum(p.preferred == ("A" if i % 2 else "B") for i, p in enumerate(pairs)) / len(pairs)
+    assert out["modes"]["reading"]["accuracy"] == expected and out["modes"]["reading"]["format_violation"] == 0.0
+
+
+def test_deltarubric_mode_reports_the_separating_checklist_share(tmp_path):
+    """The planner's greedy checklist separates the responses when a check names a claim they disagree on."""
+    build_pairs(tmp_path, ["counting"], {"train": 8}, seed=3, partial_frac=0.0)
+    pairs = read_pairs(tmp_path, "train")
+
+    class _Planner:  # the planner writes the reference checklist for even pairs, a check on an agreed claim else
+        def generate(self, requests, n=1, max_new_tokens=48, temperature=0.0, seed=None):
+            out = []
+            for r in requests:
+                i = next(i for i, p in enumerate(pairs) if f"Response A: {p.response_a}\n" in r.prompt
+                         and f"Response B: {p.response_b}\n" in r.prompt)
+                if "Checks:\n" in r.prompt:  # the verifier
+                    text = "1. x -> A\n2. y -> A\nverdict: A"
+                else:
+                    keys = [c.text for c in reference_checks(pairs[i])] if i % 2 == 0 else agreed_checks(pairs[i])[:2]
+                    text = "\n".join(f"{k}. {c}" for k, c in enumerate(keys, 1))
+                out.append([Completion([], text, True)])
+            return out
+
+    kept = [p for p in pairs if agreed_checks(p) is not None]
+    texts = [(q.response_a, q.response_b) for q in kept]  # the scripted planner knows a pair by its texts
+    pairs[:] = [p for p in kept if texts.count((p.response_a, p.response_b)) == 1]
+    out = evaluate_judge(_Planner(), _Proc(), [Item(p, []) for p in pairs], ("deltarubric",))
+    assert len(pairs) >= 2
+    even = sum(i % 2 == 0 for i in range(len(pairs)))
+    assert out["modes"]["deltarubric"]["separating"] == pytest.approx(even / len(pairs))
+    oracle = evaluate_judge(_Planner(), _Proc(), [Item(p, []) for p in pairs], ("oracle",))["modes"]["oracle"]
+    assert "separating" not in oracle  # only the planner's own checklists are read

@@ -93,7 +93,8 @@ def test_stages_end_to_end(tmp_path):
     logged = []
     m = sft_stage(cfg, track=False, log_fn=lambda s, x: logged.append(s))
     # a reading phase (2 steps on the 4 reading examples), then the role examples (6 steps)
-    assert logged == list(range(8)) and m["pair_examples"] == 12 * 5 and m["train_examples"] == 12 * 5
+    # per pair: planner, verifier, one verifier variant, no-rubric, static, reading judge
+    assert logged == list(range(8)) and m["pair_examples"] == 12 * 6 and m["train_examples"] == 12 * 6
     assert (m["reading_examples"], m["reading_steps"]) == (4, 2)
     assert m["final_loss"] < m["first_loss"]
     assert (tmp_path / "sft" / "config.json").exists() and (tmp_path / "base" / "config.json").exists()
@@ -111,6 +112,8 @@ def test_stages_end_to_end(tmp_path):
         assert x["n_episodes/planner"] == 2.0  # N = 2 checklists x 1 pair
     probes = [s for s, x in steps if "probe/accuracy" in x]
     assert probes == [0, 1, 2]  # probe_every=1 and the final probe
+    # the step-0 precondition of planner RL, reported by the stage
+    assert 0.0 <= m["planner_flat_groups_step0"] <= 1.0 and 0.0 <= m["planner_separating_step0"] <= 1.0
     curve = json.loads((tmp_path / "reports" / "plots" / "deltarubric_train.json").read_text())
     assert [r["step"] for r in curve] == [0, 1]
     assert (tmp_path / "policy" / "config.json").exists()
@@ -124,7 +127,9 @@ def test_stages_end_to_end(tmp_path):
     m = eval_stage(cfg, track=False)
     assert set(m) == {"sft/synthetic-test", "grpo/synthetic-test", "duration_s"}
     assert set(k for k in m["grpo/synthetic-test"] if not k.endswith("_format_violation")) - {"agreed"} == {
-        "no_rubric", "static", "deltarubric", "oracle"}  # `agreed` when a test pair has two agreed claims
+        "no_rubric", "static", "reading", "deltarubric", "oracle",
+        "deltarubric_separating"}  # `agreed` when a test pair has two agreed claims
+    assert 0.0 <= m["grpo/synthetic-test"]["deltarubric_separating"] <= 1.0
     table = (tmp_path / "eval" / "eval.txt").read_text()
     assert "grpo/synthetic-test" in table and "deltarubric" in table.splitlines()[0]
 

@@ -11,9 +11,10 @@ import rubricflow.grpo.updater as updater_mod
 from models.generation import Completion
 from rubricflow.methods.deltarubric.config import DRTrainConfig, effective_grpo
 from rubricflow.methods.deltarubric.evaluate import load_items
-from rubricflow.methods.deltarubric.prompts import NO_RUBRIC, PLANNER, STATIC, VERIFIER
+from rubricflow.methods.deltarubric.prompts import NO_RUBRIC, PLANNER, READING, STATIC, VERIFIER
 from rubricflow.methods.deltarubric.rollout import collect, score
 from rubricflow.methods.deltarubric.synthetic import build_pairs
+from rubricflow.methods.deltarubric.targets import disagreement_keys
 from rubricflow.data.pairs import read_pairs
 from rubricflow.grpo.causal_lm import CausalLMAdapter
 from rubricflow.grpo.core import grouped_advantages
@@ -24,6 +25,7 @@ _PLAN_HEAD = PLANNER.split("\n")[0]
 _VER_HEAD = VERIFIER.split("\n")[0]
 _NR_HEAD = NO_RUBRIC.split("\n")[0]
 _ST_HEAD = STATIC.split("\n")[0]
+_RD_HEAD = READING.split("\n")[0]
 
 
 class ScriptedGen:
@@ -38,7 +40,7 @@ class ScriptedGen:
 
     def _role(self, prompt):
         for head, role in ((_PLAN_HEAD, "planner"), (_VER_HEAD, "verifier"), (_NR_HEAD, "no_rubric"),
-                           (_ST_HEAD, "static")):
+                           (_ST_HEAD, "static"), (_RD_HEAD, "reading")):
             if head in prompt:
                 return role
         raise AssertionError(f"unknown role in prompt {prompt!r}")
@@ -102,6 +104,8 @@ def _script(items):
         # guided verdicts: pair 0 right 2 of 3; pair 1 right 1 of 3
         "verifier": [[vgood[0], vgood[0], vbad[0]], [vgood[1], vbad[1], vbad[1]]],
         "static": [[good[0], bad[0]], [bad[1]]],
+        # the reading judge: a worked reading, then the verdict; pair 0 right 1 of 2, pair 1 wrong
+        "reading": [[f"red = 2. \\boxed{{2}}\n{good[0]}", f"red = 3. \\boxed{{3}}\n{bad[0]}"], [bad[1]]],
     }
 
 
@@ -149,6 +153,12 @@ def test_rewards_and_episode_layout_hand_computed(setup):
     assert m["verifier/bonus_rate"] == pytest.approx(3 / 21)  # pair 0's verdict 1 of each of its 3 checklists
     assert m["planner/gain_over_no_rubric"] == pytest.approx((3 * (2 / 3 - 1 / 3) + 4 * (1 / 3 - 1)) / 7)
     assert m["planner/improved"] == pytest.approx(3 / 7)
+    # the precondition: pair 1's four checklists all earn 0 (a flat group), pair 0's do not; a checklist separates
+    # when one of its checks names a claim the two responses disagree on (the invalid one separates nothing)
+    assert m["planner/flat_groups"] == pytest.approx(1 / 2)
+    assert [disagreement_keys(it.pair) for it in items] == [["blue"], ["green", "blue"]]
+    # pair 0's 2nd (blue, green) and 3rd (red, blue) checklists name blue; pair 1's (red, answer) name neither
+    assert m["planner/separating"] == pytest.approx(2 / 8)
     # the readings kept for the ablations: shift 1 + acc_c - acc0, absolute 1 + acc_c; pair_rate 1 + lambda (1 - acc0)
     sh, _ = score(ro, _cfg(planner_reward="shift", guidance="pair_rate"), eos)
     assert [e.reward for e in sh if e.role == "planner"] == pytest.approx([4 / 3] * 3 + [0.0] + [1 / 3] * 4)
@@ -188,10 +198,10 @@ def test_rewards_do_not_pay_for_skipped_work(setup):
     assert abs_plan == pytest.approx([0.0, 4 / 3, 4 / 3])
 
 
-@pytest.mark.parametrize("judge", ["no_rubric", "static"])
+@pytest.mark.parametrize("judge", ["no_rubric", "static", "reading"])
 def test_single_step_judge_runs_train_that_mode_alone(setup, judge):
-    """The paper's trained baselines: N*M verdicts per pair of one judge mode, reward = correctness, one group per
-    pair, no planner or verifier episodes."""
+    """The paper's trained baselines and the reading judge: N*M verdicts per pair of one judge mode, reward =
+    correctness, one group per pair, no planner or verifier episodes."""
     items, model, proc = setup
     cfg = _cfg(judge=judge, n_checklists=2, m_verdicts=2)
     gen = ScriptedGen(proc.tokenizer, _script(items), [it.pair.question for it in items])
@@ -202,8 +212,11 @@ def test_single_step_judge_runs_train_that_mode_alone(setup, judge):
     if judge == "no_rubric":  # the script's no-rubric texts cycle [right, wrong, no verdict]
         assert r0 == [1.0, 0.0, 0.0, 1.0]
         assert m["no_rubric/format_violation"] == pytest.approx(1 / 8)
-    else:
+    else:  # static and reading cycle [right, wrong]
         assert r0 == [1.0, 0.0, 1.0, 0.0]
+    if judge == "reading":  # its prompt asks for the reading and gives no checklist
+        assert all("Read the image, then judge" in e.prompt["text"] and "Checks:" not in e.prompt["text"]
+                   for e in episodes)
     assert m[f"{judge}/accuracy"] == pytest.approx(sum(e.reward for e in episodes) / 8)
 
 

@@ -29,12 +29,22 @@ def _make_shared(tmp_path):
 def test_default_spec_variants_and_claims():
     spec = config_from_dict({}).study.deltarubric
     assert spec.method == "deltarubric" and spec.seeds == [101, 202, 303, 404, 505] and spec.untrained == ["sft"]
-    assert {"sft", "deltarubric", "no-rubric", "static", "absolute", "lambda0", "lambda0.2", "lambda0.6"} <= set(spec.variants)
-    assert spec.variants["no-rubric"] == {"deltarubric.train.judge": "no_rubric"}
-    assert spec.variants["absolute"] == {"deltarubric.train.planner_reward": "absolute"}
-    assert {(c.a, c.b, c.metric, c.direction) for c in spec.claims} >= {
-        ("deltarubric", "no-rubric", "accuracy", "higher"), ("deltarubric", "static", "accuracy", "higher"),
-        ("deltarubric", "absolute", "accuracy", "higher"), ("deltarubric", "lambda0", "accuracy", "higher")}
+    assert {"sft", "deltarubric", "no-rubric", "static", "reading", "absolute", "lambda0", "lambda0.2",
+            "lambda0.6"} <= set(spec.variants)
+    assert spec.per_seed_start  # each seed trains its own warm start
+    # one RL budget on every variant (>= 40 steps x 4 pairs, N = M = 5), the untrained one too (one start per seed)
+    for over in spec.variants.values():
+        assert over["deltarubric.train.grpo.steps"] >= 40 and over["deltarubric.train.grpo.prompts_per_step"] >= 4
+        assert over["deltarubric.train.n_checklists"] == over["deltarubric.train.m_verdicts"] == 5
+    assert spec.variants["no-rubric"]["deltarubric.train.judge"] == "no_rubric"
+    assert spec.variants["reading"]["deltarubric.train.judge"] == "reading"
+    assert spec.variants["absolute"]["deltarubric.train.planner_reward"] == "absolute"
+    claims = {(c.a, c.b, c.metric, c.direction, c.exploratory) for c in spec.claims}
+    assert claims >= {
+        ("deltarubric", "sft", "accuracy", "higher", False), ("deltarubric", "sft", "sep_deltarubric", "higher", False),
+        ("deltarubric", "reading", "accuracy", "higher", False), ("deltarubric", "no-rubric", "accuracy", "higher", False),
+        ("deltarubric", "absolute", "accuracy", "higher", True), ("deltarubric", "lambda0", "accuracy", "higher", True)}
+    assert {"acc_agreed", "acc_reading", "sep_deltarubric", "flat_step0"} <= set(spec.metrics)
 
 
 def test_unit_configs(tmp_path):
@@ -45,15 +55,33 @@ def test_unit_configs(tmp_path):
     assert u.seed == 22 and tr.grpo.seed == 22 and tr.guidance_lambda == 0.2
     assert tr.out_dir == str(tmp_path / "studies" / "dr" / "lambda0.2" / "seed22" / "model")
     assert u.deltarubric.eval.split == "test" and u.deltarubric.eval.out_dir.endswith("lambda0.2/seed22/eval")
+    start = tmp_path / "studies" / "dr" / "_start" / "seed22"
+    assert u.deltarubric.sft.out_dir == str(start / "sft") and u.deltarubric.sft.base_dir == str(start / "base")
     sft = unit_config(cfg, "deltarubric", spec, Unit("sft", 11))
-    assert sft.deltarubric.train.out_dir == str(tmp_path / "sft")  # an untrained unit evaluates the warm start
+    # an untrained unit evaluates its seed's warm start
+    assert sft.deltarubric.train.out_dir == str(tmp_path / "studies" / "dr" / "_start" / "seed11" / "sft")
+    shared = _cfg(tmp_path, {"per_seed_start": False})
+    sft = unit_config(shared, "deltarubric", shared.study.deltarubric, Unit("sft", 11))
+    assert sft.deltarubric.train.out_dir == str(tmp_path / "sft")  # or the main pipeline's, without per_seed_start
     bad = _cfg(tmp_path, {"variants": {"x": {"deltarubric.train.grpo.seed": 3}}, "claims": [], "untrained": []})
     with pytest.raises(ConfigError, match="set by the study per unit"):
         unit_config(bad, "deltarubric", bad.study.deltarubric, Unit("x", 11))
 
 
-def test_require_shared_names_the_pairs_and_the_warm_start(tmp_path):
+def test_every_variant_of_a_seed_shares_one_start_and_seeds_differ(tmp_path):
+    from rubricflow.methods.deltarubric.study import SEED_START
+    from rubricflow.study.seed_start import start_inputs
+
     cfg = _cfg(tmp_path)
+    spec = cfg.study.deltarubric
+    _make_shared(tmp_path)
+    keys = {v: start_inputs(SEED_START, unit_config(cfg, "deltarubric", spec, Unit(v, 11)), 11) for v in spec.variants}
+    assert len({json.dumps(k, sort_keys=True) for k in keys.values()}) == 1  # one warm start for all of seed 11
+    assert start_inputs(SEED_START, unit_config(cfg, "deltarubric", spec, Unit("sft", 22)), 22) != keys["sft"]
+
+
+def test_require_shared_names_the_pairs_and_the_warm_start(tmp_path):
+    cfg = _cfg(tmp_path, {"per_seed_start": False})
     units = plan(cfg.study.deltarubric)
     with pytest.raises(SharedOutputsMissing) as e:
         require_shared(cfg, "deltarubric", cfg.study.deltarubric, units)
@@ -62,6 +90,11 @@ def test_require_shared_names_the_pairs_and_the_warm_start(tmp_path):
     assert "dvc repro deltarubric_sft" in msg
     _make_shared(tmp_path)
     require_shared(cfg, "deltarubric", cfg.study.deltarubric, units)
+    # a study that trains a warm start per seed needs only the pairs
+    own = _cfg(tmp_path / "own")
+    with pytest.raises(SharedOutputsMissing) as e:
+        require_shared(own, "deltarubric", own.study.deltarubric, plan(own.study.deltarubric))
+    assert "pairs/manifest.json" in str(e.value) and "sft/config.json" not in str(e.value)
 
 
 # accuracy per variant, +-0.01 per seed; the probe climbs 0.2 -> 0.4 for DeltaRubric runs
@@ -85,7 +118,10 @@ class FakeUnit:
 
 
 def test_a_study_reports_claims_and_the_probe_curve(tmp_path):
-    cfg = _cfg(tmp_path, {"metrics": ["accuracy", "format_violation", "probe_end"]})
+    cfg = _cfg(tmp_path, {"metrics": ["accuracy", "format_violation", "probe_end"], "per_seed_start": False,
+                          "claims": [{"a": "deltarubric", "b": b, "metric": "accuracy", "direction": "higher",
+                                      "exploratory": b == "absolute"}
+                                     for b in ("no-rubric", "static", "absolute", "sft")]})
     _make_shared(tmp_path)
     out = run_study(cfg, "deltarubric", variants=["sft", "deltarubric", "no-rubric", "static", "absolute", "lambda0"],
                     unit_fn=FakeUnit())
@@ -96,6 +132,9 @@ def test_a_study_reports_claims_and_the_probe_curve(tmp_path):
     assert claims["deltarubric vs absolute (accuracy)"] == "not shown"  # equal on every seed
     assert claims["deltarubric vs sft (accuracy)"] == "shown"
     md = (tmp_path / "reports" / "studies" / "deltarubric.md").read_text()
+    rows = {line.split("|")[1].strip(): line for line in md.splitlines() if line.startswith("| deltarubric vs ")}
+    assert rows["deltarubric vs absolute"].rstrip(" |").endswith("exploratory")  # reported, marked exploratory
+    assert "exploratory" not in rows["deltarubric vs no-rubric"]
     assert "Planner probe accuracy over training" in md
     row = next(line for line in md.splitlines() if line.startswith("| deltarubric | 0.200"))
     # step 20: mean 0.4 over the wobble (0.01, -0.01, 0, 0.005, -0.005): sd 0.0079, half 2.776 * 0.0079 / 2.236
@@ -109,27 +148,36 @@ def test_a_study_reports_claims_and_the_probe_curve(tmp_path):
 
 @pytest.mark.slow
 def test_one_real_unit_trains_and_evaluates_every_mode(tmp_path):
-    """The tiny pipeline's pairs and warm start, then one trained unit and the untrained one through the harness."""
-    from rubricflow.methods.deltarubric.stages import pairs_stage, sft_stage
+    """The tiny pipeline's pairs, then the seed's own warm start (with room) and its readout, one trained unit and
+    the untrained one through the harness."""
+    from rubricflow.methods.deltarubric.stages import pairs_stage
 
-    base = _pipeline_cfg(tmp_path)
+    base = _pipeline_cfg(tmp_path, sft={"planner_target_noise": 0.5})
     pairs_stage(base, track=False)
-    sft_stage(base, track=False)
     raw = base.model_dump(mode="json")
     raw["study"]["deltarubric"].update({"seeds": [7], "out_dir": str(tmp_path / "studies"),
+                                        "variants": {"sft": {}, "deltarubric": {}}, "claims": [],
                                         "report_dir": str(tmp_path / "reports" / "studies")})
     cfg = config_from_dict(raw)
     out = run_study(cfg, "deltarubric", variants=["sft", "deltarubric"])
     assert out["ran"] == 2
+    assert not (tmp_path / "sft").exists()  # the main pipeline's warm start was never needed
+    start = json.loads((tmp_path / "studies" / "_start" / "seed7" / "start.json").read_text())["summary"]
+    assert {f"val_{m}" for m in ("no_rubric", "static", "reading", "deltarubric", "oracle")} <= set(start)
+    for k in ("flat_groups_improvement", "flat_groups_absolute", "rollout_separating", "val_separating"):
+        assert 0.0 <= start[k] <= 1.0
     res = json.loads((tmp_path / "studies" / "deltarubric" / "seed7" / "result.json").read_text())
     m = res["metrics"]
     assert res["own_mode"] == "deltarubric" and res["eval_samples"] == 4
-    assert {"acc_no_rubric", "acc_static", "acc_deltarubric", "acc_oracle"} <= set(m)
+    assert {"acc_no_rubric", "acc_static", "acc_reading", "acc_deltarubric", "acc_oracle"} <= set(m)
     assert m["accuracy"] == m["acc_deltarubric"] and 0.0 <= m["accuracy"] <= 1.0
+    assert 0.0 <= m["flat_step0"] <= 1.0 and 0.0 <= m["sep_deltarubric"] <= 1.0
     assert [s for s, _ in res["probe_curve"]] == [0, 1, 2]  # probe_every 1 over 2 steps, and the final probe
     assert m["probe_end"] == res["probe_curve"][-1][1]
     assert (tmp_path / "studies" / "deltarubric" / "seed7" / "model" / "config.json").exists()
     sft = json.loads((tmp_path / "studies" / "sft" / "seed7" / "result.json").read_text())
-    assert sft["probe_curve"] == [] and sft["metrics"]["probe_end"] is None
-    # a second run reuses both units (same inputs)
+    assert sft["probe_curve"] == [] and sft["metrics"]["probe_end"] is None and sft["metrics"]["flat_step0"] is None
+    md = (tmp_path / "reports" / "studies" / "deltarubric.md").read_text()
+    assert "Start of each seed" in md and "flat_groups_improvement" in md
+    # a second run reuses the start and both units (same inputs)
     assert run_study(cfg, "deltarubric", variants=["sft", "deltarubric"])["ran"] == 0

@@ -7,6 +7,7 @@ from rubricflow.methods.deltarubric.parsing import parse_checklist, parse_verdic
 from rubricflow.methods.deltarubric.synthetic import build_pairs
 from rubricflow.methods.deltarubric.targets import (
     planner_target,
+    reading_target,
     reference_checks,
     static_target,
     variant_checks,
@@ -65,3 +66,36 @@ def test_targets_parse_for_every_synthetic_pair(tmp_path):
             if cs is checks and p.meta["kind"] == "decisive":
                 assert p.preferred in [fav for _, fav in v.checks]
         assert parse_verdict(static_target(p)).verdict == p.preferred
+
+
+def test_the_reading_judge_target_is_the_verifiers_reading_then_the_verdict(tmp_path):
+    import rubricflow.config  # noqa: F401
+    from rubricflow.methods.deltarubric.config import DRSFTConfig
+    from rubricflow.methods.deltarubric.warmstart import role_texts
+
+    pairs = build_pairs(tmp_path, ["counting", "barchart"], {"train": 12}, seed=7, partial_frac=0.5)
+    for p in pairs:
+        texts = role_texts(p, DRSFTConfig(verifier_variants=0), random.Random(0))
+        (reading,) = [t for role, checks, t in texts if role == "reading"]
+        assert [checks for role, checks, _ in texts if role == "reading"] == [None]  # no checklist in its prompt
+        (verifier,) = [t for role, _, t in texts if role == "verifier"]
+        assert reading == reading_target(p)
+        # the same worked reading the verifier writes first, then the verdict: no check, no evidence line
+        assert reading.splitlines() == [verifier.splitlines()[0], f"verdict: {p.preferred}"]
+        v = parse_verdict(reading)
+        assert v.verdict == p.preferred and v.checks == []
+    off = role_texts(pairs[0], DRSFTConfig(reading=False), random.Random(0))
+    assert not any(role == "reading" for role, _, _ in off)
+
+
+def test_separates_and_agreed_checks():
+    from rubricflow.methods.deltarubric.targets import agreed_checks, separates
+
+    p = _pair("red = 2, green = 1, blue = 0. so red = 2. \\boxed{2}", "red = 3, green = 1, blue = 0. so red = 3. \\boxed{3}")
+    assert separates(p, [c.text for c in reference_checks(p)])
+    agreed = agreed_checks(p)
+    assert [c.key for c in agreed] == ["green", "blue"] and not separates(p, [c.text for c in agreed])
+    assert separates(p, ["count the green shapes.", "Count the red shapes"])  # case and the final stop do not matter
+    assert not separates(p, ["count the red things."])  # a check in other words is not matched to a claim
+    one = _pair("red = 2, green = 1, blue = 0. so red = 2. \\boxed{2}", "red = 3, green = 2, blue = 1. so red = 3. \\boxed{3}")
+    assert agreed_checks(one) is None  # fewer than two agreed claims

@@ -78,11 +78,34 @@ class DRSFTConfig(Section):
     )
     perception_batch_size: int = Field(32, ge=1, description="Sequences per step of the reading phase.")
     planner: bool = Field(True, description="Include planner examples (reference checklists from facts).")
+    planner_target_noise: float = Field(
+        0.0,
+        ge=0,
+        le=1,
+        description="A start with room: the share of TRAIN pairs whose planner target is a non-separating checklist "
+        "(checks on claims both responses agree on, targets.agreed_checks) instead of the reference checklist, so "
+        "the warm-started planner separates the responses only part of the time and RL has checklists to improve. "
+        "Drawn per pair from (seed, pair id); pairs with fewer than two agreed claims keep the reference; val and "
+        "test are never touched. The verifier also executes that checklist (one more example, verdict by "
+        "`noise_verdict`), so it is trained under both kinds of checklist. 0 = always the reference checklist (a "
+        "planner that imitates ground-truth checklists: little room, most planner groups flat).",
+    )
+    noise_verdict: Literal["coin", "preferred"] = Field(
+        "coin",
+        description="With planner_target_noise: the verdict of the verifier's example under a non-separating "
+        "checklist. 'coin': a coin flip seeded by (seed, pair id): its evidence lines favour neither response, so a "
+        "verifier that follows what it is given cannot tell, and only a separating checklist makes it right (the "
+        "planner's reward then varies with its checklist). 'preferred': the right verdict anyway, from the "
+        "verifier's own reading (its checklist then changes nothing; the agreed-claims control stays high).",
+    )
     verifier_variants: int = Field(
         1, ge=0, description="Extra verifier examples per pair with a shuffled / extended checklist."
     )
     no_rubric: bool = Field(True, description="Include no-rubric verdict examples (the baseline's format).")
     static: bool = Field(True, description="Include static-rubric examples (five fixed criteria).")
+    reading: bool = Field(
+        True, description="Include reading-judge examples (the verifier's worked reading, then the verdict; no checklist)."
+    )
 
 
 class DRGRPOConfig(GRPOConfig):
@@ -117,11 +140,13 @@ class DRTrainConfig(Section):
         5, ge=1, description="K: no-rubric verdicts per pair, the baseline of both rewards (verifier verdict m is "
         "paired with no-rubric sample m mod K; K = M pairs each verdict with its own sample)."
     )
-    judge: Literal["deltarubric", "no_rubric", "static"] = Field(
+    judge: Literal["deltarubric", "no_rubric", "static", "reading"] = Field(
         "deltarubric",
         description="What GRPO trains: 'deltarubric' (planner + verifier, no-rubric verdicts sampled as the rewards' "
-        "baseline), or one single-step judge mode alone, the paper's trained baselines: 'no_rubric' / 'static' "
-        "(N*M verdicts per pair, reward = correctness, same steps, pairs and optimiser).",
+        "baseline), or one single-step judge mode alone (N*M verdicts per pair, reward = correctness, same steps, "
+        "pairs and optimiser): the paper's trained baselines 'no_rubric' / 'static', or 'reading', the reading "
+        "judge (the verifier's worked reading of the image, then the verdict, no checklist: the control for whether "
+        "the checklist adds to the same reading).",
     )
     guidance_lambda: float = Field(
         0.4, ge=0, description="lambda of the verifier's guidance bonus (the paper's 0.4; sensitivity 0/0.2/0.4/0.6)."

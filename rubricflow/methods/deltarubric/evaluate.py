@@ -4,6 +4,8 @@ Judge modes (greedy decoding, one verdict per pair; a format failure counts as a
 
 * ``no_rubric``    the single-step verdict;
 * ``static``       the five fixed criteria;
+* ``reading``      the reading judge: the verifier's worked reading of the image, then the verdict, no checklist
+                   (the no-rubric control of the same reading: does the checklist add to it?);
 * ``deltarubric``  the policy's own greedy checklist (planner), then the checklist-guided verdict (verifier);
                    a malformed checklist is a planner format violation and a wrong verdict;
 * ``oracle``       the reference checklist from ground-truth facts, then the verifier (synthetic pairs only):
@@ -12,6 +14,9 @@ Judge modes (greedy decoding, one verdict per pair; a format failure counts as a
                    no check separates them. A verifier that decides from its reading alone stays accurate here; one
                    that follows its checklist falls to chance. Pairs with fewer than two agreed claims are left out
                    (``n`` of the mode says how many were judged).
+
+``deltarubric`` on synthetic pairs also reports ``separating``: the share of the planner's checklists with a check
+on a claim the responses disagree on (a malformed checklist separates nothing).
 
 Planner probe (the paper's training-dynamics proxy): sample N checklists per pair at the rollout temperature and
 give each to a cheap verdict (the greedy verifier); the probe accuracy is the fraction of sampled checklists that
@@ -33,11 +38,11 @@ from rubricflow.data.pairs import PreferencePair, load_pair_images, read_pairs, 
 from rubricflow.generation import generator_for
 from rubricflow.io import write_json
 from rubricflow.methods.deltarubric.config import DeltaRubricConfig, role_max_tokens
-from rubricflow.methods.deltarubric.modes import MODES
-from rubricflow.methods.deltarubric.roles import NO_RUBRIC, PLANNER, STATIC, VERIFIER
+from rubricflow.methods.deltarubric.modes import MODES, SINGLE_STEP
+from rubricflow.methods.deltarubric.roles import PLANNER, ROLES, VERIFIER
 from rubricflow.methods.deltarubric.rollout import Item, request
-from rubricflow.methods.deltarubric.synthetic import gold_values
-from rubricflow.methods.deltarubric.targets import check_text, disagreement_keys, reference_checks
+from rubricflow.methods.deltarubric.targets import agreed_checks as agreed_check_list
+from rubricflow.methods.deltarubric.targets import reference_checks, separates
 from rubricflow.sections import GenerationConfig, ModelsConfig
 
 _FACT_MODES = ("oracle", "agreed")  # need ground-truth facts (synthetic pairs)
@@ -55,16 +60,17 @@ class Judged:
     correct: bool
     format_ok: bool
     planner_ok: bool | None = None  # deltarubric only
+    separating: bool | None = None  # deltarubric on synthetic pairs: the planner's checklist separates the responses
     checklist: list[str] | None = None
     text: str = ""
     reason: str | None = None
 
 
 def agreed_checks(pair: PreferencePair, max_checks: int = 4) -> list[str] | None:
-    """The control checklist: checks on the claims both responses agree on (2-4), or None when fewer agree."""
-    diff = set(disagreement_keys(pair))
-    keys = [k for k in gold_values(pair.facts) if k not in diff]
-    return [check_text(pair.facts["task"], k) for k in keys[:max_checks]] if len(keys) >= 2 else None
+    """The control checklist's texts (``targets.agreed_checks``): checks on the claims both responses agree on
+    (2-4), or None when fewer agree."""
+    checks = agreed_check_list(pair, max_checks)
+    return None if checks is None else [c.text for c in checks]
 
 
 def _generate(gen, reqs, max_new_tokens, temperature=0.0, n=1, seed=None):
@@ -76,8 +82,8 @@ def judge(gen, processor, items: list[Item], mode: str, max_tokens: dict[str, in
     if mode not in MODES:
         raise ValueError(f"judge mode: expected one of {MODES}, got {mode!r}")
     vt = max_tokens["verifier"]
-    if mode in ("no_rubric", "static"):
-        role = NO_RUBRIC if mode == "no_rubric" else STATIC
+    if mode in SINGLE_STEP:
+        role = ROLES[mode]
         outs = _generate(gen, [request(processor, role, it) for it in items], vt)
         res = []
         for it, o in zip(items, outs):
@@ -104,13 +110,16 @@ def judge(gen, processor, items: list[Item], mode: str, max_tokens: dict[str, in
     by_i = dict(zip(idx, vouts))
     res = []
     for i, it in enumerate(items):
+        sep = None
+        if mode == "deltarubric" and it.pair.facts:
+            sep = plan_ok[i] and separates(it.pair, plans[i])
         if i not in by_i:
-            res.append(Judged(it.pair.id, it.pair.category, None, False, False, False, None, "", reasons[i]))
+            res.append(Judged(it.pair.id, it.pair.category, None, False, False, False, sep, None, "", reasons[i]))
             continue
         o = by_i[i][0]
         p = VERIFIER.parse(o.text, plans[i])
         res.append(Judged(it.pair.id, it.pair.category, p.value, p.ok and p.value == it.pair.preferred, p.ok, True,
-                          plans[i], o.text, p.reason))
+                          sep, plans[i], o.text, p.reason))
     return res
 
 
@@ -123,6 +132,9 @@ def summarize(results: list[Judged]) -> dict:
     }
     if any(r.planner_ok is not None for r in results):
         out["planner_format_violation"] = sum(r.planner_ok is False for r in results) / n
+    seps = [r.separating for r in results if r.separating is not None]
+    if seps:  # a malformed checklist separates nothing
+        out["separating"] = sum(seps) / len(seps)
     cats: dict[str, list[bool]] = defaultdict(list)
     for r in results:
         cats[r.category or "all"].append(r.correct)
@@ -158,14 +170,17 @@ def evaluate_judge(
 
 def planner_probe(gen, processor, items: list[Item], n_checklists: int, max_tokens: dict[str, int],
                   temperature: float = 1.0, seed: int | None = None) -> dict[str, float]:
-    """Fraction of sampled checklists whose greedy verifier verdict is right; and their format-violation rate."""
+    """Fraction of sampled checklists whose greedy verifier verdict is right; their format-violation rate; and, on
+    synthetic pairs, the share of sampled checklists that separate the responses (``targets.separates``)."""
     outs = _generate(gen, [request(processor, PLANNER, it) for it in items], max_tokens["planner"],
                      temperature=temperature, n=n_checklists, seed=seed)
-    reqs, owners, total, bad = [], [], 0, 0
+    reqs, owners, total, bad, seps = [], [], 0, 0, []
     for it, comps in zip(items, outs):
         for c in comps:
             total += 1
             p = PLANNER.parse(c.text)
+            if it.pair.facts:
+                seps.append(p.ok and separates(it.pair, p.value))
             if p.ok:
                 reqs.append(request(processor, VERIFIER, it, p.value))
                 owners.append((it.pair.preferred, p.value))
@@ -177,7 +192,10 @@ def planner_probe(gen, processor, items: list[Item], n_checklists: int, max_toke
     for o, (pref, checks) in zip(vouts, owners):
         v = VERIFIER.parse(o[0].text, checks)
         right += v.ok and v.value == pref
-    return {"probe/accuracy": right / max(total, 1), "probe/format_violation": bad / max(total, 1)}
+    out = {"probe/accuracy": right / max(total, 1), "probe/format_violation": bad / max(total, 1)}
+    if seps:
+        out["probe/separating"] = sum(seps) / len(seps)
+    return out
 
 
 def format_table(tables: dict[str, dict]) -> str:
@@ -251,4 +269,6 @@ def evaluate_policies(dr: DeltaRubricConfig, models: ModelsConfig, generation: G
         for mode, s in t["modes"].items():
             metrics.setdefault(name, {})[mode] = s["accuracy"]
             metrics.setdefault(name, {})[f"{mode}_format_violation"] = s["format_violation"]
+            if "separating" in s:
+                metrics[name][f"{mode}_separating"] = s["separating"]
     return metrics

@@ -1,10 +1,12 @@
 """DeltaRubric's judge modes (how a verdict is reached; ``evaluate`` describes each), torch-free so that any module
 can name them.
 
-``MODES`` is every mode the evaluation knows, in table order; ``CONTROLS`` are the modes that test the verifier
-rather than compete as a judge (reported by the eval stage, not compared in studies); ``COMPARED_MODES`` the rest.
+``MODES`` is every mode the evaluation knows, in table order; ``SINGLE_STEP`` the modes that write a verdict without
+a checklist (each trainable alone, ``train.judge``); ``CONTROLS`` the modes that test the verifier rather than
+compete as a judge (reported by the eval stage, not compared in studies); ``COMPARED_MODES`` the rest.
 """
 
-MODES = ("no_rubric", "static", "deltarubric", "oracle", "agreed")
+SINGLE_STEP = ("no_rubric", "static", "reading")
+MODES = (*SINGLE_STEP, "deltarubric", "oracle", "agreed")
 CONTROLS = ("agreed",)
 COMPARED_MODES = tuple(m for m in MODES if m not in CONTROLS)

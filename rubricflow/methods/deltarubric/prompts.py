@@ -1,10 +1,12 @@
 """Prompt templates of DeltaRubric's roles and of the paper's two baselines (after the paper's appendix A.6).
 
-Five templates, kept short for the tiny CPU model but with the paper's structure:
+Six templates, kept short for the tiny CPU model but with the paper's structure:
 
 * ``NO_RUBRIC``  judge the two responses directly, end with the verdict (the "lazy" single-step baseline);
 * ``STATIC``     judge them on five fixed criteria (relevance, factual consistency, key visual information,
                  reasoning, clarity/completeness), ignoring irrelevant / vague / contradicted criteria;
+* ``READING``    the reading judge, the no-rubric control of the same reading: read the image (the verifier's
+                 worked trace), then the verdict, with no checklist;
 * ``PLANNER``    the Disagreement Planner: 2-4 neutral, evidence-seeking checks on where the responses
                  disagree, one concrete fact / relation / constraint each, never naming a response or a winner,
                  no preamble;
@@ -37,6 +39,8 @@ STATIC = (
     "response per criterion, then the verdict.\n" + _CASE + "Criteria:\n{criteria}"
 )
 
+READING = "Read the image, then judge the two responses against it.\n" + _CASE + "End with verdict: A or verdict: B."
+
 PLANNER = (
     "List 2-4 neutral checks where the two responses disagree, one concrete fact, relation or constraint each. "
     "Name no response and no winner. No preamble.\n" + _CASE + "Checks:"
@@ -61,6 +65,10 @@ def no_rubric_prompt(question: str, a: str, b: str) -> str:
 
 def static_prompt(question: str, a: str, b: str) -> str:
     return STATIC.format(question=question, a=a, b=b, criteria=numbered([c for _, c in STATIC_CRITERIA]))
+
+
+def reading_prompt(question: str, a: str, b: str) -> str:
+    return READING.format(question=question, a=a, b=b)
 
 
 def planner_prompt(question: str, a: str, b: str) -> str:

@@ -1,9 +1,10 @@
 """Roles as data: a role is a prompt template, an output parser and a reward rule, all sharing one policy.
 
-``ROLES`` holds DeltaRubric's two roles (``planner``, ``verifier``) and the two single-step judge modes
-(``no_rubric``, ``static``). A DeltaRubric run trains the planner and the verifier and samples no-rubric verdicts
-as the reward's baseline (see rewards); a baseline run (``train.judge: no_rubric | static``) trains that judge
-mode alone, so the baselines are as trained as DeltaRubric. Nothing here knows about models: rollout and
+``ROLES`` holds DeltaRubric's two roles (``planner``, ``verifier``) and the three single-step judge modes
+(``no_rubric``, ``static``, ``reading``: the verifier's worked reading of the image, then the verdict, with no
+checklist). A DeltaRubric run trains the planner and the verifier and samples no-rubric verdicts as the reward's
+baseline (see rewards); a baseline run (``train.judge: no_rubric | static | reading``) trains that judge mode
+alone, so the baselines are as trained as DeltaRubric. Nothing here knows about models: rollout and
 evaluation turn ``Role.prompt`` into chat prompts and feed the completions to ``Role.parse``.
 
 The verifier's output is valid only when it executes the checklist: one evidence line (``... -> A|B|both|neither``)
@@ -19,7 +20,13 @@ from typing import Any
 
 from rubricflow.data.pairs import PreferencePair
 from rubricflow.methods.deltarubric.parsing import parse_checklist, parse_verdict
-from rubricflow.methods.deltarubric.prompts import no_rubric_prompt, planner_prompt, static_prompt, verifier_prompt
+from rubricflow.methods.deltarubric.prompts import (
+    no_rubric_prompt,
+    planner_prompt,
+    reading_prompt,
+    static_prompt,
+    verifier_prompt,
+)
 from rubricflow.methods.deltarubric.rewards import judge_reward, planner_reward, verifier_reward
 
 
@@ -74,5 +81,7 @@ PLANNER = Role("planner", planner_prompt, parse_plan, planner_reward)
 VERIFIER = Role("verifier", verifier_prompt, parse_execution, verifier_reward, needs_checklist=True)
 NO_RUBRIC = Role("no_rubric", no_rubric_prompt, parse_judgement, judge_reward)
 STATIC = Role("static", static_prompt, parse_judgement, judge_reward)
+# the reading judge's verdict is read as the no-rubric one's: its reading is taught, not required by the parser
+READING = Role("reading", reading_prompt, parse_judgement, judge_reward)
 
-ROLES: dict[str, Role] = {r.name: r for r in (PLANNER, VERIFIER, NO_RUBRIC, STATIC)}
+ROLES: dict[str, Role] = {r.name: r for r in (PLANNER, VERIFIER, NO_RUBRIC, STATIC, READING)}

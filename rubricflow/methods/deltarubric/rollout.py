@@ -11,9 +11,10 @@ Per pair (one GRPO "prompt"), with ``train.judge: deltarubric`` (the method):
    (``<pair>/c<j>``), roles ``"planner"`` / ``"verifier"``. The GRPO updater normalises advantages per role
    (decoupled), and one ``update`` call trains the shared policy on both roles' episodes.
 
-With ``train.judge: no_rubric | static`` (the paper's trained baselines) the policy samples ``N * M`` verdicts of
-that judge mode per pair, as many as DeltaRubric's verifier samples, rewarded by correctness and grouped per
-pair (role ``no_rubric`` / ``static``), with the same steps, pairs per step and optimiser.
+With ``train.judge: no_rubric | static | reading`` (the paper's trained baselines, and the reading judge: the
+verifier's worked reading without a checklist) the policy samples ``N * M`` verdicts of that judge mode per pair,
+as many as DeltaRubric's verifier samples, rewarded by correctness and grouped per pair (role ``no_rubric`` /
+``static`` / ``reading``), with the same steps, pairs per step and optimiser.
 
 ``collect`` does the generation; ``score`` is pure (completions in, episodes and metrics out), so tests drive the
 real episode/advantage path with scripted completions.
@@ -32,6 +33,7 @@ from rubricflow.grpo.types import Episode
 from rubricflow.methods.deltarubric.config import DRTrainConfig
 from rubricflow.methods.deltarubric.rewards import accuracy
 from rubricflow.methods.deltarubric.roles import NO_RUBRIC, PLANNER, ROLES, VERIFIER, Role
+from rubricflow.methods.deltarubric.targets import separates
 
 
 def chat(processor, text: str, n_images: int) -> str:
@@ -77,7 +79,7 @@ class Rollout:
     verifier_reqs: dict[tuple[int, int], GenRequest] = field(default_factory=dict)
     verifier: dict[tuple[int, int], list[Completion]] = field(default_factory=dict)
     checklists: dict[tuple[int, int], list[str]] = field(default_factory=dict)
-    judge_reqs: list[GenRequest] = field(default_factory=list)  # single-step judge runs (no_rubric | static)
+    judge_reqs: list[GenRequest] = field(default_factory=list)  # single-step judge runs (no_rubric | static | reading)
     judge: list[list[Completion]] = field(default_factory=list)
 
 
@@ -129,7 +131,9 @@ def score(ro: Rollout, cfg: DRTrainConfig, eos_id: int) -> tuple[list[Episode], 
     n_plan = n_plan_bad = 0
     n_nr = n_nr_bad = n_ver = n_ver_bad = 0
     acc0s, acc_cs, gains, ver_correct, plan_r, ver_r, bonus = [], [], [], [], [], [], []
+    flat, separating = [], []  # per pair: no reward variance in the planner's group; per checklist: it separates
     for i, it in enumerate(ro.items):
+        group_r = []
         pair = it.pair
         nr = [_correct(NO_RUBRIC, c.text, pair.preferred) for c in ro.no_rubric[i]]
         acc0 = accuracy([c for c, _ in nr])
@@ -164,10 +168,15 @@ def score(ro: Rollout, cfg: DRTrainConfig, eos_id: int) -> tuple[list[Episode], 
                 n_plan_bad += 1
             r = PLANNER.reward(valid, acc_c, acc0, cfg.planner_reward)
             plan_r.append(r)
+            group_r.append(r)
+            if pair.facts:  # synthetic pairs: which claims the responses disagree on is known
+                separating.append(float(valid and separates(pair, ro.checklists[(i, j)])))
             episodes.append(
                 Episode(episode_prompt(ro.planner_reqs[i]), actions_of(c, eos_id), r, f"{pair.id}/plan", "planner",
                         {"pair": pair.id, "valid": valid, "acc_c": acc_c, "acc0": acc0})
             )
+        if group_r:
+            flat.append(float(max(group_r) - min(group_r) < 1e-9))
 
     metrics = {
         "planner/format_violation": n_plan_bad / max(n_plan, 1),
@@ -175,6 +184,9 @@ def score(ro: Rollout, cfg: DRTrainConfig, eos_id: int) -> tuple[list[Episode], 
         "planner/guided_accuracy": _mean(acc_cs),
         "planner/gain_over_no_rubric": _mean(gains),
         "planner/improved": _mean([float(x > 0) for x in gains]),
+        # the precondition of planner RL: groups whose N checklists all earn the same reward teach the planner nothing
+        "planner/flat_groups": _mean(flat),
+        "planner/separating": _mean(separating),
         "verifier/accuracy": _mean(ver_correct),
         "verifier/format_violation": n_ver_bad / max(n_ver, 1) if n_ver else math.nan,
         "verifier/reward": _mean(ver_r),
@@ -188,7 +200,7 @@ def score(ro: Rollout, cfg: DRTrainConfig, eos_id: int) -> tuple[list[Episode], 
 
 
 def _score_judge(ro: Rollout, cfg: DRTrainConfig, eos_id: int) -> tuple[list[Episode], dict[str, float]]:
-    """A single-step judge trained alone (the paper's no-rubric / static baselines): reward = correctness."""
+    """A single-step judge trained alone (no-rubric, static, reading): reward = correctness."""
     role = ROLES[cfg.judge]
     episodes: list[Episode] = []
     correct, bad = [], 0

@@ -1,17 +1,23 @@
 """DeltaRubric's study adapter (:data:`ADAPTER`, ``study.<name>.method: deltarubric``) and its default study.
 
-A unit trains multi-role GRPO (or one single-step judge mode, ``deltarubric.train.judge``) from the main
-pipeline's warm start with the variant's overrides and the unit seed, then evaluates the trained policy on the
-held-out pairs (``deltarubric.eval.split``) in every judge mode: no-rubric, static rubric, DeltaRubric (its own
-checklist) and oracle (the reference checklist). An untrained variant evaluates the warm start as it is: the
-before-RL table. Shared, not per seed: the synthetic pairs and the warm start (``deltarubric_pairs``,
-``deltarubric_sft``).
+A unit trains multi-role GRPO (or one single-step judge mode, ``deltarubric.train.judge``) from its seed's warm start
+with the variant's overrides and the unit seed, then evaluates the trained policy on the held-out pairs
+(``deltarubric.eval.split``) in every judge mode: no-rubric, static rubric, reading judge, DeltaRubric (its own
+checklist), oracle (the reference checklist) and the agreed-claims control. An untrained variant evaluates the warm
+start as it is: the before-RL table. Shared by every unit: the synthetic pairs (``deltarubric_pairs``). With
+``per_seed_start`` (the default study) each seed trains its own warm start (``SEED_START``: the tiny base and the
+warm start of ``deltarubric_sft`` under the seed, in ``<out_dir>/_start/seed<k>/``), shared by that seed's variants
+so differences stay paired, and reports it (``train.start_readout`` on val: accuracy per judge mode, the separating
+share of the planner's checklists, the flat planner groups of a step-0 rollout); without it every unit starts from
+the main pipeline's warm start.
 
 Metrics of a unit (``metrics`` of its result): ``accuracy`` / ``format_violation`` of the judge mode the unit was
-trained for (``deltarubric`` for DeltaRubric runs and the warm start, ``no_rubric`` / ``static`` for the trained
-baselines), so claims compare each method in its own mode; ``acc_<mode>`` and ``fmt_<mode>`` for every mode; the
-planner probe at the end of training (``probe_end``). The unit's result also keeps the probe curve (planner probe
-accuracy on val pairs over training steps), which :func:`report_probe_curve` averages over seeds into the
+trained for (``deltarubric`` for DeltaRubric runs and the warm start, ``no_rubric`` / ``static`` / ``reading``
+for the trained single-step judges), so claims compare each method in its own mode; ``acc_<mode>`` and
+``fmt_<mode>`` for every mode; the planner probe at the end of training (``probe_end``); ``sep_deltarubric``, the
+share of the planner's greedy checklists that separate the responses (before RL for the untrained variant, after for
+the trained ones); the step-0 precondition of the unit's training (``flat_step0``: planner groups with zero reward
+variance). The unit's result also keeps the probe curve (planner probe accuracy on val pairs over training steps), which :func:`report_probe_curve` averages over seeds into the
 report's training-dynamics table and ``<report>-probe.png``.
 """
 
@@ -31,7 +37,7 @@ from rubricflow.methods.deltarubric.modes import MODES
 from rubricflow.methods.deltarubric.stages import log_train_inputs
 from rubricflow.registry import StudyDecl
 from rubricflow.stage import StageContext
-from rubricflow.study.adapter import StudyMethod, Unit
+from rubricflow.study.adapter import SeedStart, StudyMethod, Unit
 from rubricflow.study.spec import Claim, StudySpec
 from rubricflow.study.stats import t_interval
 
@@ -45,6 +51,56 @@ def _unit_overrides(vcfg: Any, name: str, spec: StudySpec, unit: Unit, udir: Pat
         "deltarubric.eval.out_dir": str(udir / "eval"),
         "deltarubric.eval.split": spec.eval_split,
     }
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# a seed that covers the warm start (study.<name>.per_seed_start)
+
+_SFT_OUTPUTS = {"out_dir", "base_dir"}  # set per seed, not inputs of the start
+# the train settings the start's readout samples with (the variants' rewards, lambdas and budgets are not among them)
+_READOUT_TRAIN = ("n_checklists", "m_verdicts", "k_no_rubric", "planner_max_tokens", "verifier_max_tokens",
+                  "probe_pairs")
+
+
+def start_overrides(vcfg: Any, sdir: Path) -> dict[str, Any]:
+    return {"deltarubric.sft.out_dir": str(sdir / "sft"), "deltarubric.sft.base_dir": str(sdir / "base")}
+
+
+def start_inputs(ucfg: Any, seed: int) -> dict[str, Any]:
+    dr = ucfg.deltarubric
+    tr = dr.train
+    readout = {k: getattr(tr, k) for k in _READOUT_TRAIN}
+    readout.update(temperature=tr.grpo.temperature, top_p=tr.grpo.top_p, eval_pairs=dr.eval.test_pairs)
+    return {"config": {"pairs": dr.pairs.model_dump(mode="json"),
+                       "sft": {k: v for k, v in dr.sft.model_dump(mode="json").items() if k not in _SFT_OUTPUTS},
+                       "models.policy": ucfg.models.policy.model_dump(mode="json"),
+                       "generation": ucfg.generation.essential_dump(), "readout": readout},
+            "seed": seed, "pairs_set": content_hash(dr.pairs.out_dir)}
+
+
+class _NoRun:
+    """The warm start logs every 10th step to a run; a seed's start is reported by its summary instead."""
+
+    def log_metrics(self, metrics, step=None):
+        pass
+
+
+def build_start(ucfg: Any, seed: int, build_dir: Path, final_dir: Path) -> dict:
+    """The seed's tiny base and warm start (the ``deltarubric_sft`` recipe under the seed), then its readout on val
+    (``train.start_readout``); returns the warm start's losses and time and the readout."""
+    from rubricflow.methods.deltarubric.train import start_readout
+    from rubricflow.methods.deltarubric.warmstart import warm_start
+
+    dr = ucfg.deltarubric
+    sft = dr.sft.model_copy(update={"out_dir": str(build_dir / "sft"), "base_dir": str(build_dir / "base")})
+    dr = dr.model_copy(update={"sft": sft})
+    ws = warm_start(dr, ucfg.models, seed, build_dir / "reports", _NoRun())
+    readout = start_readout(dr, ucfg.models, ucfg.generation, sft.out_dir, split="val", seed=seed)
+    return {"sft_seconds": ws["sft_seconds"], "sft_final_loss": ws["final_loss"], **readout}
+
+
+SEED_START = SeedStart(overrides=start_overrides, inputs=start_inputs, build=build_start,
+                       code=("rubricflow.methods.deltarubric", "rubricflow.sft", "models.tiny"))
 
 
 def _shared_outputs(cfg: Any) -> dict[str, Path]:
@@ -66,7 +122,7 @@ def _input_parts(ucfg: Any, unit: Unit) -> dict[str, Any]:
 
 
 def _own_mode(ucfg: Any) -> str:
-    return ucfg.deltarubric.train.judge  # deltarubric | no_rubric | static
+    return ucfg.deltarubric.train.judge  # deltarubric | no_rubric | static | reading
 
 
 def run_unit(ucfg: Any, unit: Unit, udir: Path, run: Any, secret_resolver=None) -> dict:
@@ -105,6 +161,9 @@ def run_unit(ucfg: Any, unit: Unit, udir: Path, run: Any, secret_resolver=None) 
         if train_out["final_probe"]:
             curve.append([dr.train.grpo.steps, train_out["final_probe"]["probe/accuracy"]])
     metrics["probe_end"] = curve[-1][1] if curve else None
+    metrics["sep_deltarubric"] = modes["deltarubric"].get("separating")
+    first = train_out["curve"][0] if train_out is not None and train_out["curve"] else {}
+    metrics["flat_step0"] = first.get("planner/flat_groups")
     return {"metrics": metrics, "eval_samples": table["n"], "own_mode": own, "probe_curve": curve,
             "by_category": {m: modes[m]["by_category"] for m in MODES},
             "train": None if train_out is None else {k: train_out[k] for k in ("steps", "resumed_from", "run_time_s")
@@ -189,9 +248,10 @@ ADAPTER = StudyMethod(
     input_parts=_input_parts,
     code=("rubricflow.methods.deltarubric", "rubricflow.grpo"),
     sections=("deltarubric",),
-    shared_hint="run the main pipeline first (`dvc repro deltarubric_sft` or `make run`): the pairs and the warm "
-    "start are shared by every unit",
+    shared_hint="run the main pipeline first (`dvc repro deltarubric_sft` or `make run`): the pairs (and, unless the "
+    "study builds a warm start per seed, the warm start) are shared by every unit",
     report_extras=report_probe_curve,
+    seed_start=SEED_START,
 )
 
 
@@ -199,38 +259,55 @@ ADAPTER = StudyMethod(
 # the default study
 
 # Metrics of a unit on the held-out pairs: `accuracy` / `format_violation` are those of the judge mode the unit was
-# trained for (DeltaRubric's own checklist for DeltaRubric runs and the warm start, the no-rubric / static verdict for
-# the trained baselines); acc_<mode> for every mode, the agreed-claims control included.
-METRICS = ["accuracy", "format_violation", *(f"acc_{m}" for m in MODES), "fmt_deltarubric", "probe_end"]
+# trained for (DeltaRubric's own checklist for DeltaRubric runs and the warm start, the no-rubric / static / reading
+# verdict for the trained single-step judges); acc_<mode> for every mode, the agreed-claims control included;
+# sep_deltarubric the separating share of the planner's checklists; flat_step0 the step-0 precondition.
+METRICS = ["accuracy", "format_violation", *(f"acc_{m}" for m in MODES), "fmt_deltarubric", "probe_end",
+           "sep_deltarubric", "flat_step0"]
+
+# The study's RL budget, fixed before any run and set on every variant (the untrained one too, so every variant of
+# a seed shares one start): 40 steps x 4 pairs, N = M = K = 5 (the main pipeline's tiny budget is 20 x 2).
+BUDGET = {"deltarubric.train.grpo.steps": 40, "deltarubric.train.grpo.prompts_per_step": 4,
+          "deltarubric.train.n_checklists": 5, "deltarubric.train.m_verdicts": 5, "deltarubric.train.k_no_rubric": 5}
 
 
 def deltarubric_spec() -> StudySpec:
+    """The DeltaRubric study: each seed trains its own warm start, shared by its variants; claims fixed before any
+    run (issue "DeltaRubric given room and a fair baseline"); the planner-reward and lambda comparisons are
+    exploratory."""
     dr = "deltarubric.train"
-    variants = {
-        "sft": {},  # untrained: the shared warm start, evaluated in every mode (the before-RL table)
+    own = {
+        "sft": {},  # untrained: the seed's warm start, evaluated in every mode (the before-RL table)
         "deltarubric": {},  # the paper's setting: relative (improvement) planner reward, paired bonus, lambda 0.4
         "no-rubric": {f"{dr}.judge": "no_rubric"},  # the trained no-rubric judge (same steps, pairs, verdicts)
         "static": {f"{dr}.judge": "static"},  # the trained static-rubric judge
+        "reading": {f"{dr}.judge": "reading"},  # the reading judge: the verifier's reading, no checklist
         "absolute": {f"{dr}.planner_reward": "absolute"},  # the planner-reward ablation
         "shift": {f"{dr}.planner_reward": "shift"},  # the reading built first (== absolute after centring)
         "lambda0": {f"{dr}.guidance_lambda": 0.0},
         "lambda0.2": {f"{dr}.guidance_lambda": 0.2},
         "lambda0.6": {f"{dr}.guidance_lambda": 0.6},
     }
+    variants = {name: {**BUDGET, **over} for name, over in own.items()}
     claims = [
+        # RL improves the checklists: accuracy and the separating share rise over the seed's own warm start
+        Claim(a="deltarubric", b="sft", metric="accuracy", direction="higher"),
+        Claim(a="deltarubric", b="sft", metric="sep_deltarubric", direction="higher"),
+        # the checklist adds to the same reading (the paper's no-rubric claim, like for like)
+        Claim(a="deltarubric", b="reading", metric="accuracy", direction="higher"),
         Claim(a="deltarubric", b="no-rubric", metric="accuracy", direction="higher"),
         Claim(a="deltarubric", b="static", metric="accuracy", direction="higher"),
-        Claim(a="deltarubric", b="absolute", metric="accuracy", direction="higher"),
-        Claim(a="deltarubric", b="lambda0", metric="accuracy", direction="higher"),
-        Claim(a="deltarubric", b="sft", metric="accuracy", direction="higher"),
+        Claim(a="deltarubric", b="absolute", metric="accuracy", direction="higher", exploratory=True),
+        Claim(a="deltarubric", b="lambda0", metric="accuracy", direction="higher", exploratory=True),
     ]
     return StudySpec(method="deltarubric", variants=variants, untrained=["sft"], metrics=list(METRICS),
-                     claims=claims, out_dir="artifacts/studies/deltarubric")
+                     claims=claims, per_seed_start=True, out_dir="artifacts/studies/deltarubric")
 
 
 STUDIES = (
     StudyDecl("deltarubric", deltarubric_spec,
-              "The DeltaRubric study: the warm start (before RL), DeltaRubric, the trained no-rubric and static "
-              "judges, the absolute (and shift) planner reward and lambda 0 / 0.2 / 0.6, each trained from the shared "
-              "warm start once per seed and evaluated on the held-out pairs in every judge mode."),
+              "The DeltaRubric study: the warm start (before RL), DeltaRubric, the trained no-rubric, static and "
+              "reading judges, the absolute (and shift) planner reward and lambda 0 / 0.2 / 0.6, each trained once "
+              "per seed (40 steps x 4 pairs, N = M = 5) from that seed's own warm start and evaluated on the "
+              "held-out pairs in every judge mode."),
 )

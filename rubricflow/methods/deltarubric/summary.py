@@ -22,9 +22,11 @@ def summary_lines(r: Path) -> list[str]:
     for key in sets:
         accs = m[key]
         modes = [k for k in order if k in accs] + sorted(
-            k for k in accs if k not in order and not k.endswith("_format_violation"))
+            k for k in accs if k not in order and not k.endswith(("_format_violation", "_separating")))
+        sep = accs.get("deltarubric_separating")
         out.append(f"{'deltarubric' if not out else '':<12}{key}: " + ", ".join(
-            f"{k} {accs[k]:.1%}" for k in modes) + " (pair accuracy)")
+            f"{k} {accs[k]:.1%}" for k in modes) + " (pair accuracy)"
+            + ("" if sep is None else f"; separating checklists {sep:.1%}"))
     return out
 
 

@@ -7,10 +7,16 @@
 * ``verifier_target(pair, checks)``: the verifier's own reading of the image as a worked trace (the gold trace, in
   the responses' own form), then per check ``image <key> = <value>, A <key> = <claim> yes|no, B <key> = <claim>
   yes|no -> A|B|both|neither``, then ``verdict: <preferred>`` (see ``evidence_lines`` for why this form).
+* ``agreed_checks(pair)``: a non-separating checklist, 2-4 checks on claims both responses agree on (None when
+  fewer agree): the agreed-claims control of the evaluation and the planner's noisy target of a warm start with
+  room (``sft.planner_target_noise``); ``separates(pair, checks)`` says whether a checklist has a check on a claim
+  the responses disagree on.
 * ``static_target(pair)``: per fixed criterion the response it favours (factual consistency: fewer wrong claims;
   key visual information: fewer wrong perception claims; relevance, reasoning and clarity: both, since the
   synthetic responses are on topic, consistent and complete), then the verdict.
 * ``no_rubric_target(pair)``: the verdict alone (the single-step judge).
+* ``reading_target(pair)``: the reading judge, the no-rubric control of the same reading: the verifier's worked
+  reading (``worked_reading``, the one builder both use), then the verdict; no checklist, no evidence lines.
 
 Only synthetic pairs (with ``facts``) have targets; benchmark pairs are evaluation-only.
 """
@@ -127,8 +133,10 @@ def worked_reading(facts: dict) -> str:
     return response_text(facts, facts["perception"])
 
 
-def verifier_target(pair: PreferencePair, checks: list[Check]) -> str:
-    return "\n".join([worked_reading(pair.facts), *evidence_lines(pair, checks), f"verdict: {pair.preferred}"])
+def verifier_target(pair: PreferencePair, checks: list[Check], verdict: str | None = None) -> str:
+    """The worked reading, one evidence line per check, then ``verdict`` (default: the preferred response)."""
+    lines = [worked_reading(pair.facts), *evidence_lines(pair, checks), f"verdict: {verdict or pair.preferred}"]
+    return "\n".join(lines)
 
 
 def planner_target(checks: list[Check]) -> str:
@@ -137,6 +145,10 @@ def planner_target(checks: list[Check]) -> str:
 
 def no_rubric_target(pair: PreferencePair) -> str:
     return f"verdict: {pair.preferred}"
+
+
+def reading_target(pair: PreferencePair) -> str:
+    return "\n".join([worked_reading(pair.facts), f"verdict: {pair.preferred}"])
 
 
 def _wrong(pair: PreferencePair, response: str, keys: list[str] | None) -> int:
@@ -156,6 +168,27 @@ def static_target(pair: PreferencePair) -> str:
     fav = {"relevance": "both", "consistency": fewer(None), "visual": fewer(perception), "reasoning": "both", "clarity": "both"}
     lines = [f"{i}. {name} -> {fav[name]}" for i, (name, _) in enumerate(STATIC_CRITERIA, 1)]
     return "\n".join(lines + [f"verdict: {pair.preferred}"])
+
+
+def agreed_checks(pair: PreferencePair, max_checks: int = 4) -> list[Check] | None:
+    """Checks on the claims both responses agree on (2-4, in the facts' order), or None when fewer than two agree:
+    no check separates the responses."""
+    diff = set(disagreement_keys(pair))
+    keys = [k for k in gold_values(pair.facts) if k not in diff]
+    return [Check(k, check_text(pair.facts["task"], k)) for k in keys[:max_checks]] if len(keys) >= 2 else None
+
+
+def _norm(text: str) -> str:
+    return text.strip().rstrip(".").strip().lower()
+
+
+def separates(pair: PreferencePair, checks: list[str]) -> bool:
+    """Whether a checklist (check texts, as the planner writes them) has a check on a claim the two responses
+    disagree on; a check is matched to its claim by the check templates (``check_text``), so a check in other
+    words separates nothing."""
+    task = pair.facts["task"]
+    diff = {_norm(check_text(task, k)) for k in disagreement_keys(pair)}
+    return any(_norm(c) in diff for c in checks)
 
 
 def variant_checks(pair: PreferencePair, rng: random.Random, max_checks: int = 4) -> list[Check]:

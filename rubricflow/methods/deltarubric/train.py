@@ -4,12 +4,14 @@
 (``prompts_per_step`` per step), calls ``rollout_fn`` (rubricflow.methods.deltarubric.rollout: N checklists, M guided
 verdicts per valid checklist, K no-rubric verdicts; rewards of both roles) and hands the episodes of *both* roles
 to one ``GRPOUpdater.update`` call, which normalises advantages per role (decoupled) and takes one optimiser step
-on the shared policy (``train.judge: no_rubric | static`` trains that judge mode alone instead: the paper's
-trained baselines). The planner probe runs on validation pairs every ``probe_every`` steps (with the torch RNG
-forked, so probing does not change the training samples) and once after the last step.
+on the shared policy (``train.judge: no_rubric | static | reading`` trains that judge mode alone instead: the
+paper's trained baselines and the reading judge). The planner probe runs on validation pairs every
+``probe_every`` steps (with the torch RNG forked, so probing does not change the training samples) and once after
+the last step.
 
 ``run_training`` is the ``deltarubric_train`` stage: the warm start and the pairs (``training_inputs``), the resume
-key (``resume_parts``), the curve and the summary metrics.
+key (``resume_parts``), the curve and the summary metrics. ``start_readout`` describes a warm start before any RL
+(accuracy per judge mode and the precondition of planner RL: flat planner groups, separating checklists).
 """
 
 from __future__ import annotations
@@ -28,7 +30,8 @@ from rubricflow.data.pairs import PreferencePair, read_pairs
 from rubricflow.generation import generator_for
 from rubricflow.io import write_json
 from rubricflow.methods.deltarubric.config import DeltaRubricConfig, DRTrainConfig, effective_grpo, role_max_tokens
-from rubricflow.methods.deltarubric.evaluate import load_items, planner_probe
+from rubricflow.methods.deltarubric.evaluate import evaluate_judge, load_items, planner_probe
+from rubricflow.methods.deltarubric.modes import MODES
 from rubricflow.methods.deltarubric.rollout import Item, collect, score
 from rubricflow.progress import progress
 from rubricflow.ranks import process_rank
@@ -171,7 +174,8 @@ def run_training(dr: DeltaRubricConfig, models: ModelsConfig, generation: Genera
                  checkpoint_dir: str | Path, reports_dir: Path, run: Any, log_fn: LogFn | None = None) -> dict:
     """Multi-role GRPO from the warm start with a progress bar, per-step metrics to ``run`` and ``log_fn``, and the
     curve in ``reports_dir/plots/deltarubric_train.json``; returns the resume state, the probe accuracy at the
-    start and the end, and the last five steps' mean role metrics."""
+    start and the end, the step-0 precondition (the share of planner groups with zero reward variance and of
+    separating checklists) and the last five steps' mean role metrics."""
     model, proc, gen, train_items, val_items = training_inputs(dr, models, generation)
 
     def log(step: int, m: dict) -> None:
@@ -187,6 +191,7 @@ def run_training(dr: DeltaRubricConfig, models: ModelsConfig, generation: Genera
     if process_rank() == 0:
         write_json(Path(reports_dir) / "plots" / "deltarubric_train.json", out["curve"])
     last = out["curve"][-5:]
+    first = out["curve"][0] if out["curve"] else {}
     probes = [r["probe/accuracy"] for r in out["curve"] if "probe/accuracy" in r]
 
     def tail_mean(key: str) -> float | None:
@@ -202,6 +207,49 @@ def run_training(dr: DeltaRubricConfig, models: ModelsConfig, generation: Genera
         "probe_accuracy_start": probes[0] if probes else None,
         "probe_accuracy_end": out["final_probe"].get("probe/accuracy"),
         "planner_format_violation_end": out["final_probe"].get("probe/format_violation"),
+        # the precondition at step 0 (rollouts of the warm start): flat planner groups, separating checklists
+        "planner_flat_groups_step0": first.get("planner/flat_groups"),
+        "planner_separating_step0": first.get("planner/separating"),
+        "probe_separating_start": first.get("probe/separating"),
+        "probe_separating_end": out["final_probe"].get("probe/separating"),
         "last5": {k: tail_mean(k) for k in ("verifier/accuracy", "no_rubric/accuracy", "planner/reward",
-                                              "planner/format_violation", "planner/gain_over_no_rubric")},
+                                              "planner/format_violation", "planner/gain_over_no_rubric",
+                                              "planner/flat_groups", "planner/separating")},
     }
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# What a warm start leaves RL to do (the study's start per seed, the warm-start choice on val)
+
+
+READOUT_REWARDS = ("improvement", "absolute")  # `shift` is flat exactly when `absolute` is (acc0 is per group)
+
+
+def start_readout(dr: DeltaRubricConfig, models: ModelsConfig, generation: GenerationConfig, policy_dir: str | Path,
+                  split: str = "val", seed: int = 0) -> dict[str, float | None]:
+    """A warm start on ``split`` before RL: greedy accuracy in every judge mode (``<split>_<mode>``), the share of
+    the planner's greedy checklists that separate the responses (``<split>_separating``), and the precondition of
+    planner RL on ``train.probe_pairs`` pairs: one rollout sampled as training samples it (N checklists, M verdicts
+    each, K no-rubric verdicts; seeded by ``seed``), scored as training scores it, gives the share of planner groups
+    with zero reward variance under the relative and the absolute planner reward (``flat_groups_<reward>``) and the
+    share of sampled checklists that separate the responses (``rollout_separating``)."""
+    from models.loader import load_policy
+
+    d = Path(dr.pairs.out_dir)
+    model, proc = load_policy(str(policy_dir), dtype=models.policy.dtype)
+    gen = generator_for(generation, model, proc, model_path=str(policy_dir), batch_size=dr.eval.batch_size)
+    items = load_items(d, read_pairs(d, split, limit=dr.eval.test_pairs or None))
+    table = evaluate_judge(gen, proc, items, MODES, role_max_tokens(dr.train))
+    out: dict[str, float | None] = {f"{split}_{m}": s["accuracy"] for m, s in table["modes"].items()}
+    out[f"{split}_separating"] = table["modes"].get("deltarubric", {}).get("separating")
+    cfg = dr.train.model_copy(update={"judge": "deltarubric"})
+    probe = load_items(d, probe_subset(read_pairs(d, split), dr.train.probe_pairs))
+    eos = text_tokenizer(proc).convert_tokens_to_ids("<|im_end|>")
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        ro = collect(gen, proc, probe, cfg, seed=seed)
+    for reward in READOUT_REWARDS:
+        _, m = score(ro, cfg.model_copy(update={"planner_reward": reward}), eos)
+        out[f"flat_groups_{reward}"] = m["planner/flat_groups"]
+    out["rollout_separating"] = m["planner/separating"]
+    return out

@@ -2,12 +2,17 @@
 
 Per training pair (rubricflow.methods.deltarubric.targets):
 
-* planner:    planner prompt -> the reference checklist (neutral checks on the claims where A and B disagree);
+* planner:    planner prompt -> the reference checklist (neutral checks on the claims where A and B disagree), or,
+              for a share ``planner_target_noise`` of the train pairs, a non-separating checklist (checks on
+              claims both responses agree on: a start with room, see ``noisy_checks``);
 * verifier:   verifier prompt with the reference checklist -> per-check evidence + the correct verdict, plus
               ``verifier_variants`` examples with a shuffled / extended checklist (so the verifier executes any
-              neutral checklist, including the planner's imperfect ones during RL);
+              neutral checklist, including the planner's imperfect ones during RL), plus, on a noisy pair, one
+              example executing the non-separating checklist (verdict by ``noise_verdict``);
 * no_rubric:  no-rubric prompt -> ``verdict: X``;
-* static:     static-rubric prompt -> per-criterion preference + verdict.
+* static:     static-rubric prompt -> per-criterion preference + verdict;
+* reading:    reading-judge prompt -> the verifier's worked reading + verdict (no checklist; the same
+              ``worked_reading`` builder as the verifier's target).
 
 Perception (``perception_images`` per task, ``read_examples``): images rendered in memory by the synthetic
 generators under their own split name (``"perception"``, so never a train/val/test image), each with the read
@@ -34,11 +39,13 @@ from rubricflow.io import staged_dir, write_json
 from rubricflow.methods.deltarubric.config import DeltaRubricConfig, DRSFTConfig
 from rubricflow.methods.deltarubric.evaluate import load_items
 from rubricflow.methods.deltarubric.prompts import read_prompt
-from rubricflow.methods.deltarubric.roles import NO_RUBRIC, PLANNER, STATIC, VERIFIER
+from rubricflow.methods.deltarubric.roles import ROLES
 from rubricflow.methods.deltarubric.rollout import Item, chat, request
 from rubricflow.methods.deltarubric.targets import (
+    agreed_checks,
     no_rubric_target,
     planner_target,
+    reading_target,
     reference_checks,
     static_target,
     variant_checks,
@@ -50,32 +57,47 @@ from rubricflow.sections import ModelsConfig
 from rubricflow.sft import SFTExample, train_sft
 
 
-def role_texts(pair: PreferencePair, cfg: DRSFTConfig, rng: random.Random) -> list[tuple[str, list[str] | None, str]]:
+def noisy_checks(pair: PreferencePair, cfg: DRSFTConfig, seed: int):
+    """The non-separating checklist a train pair's planner imitates instead of the reference one (drawn with
+    probability ``planner_target_noise`` from ``(seed, pair id)``, independent of the order of the pairs), or None:
+    val and test pairs, pairs with fewer than two agreed claims, and the pairs not drawn."""
+    if pair.split != "train" or cfg.planner_target_noise <= 0:
+        return None
+    if random.Random(f"planner-noise/{seed}/{pair.id}").random() >= cfg.planner_target_noise:
+        return None
+    return agreed_checks(pair)
+
+
+def role_texts(pair: PreferencePair, cfg: DRSFTConfig, rng: random.Random,
+               seed: int = 0) -> list[tuple[str, list[str] | None, str]]:
     """``(role name, checklist or None, target)`` for every example of one pair."""
     checks = reference_checks(pair)
+    noisy = noisy_checks(pair, cfg, seed)
     out: list[tuple[str, list[str] | None, str]] = []
     if cfg.planner:
-        out.append(("planner", None, planner_target(checks)))
+        out.append(("planner", None, planner_target(noisy or checks)))
     out.append(("verifier", [c.text for c in checks], verifier_target(pair, checks)))
     for _ in range(cfg.verifier_variants):
         var = variant_checks(pair, rng)
         out.append(("verifier", [c.text for c in var], verifier_target(pair, var)))
+    if noisy:  # the verifier follows the checklist it is given: here one that favours neither response
+        verdict = random.Random(f"noise-verdict/{seed}/{pair.id}").choice("AB") if cfg.noise_verdict == "coin" else None
+        out.append(("verifier", [c.text for c in noisy], verifier_target(pair, noisy, verdict)))
     if cfg.no_rubric:
         out.append(("no_rubric", None, no_rubric_target(pair)))
     if cfg.static:
         out.append(("static", None, static_target(pair)))
+    if cfg.reading:
+        out.append(("reading", None, reading_target(pair)))
     return out
-
-
-_ROLES = {"planner": PLANNER, "verifier": VERIFIER, "no_rubric": NO_RUBRIC, "static": STATIC}
 
 
 def sft_examples(processor, items: list[Item], cfg: DRSFTConfig, seed: int = 0) -> list[SFTExample]:
     rng = random.Random(seed)
     out = []
     for it in items:
-        for role, checks, target in role_texts(it.pair, cfg, rng):
-            req = request(processor, _ROLES[role], it, checks)
+        for role, checks, target in role_texts(it.pair, cfg, rng, seed):
+            req = request(processor, ROLES[role], it, checks)
             out.append(SFTExample(req.prompt, target, req.images))
     return out
 
@@ -108,8 +130,8 @@ def pair_tokenizer_corpus(pairs: list[PreferencePair], cfg: DRSFTConfig, seed: i
     rng = random.Random(seed)
     texts = ["user assistant system"] * 8  # the chat template's role names
     for p in pairs:
-        for role, checks, target in role_texts(p, cfg, rng):
-            texts.append(_ROLES[role].prompt(p, checks))
+        for role, checks, target in role_texts(p, cfg, rng, seed):
+            texts.append(ROLES[role].prompt(p, checks))
             texts.append(target)
     for p in pairs[:64]:  # the read task's instruction (its images are not pairs; its targets are traces)
         texts.append(read_prompt(p.question))
