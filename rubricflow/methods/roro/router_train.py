@@ -137,18 +137,13 @@ def oracle_process_score(t: Trajectory) -> float | None:
 
 
 class OracleScorer:
-    """``ProcessScorer``'s interface over :func:`oracle_process_score` (no model, nothing fails)."""
+    """``ProcessScorer``'s interface over :func:`oracle_process_score` (no model, nothing fails; the score is a
+    cheap function of the route, so nothing is cached)."""
 
     failures = 0
 
-    def __init__(self):
-        self.cache: dict[tuple, float | None] = {}
-
     def scores(self, trajs: list[Trajectory]) -> list[float | None]:
-        for t in trajs:
-            if t.key() not in self.cache:
-                self.cache[t.key()] = oracle_process_score(t)
-        return [self.cache[t.key()] for t in trajs]
+        return [oracle_process_score(t) for t in trajs]
 
 
 # ----------------------------------------------------------------------------------------------------------------
