@@ -3,17 +3,17 @@
 import pytest
 
 from rubricflow.config import ConfigError, config_from_dict
-from rubricflow.methods.roro.evaluate import (
+from rubricflow.methods.roro.curves import (
     accuracy_at_cost,
     common_range,
     curve_auc,
     curve_metrics,
     hull,
     matched_accuracy,
-    method_curves,
     range_auc,
     select_cost_weights,
 )
+from rubricflow.methods.roro.evaluate import method_curves
 
 ENDS = [(0.0, 0.3), (1.0, 1.0)]  # all-SLM, all-LRM
 

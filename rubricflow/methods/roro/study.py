@@ -15,7 +15,7 @@ A trained unit keeps, per method, the routers chosen on val by ``roro.eval.cost_
 spanning ``roro.eval.cost_range``), routes the evaluation split (``roro.eval.split``: test for these reporting
 studies) and reduces its curves (LRM cost as a fraction of the all-LRM cost against chain-exact accuracy, the
 primary metric, and against the outcome; anchored at all-SLM and all-LRM) to the scalars the harness aggregates
-(``rubricflow.methods.roro.evaluate.curve_metrics``): the hull's mean over the common range (``range_auc``), the
+(``rubricflow.methods.roro.curves.curve_metrics``): the hull's mean over the common range (``range_auc``), the
 accuracy at the matched costs (``acc_at_cost_<pct>``), each n/a where the method has no points of its own on each
 side, the descriptive area over [0, 1] (``auc``) and the cost range of its points; chain-exact ones are named
 ``chain_...``. A ``roro`` unit also reports its kept Judge's pairwise accuracy on the evaluation split's route pairs
@@ -272,7 +272,7 @@ COST_GRID = [i / 50 for i in range(51)]
 def curve_bands(results: Sequence[Mapping], points: str = "points", anchors: str = "anchors") -> dict[str, dict]:
     """Per variant: each seed's hull read on ``COST_GRID``, and the mean and 95% t-interval per grid cost (outcome
     accuracy; ``points="chain_points", anchors="chain_anchors"``: chain-exact accuracy)."""
-    from rubricflow.methods.roro.evaluate import hull, interpolate
+    from rubricflow.methods.roro.curves import hull, interpolate
 
     by: dict[str, list[list[float]]] = {}
     for r in results:
