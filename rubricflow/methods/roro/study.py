@@ -20,7 +20,7 @@ accuracy at the matched costs (``acc_at_cost_<pct>``), each n/a where the method
 side, the descriptive area over [0, 1] (``auc``) and the cost range of its points; chain-exact ones are named
 ``chain_...``. A ``roro`` unit also reports its kept Judge's pairwise accuracy on the evaluation split's route pairs
 (``judge_test_acc``, ``judge_test_process_acc``) and keeps the alternation's per-phase val accuracies in its result.
-:func:`report_extra` adds to the report the per-phase Judge table (mean and 95% t-interval over seeds, overall and
+:func:`~rubricflow.methods.roro.study_report.report_extra` adds to the report the per-phase Judge table (mean and 95% t-interval over seeds, overall and
 per pair category, each against chance 0.5) and the accuracy-vs-cost curves with their 95% bands over seeds
 (``<stem>-curves.png``).
 
@@ -31,26 +31,18 @@ routers, evaluation) and checkpoints under ``<router.checkpoint_dir>/../studies/
 
 from __future__ import annotations
 
-import math
-from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from rubricflow.hashing import content_hash
-from rubricflow.io import atomic_path
 from rubricflow.methods.roro.config import RoRoEvalConfig
+from rubricflow.methods.roro.study_report import PHASE_METRICS, report_extra
 from rubricflow.registry import StudyDecl
 from rubricflow.sections import ConfigError
 from rubricflow.study.adapter import StudyMethod, Unit
 from rubricflow.study.spec import Claim, StudySpec
-from rubricflow.study.stats import t_interval
 
 KINDS = ("roro", "oracle-process", "outcome-only", "threshold", "random")
-CHANCE = 0.5
-PHASE_METRICS = ("val_pairwise_acc", "val_acc_outcome", "val_acc_cost", "val_acc_process", "val_acc_process_right",
-                 "val_acc_process_wrong")
-TEST_JUDGE_METRICS = ("pairwise_acc", "acc_outcome", "acc_cost", "acc_process", "acc_process_right",
-                      "acc_process_wrong")
 
 
 def unit_kind(rc) -> str:
@@ -167,199 +159,6 @@ def _all_lrm_policy():
     from rubricflow.methods.roro.routing import ConstantPolicy
 
     return ConstantPolicy(1)
-
-
-# ------------------------------------------------------------------------------------------------------------
-# report: the per-phase Judge table and the curves with their bands
-
-
-def _cell(vals: Sequence[float]) -> tuple[str, str]:
-    """``mean ± half-width`` and its verdict against chance (0.5)."""
-    ci = t_interval(vals)
-    if ci["mean"] is None:
-        return "n/a", ""
-    if ci["half_width"] is None:
-        return f"{ci['mean']:.3f} (n=1)", ""
-    v = "above" if ci["ci_low"] > CHANCE else "below" if ci["ci_high"] < CHANCE else "~"
-    return f"{ci['mean']:.3f} ± {ci['half_width']:.3f}", v
-
-
-def judge_tables(results: Sequence[Mapping]) -> tuple[list[str], dict]:
-    """Markdown lines and data: per phase (warm start, each Judge and Rubricor phase) the val pairwise accuracy over
-    the ``roro`` units' seeds, overall and per pair category, with each cell's 95% t-interval against chance; then
-    the kept Judge on the evaluation split's pairs; then the paired per-seed change from the warm start to the kept
-    phase."""
-    units = [r for r in results if r.get("judge_rounds")]
-    if not units:
-        return [], {}
-    n_phases = min(len(r["judge_rounds"]) for r in units)
-    names = [f"{row['round']}/{row['phase']}" for row in units[0]["judge_rounds"][:n_phases]]
-    head = ["overall", "outcome", "cost", "process", "process-right", "process-wrong"]
-    lines = ["## Judge: val pairwise accuracy per alternation phase",
-             "",
-             f"Mean ± half-width of the 95% t-interval over the `roro` units' seeds ({len(units)}); val pairs; ties "
-             "count 0.5, so chance is 0.5. Mark: `above` / `below` = the interval excludes 0.5 on that side, `~` = "
-             "it does not. `kept` = how many seeds kept that phase (best val accuracy).",
-             "",
-             "| phase | kept | " + " | ".join(head) + " |",
-             "|---|---|" + "---|" * len(head)]
-    data: dict[str, Any] = {"phases": {}}
-    for i, ph in enumerate(names):
-        kept = sum(1 for r in units if r["judge_rounds"][i].get("selected"))
-        cells, row_data = [], {}
-        for m in PHASE_METRICS:
-            vals = [r["judge_rounds"][i][m] for r in units if r["judge_rounds"][i].get(m) is not None]
-            txt, v = _cell(vals)
-            cells.append(f"{txt} {v}".strip())
-            row_data[m] = {**t_interval(vals), "values": vals}
-        data["phases"][ph] = {"kept": kept, **row_data}
-        lines.append(f"| {ph} | {kept} | " + " | ".join(cells) + " |")
-    failed = []
-    for i, ph in enumerate(names):
-        fr = [max(r["judge_rounds"][i].get("val_judge_failed_frac") or 0.0,
-                  r["judge_rounds"][i].get("val_rubric_failed_frac") or 0.0) for r in units]
-        if any(fr):
-            failed.append(f"{ph}: " + ", ".join(f"{x:.2f}" for x in fr))
-    if failed:  # a missing score counts as a misordered pair: say where they came from
-        lines += ["", "Fraction of val problems or trajectories without a score (rubric or judgment failed; counted as "
-                  "misordered), per seed: " + "; ".join(failed)]
-    tested = [r for r in units if r.get("judge_test")]
-    if tested:
-        counts = tested[0].get("judge_test_pair_counts") or {}
-        n = {c: counts.get(f"test_{c}", counts.get(f"val_{c}")) for c in ("outcome", "cost", "process-right",
-                                                                          "process-wrong")}
-        lines += ["", "## Judge kept per seed, on the evaluation split's route pairs", "",
-                  "Pairs built like the training pairs from every route of the evaluation problems (counts of the "
-                  f"first unit: {', '.join(f'{k} {v}' for k, v in n.items() if v is not None)}).", "",
-                  "| | " + " | ".join(head) + " |", "|---|" + "---|" * len(head)]
-        cells = []
-        data["judge_test"] = {}
-        for m in TEST_JUDGE_METRICS:
-            vals = [r["judge_test"][m] for r in tested if r["judge_test"].get(m) is not None]
-            txt, v = _cell(vals)
-            cells.append(f"{txt} {v}".strip())
-            data["judge_test"][m] = {**t_interval(vals), "values": vals}
-        lines.append("| kept Judge | " + " | ".join(cells) + " |")
-    diffs = {}
-    for m in ("val_pairwise_acc", "val_acc_process"):
-        d = []
-        for r in units:
-            sel = next((row for row in r["judge_rounds"] if row.get("selected")), None)
-            if sel is not None and sel.get(m) is not None and r["judge_rounds"][0].get(m) is not None:
-                d.append(sel[m] - r["judge_rounds"][0][m])
-        diffs[m] = {**t_interval(d), "values": d}
-    last = []
-    for r in units:
-        a, b = r["judge_rounds"][n_phases - 1].get("val_pairwise_acc"), r["judge_rounds"][0].get("val_pairwise_acc")
-        if a is not None and b is not None:
-            last.append(a - b)
-    diffs["last_minus_warm_val_pairwise_acc"] = {**t_interval(last), "values": last}
-    lines += ["", "Paired per-seed change on val (a phase chosen on val is optimistic on val: the kept Judge's "
-              "unbiased number is the evaluation-split row above):", ""]
-    for label, key in (("kept phase - warm start, overall", "val_pairwise_acc"),
-                       ("kept phase - warm start, process pairs", "val_acc_process"),
-                       ("last phase - warm start, overall", "last_minus_warm_val_pairwise_acc")):
-        ci = diffs[key]
-        if ci["half_width"] is not None:
-            lines.append(f"- {label}: {ci['mean']:+.3f} [{ci['ci_low']:+.3f}, {ci['ci_high']:+.3f}]")
-    data["changes"] = diffs
-    return lines, data
-
-
-COST_GRID = [i / 50 for i in range(51)]
-
-
-def curve_bands(results: Sequence[Mapping], points: str = "points", anchors: str = "anchors") -> dict[str, dict]:
-    """Per variant: each seed's hull read on ``COST_GRID``, and the mean and 95% t-interval per grid cost (outcome
-    accuracy; ``points="chain_points", anchors="chain_anchors"``: chain-exact accuracy)."""
-    from rubricflow.methods.roro.curves import hull, interpolate
-
-    by: dict[str, list[list[float]]] = {}
-    for r in results:
-        if not r.get(points) or not r.get(anchors):
-            continue
-        pts = [tuple(p) for p in r[points]] + [(0.0, r[anchors]["all-slm"]), (1.0, r[anchors]["all-lrm"])]
-        h = hull(pts)
-        by.setdefault(r["variant"], []).append([interpolate(h, c) for c in COST_GRID])
-    out = {}
-    for v, curves in by.items():
-        cols = [t_interval([c[i] for c in curves]) for i in range(len(COST_GRID))]
-        out[v] = {"cost": COST_GRID, "mean": [c["mean"] for c in cols],
-                  "low": [c["ci_low"] if c["ci_low"] is not None else c["mean"] for c in cols],
-                  "high": [c["ci_high"] if c["ci_high"] is not None else c["mean"] for c in cols],
-                  "n": len(curves)}
-    return out
-
-
-def plot_bands(bands: Mapping[str, Mapping], results: Sequence[Mapping], path: Path, points: str = "points",
-               ylabel: str = "accuracy") -> Path:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(6.6, 4.6))
-    colors = {"roro": "C0", "outcome-only": "C1", "threshold": "C2", "random": "C7"}
-    for i, (v, b) in enumerate(bands.items()):
-        c = colors.get(v, f"C{3 + i}")
-        ax.plot(b["cost"], b["mean"], "-", color=c, label=f"{v} (n={b['n']})")
-        ax.fill_between(b["cost"], b["low"], b["high"], color=c, alpha=0.2)
-        xs = [p[0] for r in results if r.get("variant") == v for p in r.get(points) or []]
-        ys = [p[1] for r in results if r.get("variant") == v for p in r.get(points) or []]
-        ax.plot(xs, ys, ".", color=c, alpha=0.5, markersize=4)
-    ax.set_xlabel("LRM cost (fraction of the all-LRM route)")
-    ax.set_ylabel(ylabel)
-    ax.set_title(f"{ylabel} vs LRM cost: upper hull per seed, mean and 95% band")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8, loc="lower right")
-    fig.tight_layout()
-    with atomic_path(path, suffix=".png") as tmp:  # the temporary name ends in .png: savefig infers the format
-        fig.savefig(tmp, dpi=110)
-    plt.close(fig)
-    return path
-
-
-def report_extra(name: str, spec: StudySpec, results: Sequence[Mapping], stem_path: Path) -> dict:
-    lines, judge = judge_tables(results)
-    bands = curve_bands(results)
-    chain = curve_bands(results, "chain_points", "chain_anchors")
-    md: list[str] = []
-    files: dict[str, Path] = {}
-    if chain:
-        png = plot_bands(chain, results, stem_path.parent / f"{stem_path.name}-chain-curves.png", "chain_points",
-                         "chain-exact accuracy")
-        files["chain_curves"] = png
-        md += ["## Chain-exact accuracy vs LRM cost", "",
-               f"`{png.name}`: as below, for chain-exact accuracy (every step right), the primary metric.", ""]
-    if bands:
-        png = plot_bands(bands, results, stem_path.parent / f"{stem_path.name}-curves.png")
-        files["curves"] = png
-        md += ["## Accuracy vs LRM cost", "",
-               f"`{png.name}`: per seed, the upper concave hull of a method's points and the all-SLM / all-LRM ends "
-               "(what mixing its settings achieves); the line is the mean over seeds, the band its 95% t-interval "
-               "at each cost. `auc` above is the area under each seed's hull.", "",
-               "| variant | points per seed | cost range of its points |", "|---|---|---|"]
-        for v in bands:
-            pts = [r["points"] for r in results if r.get("variant") == v and r.get("points")]
-            xs = [p[0] for ps in pts for p in ps]
-            md.append(f"| {v} | {min(len(p) for p in pts)}-{max(len(p) for p in pts)} | "
-                      f"{min(xs):.2f}-{max(xs):.2f} |")
-        md.append("")
-    md += lines
-    data = {"judge": judge, "bands": {v: {k: b[k] for k in ("mean", "low", "high", "n")} for v, b in bands.items()},
-            "chain_bands": {v: {k: b[k] for k in ("mean", "low", "high", "n")} for v, b in chain.items()},
-            "cost_grid": COST_GRID}
-    return {"markdown": ["", *md], "files": files, "json": _finite(data)}
-
-
-def _finite(x):
-    if isinstance(x, float) and not math.isfinite(x):
-        return None
-    if isinstance(x, dict):
-        return {k: _finite(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [_finite(v) for v in x]
-    return x
 
 
 ADAPTER = StudyMethod(
