@@ -273,7 +273,7 @@ def test_study_flow_runs_one_task_per_unit_then_skips_them(prefect_api, project,
 
     import flows.study as study_flow
     from rubricflow.study.harness import run_unit
-    from tests.test_study import FakeUnit
+    from tests.study.helpers import FakeUnit
 
     import yaml
 

@@ -11,7 +11,9 @@ from rubricflow.sections import ConfigError
 from rubricflow.study.adapter import Unit
 from rubricflow.study.harness import RESULT_FILE, plan, run_study, run_unit, unit_dir
 from rubricflow.study.units import CORRUPT_FILE, load_result, write_result
-from tests.test_study import FakeUnit, _cfg, _make_shared
+from tests.study.helpers import FakeUnit
+from tests.study.helpers import harness_cfg as _cfg
+from tests.study.helpers import make_shared as _make_shared
 
 
 def _study(tmp_path, seeds):

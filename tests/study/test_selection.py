@@ -1,0 +1,143 @@
+"""Selection studies: evaluated on val, scored per setting under the guard, naming the setting they choose; a val
+study never reads test."""
+
+import json
+
+import pytest
+
+from rubricflow.config import config_from_dict
+from rubricflow.methods.rucl.study import rucl_spec
+from rubricflow.study.harness import RESULT_FILE, Unit, run_study, unit_dir
+from rubricflow.study.spec import StudySpec
+from rubricflow.study.stats import aggregate
+from tests.study.helpers import harness_cfg, make_shared
+from tests.study.test_stats import _results
+
+
+def test_selection_scores_each_setting_over_its_variants():
+    from rubricflow.study.spec import Selection
+    from rubricflow.study.stats import select
+
+    results = _results({
+        "o-lo": {1: {"acc": 0.50}, 2: {"acc": 0.52}}, "r-lo": {1: {"acc": 0.60}, 2: {"acc": 0.62}},
+        "o-hi": {1: {"acc": 0.70}, 2: {"acc": 0.72}}, "r-hi": {1: {"acc": 0.30}, 2: {"acc": 0.32}},
+        "o-mid": {1: {"acc": 0.56}, 2: {"acc": 0.56}}, "r-mid": {1: {"acc": None}, 2: {"acc": None}},
+    })
+    agg = aggregate(results, [], ["acc"])
+    chosen = select(agg, Selection(metric="acc", settings={"lo": ["o-lo", "r-lo"], "hi": ["o-hi", "r-hi"],
+                                                          "mid": ["o-mid", "r-mid"]}))
+    # lo: (0.51 + 0.61) / 2 = 0.56; hi: (0.71 + 0.31) / 2 = 0.51 (the best single variant is o-hi, but the setting
+    # must serve both methods); mid has no value for r-mid: not eligible, though o-mid alone would tie lo
+    assert chosen["settings"]["lo"]["score"] == pytest.approx(0.56)
+    assert chosen["settings"]["hi"]["score"] == pytest.approx(0.51)
+    assert chosen["settings"]["mid"]["score"] is None
+    assert chosen["selected"] == "lo"
+    lower = select(agg, Selection(metric="acc", direction="lower", settings={"lo": ["o-lo", "r-lo"],
+                                                                            "hi": ["o-hi", "r-hi"]}))
+    assert lower["selected"] == "hi"
+    per_variant = select(agg, {"metric": "acc"})  # no settings: every variant is its own
+    assert per_variant["selected"] == "o-hi"
+    assert select(agg, None) is None
+
+
+def test_a_selection_study_must_be_evaluated_on_val():
+    with pytest.raises(ValueError, match="must be evaluated on val"):
+        StudySpec(**{**rucl_spec().model_dump(), "selection": {"metric": "accuracy"}, "claims": []})
+    with pytest.raises(ValueError, match=r"selection.settings.x: \['nope'\] are not variants"):
+        StudySpec(**{**rucl_spec().model_dump(), "eval_split": "val", "claims": [],
+                     "selection": {"metric": "accuracy", "settings": {"x": ["nope"]}}})
+    tune = config_from_dict({}).study.rucl_tune
+    assert tune.eval_split == "val" and tune.selection is not None
+    assert not set(tune.seeds) & set(config_from_dict({}).study.rucl.seeds)  # tuning seeds are not the study's
+    # every setting is trained under both reward modes, so the choice favours neither method
+    for setting, members in tune.selection.settings.items():
+        assert sorted(tune.variants[v]["rucl.reward.mode"] for v in members) == ["outcome", "rucl"], setting
+        assert len({tuple(sorted((k, x) for k, x in tune.variants[v].items() if k != "rucl.reward.mode"))
+                    for v in members}) == 1, setting
+    # the rule: sampled val accuracy (the RL objective), guarded by greedy val accuracy within 0.02 of the start
+    assert (tune.selection.metric, tune.selection.guard_metric, tune.selection.guard_baseline,
+            tune.selection.guard_margin) == ("sampled_accuracy", "accuracy", "sft", 0.02)
+
+
+class SplitReadingUnit:
+    """A unit that reads the split its config says it is evaluated on, as the RuCL unit (rubricflow.methods.rucl.study.run_unit) does."""
+
+    def __init__(self, tmp_path):
+        self.tmp_path, self.splits = tmp_path, []
+
+    def __call__(self, ucfg, unit, udir, run, secret_resolver):
+        from rubricflow.data.schema import read_dataset
+
+        self.splits.append(ucfg.rucl.eval_split)
+        rows = read_dataset(self.tmp_path / "ds", split=ucfg.rucl.eval_split)
+        acc = {"o-a": 0.5, "r-a": 0.7, "o-b": 0.6, "r-b": 0.5}[unit.variant] + 0.01 * (unit.seed % 3)
+        return {"metrics": {"accuracy": acc, "correct_but_flawed": 0.1}, "eval_samples": len(rows)}
+
+
+def _tiny_dataset(path):
+    from rubricflow.data.schema import Sample, write_dataset
+
+    samples = [Sample(f"t-{sp}-{i}", [], "q?", "1", "int", "counting", {}, sp, "synthetic/counting")
+               for sp in ("train", "val", "test") for i in range(3)]
+    write_dataset(path, samples, manifest={"generator": "test"})
+
+
+def test_a_val_study_never_reads_test_and_reports_its_choice(tmp_path):
+    from rubricflow.splits import TestSplitAccess
+
+    _tiny_dataset(tmp_path / "ds")
+    variants = {"o-a": {"rucl.reward.mode": "outcome"}, "r-a": {"rucl.reward.mode": "rucl"},
+                "o-b": {"rucl.reward.mode": "outcome", "rucl.grpo.lr": 1e-3},
+                "r-b": {"rucl.reward.mode": "rucl", "rucl.grpo.lr": 1e-3}}
+    study = {"variants": variants, "untrained": [], "claims": [], "metrics": ["accuracy", "correct_but_flawed"],
+             "eval_split": "val", "selection": {"metric": "accuracy", "settings": {"a": ["o-a", "r-a"],
+                                                                                 "b": ["o-b", "r-b"]}}}
+    cfg = harness_cfg(tmp_path, study)
+    make_shared(tmp_path)
+    unit = SplitReadingUnit(tmp_path)
+    out = run_study(cfg, "rucl", unit_fn=unit)
+    assert set(unit.splits) == {"val"} and out["eval_split"] == "val"
+    # a: (0.51 + 0.71) / 2 = 0.61 > b: (0.61 + 0.51) / 2 = 0.56 (seed wobble 11, 22, 33 -> +.02, +.01, 0)
+    assert out["selected"] == "a"
+    assert out["selected_overrides"] == {"o-a": variants["o-a"], "r-a": variants["r-a"]}
+    md = (tmp_path / "reports" / "studies" / "rucl.md").read_text()
+    assert "val split" in md and "**selected: a**" in md and "test split" not in md
+    data = json.loads((tmp_path / "reports" / "studies" / "rucl.json").read_text())
+    assert data["selection"]["selected"] == "a" and data["eval_split"] == "val"
+    assert data["selection"]["settings"]["b"]["score"] == pytest.approx(0.56)
+    saved = json.loads((unit_dir(cfg.study.rucl, Unit("o-b", 22)) / RESULT_FILE).read_text())
+    assert saved["eval_split"] == "val"
+
+    # the guard is real: a selection unit that asks for test rows fails, and leaves no result behind
+    class Peeking(SplitReadingUnit):
+        def __call__(self, ucfg, unit, udir, run, secret_resolver):
+            from rubricflow.data.schema import read_dataset
+
+            read_dataset(self.tmp_path / "ds", split="test")
+
+    peek = harness_cfg(tmp_path, {**study, "out_dir": str(tmp_path / "peek")})
+    with pytest.raises(TestSplitAccess, match="study rucl"):
+        run_study(peek, "rucl", unit_fn=Peeking(tmp_path))
+    assert not list((tmp_path / "peek").rglob(RESULT_FILE))
+    # the same unit in a reporting study (eval_split test) may read test
+    report = harness_cfg(tmp_path, {"out_dir": str(tmp_path / "rep"), "variants": {"o-a": variants["o-a"]},
+                             "untrained": [], "claims": [], "metrics": ["accuracy"]})
+    unit = SplitReadingUnit(tmp_path)
+    run_study(report, "rucl", unit_fn=unit)
+    assert set(unit.splits) == {"test"}
+
+
+def test_the_selection_guard_makes_a_setting_that_breaks_the_start_ineligible():
+    from rubricflow.study.spec import Selection
+    from rubricflow.study.stats import select
+
+    rows = [{"variant": v, "seed": s, "metrics": {"sampled": sm, "greedy": g}}
+            for s in (1, 2) for v, sm, g in (("sft", 0.50, 0.80), ("fast", 0.70, 0.70), ("slow", 0.60, 0.79))]
+    agg = aggregate(rows, [], ["sampled", "greedy"])
+    sel = Selection(metric="sampled", settings={"fast": ["fast"], "slow": ["slow"]}, guard_metric="greedy",
+                    guard_baseline="sft", guard_margin=0.02)
+    chosen = select(agg, sel)
+    # "fast" has the best sampled score but its greedy accuracy fell 0.10 below the start: not eligible
+    assert chosen["selected"] == "slow"
+    assert chosen["settings"]["fast"]["guard_ok"] is False and chosen["settings"]["slow"]["guard_ok"] is True
+    assert select(agg, sel.model_copy(update={"guard_margin": 0.2}))["selected"] == "fast"
