@@ -181,3 +181,20 @@ def test_one_real_unit_trains_and_evaluates_every_mode(tmp_path):
     assert "Start of each seed" in md and "flat_groups_improvement" in md
     # a second run reuses the start and both units (same inputs)
     assert run_study(cfg, "deltarubric", variants=["sft", "deltarubric"])["ran"] == 0
+
+
+def test_the_lr_tune_is_a_val_selection_over_both_trained_judges():
+    """`deltarubric_tune` is evaluated on val only, on seeds apart from the study's, with the study's budget; each lr
+    is one setting scored over DeltaRubric and the reading judge alike (the control keeps the same settings)."""
+    cfg = config_from_dict({})
+    tune, study = cfg.study.deltarubric_tune, cfg.study.deltarubric
+    assert tune.eval_split == "val" and tune.per_seed_start and not set(tune.seeds) & set(study.seeds)
+    assert tune.selection.metric == "accuracy" and tune.selection.direction == "higher"
+    assert set(tune.selection.settings) == {"lr3e-5", "lr1e-4", "lr3e-4"}
+    for setting, names in tune.selection.settings.items():
+        judges = {tune.variants[v]["deltarubric.train.judge"] for v in names}
+        lrs = {tune.variants[v]["deltarubric.train.grpo.lr"] for v in names}
+        assert judges == {"deltarubric", "reading"} and len(lrs) == 1
+    budget = {k: v for k, v in study.variants["deltarubric"].items()}
+    for over in tune.variants.values():
+        assert {k: over[k] for k in budget} == budget

@@ -38,7 +38,7 @@ from rubricflow.methods.deltarubric.stages import log_train_inputs
 from rubricflow.registry import StudyDecl
 from rubricflow.stage import StageContext
 from rubricflow.study.adapter import SeedStart, StudyMethod, Unit
-from rubricflow.study.spec import Claim, StudySpec
+from rubricflow.study.spec import Claim, Selection, StudySpec
 from rubricflow.study.stats import t_interval
 
 
@@ -304,10 +304,37 @@ def deltarubric_spec() -> StudySpec:
                      claims=claims, per_seed_start=True, out_dir="artifacts/studies/deltarubric")
 
 
+# The GRPO lr grid of `deltarubric_tune` and its rule, written before any of its runs: the study's budget (BUDGET) on
+# seeds 11 and 22 (not the study's seeds), each seed with its own warm start; a setting is one lr for both DeltaRubric
+# and the reading judge (its control, which the study trains with the same settings), scored by their mean val
+# accuracy in their own judge mode (an unusable verdict counts as wrong, so an lr that breaks the format loses); the
+# highest score wins, ties to the first listed.
+TUNE_LRS = {"lr3e-5": 3e-5, "lr1e-4": 1e-4, "lr3e-4": 3e-4}
+
+
+def deltarubric_tune_spec() -> StudySpec:
+    """Chooses the study's GRPO lr on val (``rubricflow study deltarubric_tune``)."""
+    dr = "deltarubric.train"
+    variants: dict[str, dict[str, Any]] = {"sft": dict(BUDGET)}
+    settings: dict[str, list[str]] = {}
+    for setting, lr in TUNE_LRS.items():
+        for judge in ("deltarubric", "reading"):
+            variants[f"{judge}-{setting}"] = {**BUDGET, f"{dr}.judge": judge, f"{dr}.grpo.lr": lr}
+            settings.setdefault(setting, []).append(f"{judge}-{setting}")
+    return StudySpec(method="deltarubric", seeds=[11, 22], variants=variants, untrained=["sft"], metrics=list(METRICS),
+                     eval_split="val", selection=Selection(metric="accuracy", direction="higher", settings=settings),
+                     per_seed_start=True, out_dir="artifacts/studies/deltarubric_tune")
+
+
 STUDIES = (
     StudyDecl("deltarubric", deltarubric_spec,
               "The DeltaRubric study: the warm start (before RL), DeltaRubric, the trained no-rubric, static and "
               "reading judges, the absolute (and shift) planner reward and lambda 0 / 0.2 / 0.6, each trained once "
               "per seed (40 steps x 4 pairs, N = M = 5) from that seed's own warm start and evaluated on the "
               "held-out pairs in every judge mode."),
+    StudyDecl("deltarubric_tune", deltarubric_tune_spec,
+              "Chooses the DeltaRubric study's GRPO lr (3e-5, 1e-4, 3e-4) on val: each lr trained with the study's "
+              "budget for DeltaRubric and the reading judge on seeds 11, 22 (each with its own warm start), scored by "
+              "their mean val accuracy in their own judge mode (the winner is `selected` in "
+              "reports/studies/deltarubric_tune.md)."),
 )
