@@ -1,15 +1,18 @@
-"""Does the SFT warm start survive another CPU? The same seed's base model and SFT start built under torch's
-kernel choices (``ATEN_CPU_CAPABILITY``: ``default`` / ``avx2`` / ``avx512``), each in a fresh process, compared
-per task on val and by the weights' content hash.
+"""Does a warm start survive another CPU? The same seed's base model and warm start built under torch's kernel
+choices (``ATEN_CPU_CAPABILITY``: ``default`` / ``avx2`` / ``avx512``), each in a fresh process, compared on val and
+by the weights' content hash: RuCL's SFT start (``--method rucl``, val accuracy per task) or DeltaRubric's warm start
+(``--method deltarubric``, the study's per-seed start and its val readout: accuracy per judge mode, the separating
+share, the flat planner groups of a step-0 rollout).
 
 Another machine's CPU picks other vectorised kernels; the float results differ in their last bits and tiny
 training can amplify that. This imitates it on one machine. The baseline is the first capability listed, built in
 the same run.
 
-Prints one line per capability: ``cpu_kernels capability=<c> seed=<s> val_overall=<x> val_<task>=<y> ...
+Prints one line per capability: ``cpu_kernels method=<m> capability=<c> seed=<s> val_<name>=<x> ...
 weights=<hash>`` and a final ``cpu_kernels max_abs_diff_vs_<baseline>=<d> identical_weights=<n>/<m>``.
 
-    RUBRICFLOW_THREADS=1 .venv/bin/python bench/cpu_kernels.py [--seed 101] [--capabilities default,avx2]
+    RUBRICFLOW_THREADS=1 .venv/bin/python bench/cpu_kernels.py [--method rucl|deltarubric] [--seed 101] \
+        [--capabilities default,avx2]
 """
 
 from __future__ import annotations
@@ -36,10 +39,30 @@ sft, _ = warm_start(cfg.sft, cfg.models, cfg.data, cfg.generation, out / "base",
 print("RESULT " + json.dumps({"val": sft["accuracy_after"], "weights": content_hash(out / "sft" / "model.safetensors")}))
 """
 
+# DeltaRubric: the study's own per-seed start (rubricflow.methods.deltarubric.study.build_start) under the study's
+# budget settings, so its readout is the one the study reports per seed
+_CHILD_DR = """
+import json, sys
+from pathlib import Path
+import rubricflow.env  # noqa: F401
+from rubricflow.config import load_config
+from rubricflow.hashing import content_hash
+from rubricflow.methods.deltarubric.study import BUDGET, build_start
+from rubricflow.stage import apply_overrides
+seed, out = int(sys.argv[1]), Path(sys.argv[2])
+cfg = apply_overrides(load_config("params.yaml"), {"seed": seed, **BUDGET})
+r = build_start(cfg, seed, out, out)
+val = {k[len("val_"):] if k.startswith("val_") else k: v for k, v in r.items() if isinstance(v, float)
+       and k not in ("sft_seconds", "sft_final_loss")}
+print("RESULT " + json.dumps({"val": val, "weights": content_hash(out / "sft" / "model.safetensors")}))
+"""
+CHILDREN = {"rucl": (_CHILD, "data/synthetic/manifest.json", "dvc repro validate"),
+            "deltarubric": (_CHILD_DR, "data/deltarubric/pairs/manifest.json", "dvc repro deltarubric_pairs")}
 
-def build(capability: str, seed: int, out: Path) -> dict:
+
+def build(capability: str, seed: int, out: Path, method: str = "rucl") -> dict:
     env = {**os.environ, "ATEN_CPU_CAPABILITY": capability}
-    proc = subprocess.run([sys.executable, "-c", _CHILD, str(seed), str(out)], env=env, capture_output=True,
+    proc = subprocess.run([sys.executable, "-c", CHILDREN[method][0], str(seed), str(out)], env=env, capture_output=True,
                           text=True, check=False)
     line = next((x for x in proc.stdout.splitlines() if x.startswith("RESULT ")), None)
     if proc.returncode != 0 or line is None:
@@ -50,20 +73,24 @@ def build(capability: str, seed: int, out: Path) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--method", choices=sorted(CHILDREN), default="rucl")
     ap.add_argument("--seed", type=int, default=101)
     ap.add_argument("--capabilities", default="default,avx2", help="comma-separated ATEN_CPU_CAPABILITY values")
     args = ap.parse_args()
-    if not Path("data/synthetic/manifest.json").exists():
-        raise SystemExit("cpu_kernels: data/synthetic is missing: run `dvc repro validate` first")
+    _, needed, how = CHILDREN[args.method]
+    if not Path(needed).exists():
+        raise SystemExit(f"cpu_kernels: {needed} is missing: run `{how}` first")
     caps = [c.strip() for c in args.capabilities.split(",") if c.strip()]
     results = {}
     with tempfile.TemporaryDirectory(prefix="rubricflow-cpu-kernels-") as tmp:
         for cap in caps:
-            r = results[cap] = build(cap, args.seed, Path(tmp) / cap)
-            tasks = " ".join(f"val_{k}={v:.3f}" for k, v in r["val"].items())
-            print(f"cpu_kernels capability={cap} seed={args.seed} {tasks} weights={r['weights']}", flush=True)
+            r = results[cap] = build(cap, args.seed, Path(tmp) / cap, args.method)
+            vals = " ".join(f"val_{k}={v:.3f}" for k, v in r["val"].items() if v is not None)
+            print(f"cpu_kernels method={args.method} capability={cap} seed={args.seed} {vals} "
+                  f"weights={r['weights']}", flush=True)
     base = results[caps[0]]
-    diff = max(abs(r["val"][k] - base["val"][k]) for r in results.values() for k in base["val"])
+    diff = max(abs(r["val"][k] - base["val"][k]) for r in results.values() for k in base["val"]
+               if r["val"].get(k) is not None and base["val"][k] is not None)
     same = sum(r["weights"] == base["weights"] for r in results.values())
     print(f"cpu_kernels max_abs_diff_vs_{caps[0]}={diff:.3f} identical_weights={same}/{len(results)}")
 
