@@ -98,10 +98,33 @@ def dvc_lock_hashes(stage: str, lock_path: Path | None = None) -> dict[str, str]
     return tags
 
 
+_READY: set[str] = set()
+
+
+def init_store(uri: str) -> None:
+    """Create (or migrate) a local SQLite MLflow store under a file lock, once per process.
+
+    MLflow creates and migrates its tables on the first connection; two processes doing that at once on a new
+    database (study units on a local Ray cluster, parallel stages) collide in alembic ("table _alembic_tmp_params
+    already exists"). The first process here builds the tables while the others wait on the lock, then find them.
+    """
+    if uri in _READY or not uri.startswith("sqlite:///"):
+        return
+    import mlflow
+    from filelock import FileLock
+
+    db = Path(uri[len("sqlite:///"):])
+    db.parent.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(db) + ".init.lock", timeout=600):
+        mlflow.tracking.MlflowClient(uri).search_experiments(max_results=1)
+    _READY.add(uri)
+
+
 def _mlflow(tracking_uri: str | None):
     import mlflow
 
     uri = tracking_uri or os.environ["MLFLOW_TRACKING_URI"]
+    init_store(uri)
     mlflow.set_tracking_uri(uri)
     return mlflow
 

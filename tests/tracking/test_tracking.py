@@ -51,3 +51,30 @@ def test_backfill_dvc_lock_hashes(mlflow_tmp, tmp_path):
     _, (child,) = tracking.pipeline_runs("pipe-test-1", experiment="t2")
     assert child.data.tags["dvc.dep.rubricflow/data/synthetic.py"] == "abc123"
     assert child.data.tags["dvc.out.data/synthetic"] == "def456.dir"
+
+
+def _first_contact(uri: str, out: str) -> None:
+    """One fresh process: open the store the way a stage or a study unit does, then record what it sees."""
+    import mlflow
+
+    from rubricflow import tracking
+
+    tracking._mlflow(uri)
+    with open(out, "w") as f:
+        f.write(",".join(sorted(e.name for e in mlflow.search_experiments())))
+
+
+def test_processes_opening_a_new_sqlite_store_at_once_all_get_it(tmp_path):
+    """Study units on a local Ray cluster open the same new SQLite store at once; MLflow's table creation is not
+    safe against that (alembic: "table _alembic_tmp_params already exists"), so the first contact is serialised."""
+    import multiprocessing as mp
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    ctx = mp.get_context("spawn")
+    procs = [ctx.Process(target=_first_contact, args=(uri, str(tmp_path / f"seen{i}"))) for i in range(4)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(180)
+    assert [p.exitcode for p in procs] == [0, 0, 0, 0]
+    assert [(tmp_path / f"seen{i}").read_text() for i in range(4)] == ["Default"] * 4
