@@ -49,10 +49,13 @@ install-browser:
 
 # The main job owns the machine: torch uses every core (1.7x faster SFT steps on 2 cores than 1 thread). Tests keep
 # 1 thread (with other load, 2 threads ran 10-40x slower). Override with RUBRICFLOW_RUN_THREADS=N.
+# The methods' chains run side by side (`rubricflow repro`: RUBRICFLOW_RUN_JOBS stages at once, the CPUs shared
+# between them as torch threads unless RUBRICFLOW_RUN_THREADS says otherwise); `dvc repro` alone runs them in turn.
 run: install
-	@export RUBRICFLOW_PIPELINE_ID=make-run-$$(date +%Y%m%d-%H%M%S) RUBRICFLOW_THREADS=$${RUBRICFLOW_RUN_THREADS:-$$(nproc)}; \
+	@export RUBRICFLOW_PIPELINE_ID=make-run-$$(date +%Y%m%d-%H%M%S); \
 	  start=$$(date +%s); \
-	  dvc repro && rubricflow summary --elapsed $$(( $$(date +%s) - start ))
+	  rubricflow repro --jobs $${RUBRICFLOW_RUN_JOBS:-2} $${RUBRICFLOW_RUN_THREADS:+--stage-threads $$RUBRICFLOW_RUN_THREADS} \
+	  && rubricflow summary --elapsed $$(( $$(date +%s) - start ))
 
 test: install install-vllm install-browser
 	$(VENV)/bin/python -m pytest -q

@@ -1,6 +1,7 @@
 """Operations sub-commands of the ``rubricflow`` CLI (registered by ``flows/cli/__init__.py`` through
 ``register(app)``).
 
+* ``rubricflow repro``    ``dvc repro`` with independent stages run at once (``flows/repro.py``; what ``make run`` calls);
 * ``rubricflow compare``  table of MLflow runs of a stage: differing params, final metrics, transition step
   (``--publish`` also creates it as Prefect table/markdown artifacts through the ``compare`` flow);
 * ``rubricflow plots``    every dvc.yaml plot rendered with matplotlib into one offline HTML page (no CDN);
@@ -15,14 +16,40 @@ from typing import Annotated, Optional
 
 import typer
 
-from flows.cli.base import load_cfg
+from flows.cli.base import load_cfg, usage_error
 
 
 def register(app: typer.Typer) -> None:
+    app.command("repro")(repro)
     app.command("compare")(compare)
     app.command("plots")(plots)
     app.command("deploy")(deploy)
     app.command("serve")(serve)
+
+
+def repro(
+    targets: Annotated[Optional[list[str]], typer.Argument(help="Stages or dvc.yaml files (default: dvc.yaml).")] = None,
+    jobs: Annotated[int, typer.Option("--jobs", "-j", help="Stages run at once.")] = 2,
+    stage_threads: Annotated[Optional[int], typer.Option(
+        help="Torch threads of each stage (default: the CPUs shared between the jobs).")] = None,
+):
+    """Reproduce the DVC pipeline with up to --jobs independent stages at once (each a `dvc repro --single-item`);
+    a failed stage stops new starts, keeps every finished output, and a rerun resumes."""
+    import time
+
+    from flows.repro import repro as do_repro
+
+    if jobs < 1:
+        raise usage_error(f"--jobs: expected a positive integer, got {jobs}")
+    if stage_threads is not None and stage_threads < 1:
+        raise usage_error(f"--stage-threads: expected a positive integer, got {stage_threads}")
+    t0 = time.monotonic()
+    outcomes = do_repro(targets or None, jobs=jobs, threads=stage_threads, report=typer.echo)
+    counts = {k: sum(o.status == k for o in outcomes) for k in ("ran", "unchanged", "failed", "not started")}
+    typer.echo(f"repro: {counts['ran']} ran, {counts['unchanged']} unchanged, {counts['failed']} failed, "
+               f"{counts['not started']} not started, in {time.monotonic() - t0:.0f} s")
+    if counts["failed"]:
+        raise typer.Exit(1)
 
 
 def compare(

@@ -135,12 +135,21 @@ def artifact_root() -> str:
     return root if "://" in root else Path(root).resolve().as_uri()
 
 
+def _local_lock(name: str):
+    """A lock shared by this project's processes on this machine (stages run at once by ``rubricflow repro``)."""
+    from filelock import FileLock
+
+    STATE_DIR.mkdir(parents=True, exist_ok=True)
+    return FileLock(str(STATE_DIR / f"{name}.lock"), timeout=600)
+
+
 def ensure_experiment(mlflow, name: str):
-    exp = mlflow.get_experiment_by_name(name)
-    if exp is None:
-        uri = mlflow.get_tracking_uri()
-        location = artifact_root() + f"/{name}" if uri.startswith("sqlite:") else None
-        mlflow.create_experiment(name, artifact_location=location)
+    if mlflow.get_experiment_by_name(name) is None:
+        with _local_lock("mlflow-experiment"):
+            if mlflow.get_experiment_by_name(name) is None:
+                uri = mlflow.get_tracking_uri()
+                location = artifact_root() + f"/{name}" if uri.startswith("sqlite:") else None
+                mlflow.create_experiment(name, artifact_location=location)
     return mlflow.set_experiment(name)
 
 
@@ -210,6 +219,22 @@ def _flatten(d: dict, prefix: str = "") -> dict[str, str]:
     return out
 
 
+def _parent_run(client, experiment_id: str, pid: str, commit: str) -> str:
+    """The pipeline's parent run, created by the first stage that asks; stages starting at once on this machine
+    (``rubricflow repro --jobs``) take turns, so they find one parent, not one each."""
+    with _local_lock("mlflow-parent"):
+        found = client.search_runs(
+            [experiment_id],
+            filter_string=f"tags.`{TAG_PIPELINE}` = '{pid}' and tags.`{TAG_STAGE}` = 'pipeline'",
+            max_results=1,
+        )
+        if found:
+            return found[0].info.run_id
+        parent = client.create_run(experiment_id, run_name=f"pipeline {pid}",
+                                   tags={TAG_PIPELINE: pid, TAG_STAGE: "pipeline", "git_commit": commit})
+        return parent.info.run_id
+
+
 @contextmanager
 def stage_run(
     stage: str,
@@ -224,21 +249,8 @@ def stage_run(
     exp = ensure_experiment(mlflow, experiment)
     pid = pipeline_id()
     client = mlflow.tracking.MlflowClient()
-    found = client.search_runs(
-        [exp.experiment_id],
-        filter_string=f"tags.`{TAG_PIPELINE}` = '{pid}' and tags.`{TAG_STAGE}` = 'pipeline'",
-        max_results=1,
-    )
     commit = git_commit()
-    if found:
-        parent_id = found[0].info.run_id
-    else:
-        parent = client.create_run(
-            exp.experiment_id,
-            run_name=f"pipeline {pid}",
-            tags={TAG_PIPELINE: pid, TAG_STAGE: "pipeline", "git_commit": commit},
-        )
-        parent_id = parent.info.run_id
+    parent_id = _parent_run(client, exp.experiment_id, pid, commit)
     flow_run = prefect_flow_run_id or os.environ.get("PREFECT__FLOW_RUN_ID") or os.environ.get("RUBRICFLOW_FLOW_RUN_ID")
     child_tags = {
         TAG_PIPELINE: pid,
