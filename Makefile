@@ -17,7 +17,7 @@ CHROMIUM := /usr/bin/chromium
 .PHONY: install install-vllm install-browser run test test-fast ui ui-stop lock clean-state help
 
 help:
-	@echo "make run    - install if needed, then run the main job (dvc repro of every pipeline) and print a summary"
+	@echo "make run    - install if needed, then run the main job (every DVC stage, independent chains side by side) and print a summary"
 	@echo "make test   - install if needed (incl. the CPU vLLM env and chromium), then run the whole test suite"
 	@echo "make ui     - start Prefect server + worker and the MLflow UI on loopback;  make ui-stop stops them"
 
