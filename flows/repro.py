@@ -5,7 +5,9 @@ stages. Here DVC's own stage graph gives the order, and each stage is ``dvc --wa
 STAGE``: DVC still decides whether the stage changed, runs it and writes its dvc.lock entry under its repository
 lock (which it releases while the stage's command runs). At most ``jobs`` stages run at once; a stage starts once
 every stage it depends on has finished. Among the ready stages, the one with the longest expected path to the end
-goes first (each stage's duration in the last run, kept in ``.rubricflow/repro-times.json``; 1 s when unknown).
+goes first (each stage's duration in this checkout's last run, kept in ``.rubricflow/repro-times.json``; before
+the first run, the durations of a 2-core ``make run`` in ``infra/local/repro-times.json``; 1 s for a stage in
+neither).
 
 A failed stage stops new starts; the running stages finish and keep their outputs, and a rerun resumes where it
 stopped (DVC skips the stages that did not change). Each stage's output goes to ``.rubricflow/logs/repro/<stage>.log``;
@@ -24,9 +26,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-from rubricflow.env import STATE_DIR
+from rubricflow.env import PROJECT_ROOT, STATE_DIR
 
 TIMES_FILE = STATE_DIR / "repro-times.json"
+PRIOR_TIMES_FILE = PROJECT_ROOT / "infra" / "local" / "repro-times.json"
 LOG_DIR = STATE_DIR / "logs" / "repro"
 UNCHANGED = "didn't change, skipping"
 
@@ -118,6 +121,20 @@ def run_graph(deps: Mapping[str, set[str]], start: Callable[[str], subprocess.Po
     return outcomes
 
 
+def _read_times(path: Path) -> dict[str, float]:
+    """``{stage: seconds}`` from ``path``; empty when it is missing. A file that is not such a mapping is an error
+    naming it (delete it, or fix it, to go on)."""
+    if not path.exists():
+        return {}
+    try:
+        data = json.loads(path.read_text())
+        if not isinstance(data, dict) or not all(isinstance(v, (int, float)) for v in data.values()):
+            raise ValueError("expected an object of stage name -> seconds")
+    except ValueError as e:
+        raise ValueError(f"{path}: {e}") from None
+    return {str(k): float(v) for k, v in data.items()}
+
+
 class _StageProcess(subprocess.Popen):
     """``dvc repro --single-item STAGE`` writing to its log file; knows whether DVC skipped the stage."""
 
@@ -143,7 +160,7 @@ def repro(targets: list[str] | None = None, jobs: int = 2, threads: int | None =
     env = dict(os.environ)
     env["RUBRICFLOW_THREADS"] = str(threads or max(1, len(os.sched_getaffinity(0)) // jobs))
     env.setdefault("RUBRICFLOW_PIPELINE_ID", f"repro-{datetime.now():%Y%m%d-%H%M%S}-{os.getpid()}")
-    times = json.loads(TIMES_FILE.read_text()) if TIMES_FILE.exists() else {}
+    times = {**_read_times(PRIOR_TIMES_FILE), **_read_times(TIMES_FILE)}
     procs: dict[str, _StageProcess] = {}
 
     def start(stage: str) -> subprocess.Popen:
@@ -156,7 +173,7 @@ def repro(targets: list[str] | None = None, jobs: int = 2, threads: int | None =
     ran = {o.stage: round(o.seconds, 1) for o in outcomes if o.status == "ran"}
     if ran:
         TIMES_FILE.parent.mkdir(parents=True, exist_ok=True)
-        TIMES_FILE.write_text(json.dumps({**times, **ran}, indent=1, sort_keys=True))
+        TIMES_FILE.write_text(json.dumps({**_read_times(TIMES_FILE), **ran}, indent=1, sort_keys=True))
     for o in outcomes:
         if o.status == "failed":
             report(f"--- last lines of {procs[o.stage].log} ---\n{procs[o.stage].tail()}")

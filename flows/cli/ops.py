@@ -44,7 +44,10 @@ def repro(
     if stage_threads is not None and stage_threads < 1:
         raise usage_error(f"--stage-threads: expected a positive integer, got {stage_threads}")
     t0 = time.monotonic()
-    outcomes = do_repro(targets or None, jobs=jobs, threads=stage_threads, report=typer.echo)
+    try:
+        outcomes = do_repro(targets or None, jobs=jobs, threads=stage_threads, report=typer.echo)
+    except ValueError as e:  # a stage-durations file that is not {stage: seconds}
+        raise usage_error(str(e)) from None
     counts = {k: sum(o.status == k for o in outcomes) for k in ("ran", "unchanged", "failed", "not started")}
     typer.echo(f"repro: {counts['ran']} ran, {counts['unchanged']} unchanged, {counts['failed']} failed, "
                f"{counts['not started']} not started, in {time.monotonic() - t0:.0f} s")

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from flows.repro import remaining_path, run_graph
+from flows.repro import _read_times, remaining_path, run_graph
 from tests.ops_helpers import project_env
 
 
@@ -79,6 +79,17 @@ def test_a_failure_stops_new_starts_and_lets_the_running_stage_finish():
     by = {o.stage: o.status for o in outcomes}
     assert by == {"params": "ran", "short": "failed", "long1": "ran", "long2": "not started", "join": "not started"}
     assert "long2" not in started
+
+
+def test_stage_durations_are_read_and_a_broken_file_is_named(tmp_path):
+    f = tmp_path / "times.json"
+    assert _read_times(f) == {}
+    f.write_text('{"sft": 72, "rucl": 120.5}')
+    assert _read_times(f) == {"sft": 72.0, "rucl": 120.5}
+    for bad in ('["sft"]', '{"sft": "long"}', "{not json"):
+        f.write_text(bad)
+        with pytest.raises(ValueError, match="times.json"):
+            _read_times(f)
 
 
 def _toy(project: Path, fail_b: bool = False) -> None:
