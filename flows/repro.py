@@ -160,7 +160,8 @@ def repro(targets: list[str] | None = None, jobs: int = 2, threads: int | None =
     env = dict(os.environ)
     env["RUBRICFLOW_THREADS"] = str(threads or max(1, len(os.sched_getaffinity(0)) // jobs))
     env.setdefault("RUBRICFLOW_PIPELINE_ID", f"repro-{datetime.now():%Y%m%d-%H%M%S}-{os.getpid()}")
-    times = {**_read_times(PRIOR_TIMES_FILE), **_read_times(TIMES_FILE)}
+    own_times = _read_times(TIMES_FILE)
+    times = {**_read_times(PRIOR_TIMES_FILE), **own_times}
     procs: dict[str, _StageProcess] = {}
 
     def start(stage: str) -> subprocess.Popen:
@@ -173,7 +174,7 @@ def repro(targets: list[str] | None = None, jobs: int = 2, threads: int | None =
     ran = {o.stage: round(o.seconds, 1) for o in outcomes if o.status == "ran"}
     if ran:
         TIMES_FILE.parent.mkdir(parents=True, exist_ok=True)
-        TIMES_FILE.write_text(json.dumps({**_read_times(TIMES_FILE), **ran}, indent=1, sort_keys=True))
+        TIMES_FILE.write_text(json.dumps({**own_times, **ran}, indent=1, sort_keys=True))
     for o in outcomes:
         if o.status == "failed":
             report(f"--- last lines of {procs[o.stage].log} ---\n{procs[o.stage].tail()}")

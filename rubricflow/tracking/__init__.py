@@ -101,6 +101,14 @@ def dvc_lock_hashes(stage: str, lock_path: Path | None = None) -> dict[str, str]
 _READY: set[str] = set()
 
 
+def _file_lock(path: Path):
+    """An inter-process lock at ``path`` (its folder created), waiting at most 10 minutes."""
+    from filelock import FileLock
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return FileLock(str(path), timeout=600)
+
+
 def init_store(uri: str) -> None:
     """Create (or migrate) a local SQLite MLflow store under a file lock, once per process.
 
@@ -111,11 +119,9 @@ def init_store(uri: str) -> None:
     if uri in _READY or not uri.startswith("sqlite:///"):
         return
     import mlflow
-    from filelock import FileLock
 
     db = Path(uri[len("sqlite:///"):])
-    db.parent.mkdir(parents=True, exist_ok=True)
-    with FileLock(str(db) + ".init.lock", timeout=600):
+    with _file_lock(db.parent / f"{db.name}.init.lock"):
         mlflow.tracking.MlflowClient(uri).search_experiments(max_results=1)
     _READY.add(uri)
 
@@ -137,10 +143,7 @@ def artifact_root() -> str:
 
 def _local_lock(name: str):
     """A lock shared by this project's processes on this machine (stages run at once by ``rubricflow repro``)."""
-    from filelock import FileLock
-
-    STATE_DIR.mkdir(parents=True, exist_ok=True)
-    return FileLock(str(STATE_DIR / f"{name}.lock"), timeout=600)
+    return _file_lock(STATE_DIR / f"{name}.lock")
 
 
 def ensure_experiment(mlflow, name: str):
