@@ -60,7 +60,9 @@ class StudyMethod:
     * ``report_extras(name, spec, results, stem_path)`` (optional): more of the report from the units' results
       (e.g. a training-dynamics curve over seeds): ``{"markdown": [lines], "files": {key: path}, "json": {...}}``,
       appended to ``<stem>.md``, listed among the report's files and stored under ``extras`` in ``<stem>.json``;
-    * ``seed_start`` (optional): the start built once per seed for a study with ``per_seed_start``.
+    * ``seed_start`` (optional): the start built once per seed for a study with ``per_seed_start``;
+    * ``pair_metric(metric, result_a, result_b)`` (optional): both values of one of a spec's ``pair_metrics`` for two
+      units of one seed (None where the pair has none), for the claims that name it.
     """
 
     name: str
@@ -74,3 +76,4 @@ class StudyMethod:
     shared_hint: str
     report_extras: Callable[[str, StudySpec, Sequence[Mapping], Path], dict] | None = None
     seed_start: SeedStart | None = None
+    pair_metric: Callable[[str, Mapping, Mapping], tuple[float | None, float | None]] | None = None

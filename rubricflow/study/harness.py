@@ -324,10 +324,12 @@ def report_study(
     lock = locked(Path(spec.report_dir) / f".{stem}.lock", f"report {stem} of study {name}") if plain \
         else contextlib.nullcontext()
     with lock:
-        paths = write_report(name, spec, ordered, info, report_name, study_method(spec).report_extras)
+        method = study_method(spec)
+        paths = write_report(name, spec, ordered, info, report_name, method.report_extras, method.pair_metric)
     if track:
         _finish_parent(cfg, paths)
-    agg = aggregate(ordered, spec.claims, spec.metrics, spec.confidence)
+    agg = aggregate(ordered, spec.claims, spec.metrics, spec.confidence, spec.pair_metrics,
+                    study_method(spec).pair_metric)
     summary = {"units": len(units), "ran": n_ran, "skipped": len(units) - n_ran, "eval_split": spec.eval_split,
                "reports": {k: str(p) for k, p in paths.items()},
                "claims": {f"{c['a']} vs {c['b']} ({c['metric']})": c["verdict"] for c in agg["claims"]}}

@@ -94,6 +94,13 @@ def render_markdown(name: str, agg: Mapping, info: Mapping, chosen: Mapping | No
         direction = c["direction"] + (f" (margin {c['margin']:g})" if c.get("margin") else "")
         lines.append(f"| {c['a']} vs {c['b']} | {c['metric']} | {direction} | {c['n_pairs']} | "
                      f"{_fmt(c['diff_mean'])} | {ci} | **{c['verdict']}** | {c['note']} |")
+    paired = [c for c in agg["claims"] if "pair_values" in c]
+    if paired:
+        lines += ["", "Claims on a pair metric (defined for the two units of a seed together), per seed `a / b` "
+                  "(n/a: the pair has no value on that seed):", ""]
+        for c in paired:
+            per_seed = "; ".join(f"{s}: {_fmt(xa)} / {_fmt(xb)}" for s, (xa, xb) in sorted(c["pair_values"].items()))
+            lines.append(f"- {c['a']} vs {c['b']} ({c['metric']}): {per_seed or 'no paired seeds'}")
     starts = info.get("seed_starts") or {}
     if starts:
         cols = sorted({k for s in starts.values() for k, v in (s or {}).items() if not isinstance(v, (dict, list))})
@@ -149,10 +156,11 @@ def plot_study(name: str, agg: Mapping, path: Path) -> Path:
 
 
 def write_report(name: str, spec: StudySpec, results: Sequence[Mapping], info: Mapping,
-                 report_name: str | None = None, report_extras=None) -> dict[str, Path]:
+                 report_name: str | None = None, report_extras=None, pair_metric=None) -> dict[str, Path]:
     """Aggregate ``results`` and write ``<report_dir>/<report_name>.md``, ``.json`` and ``.png`` (``report_name``
-    defaults to the study name; another name keeps, say, a second seed set's report beside the first)."""
-    agg = aggregate(results, spec.claims, spec.metrics, spec.confidence)
+    defaults to the study name; another name keeps, say, a second seed set's report beside the first;
+    ``pair_metric``: the method's, for claims on ``spec.pair_metrics``)."""
+    agg = aggregate(results, spec.claims, spec.metrics, spec.confidence, spec.pair_metrics, pair_metric)
     chosen = select(agg, spec.selection)
     out = Path(spec.report_dir)
     stem = report_name or name

@@ -105,6 +105,12 @@ class StudySpec(Section):
         min_length=1,
         description="Metrics of a unit's result aggregated per variant (the method's evaluation names them).",
     )
+    pair_metrics: list[str] = Field(
+        default_factory=list,
+        description="Metrics defined only for two units of one seed, computed by the method's `pair_metric` (e.g. "
+        "each method's hull mean over the cost range where both methods' own points lie); claims may name them, "
+        "the per-variant table does not.",
+    )
     claims: list[Claim] = Field(
         default_factory=list,
         description="Claims tested on paired per-seed differences: 'shown' when the 95% interval excludes 0 in the "
@@ -150,12 +156,16 @@ class StudySpec(Section):
             raise ValueError(f"untrained {unknown} are not variants ({sorted(self.variants)})")
         if len(set(self.seeds)) != len(self.seeds):
             raise ValueError(f"seeds {self.seeds} repeat a seed")
+        both = sorted(set(self.pair_metrics) & set(self.metrics))
+        if both:
+            raise ValueError(f"pair_metrics {both} are also in metrics: a metric is either a unit's or a pair's")
         for c in self.claims:
             for v in (c.a, c.b):
                 if v not in self.variants:
                     raise ValueError(f"claim {c.a} vs {c.b}: {v!r} is not a variant ({sorted(self.variants)})")
-            if c.metric not in self.metrics:
-                raise ValueError(f"claim {c.a} vs {c.b}: metric {c.metric!r} is not in metrics {self.metrics}")
+            if c.metric not in self.metrics and c.metric not in self.pair_metrics:
+                raise ValueError(f"claim {c.a} vs {c.b}: metric {c.metric!r} is not in metrics {self.metrics} "
+                                 f"or pair_metrics {self.pair_metrics}")
         if self.selection is not None:
             if self.eval_split != "val":
                 raise ValueError("selection: a study that chooses must be evaluated on val (eval_split: val)")

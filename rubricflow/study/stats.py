@@ -4,7 +4,7 @@ choice of a selection study."""
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from rubricflow.study.spec import Claim, Selection
@@ -50,14 +50,20 @@ def _value(result: Mapping, metric: str) -> float | None:
 MIN_SEEDS_FOR_CLAIM = 5  # CONTRIBUTING.md: a claim about an effect needs at least 5 seeds
 
 
+PairMetric = Callable[[str, Mapping, Mapping], tuple[float | None, float | None]]
+
+
 def aggregate(
     results: Iterable[Mapping], claims: Iterable[Claim | Mapping], metrics: Sequence[str] | None = None,
-    confidence: float = 0.95,
+    confidence: float = 0.95, pair_metrics: Sequence[str] = (), pair_metric: PairMetric | None = None,
 ) -> dict[str, Any]:
     """Per variant and metric the mean and t-interval over seeds; per claim the paired per-seed difference
     ``a - b`` (seeds where both have the metric) with its t-interval and :func:`verdict`.
 
-    ``results``: ``{"variant", "seed", "metrics": {metric: value}}`` (a missing or None metric is left out)."""
+    ``results``: ``{"variant", "seed", "metrics": {metric: value}}`` (a missing or None metric is left out).
+    A claim on one of ``pair_metrics`` takes both values of a seed from ``pair_metric(metric, result_a, result_b)``
+    (a metric defined only for the pair, e.g. over a range both units span; None: no value for that seed), and
+    keeps them per seed under ``pair_values``."""
     results = list(results)
     if metrics is None:
         metrics = sorted({m for r in results for m in (r.get("metrics") or {})})
@@ -79,11 +85,18 @@ def aggregate(
     for c in claims:
         c = c if isinstance(c, Claim) else Claim.model_validate(dict(c))
         a, b = by_variant.get(c.a, {}), by_variant.get(c.b, {})
-        diffs = {}
+        paired = c.metric in pair_metrics
+        if paired and pair_metric is None:
+            raise ValueError(f"claim {c.a} vs {c.b}: {c.metric!r} is a pair metric and no pair_metric was given")
+        diffs, pair_values = {}, {}
         for s in sorted(set(a) & set(b)):
-            xa, xb = _value(a[s], c.metric), _value(b[s], c.metric)
+            if paired:
+                xa, xb = pair_metric(c.metric, a[s], b[s])
+                pair_values[s] = [xa, xb]
+            else:
+                xa, xb = _value(a[s], c.metric), _value(b[s], c.metric)
             if xa is not None and xb is not None:
-                diffs[s] = xa - xb
+                diffs[s] = float(xa) - float(xb)
         ci = t_interval(list(diffs.values()), confidence)
         notes = ["exploratory"] if c.exploratory else []
         if ci["n"] < 2:
@@ -95,6 +108,7 @@ def aggregate(
             **c.model_dump(), "n_pairs": ci["n"], "diff_mean": ci["mean"], "ci_low": ci["ci_low"],
             "ci_high": ci["ci_high"], "half_width": ci["half_width"], "diffs": diffs,
             "verdict": verdict(ci["ci_low"], ci["ci_high"], c.direction, c.margin), "note": note,
+            **({"pair_values": pair_values} if paired else {}),
         })
     return {"confidence": confidence, "metrics": list(metrics), "variants": variants, "claims": out_claims}
 

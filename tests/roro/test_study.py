@@ -38,7 +38,9 @@ def test_default_studies_preregister_matched_cost_claims_in_both_readings():
     claims = {(c.a, c.b, c.metric, c.direction) for c in spec.claims}
     assert claims == {(a, b, m, "higher") for a, b in (("oracle-process", "outcome-only"), ("roro", "outcome-only"),
                                                       ("roro", "threshold"))
-                      for m in ("chain_range_auc", "chain_acc_at_cost_50")}
+                      for m in ("chain_pair_range_auc", "chain_acc_at_cost_50")}
+    # the range mean is a pair metric: computed over the costs both methods' own points span, never a chord
+    assert "chain_pair_range_auc" in spec.pair_metrics and "chain_pair_range_auc" not in spec.metrics
     assert not any("random" in (c.a, c.b) or c.metric == "auc" for c in spec.claims)  # chords are no evidence
     parity = study.roro_parity
     assert {v["roro.task.answer"] for v in parity.variants.values()} == {"parity"}
@@ -96,6 +98,17 @@ def test_require_shared_names_the_pipeline_outputs(tmp_path):
 DELTA = {101: 0.005, 202: -0.005, 303: 0.0}
 
 
+def _chain_points(kind, seed):
+    """Chain-exact curve points per method: outcome-only's stop at cost 0.6 (and on seed 303 it has only the
+    all-SLM point), so its comparisons run over 0.2-0.6 and seed 303 has none."""
+    w = DELTA[seed]
+    return {"roro": [[0.1, 0.45 + w], [0.5, 0.75 + w], [0.9, 0.97]],
+            "oracle-process": [[0.0, 0.1], [0.4, 0.7], [0.85, 0.96]],
+            "outcome-only": [[0.0, 0.1]] if seed == 303 else [[0.0, 0.1], [0.3, 0.5], [0.6, 0.66]],
+            "threshold": [[0.05, 0.3], [0.5, 0.74], [0.95, 0.99]],
+            "random": [[0.5, 0.55]]}[kind]
+
+
 class FakeUnit:
     def __init__(self):
         self.calls = []
@@ -111,7 +124,8 @@ class FakeUnit:
         at50 = None if (kind, unit.seed) == ("outcome-only", 303) else 0.8 + w
         out = {"metrics": {"chain_range_auc": auc, "chain_acc_at_cost_50": at50, "range_auc": auc},
                "eval_samples": 64, "points": [[0.5, 0.8 + w], [0.7, 0.9]], "anchors": {"all-slm": 0.3, "all-lrm": 1.0},
-               "chain_points": [[0.5, 0.6 + w]], "chain_anchors": {"all-slm": 0.1, "all-lrm": 1.0}}
+               "chain_points": _chain_points(kind, unit.seed), "chain_anchors": {"all-slm": 0.1, "all-lrm": 1.0},
+               "cost_range": [0.2, 0.8]}
         if kind == "roro":
             out["judge_rounds"] = [
                 {"round": 0, "phase": "warm", "selected": False, "val_pairwise_acc": 0.50 + w, "val_acc_process": 0.50},
@@ -129,11 +143,26 @@ def test_study_report_has_claims_the_judge_table_and_the_curve_bands(tmp_path):
     out = run_study(cfg, "roro", unit_fn=unit)
     assert sorted(unit.calls) == sorted((k, s) for k in ("roro", "oracle-process", "outcome-only", "threshold",
                                                          "random") for s in (101, 202, 303))
-    assert out["claims"]["roro vs outcome-only (chain_range_auc)"] == "shown"  # +0.02 +- 0.005 on every seed
-    assert out["claims"]["oracle-process vs outcome-only (chain_range_auc)"] == "shown"
-    assert out["claims"]["roro vs threshold (chain_range_auc)"] == "not shown"
     md = (tmp_path / "reports" / "studies" / "roro.md").read_text()
-    assert "| roro vs outcome-only | chain_range_auc | higher | 3 | 0.020 |" in md
+    # the pair metric: both hulls over the costs both methods' own points span inside 0.2-0.8
+    from rubricflow.methods.roro.curves import range_auc
+
+    anchors = [(0.0, 0.1), (1.0, 1.0)]
+    want = {s: (range_auc(_chain_points("roro", s), anchors, 0.2, 0.6),
+                range_auc(_chain_points("outcome-only", s), anchors, 0.2, 0.6)) for s in (101, 202)}
+    data = json.loads((tmp_path / "reports" / "studies" / "roro.json").read_text())
+    claim = next(c for c in data["claims"] if (c["a"], c["b"], c["metric"]) == ("roro", "outcome-only",
+                                                                              "chain_pair_range_auc"))
+    assert claim["n_pairs"] == 2 and claim["pair_values"]["303"] == [None, None]  # no common range on seed 303
+    for s, (va, vb) in want.items():
+        assert claim["pair_values"][str(s)] == pytest.approx([va, vb])
+        assert claim["diffs"][str(s)] == pytest.approx(va - vb)
+    assert data["extras"]["pair_ranges"]["roro vs outcome-only (chain_pair_range_auc)"] == {
+        "101": [0.2, 0.6], "202": [0.2, 0.6], "303": None}
+    assert "- roro vs outcome-only (chain_pair_range_auc): 101: 0.20-0.60; 202: 0.20-0.60; 303: none" in md
+    # RoRo and the threshold both span the whole fixed range on every seed
+    assert data["extras"]["pair_ranges"]["roro vs threshold (chain_pair_range_auc)"]["303"] == [0.2, 0.8]
+    assert "| roro vs threshold | chain_pair_range_auc | higher | 3 |" in md
     # the n/a seed is left out of the paired difference at matched cost (2 pairs, not 3)
     assert "| roro vs outcome-only | chain_acc_at_cost_50 | higher | 2 |" in md
     # per phase: mean +- t-interval and the mark against chance; warm 0.50 +- 0.012 includes 0.5, phase 1 above
@@ -142,14 +171,13 @@ def test_study_report_has_claims_the_judge_table_and_the_curve_bands(tmp_path):
     # the kept Judge on the evaluation split: process 0.45 +- 0.012 is below chance
     assert "| kept Judge | 0.580 ± 0.012 above | n/a | n/a | 0.450 ± 0.012 below |" in md
     assert "kept phase - warm start, overall: +0.100 [+0.100, +0.100]" in md
-    data = json.loads((tmp_path / "reports" / "studies" / "roro.json").read_text())
     band = data["extras"]["bands"]["roro"]
     assert band["n"] == 3 and len(band["mean"]) == 51
     assert band["mean"][0] == pytest.approx(0.3) and band["mean"][-1] == pytest.approx(1.0)  # the ends
     assert band["mean"][25] == pytest.approx(0.8) and band["low"][25] < 0.8 < band["high"][25]  # cost 0.5
     assert (tmp_path / "reports" / "studies" / "roro-curves.png").read_bytes()[:4] == b"\x89PNG"
     chain = data["extras"]["chain_bands"]["roro"]  # chain-exact accuracy, the primary metric, has its own bands
-    assert chain["mean"][0] == pytest.approx(0.1) and chain["mean"][25] == pytest.approx(0.6)
+    assert chain["mean"][0] == pytest.approx(0.1) and chain["mean"][25] == pytest.approx(0.75)
     assert (tmp_path / "reports" / "studies" / "roro-chain-curves.png").read_bytes()[:4] == b"\x89PNG"
     assert "## Chain-exact accuracy vs LRM cost" in md
 

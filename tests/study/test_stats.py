@@ -94,3 +94,41 @@ def test_a_non_inferiority_claim_is_judged_against_its_margin():
     assert verdict(-0.008, 0.004, "higher") == "not shown"
     assert verdict(-0.05, -0.02, "higher", margin=0.01) == "reversed"
     assert verdict(-0.004, 0.008, "lower", margin=0.01) == "shown"
+
+
+def test_a_claim_on_a_pair_metric_takes_both_values_from_the_pair():
+    """A pair metric exists only for two units of one seed together (e.g. a range both units span): the claim's
+    values come from ``pair_metric``; a seed where the pair has none is left out of the difference, not counted 0."""
+    results = [{"variant": v, "seed": s, "metrics": {"acc": 0.5}, "reach": r}
+               for s in (1, 2, 3) for v, r in (("a", 1.0 + s), ("b", 1.0 if s != 3 else None))]
+    calls = []
+
+    def pair(metric, ra, rb):
+        calls.append((metric, ra["variant"], rb["variant"], ra["seed"]))
+        if rb["reach"] is None:
+            return None, None
+        return ra["reach"], rb["reach"]
+
+    claim = Claim(a="a", b="b", metric="span_mean", direction="higher")
+    agg = aggregate(results, [claim], ["acc"], pair_metrics=["span_mean"], pair_metric=pair)
+    c = agg["claims"][0]
+    assert calls == [("span_mean", "a", "b", s) for s in (1, 2, 3)]
+    assert c["diffs"] == {1: 1.0, 2: 2.0} and c["n_pairs"] == 2 and c["pair_values"][3] == [None, None]
+    assert "span_mean" not in agg["variants"]["a"]  # not a per-unit metric
+    with pytest.raises(ValueError, match="'span_mean' is a pair metric and no pair_metric was given"):
+        aggregate(results, [claim], ["acc"], pair_metrics=["span_mean"])
+
+
+def test_a_spec_names_pair_metrics_apart_from_unit_metrics():
+    from pydantic import ValidationError
+
+    from rubricflow.study.spec import StudySpec
+
+    base = {"method": "rucl", "variants": {"a": {}, "b": {}}, "metrics": ["acc"], "out_dir": "x"}
+    ok = StudySpec(**base, pair_metrics=["span_mean"], claims=[{"a": "a", "b": "b", "metric": "span_mean",
+                                                                "direction": "higher"}])
+    assert ok.pair_metrics == ["span_mean"]
+    with pytest.raises(ValidationError, match=r"metric 'span_mean' is not in metrics \['acc'\] or pair_metrics \[\]"):
+        StudySpec(**base, claims=[{"a": "a", "b": "b", "metric": "span_mean", "direction": "higher"}])
+    with pytest.raises(ValidationError, match=r"pair_metrics \['acc'\] are also in metrics"):
+        StudySpec(**base, pair_metrics=["acc"])

@@ -96,6 +96,18 @@ def common_range(points_by_method: dict[str, list[tuple[float, float]]], low: fl
     return (lo, hi) if lo < hi else None
 
 
+def pair_range_aucs(points_a: list[tuple[float, float]], anchors_a: list[tuple[float, float]],
+                    points_b: list[tuple[float, float]], anchors_b: list[tuple[float, float]], low: float,
+                    high: float) -> tuple[tuple[float, float] | None, float | None, float | None]:
+    """Two methods compared where both have points: the costs inside ``[low, high]`` that both methods' own points
+    span (:func:`common_range`) and each method's hull mean over them (:func:`range_auc`); ``(None, None, None)``
+    when the two share no such interval (the comparison is untestable, never a chord)."""
+    rng = common_range({"a": list(points_a), "b": list(points_b)}, low, high)
+    if rng is None:
+        return None, None, None
+    return rng, range_auc(points_a, anchors_a, *rng), range_auc(points_b, anchors_b, *rng)
+
+
 def select_cost_weights(val_costs: dict[float, float], low: float, high: float) -> list[float]:
     """The ``val_span`` rule (``roro.eval.cost_weight_rule``): the cost weights whose router's val cost lies in
     ``[low, high]``, plus the one with the highest val cost below ``low`` and the one with the lowest above

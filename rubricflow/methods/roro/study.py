@@ -18,7 +18,9 @@ primary metric, and against the outcome; anchored at all-SLM and all-LRM) to the
 (``rubricflow.methods.roro.curves.curve_metrics``): the hull's mean over the common range (``range_auc``), the
 accuracy at the matched costs (``acc_at_cost_<pct>``), each n/a where the method has no points of its own on each
 side, the descriptive area over [0, 1] (``auc``) and the cost range of its points; chain-exact ones are named
-``chain_...``. A ``roro`` unit also reports its kept Judge's pairwise accuracy on the evaluation split's route pairs
+``chain_...``. The claims compare two methods over the costs inside the range that both units' own points span
+(the pair metrics ``chain_pair_range_auc`` / ``pair_range_auc``, computed per seed from both units' points). A
+``roro`` unit also reports its kept Judge's pairwise accuracy on the evaluation split's route pairs
 (``judge_test_acc``, ``judge_test_process_acc``) and keeps the alternation's per-phase val accuracies in its result.
 :func:`~rubricflow.methods.roro.study_report.report_extra` adds to the report the per-phase Judge table (mean and 95% t-interval over seeds, overall and
 per pair category, each against chance 0.5) and the accuracy-vs-cost curves with their 95% bands over seeds
@@ -36,7 +38,7 @@ from typing import Any
 
 from rubricflow.hashing import content_hash
 from rubricflow.methods.roro.config import RoRoEvalConfig
-from rubricflow.methods.roro.study_report import PHASE_METRICS, report_extra
+from rubricflow.methods.roro.study_report import PAIR_METRICS, PHASE_METRICS, pair_metric, report_extra
 from rubricflow.registry import StudyDecl
 from rubricflow.sections import ConfigError
 from rubricflow.study.adapter import StudyMethod, Unit
@@ -151,7 +153,8 @@ def run_roro_unit(ucfg: Any, unit: Unit, udir: Path, run: Any, secret_resolver=N
         out["judge_test"] = {k: v for k, v in judge.items() if k != "pair_counts"}
         out["judge_test_pair_counts"] = judge["pair_counts"]
     chain_anchors = {r["method"]: r["chain_exact"] for r in rows if r["method"] in ("all-slm", "all-lrm")}
-    return {**out, "metrics": metrics, "eval_samples": len(probs), "points": curve["points"], "anchors": anchors,
+    return {**out, "metrics": metrics, "eval_samples": len(probs), "cost_range": list(rc.eval.cost_range),
+            "points": curve["points"], "anchors": anchors,
             "chain_points": curve.get("chain_points"), "chain_anchors": chain_anchors, "rows": rows}
 
 
@@ -176,6 +179,7 @@ ADAPTER = StudyMethod(
     "roro.task.answer=parity then `rubricflow --set roro.task.answer=parity roro-trajectories` and `roro-pairs`): the "
     "step models, trajectories, pairs and step cache are shared by every unit",
     report_extras=report_extra,
+    pair_metric=pair_metric,
 )
 
 
@@ -198,7 +202,10 @@ def _curve_metrics() -> list[str]:
 
 
 METRICS = [*_curve_metrics(), "judge_test_acc", "judge_test_process_acc"]
-PRIMARY = ("chain_range_auc", "chain_acc_at_cost_50")
+# The primary comparisons: chain-exact accuracy over the costs both methods' own points span inside the fixed range
+# (a pair metric, study_report.PAIR_METRICS) and at half the all-LRM cost. The range mean of each unit alone
+# (chain_range_auc) stays in the table: it is n/a for a method whose points do not reach both ends of the range.
+PRIMARY = ("chain_pair_range_auc", "chain_acc_at_cost_50")
 
 
 def _spec(answer: str, out_dir: str) -> StudySpec:
@@ -217,7 +224,7 @@ def _spec(answer: str, out_dir: str) -> StudySpec:
               for a, b in (("oracle-process", "outcome-only"), ("roro", "outcome-only"), ("roro", "threshold"))
               for m in PRIMARY]
     return StudySpec(method="roro", variants=variants, untrained=["threshold", "random"], metrics=list(METRICS),
-                     claims=claims, out_dir=out_dir)
+                     pair_metrics=list(PAIR_METRICS), claims=claims, out_dir=out_dir)
 
 
 def roro_spec() -> StudySpec:

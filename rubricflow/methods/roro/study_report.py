@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from rubricflow.io import atomic_path
+from rubricflow.methods.roro.curves import pair_range_aucs
 from rubricflow.study.spec import StudySpec
 from rubricflow.study.stats import t_interval
 
@@ -167,6 +168,62 @@ def plot_bands(bands: Mapping[str, Mapping], results: Sequence[Mapping], path: P
     return path
 
 
+# Pair metrics (StudySpec.pair_metrics): each method's hull mean over the costs both units' own test points span
+# inside the fixed range (roro.eval.cost_range), so two methods are compared only where both have points.
+PAIR_METRICS = {"chain_pair_range_auc": "chain_", "pair_range_auc": ""}
+
+
+def _pair(metric: str, ra: Mapping, rb: Mapping) -> tuple[tuple[float, float] | None, float | None, float | None]:
+    if metric not in PAIR_METRICS:
+        raise ValueError(f"pair metric {metric!r}: expected one of {sorted(PAIR_METRICS)}")
+    prefix = PAIR_METRICS[metric]
+    pa, pb = ra.get(f"{prefix}points"), rb.get(f"{prefix}points")
+    if not pa or not pb:
+        return None, None, None
+    ranges = [r.get("cost_range") for r in (ra, rb)]
+    if any(c is None for c in ranges) or ranges[0] != ranges[1]:
+        raise ValueError(f"{metric}: the units of seed {ra.get('seed')} ({ra.get('variant')}, {rb.get('variant')}) "
+                         f"record cost ranges {ranges}; expected one range (roro.eval.cost_range) in both")
+
+    def anchors(r: Mapping) -> list[tuple[float, float]]:
+        a = r[f"{prefix}anchors"]
+        return [(0.0, a["all-slm"]), (1.0, a["all-lrm"])]
+
+    return pair_range_aucs([tuple(p) for p in pa], anchors(ra), [tuple(p) for p in pb], anchors(rb), *ranges[0])
+
+
+def pair_metric(metric: str, ra: Mapping, rb: Mapping) -> tuple[float | None, float | None]:
+    """Both values of a pair metric (``PAIR_METRICS``) for two units of one seed (the harness's ``pair_metric``)."""
+    _, va, vb = _pair(metric, ra, rb)
+    return va, vb
+
+
+def pair_range_lines(spec: StudySpec, results: Sequence[Mapping]) -> tuple[list[str], dict]:
+    """Per claim on a pair metric and per seed, the common cost range its two units were compared over."""
+    by = {(r.get("variant"), r.get("seed")): r for r in results}
+    seeds = sorted({r.get("seed") for r in results})
+    lines: list[str] = []
+    data: dict[str, dict] = {}
+    for c in spec.claims:
+        if c.metric not in PAIR_METRICS:
+            continue
+        row = {}
+        for s in seeds:
+            ra, rb = by.get((c.a, s)), by.get((c.b, s))
+            if ra is not None and rb is not None:
+                row[s] = _pair(c.metric, ra, rb)[0]
+        key = f"{c.a} vs {c.b} ({c.metric})"
+        data[key] = {str(s): (list(r) if r else None) for s, r in row.items()}
+        cells = "; ".join(f"{s}: {f'{r[0]:.2f}-{r[1]:.2f}' if r else 'none'}" for s, r in row.items())
+        lines.append(f"- {key}: {cells or 'no paired seeds'}")
+    if lines:
+        lines = ["## The cost range each pair was compared over", "",
+                 "A claim on a pair metric compares the two methods' hulls only over the costs inside the fixed range "
+                 "that both methods' own test points span (`none`: they share no interval there, so that seed has no "
+                 "value; never a chord to the curve's ends). Per seed:", "", *lines, ""]
+    return lines, data
+
+
 def report_extra(name: str, spec: StudySpec, results: Sequence[Mapping], stem_path: Path) -> dict:
     lines, judge = judge_tables(results)
     bands = curve_bands(results)
@@ -194,7 +251,9 @@ def report_extra(name: str, spec: StudySpec, results: Sequence[Mapping], stem_pa
                       f"{min(xs):.2f}-{max(xs):.2f} |")
         md.append("")
     md += lines
-    data = {"judge": judge, "bands": {v: {k: b[k] for k in ("mean", "low", "high", "n")} for v, b in bands.items()},
+    ranges, range_data = pair_range_lines(spec, results)
+    md += ranges
+    data = {"judge": judge, "pair_ranges": range_data, "bands": {v: {k: b[k] for k in ("mean", "low", "high", "n")} for v, b in bands.items()},
             "chain_bands": {v: {k: b[k] for k in ("mean", "low", "high", "n")} for v, b in chain.items()},
             "cost_grid": COST_GRID}
     return {"markdown": ["", *md], "files": files, "json": _finite(data)}
