@@ -143,7 +143,7 @@ def test_study_report_has_claims_the_judge_table_and_the_curve_bands(tmp_path):
     out = run_study(cfg, "roro", unit_fn=unit)
     assert sorted(unit.calls) == sorted((k, s) for k in ("roro", "oracle-process", "outcome-only", "threshold",
                                                          "random") for s in (101, 202, 303))
-    assert out["claims"]["roro vs outcome-only (chain_pair_range_auc)"] in ("shown", "not shown", "reversed")
+    assert out["claims"]["roro vs outcome-only (chain_pair_range_auc)"] == "shown"  # on the 2 seeds with a range
     md = (tmp_path / "reports" / "studies" / "roro.md").read_text()
     # the pair metric: both hulls over the costs both methods' own points span inside 0.2-0.8
     from rubricflow.methods.roro.curves import range_auc
