@@ -54,7 +54,11 @@ def study_method(spec: StudySpec) -> StudyMethod:
     adapters = registry.study_adapters()
     if spec.method not in adapters:
         raise ConfigError(f"study method {spec.method!r} has no adapter; registered: {sorted(adapters)}")
-    return adapters[spec.method]
+    method = adapters[spec.method]
+    if spec.pair_metrics and method.pair_metric is None:  # refused before any unit runs, not at the report
+        raise ConfigError(f"study: pair_metrics {spec.pair_metrics} need a pair_metric in the {spec.method!r} study "
+                          "adapter, which has none")
+    return method
 
 
 # ------------------------------------------------------------------------------------------------------------
@@ -328,8 +332,7 @@ def report_study(
         paths = write_report(name, spec, ordered, info, report_name, method.report_extras, method.pair_metric)
     if track:
         _finish_parent(cfg, paths)
-    agg = aggregate(ordered, spec.claims, spec.metrics, spec.confidence, spec.pair_metrics,
-                    study_method(spec).pair_metric)
+    agg = aggregate(ordered, spec.claims, spec.metrics, spec.confidence, spec.pair_metrics, method.pair_metric)
     summary = {"units": len(units), "ran": n_ran, "skipped": len(units) - n_ran, "eval_split": spec.eval_split,
                "reports": {k: str(p) for k, p in paths.items()},
                "claims": {f"{c['a']} vs {c['b']} ({c['metric']})": c["verdict"] for c in agg["claims"]}}

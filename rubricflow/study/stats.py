@@ -42,9 +42,12 @@ def verdict(ci_low: float | None, ci_high: float | None, direction: str, margin:
     raise ValueError(f"claim direction {direction!r}: expected 'higher' or 'lower'")
 
 
-def _value(result: Mapping, metric: str) -> float | None:
-    v = (result.get("metrics") or {}).get(metric)
+def _finite(v: Any) -> float | None:
     return float(v) if isinstance(v, (int, float)) and math.isfinite(float(v)) else None
+
+
+def _value(result: Mapping, metric: str) -> float | None:
+    return _finite((result.get("metrics") or {}).get(metric))
 
 
 MIN_SEEDS_FOR_CLAIM = 5  # CONTRIBUTING.md: a claim about an effect needs at least 5 seeds
@@ -91,12 +94,12 @@ def aggregate(
         diffs, pair_values = {}, {}
         for s in sorted(set(a) & set(b)):
             if paired:
-                xa, xb = pair_metric(c.metric, a[s], b[s])
+                xa, xb = (_finite(x) for x in pair_metric(c.metric, a[s], b[s]))
                 pair_values[s] = [xa, xb]
             else:
                 xa, xb = _value(a[s], c.metric), _value(b[s], c.metric)
             if xa is not None and xb is not None:
-                diffs[s] = float(xa) - float(xb)
+                diffs[s] = xa - xb
         ci = t_interval(list(diffs.values()), confidence)
         notes = ["exploratory"] if c.exploratory else []
         if ci["n"] < 2:

@@ -151,6 +151,9 @@ def test_study_report_has_claims_the_judge_table_and_the_curve_bands(tmp_path):
     anchors = [(0.0, 0.1), (1.0, 1.0)]
     want = {s: (range_auc(_chain_points("roro", s), anchors, 0.2, 0.6),
                 range_auc(_chain_points("outcome-only", s), anchors, 0.2, 0.6)) for s in (101, 202)}
+    # by hand, RoRo on seed 101: the hull through (0.1, 0.455), (0.5, 0.755), (0.9, 0.97) is 0.530 at cost 0.2 and
+    # 0.80875 at 0.6; trapezoids (0.3 * 1.285 + 0.1 * 1.56375) / 2 over the width 0.4
+    assert want[101][0] == pytest.approx(0.67734375)
     data = json.loads((tmp_path / "reports" / "studies" / "roro.json").read_text())
     claim = next(c for c in data["claims"] if (c["a"], c["b"], c["metric"]) == ("roro", "outcome-only",
                                                                               "chain_pair_range_auc"))

@@ -132,3 +132,23 @@ def test_a_spec_names_pair_metrics_apart_from_unit_metrics():
         StudySpec(**base, claims=[{"a": "a", "b": "b", "metric": "span_mean", "direction": "higher"}])
     with pytest.raises(ValidationError, match=r"pair_metrics \['acc'\] are also in metrics"):
         StudySpec(**base, pair_metrics=["acc"])
+
+
+def test_a_pair_value_that_is_not_a_finite_number_counts_as_none():
+    results = [{"variant": v, "seed": s, "metrics": {}} for s in (1, 2) for v in ("a", "b")]
+    claim = Claim(a="a", b="b", metric="span_mean", direction="higher")
+    agg = aggregate(results, [claim], [], pair_metrics=["span_mean"],
+                    pair_metric=lambda m, ra, rb: (float("nan"), 0.5) if ra["seed"] == 1 else (0.7, 0.5))
+    c = agg["claims"][0]
+    assert c["pair_values"] == {1: [None, 0.5], 2: [0.7, 0.5]} and c["diffs"] == {2: pytest.approx(0.2)}
+
+
+def test_pair_metrics_without_the_adapters_pair_metric_are_refused_before_any_unit():
+    from rubricflow.config import ConfigError
+    from rubricflow.study.harness import study_method
+    from rubricflow.study.spec import StudySpec
+
+    spec = StudySpec(method="rucl", variants={"a": {}, "b": {}}, metrics=["acc"], out_dir="x",
+                     pair_metrics=["span_mean"])
+    with pytest.raises(ConfigError, match=r"pair_metrics \['span_mean'\] need a pair_metric in the 'rucl' study"):
+        study_method(spec)

@@ -253,7 +253,8 @@ def report_extra(name: str, spec: StudySpec, results: Sequence[Mapping], stem_pa
     md += lines
     ranges, range_data = pair_range_lines(spec, results)
     md += ranges
-    data = {"judge": judge, "pair_ranges": range_data, "bands": {v: {k: b[k] for k in ("mean", "low", "high", "n")} for v, b in bands.items()},
+    data = {"judge": judge, "pair_ranges": range_data,
+            "bands": {v: {k: b[k] for k in ("mean", "low", "high", "n")} for v, b in bands.items()},
             "chain_bands": {v: {k: b[k] for k in ("mean", "low", "high", "n")} for v, b in chain.items()},
             "cost_grid": COST_GRID}
     return {"markdown": ["", *md], "files": files, "json": _finite(data)}
