@@ -116,19 +116,27 @@ def aggregate(
     return {"confidence": confidence, "metrics": list(metrics), "variants": variants, "claims": out_claims}
 
 
+def _on_every_seed(row: Mapping[str, Any], metric: str) -> bool:
+    """Whether a variant's ``metric`` has a value on every seed the variant ran (``aggregate``'s row)."""
+    values = row.get(metric, {}).get("values")
+    return values is None or len(values) == len(row.get("seeds", values))
+
+
 def select(agg: Mapping[str, Any], selection: Selection | Mapping | None) -> dict[str, Any] | None:
     """The setting a selection study chooses (``Selection``): per setting, the mean over its variants of their mean
     ``metric`` over seeds; the best score wins (ties: the first setting listed), or, with ``tolerance``, the cheapest
     setting (mean ``cost`` metrics, in order) within ``tolerance`` of the best. A setting with a variant that has no
-    value is not eligible (it would be scored on fewer methods than the others)."""
+    value, or has it on fewer of its seeds than it ran, is not eligible (it would be scored on fewer methods or seeds
+    than the others: a metric that is n/a where a setting fails must not be averaged over its successes only)."""
     if selection is None:
         return None
     sel = selection if isinstance(selection, Selection) else Selection.model_validate(dict(selection))
     groups = sel.settings or {v: [v] for v in agg["variants"]}
 
     def mean_of(members: Sequence[str], metric: str) -> tuple[dict, float | None]:
-        means = {v: (agg["variants"].get(v) or {}).get(metric, {}).get("mean") for v in members}
-        ok = all(m is not None for m in means.values())
+        rows = {v: agg["variants"].get(v) or {} for v in members}
+        means = {v: row.get(metric, {}).get("mean") for v, row in rows.items()}
+        ok = all(m is not None and _on_every_seed(row, metric) for m, row in zip(means.values(), rows.values()))
         return means, (sum(means.values()) / len(means) if ok else None)
 
     scores: dict[str, Any] = {}

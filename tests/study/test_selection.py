@@ -40,6 +40,20 @@ def test_selection_scores_each_setting_over_its_variants():
     assert select(agg, None) is None
 
 
+def test_a_setting_whose_metric_is_missing_on_some_seeds_is_not_eligible():
+    from rubricflow.study.stats import select
+
+    # "part" has the best mean over the seeds where its metric exists (0.9 on seed 1) but none on seed 2 (e.g. a
+    # range mean that is n/a where the routers miss the range): scored on its successes only it would win
+    results = _results({"full": {1: {"acc": 0.60}, 2: {"acc": 0.64}}, "part": {1: {"acc": 0.90}, 2: {"acc": None}}})
+    agg = aggregate(results, [], ["acc"])
+    assert agg["variants"]["part"]["acc"]["mean"] == pytest.approx(0.90)
+    chosen = select(agg, {"metric": "acc"})
+    assert chosen["settings"]["part"]["score"] is None
+    assert chosen["settings"]["full"]["score"] == pytest.approx(0.62)
+    assert chosen["selected"] == "full"
+
+
 def test_a_selection_study_must_be_evaluated_on_val():
     with pytest.raises(ValueError, match="must be evaluated on val"):
         StudySpec(**{**rucl_spec().model_dump(), "selection": {"metric": "accuracy"}, "claims": []})

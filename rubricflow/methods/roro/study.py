@@ -42,7 +42,7 @@ from rubricflow.methods.roro.study_report import PAIR_METRICS, PHASE_METRICS, pa
 from rubricflow.registry import StudyDecl
 from rubricflow.sections import ConfigError
 from rubricflow.study.adapter import StudyMethod, Unit
-from rubricflow.study.spec import Claim, StudySpec
+from rubricflow.study.spec import Claim, Selection, StudySpec
 
 KINDS = ("roro", "oracle-process", "outcome-only", "threshold", "random")
 
@@ -235,6 +235,39 @@ def roro_parity_spec() -> StudySpec:
     return _spec("parity", "artifacts/studies/roro_parity")
 
 
+# The router's GRPO advantage scaling (roro.router.grpo.scale_rewards), chosen on val by a rule written before any
+# setting was run. Under "group" a group whose routes all score the same outcome keeps only its cost differences,
+# and dividing by that group's small std turns them into full-size advantages whatever the cost weight: the weight
+# that sets the accuracy-cost trade-off no longer acts there. "batch" (one std per batch) and "none" (Dr. GRPO)
+# keep the reward's own scale. The setting is the engine's, shared by every trained method, so it is chosen
+# without the method under test: on outcome-only and oracle-process routers (no Judge), both readings of the task.
+TUNE_SEEDS = (11, 22)
+TUNE_SCALINGS = ("group", "batch", "none")  # group first: the previous default wins an exact tie
+TUNE_METHODS = ("outcome-only", "oracle-process")
+TUNE_ANSWERS = ("value", "parity")
+
+
+def router_tune_spec() -> StudySpec:
+    """``roro_router_tune``: each scaling's routers at every swept cost weight, kept on val by the usual rule and
+    evaluated on val; a scaling's score is the mean over (method, reading) of the val outcome accuracy averaged over
+    the common cost range (``range_auc``: the routers are trained on the outcome), and a scaling is eligible only if
+    that mean exists on every unit (each method's kept points reach both ends of the range on every seed and
+    reading: otherwise the comparisons at matched cost are untestable). The best eligible score wins."""
+    variants, settings = {}, {}
+    for sc in TUNE_SCALINGS:
+        for m in TUNE_METHODS:
+            for a in TUNE_ANSWERS:
+                name = f"{sc}-{m}-{a}"
+                variants[name] = {"roro.task.answer": a, "roro.eval.baselines": [], "roro.router.methods": [m],
+                                  "roro.router.sweep_cost_weights": STUDY_COST_WEIGHTS,
+                                  "roro.router.grpo.scale_rewards": sc}
+                settings.setdefault(sc, []).append(name)
+    metrics = ["range_auc", "chain_range_auc", "cost_min", "cost_max", "chain_cost_min", "chain_cost_max"]
+    return StudySpec(method="roro", seeds=list(TUNE_SEEDS), variants=variants, metrics=metrics, eval_split="val",
+                     selection=Selection(metric="range_auc", direction="higher", settings=settings),
+                     out_dir="artifacts/studies/roro_router_tune")
+
+
 _ABOUT = ("RoRo (outcome + the learned Judge's process score - cost), oracle-process (the exact process score read "
           "off the checked steps: the upper bound on any Judge) and outcome-only routers, each at the cost weights "
           "it keeps on val, the uncertainty threshold and the random router (descriptive); per unit the chain-exact "
@@ -249,4 +282,9 @@ STUDIES = (
               f"(roro.task.answer: parity, where the outcome can be right by luck): {_ABOUT} Needs the parity "
               "routes and pairs (`rubricflow --set roro.task.answer=parity roro-trajectories`, then `roro-pairs`; "
               "`rubricflow study roro_parity`)."),
+    StudyDecl("roro_router_tune", router_tune_spec, "Chooses the router's GRPO advantage scaling (roro.router.grpo."
+              "scale_rewards: group, batch or none) on val (`rubricflow study roro_router_tune`; seeds 11, 22, not the "
+              "study's): outcome-only and oracle-process routers under both readings of the task, kept on val by the "
+              "usual rule; the best mean val outcome accuracy over the common cost range wins, among the scalings "
+              "where it exists on every unit. Needs the parity routes as `roro_parity` does."),
 )
