@@ -82,6 +82,13 @@ def render_markdown(name: str, agg: Mapping, info: Mapping, chosen: Mapping | No
             guard = (f"{_fmt(v.get('guard'))} {'ok' if v.get('guard_ok') else 'fails'} | " if g else "")
             lines.append(f"| {k} | {members} | {_fmt(v['score'])} | {costs}{guard}"
                          f"{'**selected**' if k == chosen['selected'] else ''} |")
+        fb = chosen.get("fallback")
+        if fb:
+            lines += ["", f"No setting has {chosen['metric']} on every unit; by the fallback rule (most_defined) the "
+                      "settings with the most variants that have it on every seed ("
+                      + ", ".join(f"{k} {n}" for k, n in fb["defined"].items()) + ") compete on the mean over those "
+                      "variants: " + (", ".join(f"{k} {_fmt(x)}" for k, x in fb["scores"].items())
+                                      if fb["scores"] else fb.get("why_none", "")) + "."]
         lines += ["", f"**selected: {chosen['selected']}**"]
     if agg["claims"]:
         lines += [

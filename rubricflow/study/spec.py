@@ -68,6 +68,13 @@ class Selection(Section):
     )
     guard_baseline: str | None = Field(None, description="The variant the guard compares with (e.g. the start).")
     guard_margin: float = Field(0.0, ge=0, description="How far below the baseline the guard metric may fall.")
+    fallback: Literal["none", "most_defined"] = Field(
+        "none",
+        description="When no setting is eligible because a variant lacks the metric on some seed: 'none' selects "
+        "nothing; 'most_defined' lets the settings with the most variants that have it on every seed compete on "
+        "the mean over those variants, provided they have it at the same places of their variant lists (the same "
+        "methods in every setting's list order), else nothing is selected. The report says when it decided.",
+    )
 
     @model_validator(mode="after")
     def _cost_with_tolerance(self) -> Selection:

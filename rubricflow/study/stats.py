@@ -127,7 +127,8 @@ def select(agg: Mapping[str, Any], selection: Selection | Mapping | None) -> dic
     ``metric`` over seeds; the best score wins (ties: the first setting listed), or, with ``tolerance``, the cheapest
     setting (mean ``cost`` metrics, in order) within ``tolerance`` of the best. A setting with a variant that has no
     value, or has it on fewer of its seeds than it ran, is not eligible (it would be scored on fewer methods or seeds
-    than the others: a metric that is n/a where a setting fails must not be averaged over its successes only)."""
+    than the others: a metric that is n/a where a setting fails must not be averaged over its successes only). When
+    no setting is eligible, ``fallback`` decides (:func:`_most_defined`); ``fallback`` in the result says how."""
     if selection is None:
         return None
     sel = selection if isinstance(selection, Selection) else Selection.model_validate(dict(selection))
@@ -154,7 +155,9 @@ def select(agg: Mapping[str, Any], selection: Selection | Mapping | None) -> dic
     sign = 1.0 if sel.direction == "higher" else -1.0
     eligible = [k for k, v in scores.items() if v["score"] is not None and v.get("guard_ok", True)
                 and all(c is not None for c in v.get("cost", []))]
-    best = None
+    best, fallback = None, None
+    if not eligible and sel.fallback == "most_defined":
+        best, fallback = _most_defined(agg, groups, sel, scores, sign)
     if eligible:
         top = max(sign * scores[k]["score"] for k in eligible)
         near = [k for k in eligible if sign * scores[k]["score"] >= top - sel.tolerance - 1e-12]
@@ -165,4 +168,31 @@ def select(agg: Mapping[str, Any], selection: Selection | Mapping | None) -> dic
     return {"metric": sel.metric, "direction": sel.direction, "tolerance": sel.tolerance, "cost": list(sel.cost),
             "guard": None if sel.guard_metric is None else {"metric": sel.guard_metric, "baseline": sel.guard_baseline,
                                                             "margin": sel.guard_margin},
-            "settings": scores, "selected": best}
+            "settings": scores, "selected": best, "fallback": fallback}
+
+
+def _most_defined(agg, groups, sel, scores, sign) -> tuple[str | None, dict]:
+    """``Selection.fallback == "most_defined"``: the settings (passing the guard) with the most variants whose
+    metric exists on every seed compete on the mean over those variants, if those are at the same places of every
+    competing setting's list; returns ``(setting or None, what was decided)``."""
+    places = {}
+    for k, members in groups.items():
+        if not scores[k].get("guard_ok", True):
+            continue
+        rows = [agg["variants"].get(v) or {} for v in members]
+        places[k] = tuple(i for i, row in enumerate(rows)
+                          if row.get(sel.metric, {}).get("mean") is not None and _on_every_seed(row, sel.metric))
+    most = max((len(p) for p in places.values()), default=0)
+    top = {k: p for k, p in places.items() if most and len(p) == most}
+    info: dict[str, Any] = {"rule": "most_defined", "defined": {k: len(p) for k, p in places.items()},
+                            "competing": sorted(top), "scores": {}}
+    if not top or len(set(top.values())) > 1:
+        info["why_none"] = "no setting has the metric on any variant" if not top else (
+            "the settings with the most defined variants have them at different places (different methods)")
+        return None, info
+    for k, p in top.items():
+        members = groups[k]
+        info["scores"][k] = sum(agg["variants"][members[i]][sel.metric]["mean"] for i in p) / len(p)
+    best = max(top, key=lambda k: sign * info["scores"][k])  # max keeps the first listed of equal scores
+    info["over"] = [groups[best][i] for i in top[best]]
+    return best, info

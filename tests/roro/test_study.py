@@ -58,6 +58,32 @@ def test_default_studies_preregister_matched_cost_claims_in_both_readings():
     assert part.rucl_tune.eval_split == "val" and part.rucl_tune.selection is not None
 
 
+def test_router_tune_chooses_the_scaling_on_val_without_the_method_under_test(tmp_path):
+    from rubricflow.methods.roro.study import unit_kind
+    from rubricflow.study.stats import aggregate, select
+
+    cfg = _cfg(tmp_path)
+    spec = cfg.study.roro_router_tune
+    assert spec.eval_split == "val" and spec.claims == [] and not set(spec.seeds) & set(cfg.study.roro.seeds)
+    sel = spec.selection
+    assert sel.metric == "range_auc" and list(sel.settings) == ["group", "batch", "none"]
+    assert sel.fallback == "most_defined"  # added after the first run chose nothing (the spec says so)
+    # each setting averages the same four units: outcome-only and oracle-process (never RoRo's Judge) x both readings
+    for sc, members in sel.settings.items():
+        units = [unit_config(cfg, "roro_router_tune", spec, Unit(v, 11)).roro for v in members]
+        assert {u.router.grpo.scale_rewards for u in units} == {sc}
+        assert sorted((unit_kind(u), u.task.answer) for u in units) == sorted(
+            (m, a) for m in ("outcome-only", "oracle-process") for a in ("value", "parity"))
+        assert all(u.eval.split == "val" for u in units)
+    assert sorted(v for m in sel.settings.values() for v in m) == sorted(spec.variants)
+    # a scaling whose routers miss the common range on one unit is out, however well it does elsewhere
+    vals = {"group": (0.95, None), "batch": (0.80, 0.82), "none": (0.78, 0.79)}
+    results = [{"variant": v, "seed": s, "metrics": {"range_auc": vals[sc][i] if v.endswith("parity") else 0.8}}
+               for sc, members in sel.settings.items() for v in members for i, s in enumerate(spec.seeds)]
+    chosen = select(aggregate(results, [], ["range_auc"]), sel)
+    assert chosen["settings"]["group"]["score"] is None and chosen["selected"] == "batch"
+
+
 def test_unit_configs_have_their_own_seeds_dirs_and_one_method(tmp_path):
     from rubricflow.methods.roro.study import unit_kind
 

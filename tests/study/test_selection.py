@@ -54,6 +54,26 @@ def test_a_setting_whose_metric_is_missing_on_some_seeds_is_not_eligible():
     assert chosen["selected"] == "full"
 
 
+def test_the_most_defined_fallback_compares_settings_over_the_same_methods_only():
+    from rubricflow.study.stats import select
+
+    vals = {"g": (None, None, None), "b": (0.8, 0.7, None), "n": (0.9, 0.6, None), "x": (0.1, None, 0.99)}
+    results = _results({f"{k}-{i}": {1: {"acc": x}, 2: {"acc": x}} for k, xs in vals.items() for i, x in enumerate(xs)})
+    agg = aggregate(results, [], ["acc"])
+    settings = {k: [f"{k}-{i}" for i in range(3)] for k in vals}
+    assert select(agg, {"metric": "acc", "settings": settings})["selected"] is None  # the rule alone: none has all
+    chosen = select(agg, {"metric": "acc", "settings": settings, "fallback": "most_defined"})
+    fb = chosen["fallback"]
+    assert fb["defined"] == {"g": 0, "b": 2, "n": 2, "x": 2}
+    # b, n and x have two each, but x's are other methods (places 0 and 2): nothing is comparable, nothing chosen
+    assert chosen["selected"] is None and "different places" in fb["why_none"]
+    del settings["x"]
+    chosen = select(agg, {"metric": "acc", "settings": settings, "fallback": "most_defined"})
+    assert chosen["fallback"]["scores"] == {"b": pytest.approx(0.75), "n": pytest.approx(0.75)}
+    assert chosen["selected"] == "b"  # an exact tie keeps the first listed
+    assert chosen["fallback"]["over"] == ["b-0", "b-1"]
+
+
 def test_a_selection_study_must_be_evaluated_on_val():
     with pytest.raises(ValueError, match="must be evaluated on val"):
         StudySpec(**{**rucl_spec().model_dump(), "selection": {"metric": "accuracy"}, "claims": []})
