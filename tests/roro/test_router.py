@@ -102,3 +102,27 @@ def test_reward_probes_no_process_credit_for_skipping_work():
         for tokens in (0, 8, 24):
             assert trajectory_reward(False, p_wrong, tokens, 24, 0.5, 0.4) < trajectory_reward(True, 0.0, tokens, 24,
                                                                                               0.5, 0.4)
+
+
+def test_the_routers_advantage_scaling_keeps_the_cost_weight_acting():
+    """Why the router's GRPO scales by the batch std (roro_router_tune): a group whose routes all score the same
+    outcome differs only in cost; divided by its own small std, that difference becomes a full-size "call less"
+    advantage whatever the cost weight, while the batch std keeps it as small as the weight says."""
+    from rubricflow.config import config_from_dict
+    from rubricflow.grpo.core import grouped_advantages
+    from rubricflow.methods.roro.router_train import trajectory_reward
+
+    costs = [0, 6, 12, 24]  # LRM tokens of four routes of each problem, all-LRM = 24
+
+    def advantages(cw, scale):
+        lucky = [trajectory_reward(True, None, c, 24, 0.0, cw) for c in costs]  # every route right
+        mixed = [trajectory_reward(c >= 12, None, c, 24, 0.0, cw) for c in costs]  # calling fixes the answer
+        adv = grouped_advantages(torch.tensor(lucky + mixed), ["lucky"] * 4 + ["mixed"] * 4, scale=scale)
+        return adv[:4].abs().max().item(), adv[4:].abs().max().item()
+
+    small, big = advantages(0.02, "group"), advantages(0.4, "group")
+    assert small[0] == pytest.approx(big[0], rel=5e-2) and small[0] > 1.0  # the weight is gone from the lucky group
+    small, big = advantages(0.02, "batch"), advantages(0.4, "batch")
+    assert small[0] < 0.1 * small[1]  # at a small weight the cost-only group barely moves the router
+    assert big[0] / small[0] > 10  # and it grows with the weight
+    assert config_from_dict({}).roro.router.grpo.scale_rewards == "batch"

@@ -273,8 +273,11 @@ class RubricorJudgeConfig(Section):
 
 
 def _router_grpo() -> GRPOConfig:
+    # scale_rewards "batch": chosen on val by `rubricflow study roro_router_tune` over group / batch / none
+    # (reports/studies/roro_router_tune.md). Under "group" a group whose routes share one outcome is scaled up to
+    # full-size cost-only advantages whatever the cost weight, and the routers collapsed to all-SLM.
     return GRPOConfig(
-        steps=200, group_size=8, prompts_per_step=8, lr=1e-3, loss_agg="grpo", scale_rewards="group",
+        steps=200, group_size=8, prompts_per_step=8, lr=1e-3, loss_agg="grpo", scale_rewards="batch",
         checkpoint_every=50, keep_checkpoints=1, clip_high=0.28, max_new_tokens=8, seed=19,
     )
 
