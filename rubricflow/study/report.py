@@ -51,8 +51,9 @@ def render_markdown(name: str, agg: Mapping, info: Mapping, chosen: Mapping | No
     lines = [
         f"# Study `{name}`",
         "",
-        f"Per variant: mean ± half-width of the {pct}% t-interval over seeds, {split} split "
-        f"({info.get('eval_samples', 'n/a')} samples, greedy). Claims: paired per-seed difference a - b.",
+        f"Per variant: mean ± half-width of the {pct}% t-interval over seeds, {split} split"
+        + (f" ({info['eval_samples']} samples)" if info.get("eval_samples") else "")
+        + ". Claims: paired per-seed difference a - b.",
         "",
         "| variant | n seeds | " + " | ".join(metrics) + " |",
         "|---|---|" + "---|" * len(metrics),
