@@ -90,13 +90,17 @@ def test_reward_probes_no_process_credit_for_skipping_work():
     with pytest.raises(ValueError, match="process score 1.5: expected a number in \\[0, 1\\]"):
         trajectory_reward(True, 1.5, 0, 24, 0.5, 0.2)
     # adversarial: an all-SLM route (no LRM work) that gets the answer wrong but fools the Judge completely (process
-    # 1.0) never out-earns the right all-LRM route the Judge scores 0, at any swept cost weight of the defaults
+    # 1.0) never out-earns the right all-LRM route the Judge scores 0 while cost_weight < 1 - process_weight; the
+    # default sweep also has larger weights (the routers reach low costs only there), where it does: the bound is
+    # stated in the sweep's description and the README, and the oracle's process score cannot be fooled
     r = config_from_dict({}).roro.router
     assert r.process_weight < 1.0
+    bound = 1.0 - r.process_weight
     for cw in r.sweep_cost_weights:
         skip = trajectory_reward(False, 1.0, 0, 24, r.process_weight, cw)
         work = trajectory_reward(True, 0.0, 24, 24, r.process_weight, cw)
-        assert skip < work, cw
+        assert (skip < work) == (cw < bound), cw
+    assert "1 - process_weight" in type(r).model_fields["sweep_cost_weights"].description
     # nor does any wrong route out-earn a right one of the same cost
     for p_wrong in (0.0, 0.5, 1.0):
         for tokens in (0, 8, 24):

@@ -305,10 +305,13 @@ class RouterConfig(Section):
     )
     cost_weight: float = Field(0.2, ge=0, description="Cost term weight of the main RoRo router (one of the sweep).")
     sweep_cost_weights: list[float] = Field(
-        default_factory=lambda: [0.1, 0.15, 0.2, 0.3, 0.4],
-        description="Cost weights swept for the accuracy-vs-cost curves (every method in `methods`). The cost term is "
-        "a fraction of the all-LRM cost; the sweep spans the weights where the routers neither call every step nor "
-        "none (docs/operations.md, 'Measurements behind defaults').",
+        default_factory=lambda: [0.02, 0.05, 0.1, 0.15, 0.2, 0.3, 0.4, 0.6, 0.8, 1.2],
+        description="Cost weights swept for the accuracy-vs-cost curves (every method in `methods`; the evaluation "
+        "keeps, per method, those chosen by `eval.cost_weight_rule`). The cost term is a fraction of the all-LRM "
+        "cost; under batch-scaled GRPO the routers call nearly every step at the low end and none at the high end in "
+        "both readings of the task (the studies' grid). At weights >= 1 - process_weight a wrong all-SLM route "
+        "that fools the Judge completely (process score 1) out-earns the right all-LRM route it scores 0: the low-"
+        "cost routers rely on the Judge not being fooled.",
     )
     checkpoint_dir: str = Field(
         ".rubricflow/checkpoints/roro",
