@@ -116,10 +116,11 @@ def aggregate(
     return {"confidence": confidence, "metrics": list(metrics), "variants": variants, "claims": out_claims}
 
 
-def _on_every_seed(row: Mapping[str, Any], metric: str) -> bool:
-    """Whether a variant's ``metric`` has a value on every seed the variant ran (``aggregate``'s row)."""
-    values = row.get(metric, {}).get("values")
-    return values is None or len(values) == len(row.get("seeds", values))
+def _defined(row: Mapping[str, Any], metric: str) -> bool:
+    """Whether a variant (``aggregate``'s row) has ``metric``, and on every seed it ran."""
+    stats = row.get(metric, {})
+    values = stats.get("values")
+    return stats.get("mean") is not None and (values is None or len(values) == len(row.get("seeds", values)))
 
 
 def select(agg: Mapping[str, Any], selection: Selection | Mapping | None) -> dict[str, Any] | None:
@@ -137,7 +138,7 @@ def select(agg: Mapping[str, Any], selection: Selection | Mapping | None) -> dic
     def mean_of(members: Sequence[str], metric: str) -> tuple[dict, float | None]:
         rows = {v: agg["variants"].get(v) or {} for v in members}
         means = {v: row.get(metric, {}).get("mean") for v, row in rows.items()}
-        ok = all(m is not None and _on_every_seed(row, metric) for m, row in zip(means.values(), rows.values()))
+        ok = all(_defined(row, metric) for row in rows.values())
         return means, (sum(means.values()) / len(means) if ok else None)
 
     scores: dict[str, Any] = {}
@@ -180,8 +181,7 @@ def _most_defined(agg, groups, sel, scores, sign) -> tuple[str | None, dict]:
         if not scores[k].get("guard_ok", True):
             continue
         rows = [agg["variants"].get(v) or {} for v in members]
-        places[k] = tuple(i for i, row in enumerate(rows)
-                          if row.get(sel.metric, {}).get("mean") is not None and _on_every_seed(row, sel.metric))
+        places[k] = tuple(i for i, row in enumerate(rows) if _defined(row, sel.metric))
     most = max((len(p) for p in places.values()), default=0)
     top = {k: p for k, p in places.items() if most and len(p) == most}
     info: dict[str, Any] = {"rule": "most_defined", "defined": {k: len(p) for k, p in places.items()},
