@@ -114,7 +114,6 @@ def test_the_routers_advantage_scaling_keeps_the_cost_weight_acting():
     advantage whatever the cost weight, while the batch std keeps it as small as the weight says."""
     from rubricflow.config import config_from_dict
     from rubricflow.grpo.core import grouped_advantages
-    from rubricflow.methods.roro.router_train import trajectory_reward
 
     costs = [0, 6, 12, 24]  # LRM tokens of four routes of each problem, all-LRM = 24
 
