@@ -9,6 +9,10 @@ DeepSpeed on CPU (see ../shared/notes/cpu-stack.md):
 
 * a single process still needs ``RANK/LOCAL_RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT`` or DeepSpeed tries MPI:
   ``ensure_dist_env`` sets them (a free port) when a launcher did not;
+* the process group is initialised here (``init_process_group``), not by DeepSpeed's ``env://``, whose TCP store
+  listens on every interface even with ``MASTER_ADDR=127.0.0.1``: one process uses an in-memory store (no port),
+  several processes on one machine a store bound to loopback; only a ``MASTER_ADDR`` naming another machine gets
+  torch's store on every interface;
 * ``gloo`` is the CPU backend; gradient accumulation is *unmanaged* (``managed_gradient_accumulation=false``), so
   ``step()`` is the one accumulation boundary whatever the number of micro-batches;
 * first use JIT-compiles ops (the shm all-reduce op on every ``deepspeed.comm`` start, cpu_adam when offloading)
@@ -17,9 +21,11 @@ DeepSpeed on CPU (see ../shared/notes/cpu-stack.md):
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import socket
 import time
+from datetime import timedelta
 from pathlib import Path
 from typing import Protocol
 
@@ -177,6 +183,87 @@ def ensure_dist_env() -> dict[str, str]:
     return set_here
 
 
+def _is_loopback(host: str) -> bool:
+    """Whether ``host`` (an address or a name) means this machine only: every address it resolves to is loopback."""
+    h = host.strip().strip("[]")
+    try:
+        return ipaddress.ip_address(h).is_loopback
+    except ValueError:
+        pass
+    try:
+        addrs = {info[4][0] for info in socket.getaddrinfo(h, None, proto=socket.IPPROTO_TCP)}
+    except OSError:
+        return False
+    return bool(addrs) and all(ipaddress.ip_address(a.split("%")[0]).is_loopback for a in addrs)
+
+
+def _loopback_interface() -> str | None:
+    """The loopback interface's name (``lo`` on Linux, ``lo0`` on macOS), or None where neither exists."""
+    try:
+        names = {n for _, n in socket.if_nameindex()}
+    except OSError:
+        return None
+    return next((n for n in ("lo", "lo0") if n in names), None)
+
+
+def init_process_group(backend: str, timeout: timedelta | None = None) -> str:
+    """Initialise ``torch.distributed`` (rank, world size and rendezvous from :func:`ensure_dist_env`'s variables)
+    with no listening socket beyond loopback on one machine. Returns how the rendezvous was done:
+
+    * ``"hash"``: one process: an in-memory store (``HashStore``), no rendezvous port at all;
+    * ``"launcher"``: several processes whose launcher holds the store (torchrun: ``TORCHELASTIC_USE_AGENT_STORE``);
+      this process only connects to it;
+    * ``"loopback"``: several processes, ``MASTER_ADDR`` is loopback: rank 0's TCP store listens on
+      ``127.0.0.1:MASTER_PORT`` (``::1`` for an IPv6 loopback), never on every interface as torch's ``env://`` does;
+    * ``"env"``: ``MASTER_ADDR`` names another machine (several nodes): torch's ``env://`` rendezvous, whose store
+      listens on every interface so that the other nodes reach it;
+    * ``"already"``: ``torch.distributed`` was initialised before (by the caller).
+
+    With a loopback ``MASTER_ADDR`` the collective backend is kept on the loopback interface too (gloo and NCCL
+    bind the hostname's address otherwise), unless ``GLOO_SOCKET_IFNAME`` / ``NCCL_SOCKET_IFNAME`` name another.
+    """
+    import torch.distributed as dist
+
+    if dist.is_initialized():
+        return "already"
+    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    addr, port = os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"])
+    timeout = timeout or timedelta(minutes=int(os.environ.get("DEEPSPEED_TIMEOUT", "10")))
+    local = _is_loopback(addr)
+    ifname_var = {"gloo": "GLOO_SOCKET_IFNAME", "nccl": "NCCL_SOCKET_IFNAME"}.get(backend)
+    if local and ifname_var and (lo := _loopback_interface()):
+        os.environ.setdefault(ifname_var, lo)
+    if world == 1:
+        how, store = "hash", dist.HashStore()
+    elif os.environ.get("TORCHELASTIC_USE_AGENT_STORE", "").lower() == "true":
+        how, store = "launcher", None
+    elif not local:
+        how, store = "env", None
+    elif rank == 0:
+        how = "loopback"
+        host = addr.strip().strip("[]")
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        bind = ("::1" if family == socket.AF_INET6 else "127.0.0.1", port)
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind(bind)
+            sock.listen(max(128, world))
+        except OSError as e:
+            sock.close()
+            raise RuntimeError(f"rendezvous: cannot listen on {bind[0]}:{port} (MASTER_PORT): {e.strerror or e}; "
+                               f"stop what listens there or choose another MASTER_PORT") from None
+        # the store owns the listening socket from here (detach: Python must not close its descriptor)
+        store = dist.TCPStore(host, port, world, True, timeout, master_listen_fd=sock.detach())
+    else:
+        how, store = "loopback", dist.TCPStore(addr.strip().strip("[]"), port, world, False, timeout)
+    if store is None:
+        dist.init_process_group(backend, init_method="env://", rank=rank, world_size=world, timeout=timeout)
+    else:
+        dist.init_process_group(backend, store=store, rank=rank, world_size=world, timeout=timeout)
+    return how
+
+
 def _configure_shm_comm(enabled: bool) -> bool:
     """Whether DeepSpeed's CPU shared-memory all-reduce op is used (CPU accelerator only).
 
@@ -237,7 +324,10 @@ class DeepSpeedEngine:
         self.timings: dict[str, float] = {"import_s": time.perf_counter() - t0}
         t0 = time.perf_counter()
         self.shm_comm = _configure_shm_comm(cfg.cpu_shm_comm)
-        deepspeed.init_distributed(dist_backend=cfg.dist_backend)
+        from deepspeed.constants import default_pg_timeout
+
+        self.rendezvous = init_process_group(cfg.dist_backend, default_pg_timeout)  # no listener beyond loopback
+        deepspeed.init_distributed(dist_backend=cfg.dist_backend)  # adopts the process group initialised above
         self.timings["init_distributed_s"] = time.perf_counter() - t0
         params = _trainable(module)
         betas = tuple(cfg.adam_betas)
