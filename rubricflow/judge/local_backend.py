@@ -15,7 +15,7 @@ from pathlib import Path
 
 from rubricflow.judge.config import LocalJudgeConfig
 from rubricflow.judge.parse import parse_judgment
-from rubricflow.judge.prompt import PROMPT_VERSION, SYSTEM_PROMPT, user_prompt
+from rubricflow.judge.prompt import PROMPT_VERSION, SYSTEM_PROMPT, new_boundary, quoted_forms, user_prompt
 from rubricflow.judge.protocol import JudgeRequest, Judgment
 
 log = logging.getLogger("rubricflow.judge.local")
@@ -69,7 +69,7 @@ class LocalJudge:
         msgs = [{"role": "system", "content": system}, {"role": "user", "content": user}]
         return proc.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True)
 
-    def gen_request(self, request: JudgeRequest):
+    def gen_request(self, request: JudgeRequest, boundary: str | None = None):
         from models.generation import GenRequest
 
         images = []
@@ -80,7 +80,8 @@ class LocalJudge:
                 path = Path(p) if Path(p).is_absolute() or self.image_root is None else self.image_root / p
                 with Image.open(path) as im:
                     images.append(im.convert("RGB"))
-        prompt = self._chat(SYSTEM_PROMPT, user_prompt(request, n_images_shown=len(images)), len(images))
+        prompt = self._chat(SYSTEM_PROMPT, user_prompt(request, n_images_shown=len(images), boundary=boundary),
+                            len(images))
         return GenRequest(prompt, images)
 
     def preflight(self) -> None:
@@ -93,9 +94,10 @@ class LocalJudge:
             gen = self._gen()
             results: list[Judgment | None] = [None] * len(chunk)
             todo = []
+            boundaries = [new_boundary() for _ in chunk]  # per call, unpredictable to the judged policy
             for k, r in enumerate(chunk):
                 try:
-                    todo.append((k, self.gen_request(r)))
+                    todo.append((k, self.gen_request(r, boundaries[k])))
                 except OSError as e:  # an unreadable image: that judgment is missing, not scored
                     results[k] = Judgment("failed", reason=f"could not read image: {e}"[:300])
                     log.warning("local judge %s: %s", r.sample_id, results[k].reason)
@@ -105,7 +107,8 @@ class LocalJudge:
                 else []
             )
             for (k, _), c in zip(todo, comps):
-                j = parse_judgment(c[0].text, [rb.id for rb in chunk[k].rubrics])
+                j = parse_judgment(c[0].text, [rb.id for rb in chunk[k].rubrics], boundary=boundaries[k],
+                                   quoted=quoted_forms(chunk[k].response))
                 if j.status != "ok" and not c[0].finished:
                     j.reason = f"{j.reason}; output hit max_new_tokens"
                 results[k] = j

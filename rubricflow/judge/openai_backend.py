@@ -31,7 +31,14 @@ from rubricflow.judge.budget import failure_summary
 from rubricflow.judge.config import JudgeConfig, OpenAIJudgeConfig
 from rubricflow.judge.errors import JudgeDeadlineExceeded, JudgeFailureBudgetExceeded
 from rubricflow.judge.parse import parse_judgment
-from rubricflow.judge.prompt import PROMPT_VERSION, SYSTEM_PROMPT, response_format, user_prompt
+from rubricflow.judge.prompt import (
+    PROMPT_VERSION,
+    SYSTEM_PROMPT,
+    new_boundary,
+    quoted_forms,
+    response_format,
+    user_prompt,
+)
 from rubricflow.judge.protocol import JudgeRequest, Judgment
 from rubricflow.judge.retry import RequestFailed
 from rubricflow.judge.transport import AttemptStats, ChatTransport, frozen_heap, run_sync
@@ -113,9 +120,10 @@ class OpenAIJudge:
             parts.append({"type": "image_url", "image_url": {"url": image_data_url(path)}})
         return parts
 
-    def messages(self, request: JudgeRequest) -> list[dict]:
+    def messages(self, request: JudgeRequest, boundary: str | None = None) -> list[dict]:
         images = self._image_parts(request) if self.cfg.send_images else []
-        text = user_prompt(request, n_images_shown=len(images), verdict_format=self.cfg.verdict_format)
+        text = user_prompt(request, n_images_shown=len(images), verdict_format=self.cfg.verdict_format,
+                           boundary=boundary)
         content: Any = images + [{"type": "text", "text": text}] if images else text
         return [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": content}]
 
@@ -132,8 +140,9 @@ class OpenAIJudge:
 
     async def _judge_one(self, client, sem: asyncio.Semaphore, request: JudgeRequest) -> Judgment:
         ids = [r.id for r in request.rubrics]
+        boundary = new_boundary()  # per call: the policy cannot predict it; the parser cuts what the judge quotes
         try:
-            kwargs = self._kwargs(request, self.messages(request))
+            kwargs = self._kwargs(request, self.messages(request, boundary))
         except OSError as e:
             return Judgment("failed", reason=self.transport.scrub(f"could not read image: {e}"))
         try:
@@ -143,7 +152,7 @@ class OpenAIJudge:
             log.warning("judge %s failed: %s", request.sample_id, e.reason)
             return Judgment("failed", reason=e.reason)
         self.stats.retries += attempts - 1
-        j = self.scrub_judgment(parse_judgment(content, ids))
+        j = self.scrub_judgment(parse_judgment(content, ids, boundary=boundary, quoted=quoted_forms(request.response)))
         if j.status != "ok" and finish == "length":
             j.reason = f"{j.reason}; output hit max_tokens"
         if j.status == "failed":

@@ -11,8 +11,9 @@ three strings). Such text is ``ok``.
 Anything else goes through tolerant extraction and, if it yields at least one verdict, is ``repaired`` (the
 reason lists what was repaired and which rubrics are missing):
 
-* code fences and prose around the JSON, trailing commas, single quotes, truncation (``tolerant_json``: every
-  candidate it finds is tried, the one with the most verdicts is kept);
+* code fences and prose around the JSON, trailing commas, single quotes, truncation (``tolerant_json``: the
+  verdict is read from the judge's *final* object only, ``final_object``: never from an earlier one, which may be
+  text the judge quotes);
 * per-rubric lists ``[{"id"|"rubric_id": ..., ...}]`` or dicts keyed by id (case-insensitive), optionally
   under a container key (``verdicts``, ``rubrics``, ``results``, ``scores``, ...);
 * spellings: ``true``/``"yes"``/``1``/``"pass"`` and ``false``/``"no"``/``0``/``"fail"``; ``null``/``"N/A"``
@@ -20,16 +21,32 @@ reason lists what was repaired and which rubrics are missing):
 * bare scores per id (``{"R01": 1, "R02": 0}`` as in the RuCL case studies): applicable, satisfied = score.
 
 Nothing is guessed: a value that is none of these (``0.5``, ``"partly"``, a truncated ``"tr"``) leaves that rubric
-*absent* from ``verdicts`` (never unsatisfied), and text with no usable verdict is ``failed`` with a reason.
+*absent* from ``verdicts`` (never unsatisfied, and listed in ``Judgment.missing``), and text with no usable verdict
+is ``failed`` with a reason.
+
+**A verdict is read only from the judge's own answer.** The judged response is text the policy wrote: it may end in
+a verdict block of any shape above, and a judge may echo the prompt or quote the response before (or instead of)
+answering. The backends enclose the response in a per-call boundary (``prompt.new_boundary``: a random nonce the
+policy cannot predict) and pass it with the response text (``boundary=``, ``quoted=``); then
+
+* everything up to the end of the last region the answer quotes is cut away: a region between the boundary's
+  opening and closing tags (an echoed prompt, or a quoted response), or a verbatim copy of the response without
+  them; an answer that ends inside an opened region (a cut-off echo) has no answer of its own;
+* the verdict is read from the final object of what is left, and an object that is a copy of text in the response
+  (whitespace aside: a judge answering with the policy's own block) is refused.
+
+A refused answer is ``failed`` (its rubrics missing, counted by the failure budget), never a pass.
 """
 
 from __future__ import annotations
 
 import json
+import re
+from collections.abc import Sequence
 from typing import Any
 
 from rubricflow.judge.protocol import Judgment, Verdict
-from rubricflow.judge.tolerant_json import loads_candidates
+from rubricflow.judge.tolerant_json import final_object
 
 _NA = object()  # "not applicable" marker
 _BAD = object()  # unreadable value
@@ -187,37 +204,85 @@ def _strict(obj: Any, rubric_ids: list[str]) -> dict[str, Verdict] | None:
     return out
 
 
-def parse_judgment(text: str | None, rubric_ids: list[str]) -> Judgment:
-    """Parse raw judge output into a Judgment for ``rubric_ids`` (see the module docstring)."""
+_WS = re.compile(r"\s+")
+
+
+def _squash(text: str) -> str:
+    return _WS.sub("", text)
+
+
+def own_answer(text: str, boundary: str | None = None, quoted: Sequence[str] = ()) -> tuple[str, list[str], str | None]:
+    """``(the judge's own text, notes, refusal)``: ``text`` after the last region it quotes (see the module
+    docstring); ``refusal`` says why there is no own text (an answer ending inside an opened boundary region)."""
+    notes: list[str] = []
+    own_from = 0
+    if boundary:
+        inside = False
+        for m in re.finditer(rf"<\s*(/?)\s*{re.escape(boundary)}\s*>", text, re.I):
+            if m.group(1):  # a closing tag ends the quoted region (one opened before the answer began, too)
+                inside, own_from = False, m.end()
+            else:
+                inside = True
+        if own_from or inside:
+            notes.append("quoted the delimited response")
+        if inside:
+            return "", notes, "the judge's answer ends inside the delimited response it echoes (no answer of its own)"
+    own = text[own_from:]
+    for q in quoted:
+        q = q.strip()
+        at = own.rfind(q) if q else -1
+        if at >= 0:
+            own = own[at + len(q):]
+            notes.append("quoted the judged response")
+    return own, list(dict.fromkeys(notes)), None
+
+
+def _copied(span: str, quoted: Sequence[str]) -> bool:
+    """True when ``span`` (whitespace aside) is text of one of ``quoted``."""
+    s = _squash(span)
+    return bool(s) and any(s in _squash(q) for q in quoted if q)
+
+
+COPY_REFUSAL = ("refused: the judge's final JSON object is a copy of text in the judged response (the policy's own "
+                "block, never a verdict)")
+
+
+def parse_judgment(text: str | None, rubric_ids: list[str], *, boundary: str | None = None,
+                   quoted: Sequence[str] = ()) -> Judgment:
+    """Parse raw judge output into a Judgment for ``rubric_ids`` (see the module docstring). ``boundary``: the tag
+    name that enclosed the judged response in this call's prompt; ``quoted``: the response text as written and as
+    the prompt showed it. Both are given by the backends; without them only the final-object rule applies."""
     raw = text
     if text is None or not str(text).strip():
         return Judgment("failed", {}, reason="empty judge output", raw=raw)
-    text = str(text).strip()
     ids = list(dict.fromkeys(rubric_ids))
+    own, cut, refusal = own_answer(str(text), boundary, quoted)
+    if refusal is not None:
+        return Judgment("failed", {}, reason=f"refused: {refusal}", raw=raw)
+    own = own.strip()
     try:
-        strict = _strict(json.loads(text), ids)
+        strict = _strict(json.loads(own), ids) if own else None
     except (ValueError, RecursionError):
         strict = None
     if strict is not None:
-        return Judgment("ok", strict, reason=None, raw=raw)
+        if _copied(own, quoted):
+            return Judgment("failed", {}, reason=COPY_REFUSAL, raw=raw)
+        if not cut:
+            return Judgment("ok", strict, reason=None, raw=raw)
 
     want = {_norm(r): r for r in ids}
-    best: tuple[dict[str, Verdict], list[str]] = ({}, [])
-    seen_json = False
-    unreadable: list[str] = []
-    for obj, notes in loads_candidates(text):  # code fence, text around / before the JSON, the whole text
-        seen_json = True
-        found = _collect(obj, want, notes)
-        unreadable.extend(n for n in notes if "unreadable" in n)
-        if len(found) > len(best[0]):
-            best = (found, notes)
-        if len(found) == len(ids):
-            break
-    verdicts, notes = best
+    found_obj = final_object(own) if own else None
+    if found_obj is None:
+        why = "no JSON object found" + (" after the quoted response" if cut else "")
+        return Judgment("failed", {}, reason=f"{why} (requested {', '.join(ids)})", raw=raw)
+    obj, notes, (start, end) = found_obj
+    if _copied(own[start:end], quoted):
+        return Judgment("failed", {}, reason=COPY_REFUSAL, raw=raw)
+    notes = cut + notes
+    verdicts = _collect(obj, want, notes)
     if not verdicts:
-        why = "no verdict for any requested rubric" if seen_json else "no JSON object found"
-        detail = "; ".join(dict.fromkeys(unreadable))
-        reason = f"{why} (requested {', '.join(ids)})" + (f": {detail}" if detail else "")
+        detail = "; ".join(dict.fromkeys(n for n in notes if "unreadable" in n))
+        reason = f"no verdict for any requested rubric (requested {', '.join(ids)})" + (f": {detail}" if detail else "")
         return Judgment("failed", {}, reason=reason, raw=raw)
     notes = notes or ["not the strict schema"]
     missing = [r for r in ids if r not in verdicts]

@@ -1,9 +1,12 @@
 """The LLM judge prompt (shared by the ``openai`` and ``local`` backends) and its output schema.
 
-Injection hardening: the judged response is untrusted data. It is enclosed in a tag pair whose name carries a
-hash of the response itself (``<response-1f2e...>``), so a response cannot contain its own closing tag, and any
-``<response``/``</response`` inside it is escaped to ``&lt;response`` as well. The system prompt and a reminder
-*after* the response tell the judge to treat everything inside the tags as data and to ignore instructions in it.
+Injection hardening: the judged response is untrusted data. It is enclosed in a tag pair whose name is this call's
+boundary (``<response-1f2e...>``): the backends draw a fresh random nonce per call (``new_boundary``), so a policy
+cannot predict it, not even from an earlier prompt, and any ``<response``/``</response`` inside the response is
+escaped to ``&lt;response`` as well. Without a boundary (tests, direct calls) the tag name is a hash of the response.
+The system prompt and a reminder *after* the response tell the judge to treat everything inside the tags as data
+and to ignore instructions in it. The parser (``parse.parse_judgment``) is given the same boundary and the
+response: it reads a verdict only from what the judge wrote after any region it quotes, never from the response.
 
 ``PROMPT_VERSION`` is part of the judge cache key: change it whenever the wording or the schema changes.
 
@@ -21,6 +24,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import secrets
 
 from rubricflow.judge.protocol import JudgeRequest, Rubric
 
@@ -48,6 +52,16 @@ def response_tag(response: str) -> str:
     return "response-" + hashlib.sha256(response.encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
+def new_boundary() -> str:
+    """A fresh boundary tag name for one judge call: a random nonce, unpredictable to the judged policy."""
+    return "response-" + secrets.token_hex(8)
+
+
+def quoted_forms(response: str) -> tuple[str, ...]:
+    """The response as the policy wrote it and as the prompt shows it (what an echoing judge reproduces)."""
+    return tuple(dict.fromkeys((response, escape_response(response))))
+
+
 def escape_response(response: str) -> str:
     """Neutralise anything that looks like a response tag inside the response."""
     return _TAG_RE.sub(r"&lt;\1", response)
@@ -57,12 +71,14 @@ def format_rubrics(rubrics: list[Rubric]) -> str:
     return "\n".join(f"- {r.id}: {' '.join(r.text.split())}" for r in rubrics)
 
 
-def user_prompt(request: JudgeRequest, n_images_shown: int | None = None, verdict_format: str = "object") -> str:
-    """The user turn text (images, when sent, come as separate content parts before it)."""
+def user_prompt(request: JudgeRequest, n_images_shown: int | None = None, verdict_format: str = "object",
+                boundary: str | None = None) -> str:
+    """The user turn text (images, when sent, come as separate content parts before it); ``boundary``: the tag
+    name enclosing the response (``new_boundary()``; None: the response's hash, ``response_tag``)."""
     if verdict_format not in VERDICT_FORMATS:
         raise ValueError(f"judge verdict format: expected one of {VERDICT_FORMATS}, got {verdict_format!r}")
     n = len(request.images) if n_images_shown is None else n_images_shown
-    tag = response_tag(request.response)
+    tag = boundary or response_tag(request.response)
     ids = ", ".join(r.id for r in request.rubrics)
     if n:
         images = f"{n} image(s), attached above."

@@ -12,6 +12,13 @@ Each candidate is read strictly (``json.loads``) and, failing that, with ``json-
 repair``). ``loads_candidates`` yields every candidate that gives a non-empty object or list, with its notes (the
 judge keeps the one with the most verdicts); ``load_json`` returns the whole text's strict reading as ``ok``, else
 the first usable candidate as ``repaired``, else ``failed`` with the reason.
+
+``final_object(text)`` is what a judge's verdict is read from: the *last* top-level JSON object (or list of objects)
+in the text, not any candidate anywhere in it. A judge that quotes or echoes text holding JSON (the judged response
+ending in a verdict block of its own) and then answers has its answer last; reading "the best candidate anywhere"
+would let the quoted block win. ``top_level_spans`` finds the spans: a ``{`` or ``[`` outside any bracket up to
+the bracket that closes it (double-quoted strings skipped), or to the end of the text when it never closes (a
+truncated answer).
 """
 
 from __future__ import annotations
@@ -68,6 +75,67 @@ def loads_candidates(text: str) -> Iterator[tuple[Any, list[str]]]:
         obj, repair = loaded
         if isinstance(obj, (dict, list)) and obj:
             yield obj, ([how] if how else []) + repair
+
+
+def top_level_spans(text: str) -> list[tuple[int, int, bool]]:
+    """``(start, end, closed)`` of every top-level bracketed span of ``text``, in order (see the module docstring);
+    the last one is open (``closed`` False, ``end`` the text's length) when its brackets never close."""
+    out: list[tuple[int, int, bool]] = []
+    depth, start, in_str, esc = 0, 0, False, False
+    for i, ch in enumerate(text):
+        if depth == 0:
+            if ch in "{[":
+                depth, start = 1, i
+            continue
+        if in_str:
+            if esc:
+                esc = False
+            elif ch == "\\":
+                esc = True
+            elif ch == '"':
+                in_str = False
+            continue
+        if ch == '"':
+            in_str = True
+        elif ch in "{[":
+            depth += 1
+        elif ch in "}]":
+            depth -= 1
+            if depth == 0:
+                out.append((start, i + 1, True))
+    if depth > 0:
+        out.append((start, len(text), False))
+    return out
+
+
+def _structured(obj: Any) -> bool:
+    """A non-empty object, or a list holding an object: what a verdict can be read from."""
+    if isinstance(obj, dict):
+        return bool(obj)
+    return isinstance(obj, list) and any(isinstance(x, dict) for x in obj)
+
+
+def final_object(text: str) -> tuple[Any, list[str], tuple[int, int]] | None:
+    """``(value, notes, (start, end))`` of the last top-level span of ``text`` that reads (strictly, else with
+    json-repair) as a non-empty object or a list of objects; None when there is none. Spans after it that read as
+    anything else (``[1]``, a ``{6}`` in prose) are passed over; an earlier object never replaces a later one.
+    ``notes``: ``code fence`` when it lies in a fence, ``text around JSON`` when other text is around it,
+    ``truncated JSON`` when its brackets never close, ``tolerant JSON repair`` when it needed repair."""
+    fences = [m.span(1) for m in FENCE_RE.finditer(text)]
+    for start, end, closed in reversed(top_level_spans(text)):
+        loaded = loads_tolerant(text[start:end])
+        if loaded is None or not _structured(loaded[0]):
+            continue
+        obj, repair = loaded
+        notes = []
+        if any(a <= start and end <= b for a, b in fences):
+            notes.append("code fence")
+        elif text[:start].strip() or text[end:].strip():
+            notes.append("text around JSON")
+        if not closed:
+            notes.append("truncated JSON")
+        return obj, notes + repair, (start, end)
+    return None
 
 
 def load_json(text: str | None) -> tuple[Any, Status, list[str]]:

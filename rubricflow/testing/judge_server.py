@@ -9,7 +9,7 @@ returns when one is given (teacher tests); the verdicts come from
 
 Faults are chosen by the *content* of the judged response, so a test controls them per sample: a response
 containing ``[[fault:NAME]]`` gets fault NAME on every attempt, ``[[fault:NAME*K]]`` only on its first K attempts
-(attempts are counted per distinct prompt, across runs of the same server). Names:
+(attempts are counted per distinct prompt, the per-call boundary aside, across runs of the same server). Names:
 
     http500 http400 http503 http429   error status (503/429 carry ``Retry-After: <retry_after>``)
     http401 http403 http404 http422   error status
@@ -47,6 +47,7 @@ from aiohttp import web
 
 FAULT_RE = re.compile(r"\[\[fault:([a-z0-9_]+)(?:\*(\d+))?\]\]")
 TAG_RE = re.compile(r"<(response-[0-9a-f]+)>\n(.*)\n</\1>", re.S)
+BOUNDARY_RE = re.compile(r"response-[0-9a-f]+")
 RUBRIC_LINE_RE = re.compile(r"^- (\S+): ", re.M)
 
 
@@ -172,7 +173,8 @@ class LoopbackJudgeServer:
             self.headers.append(dict(request.headers))
             self.bodies.append(body)
         text = _user_text(body)
-        key = hashlib.sha256(text.encode()).hexdigest()[:16]
+        # the backends draw a new boundary per call: a rerun of the same request is still "the same prompt"
+        key = hashlib.sha256(BOUNDARY_RE.sub("response-*", text).encode()).hexdigest()[:16]
         self.attempts[key] += 1
         tagged = TAG_RE.search(text)
         judged = tagged.group(2) if tagged else text
