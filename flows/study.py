@@ -203,7 +203,11 @@ def study(
     unit_fn: Optional[str] = Field(
         None, description="`module:attribute` of a unit function replacing the method's (drills and benchmarks; "
         "empty: the method's)."),
+    exploratory: bool = Field(
+        False, description="Allow a working tree that differs from its commit: the report is stamped exploratory "
+        "and adds nothing to the seed ledger (default: refused before any unit runs)."),
 ) -> dict:
+    from rubricflow.study.provenance import code_state, require_clean
     from tasks.ray_runner import check_address
 
     profile = Profile(profile).value
@@ -211,6 +215,7 @@ def study(
     cfg = load_config(profile=profile, overrides=overrides)
     spec = study_spec(cfg, name)
     units = plan(spec, seeds or None, variants or None)  # empty lists: the section's (see the fields)
+    require_clean(code_state([spec.report_dir]), exploratory, f"study {name}")
     require_shared(cfg, name, spec, units)
     if unit_fn:
         load_unit_fn(unit_fn)  # refused here, before any unit is submitted
@@ -230,7 +235,8 @@ def study(
         else:
             results = {u: unit_task(name, u.variant, u.seed, **args) for u in units}
         ran = sum(not r["skipped"] for r in results.values())
-        return report_study(cfg, name, spec, units, results, n_ran=ran, track=track, report_name=report_name)
+        return report_study(cfg, name, spec, units, results, n_ran=ran, track=track, report_name=report_name,
+                            extra_info={"inputs_differ": {}}, exploratory=exploratory)
     finally:
         if previous is None:
             os.environ.pop("RUBRICFLOW_PIPELINE_ID", None)

@@ -30,3 +30,18 @@ def register_method():
     yield add
     for name in added:
         registry.unregister(name)
+
+
+# A study refuses to write a report from a working tree that differs from its commit (rubricflow.study.provenance):
+# the suite runs in trees that may differ (a developer's), so study reports in tests see a fixed clean commit, except
+# in the tests of that rule, which mark themselves `real_code_state` and make their own git repository.
+TEST_COMMIT = "0123456789abcdef0123456789abcdef01234567"
+
+
+@pytest.fixture(autouse=True)
+def _clean_code_state(request, monkeypatch):
+    if request.node.get_closest_marker("real_code_state"):
+        return
+    from rubricflow.study import provenance
+
+    monkeypatch.setattr(provenance, "code_state", lambda outputs=(), root=None: provenance.CodeState(TEST_COMMIT))

@@ -55,9 +55,14 @@ def register(app: typer.Typer) -> None:
         report_only: Annotated[bool, typer.Option(
             "--report-only", help="Run nothing: write the report from the finished units' results (every unit must "
             "have one; units finished on other inputs are used and named in the report).")] = False,
+        exploratory: Annotated[bool, typer.Option(
+            "--exploratory", help="Allow a working tree that differs from its commit: every page of the report is "
+            "stamped exploratory and the seed ledger is left as it is (default: refused, so that a report of record "
+            "regenerates from its commit).")] = False,
     ):
         """Multi-seed study: each (variant, seed) unit trained and evaluated (finished units are skipped), then the
-        mean and 95% t-interval per variant and a verdict per claim in reports/studies/<name>.md/.json/.png."""
+        mean and 95% t-interval per variant, the preconditions and a Holm-adjusted verdict per claim in
+        reports/studies/<name>.md/.json/.png."""
         from rubricflow.config import ConfigError
         from rubricflow.data.validate import ValidationFailed
         from rubricflow.study.harness import UnitsUnfinished, report_only as write_report_only, run_study
@@ -68,17 +73,17 @@ def register(app: typer.Typer) -> None:
             typer.echo("error: --ray and --report-only: --report-only runs no unit; give one of them", err=True)
             raise typer.Exit(2)
         if ray is not None:
-            _on_ray(name, cfg, ray, seeds, variants, state.track and not no_track, report_name)
+            _on_ray(name, cfg, ray, seeds, variants, state.track and not no_track, report_name, exploratory)
             return
         try:
             if report_only:
                 summary = write_report_only(cfg, name, seeds=_ints(seeds), variants=_names(variants),
-                                            report_name=report_name)
+                                            report_name=report_name, exploratory=exploratory)
                 typer.echo(json.dumps(summary, indent=1))
                 return
             summary = run_study(cfg, name, seeds=_ints(seeds), variants=_names(variants),
                                 track=state.track and not no_track, secret_resolver=load_secret,
-                                report_name=report_name)
+                                report_name=report_name, exploratory=exploratory)
         except ConfigError as e:
             typer.echo(f"error: {e}", err=True)
             raise typer.Exit(2) from None
@@ -89,7 +94,7 @@ def register(app: typer.Typer) -> None:
 
 
 def _on_ray(name: str, cfg, address: str, seeds: str | None, variants: str | None, track: bool,
-            report_name: str | None) -> None:
+            report_name: str | None, exploratory: bool = False) -> None:
     """``study NAME --ray ADDRESS``: the Prefect ``study`` flow with its units on Ray."""
     import os
 
@@ -105,7 +110,8 @@ def _on_ray(name: str, cfg, address: str, seeds: str | None, variants: str | Non
     os.environ["RUBRICFLOW_PARAMS"] = str(state.params)  # the flow (and every unit) reads the same file
     try:
         summary = study_flow(name=name, profile=cfg.profile, seeds=_ints(seeds), variants=_names(variants),
-                             overrides=state.overrides, ray=address, track=track, report_name=report_name)
+                             overrides=state.overrides, ray=address, track=track, report_name=report_name,
+                             exploratory=exploratory)
     except ConfigError as e:
         typer.echo(f"error: {e}", err=True)
         raise typer.Exit(2) from None

@@ -35,6 +35,7 @@ from rubricflow.sections import ConfigError
 from rubricflow.splits import forbid_test_split
 from rubricflow.stage import NullRun, apply_overrides, flat_metrics
 from rubricflow.study.adapter import StudyMethod, Unit, UnitFn
+from rubricflow.study import provenance
 from rubricflow.study.report import json_safe, machine, write_report
 from rubricflow.study.seed_start import ensure_start, seed_starts, start_dir
 from rubricflow.study.spec import StudySpec
@@ -198,7 +199,7 @@ def _run_locked(cfg, name, spec, unit, unit_fn, track, secret_resolver, prefect_
                                    prefect_flow_run_id, method)
     result = {"study": name, "variant": unit.variant, "seed": unit.seed,
               "overrides": dict(spec.variants[unit.variant]), "eval_split": spec.eval_split, "inputs": inputs, **out,
-              "duration_s": round(time.perf_counter() - t0, 2), "mlflow_run_id": run_id}
+              "duration_s": round(time.perf_counter() - t0, 2), "mlflow_run_id": run_id, "machine": machine()}
     write_result(udir / RESULT_FILE, json_safe(result))
     return {**result, "skipped": False}
 
@@ -236,8 +237,6 @@ def study_info(cfg: Any, spec: StudySpec, units: Sequence[Unit]) -> dict[str, An
             "; built per seed instead, shared by the seed's variants: the start (seed_starts)" if spec.per_seed_start
             else ""),
         "seed_starts": {s: rec.get("summary") for s, rec in starts.items()},
-        "machine": machine(),
-        "git_commit": tracking.git_commit(),
         "profile": cfg.profile,
         "eval_split": spec.eval_split,
         "n_units": len(units),
@@ -253,12 +252,15 @@ def run_study(
     track: bool = False,
     secret_resolver=None,
     report_name: str | None = None,
+    exploratory: bool = False,
 ) -> dict[str, Any]:
     """Plan, check the shared outputs, run the units not finished yet (progress bar with ETA), write the report
     (``<report_dir>/<report_name or name>.*``). Tracking: one MLflow parent run for this invocation, a child run
-    per unit."""
+    per unit. A tree that differs from its commit is refused before any unit runs unless ``exploratory`` (the
+    report is then stamped exploratory and adds nothing to the seed ledger)."""
     spec = study_spec(cfg, name)
     units = plan(spec, seeds, variants)
+    provenance.require_clean(provenance.code_state([spec.report_dir]), exploratory, f"study {name}")
     require_shared(cfg, name, spec, units)
     method = study_method(spec)
     done = {u: r for u in units
@@ -273,7 +275,8 @@ def run_study(
             for u in todo:
                 results[u] = run_unit(cfg, name, spec, u, unit_fn, track, secret_resolver)
                 bar.advance(1, unit=u.key)
-        return report_study(cfg, name, spec, units, results, n_ran=len(todo), track=track, report_name=report_name)
+        return report_study(cfg, name, spec, units, results, n_ran=len(todo), track=track, report_name=report_name,
+                            extra_info={"inputs_differ": {}}, exploratory=exploratory)
     finally:
         if track and not previous:
             os.environ.pop("RUBRICFLOW_PIPELINE_ID", None)
@@ -285,7 +288,7 @@ class UnitsUnfinished(RuntimeError):
 
 def report_only(
     cfg: Any, name: str, seeds: Sequence[int] | None = None, variants: Sequence[str] | None = None,
-    report_name: str | None = None,
+    report_name: str | None = None, exploratory: bool = False,
 ) -> dict[str, Any]:
     """Write the report from the units' finished results without running or moving anything. Every planned unit
     needs a verified ``result.json`` (else :class:`UnitsUnfinished` names each one). A result finished on other
@@ -293,6 +296,7 @@ def report_only(
     names the unit and the parts that differ, so a reader sees what the numbers were computed with."""
     spec = study_spec(cfg, name)
     units = plan(spec, seeds, variants)
+    provenance.require_clean(provenance.code_state([spec.report_dir]), exploratory, f"study {name} --report-only")
     method = study_method(spec)
     results: dict[Unit, Mapping] = {}
     missing, differ = [], {}
@@ -310,32 +314,57 @@ def report_only(
         raise UnitsUnfinished(f"study {name}: --report-only needs every unit finished; not finished: "
                               + ", ".join(missing))
     return report_study(cfg, name, spec, units, results, n_ran=0, report_name=report_name,
-                        extra_info={"report_only": True, "inputs_differ": differ})
+                        extra_info={"inputs_differ": differ}, exploratory=exploratory)
 
 
 def report_study(
     cfg: Any, name: str, spec: StudySpec, units: Sequence[Unit], results: Mapping[Unit, Mapping], n_ran: int,
     track: bool = False, report_name: str | None = None, extra_info: Mapping[str, Any] | None = None,
+    exploratory: bool = False,
 ) -> dict[str, Any]:
     """Write the report of ``units`` from their ``results``; with ``track``, attach it to the parent run and close
-    that. Returns a summary: unit counts, report paths, the verdict per claim."""
+    that. Returns a summary: unit counts, report paths, the verdict per claim.
+
+    The report holds nothing that depends on when or how it was written (no count of units run now, no
+    "report-only" mark): ``--report-only`` on the same commit rewrites it byte for byte. It records the commit, a
+    hash of the effective params, the units' input hashes and the machine the units ran on; its claims are checked
+    against the seed ledger (:mod:`rubricflow.study.provenance`) and, unless ``exploratory``, recorded in it."""
     ordered = [results[u] for u in units]
-    info = {**study_info(cfg, spec, units), "n_ran": n_ran, "n_skipped": len(units) - n_ran,
+    state = provenance.code_state([spec.report_dir])
+    provenance.require_clean(state, exploratory, f"study {name}")
+    method = study_method(spec)
+    machines = sorted({r.get("machine") for r in ordered} - {None})
+    info = {**study_info(cfg, spec, units),
             "eval_samples": next((r.get("eval_samples") for r in ordered if r.get("eval_samples")), None),
+            "machine": "; ".join(machines) if machines else f"{machine()} (where the report was written; the units "
+            "did not record theirs)",
+            "git_commit": state.commit + ("-dirty" if state.dirty else ""),
+            "params_hash": provenance.params_hash(cfg), "inputs": provenance.inputs_record(ordered),
             **(extra_info or {})}
+    if exploratory:
+        info["exploratory"] = ("the tree differs from its commit: " + ", ".join(state.changed[:8])) if state.dirty \
+            else True
     stem = report_name or name  # write_report refuses a stem that is not a plain file name
+    engine = provenance.engine_hash(spec, {s: getattr(cfg, s).model_dump(mode="json") for s in method.sections},
+                                    ordered)
+    entries = provenance.ledger_entries(name, stem, spec.claims, ordered, engine, state.commit)
+    reused = {} if exploratory else provenance.reused_seeds(provenance.read_ledger(spec.report_dir), entries)
     plain = bool(stem) and "/" not in stem and not stem.startswith(".")
     lock = locked(Path(spec.report_dir) / f".{stem}.lock", f"report {stem} of study {name}") if plain \
         else contextlib.nullcontext()
     with lock:
-        method = study_method(spec)
-        paths = write_report(name, spec, ordered, info, report_name, method.report_extras, method.pair_metric)
+        paths = write_report(name, spec, ordered, info, report_name, method.report_extras, method.pair_metric,
+                             exploratory_claims=reused)
+        if not exploratory:
+            provenance.record_ledger(spec.report_dir, [e for e in entries if e["claim"] not in reused])
     if track:
         _finish_parent(cfg, paths)
-    agg = aggregate(ordered, spec.claims, spec.metrics, spec.confidence, spec.pair_metrics, method.pair_metric)
+    agg = aggregate(ordered, spec.claims, spec.metrics, spec.confidence, spec.pair_metrics, method.pair_metric,
+                    spec.preconditions, reused)
     summary = {"units": len(units), "ran": n_ran, "skipped": len(units) - n_ran, "eval_split": spec.eval_split,
                "reports": {k: str(p) for k, p in paths.items()},
-               "claims": {f"{c['a']} vs {c['b']} ({c['metric']})": c["verdict"] for c in agg["claims"]}}
+               "preconditions": {p["name"]: "holds" if p["holds"] else "fails" for p in agg["preconditions"]},
+               "claims": {c["key"]: c["verdict"] for c in agg["claims"]}}
     chosen = select(agg, spec.selection)
     if chosen is not None:
         summary["selected"] = chosen["selected"]

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from rubricflow.io import atomic_path, atomic_write_text, write_json
 from rubricflow.sections import ConfigError
+from rubricflow.study.provenance import EXPLORATORY_STAMP
 from rubricflow.study.spec import StudySpec
 from rubricflow.study.stats import aggregate, select
 
@@ -48,9 +49,11 @@ def render_markdown(name: str, agg: Mapping, info: Mapping, chosen: Mapping | No
     pct = round(100 * agg["confidence"])
     metrics = agg["metrics"]
     split = info.get("eval_split", "test")
-    lines = [
-        f"# Study `{name}`",
-        "",
+    lines = [f"# Study `{name}`", ""]
+    if info.get("exploratory"):
+        lines += [EXPLORATORY_STAMP.format(why=f": {info['exploratory']}" if isinstance(info["exploratory"], str)
+                                           else ""), ""]
+    lines += [
         f"Per variant: mean ± half-width of the {pct}% t-interval over seeds, {split} split"
         + (f" ({info['eval_samples']} samples)" if info.get("eval_samples") else "")
         + ". Claims: paired per-seed difference a - b.",
@@ -91,17 +94,8 @@ def render_markdown(name: str, agg: Mapping, info: Mapping, chosen: Mapping | No
                       "variants: " + (", ".join(f"{k} {_fmt(x)}" for k, x in fb["scores"].items())
                                       if fb["scores"] else fb.get("why_none", "")) + "."]
         lines += ["", f"**selected: {chosen['selected']}**"]
-    if agg["claims"]:
-        lines += [
-            "",
-            f"| claim | metric | direction | n pairs | difference | {pct}% CI | verdict | note |",
-            "|---|---|---|---|---|---|---|---|",
-        ]
-    for c in agg["claims"]:
-        ci = "n/a" if c["ci_low"] is None else f"[{c['ci_low']:.3f}, {c['ci_high']:.3f}]"
-        direction = c["direction"] + (f" (margin {c['margin']:g})" if c.get("margin") else "")
-        lines.append(f"| {c['a']} vs {c['b']} | {c['metric']} | {direction} | {c['n_pairs']} | "
-                     f"{_fmt(c['diff_mean'])} | {ci} | **{c['verdict']}** | {c['note']} |")
+    lines += precondition_lines(agg.get("preconditions") or [])
+    lines += claim_lines(agg["claims"], pct)
     paired = [c for c in agg["claims"] if "pair_values" in c]
     if paired:
         lines += ["", "Claims on a pair metric (defined for the two units of a seed together), per seed `a / b` "
@@ -125,17 +119,68 @@ def render_markdown(name: str, agg: Mapping, info: Mapping, chosen: Mapping | No
         f"- shared, not per seed: {info.get('shared', 'n/a')}",
         f"- machine: {info.get('machine', 'n/a')}",
         f"- git commit: {info.get('git_commit', 'n/a')}",
-        f"- units: {info.get('n_units', 'n/a')} ({info.get('n_ran', 0)} run now, {info.get('n_skipped', 0)} "
-        "finished before)",
+        f"- params hash: {info.get('params_hash') or 'n/a'}",
+        f"- units: {info.get('n_units', 'n/a')}",
     ]
-    if info.get("report_only"):
+    rec = info.get("inputs") or {}
+    if rec.get("digest"):
+        lines.append(f"- unit inputs: digest {rec['digest']}; " + "; ".join(f"{k} {v}" for k, v in rec["parts"].items()))
+    if "inputs_differ" in info:
         differ = info.get("inputs_differ") or {}
         parts = sorted({p for v in differ.values() for p in v})
-        lines.append("- written with --report-only from the finished results: "
-                     + (f"{len(differ)} unit(s) finished on other inputs than the current ones ({', '.join(parts)} "
-                        f"differ): {', '.join(sorted(differ))}" if differ else "every unit's inputs are current"))
+        lines.append(f"- {len(differ)} unit(s) finished on other inputs than this commit's ({', '.join(parts)} "
+                     f"differ): {', '.join(sorted(differ))}" if differ
+                     else "- every unit's inputs are this commit's")
+    if info.get("provenance_note"):
+        lines.append(f"- {info['provenance_note']}")
     lines.append("")
     return "\n".join(lines)
+
+
+def precondition_lines(pres: Sequence[Mapping]) -> list[str]:
+    """The preconditions table: per precondition its rule, per-seed values (meets it: yes/no), and the outcome."""
+    if not pres:
+        return []
+    lines = ["", "Preconditions (evaluated before the claims; a claim gated by a failed one is untestable):", "",
+             "| precondition | value per seed | rule | seeds meeting it | holds | gates |", "|---|---|---|---|---|---|"]
+    for p in pres:
+        what = f"{p['variant']}" + (f" - {p['minus']}" if p.get("minus") else "") + f" {p['metric']}"
+        rule = f"{'>=' if p['direction'] == 'higher' else '<='} {p['threshold']:g} on >= {p['need']} of {p['n_seeds']}"
+        per_seed = ", ".join(f"{s}: {_fmt(v)} {'yes' if p['met'][s] else 'no'}" for s, v in p["values"].items())
+        name = p["name"] + (" (declared after the units ran)" if p.get("added_after_results") else "")
+        lines.append(f"| {name}: {what} | {per_seed or 'no seeds'} | {rule} | {p['n_met']}/{p['n_seeds']} | "
+                     f"**{'holds' if p['holds'] else 'fails'}** | {'; '.join(p['gates'])} |")
+    descr = [f"- {p['name']}: {p['description']}" for p in pres if p.get("description")]
+    return lines + ([""] + descr if descr else [])
+
+
+def claim_lines(claims: Sequence[Mapping], pct: int) -> list[str]:
+    """The claims table: raw interval and p, the Holm-adjusted p over the family, the smallest detectable effect and
+    the verdict at the adjusted level."""
+    if not claims:
+        return []
+    m = next((c.get("family_size") for c in claims if c.get("family_size") is not None), 0)
+    lines = [
+        "",
+        f"Claims: two-sided paired t; p (Holm) is Holm-adjusted over the {m} pre-registered testable claim(s); the "
+        f"verdict is read at the adjusted level ({100 - pct}%); untestable and exploratory claims are outside the "
+        "family (an exploratory claim keeps its raw verdict). MDE: the smallest true difference these seeds detect "
+        "with 80% power (at the Bonferroni level for a claim in the family).",
+        "",
+        f"| claim | metric | direction | n pairs | difference | {pct}% CI | p | p (Holm) | MDE | verdict | note |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for c in claims:
+        ci = "n/a" if c["ci_low"] is None else f"[{c['ci_low']:.3f}, {c['ci_high']:.3f}]"
+        direction = c["direction"] + (f" (margin {c['margin']:g})" if c.get("margin") else "")
+        verdict = c["verdict"]
+        if verdict == "untestable":
+            verdict = f"untestable (precondition {', '.join(c['untestable_because'])} failed)"
+        label = c.get("name") or f"{c['a']} vs {c['b']}"
+        lines.append(f"| {label} | {c['metric']} | {direction} | {c['n_pairs']} | {_fmt(c['diff_mean'])} | {ci} | "
+                     f"{_fmt(c.get('p_value'))} | {_fmt(c.get('p_adjusted'))} | {_fmt(c.get('mde'))} | "
+                     f"**{verdict}** | {c['note']} |")
+    return lines
 
 
 def plot_study(name: str, agg: Mapping, path: Path) -> Path:
@@ -164,11 +209,14 @@ def plot_study(name: str, agg: Mapping, path: Path) -> Path:
 
 
 def write_report(name: str, spec: StudySpec, results: Sequence[Mapping], info: Mapping,
-                 report_name: str | None = None, report_extras=None, pair_metric=None) -> dict[str, Path]:
+                 report_name: str | None = None, report_extras=None, pair_metric=None,
+                 exploratory_claims: Mapping[str, str] | None = None) -> dict[str, Path]:
     """Aggregate ``results`` and write ``<report_dir>/<report_name>.md``, ``.json`` and ``.png`` (``report_name``
     defaults to the study name; another name keeps, say, a second seed set's report beside the first;
-    ``pair_metric``: the method's, for claims on ``spec.pair_metrics``)."""
-    agg = aggregate(results, spec.claims, spec.metrics, spec.confidence, spec.pair_metrics, pair_metric)
+    ``pair_metric``: the method's, for claims on ``spec.pair_metrics``; ``exploratory_claims``: claim key -> why it
+    is exploratory, e.g. its seeds were used before with another engine)."""
+    agg = aggregate(results, spec.claims, spec.metrics, spec.confidence, spec.pair_metrics, pair_metric,
+                    spec.preconditions, exploratory_claims)
     chosen = select(agg, spec.selection)
     out = Path(spec.report_dir)
     stem = report_name or name
@@ -181,7 +229,7 @@ def write_report(name: str, spec: StudySpec, results: Sequence[Mapping], info: M
         md = md.rstrip("\n") + "\n" + "\n".join(extras["markdown"]) + "\n"
     atomic_write_text(paths["md"], md)
     paths.update(extras.get("files") or {})
-    units = [{k: r.get(k) for k in ("variant", "seed", "metrics", "duration_s")} for r in results]
+    units = [{k: r.get(k) for k in ("variant", "seed", "metrics", "duration_s", "inputs")} for r in results]
     write_json(paths["json"], json_safe({"study": name, **info, **agg, "selection": chosen, "units": units,
                                           **({"extras": extras["json"]} if extras.get("json") else {})}))
     plot_study(name, agg, paths["png"])

@@ -31,8 +31,47 @@ class Claim(Section):
     )
     exploratory: bool = Field(
         False,
-        description="An exploratory comparison: reported with its interval and verdict like a claim, and marked "
-        "exploratory in the report's note (not one of the study's pre-registered claims).",
+        description="An exploratory comparison: reported with its interval and raw verdict like a claim, marked "
+        "exploratory in the report's note, and left out of the Holm family (not one of the study's pre-registered "
+        "claims).",
+    )
+    name: str | None = Field(
+        None,
+        description="The claim's name, which preconditions' `gates` and the seed ledger use; None: "
+        "'<a> vs <b> (<metric>)'.",
+    )
+
+    @property
+    def key(self) -> str:
+        return self.name or f"{self.a} vs {self.b} ({self.metric})"
+
+
+class Precondition(Section):
+    """A manipulation check evaluated before the claims: did the mechanism a claim tests act at all? Per seed the
+    value is ``variant``'s ``metric`` (minus ``minus``'s on the same seed when given); the seed meets it when the
+    value is at least (``higher``) or at most (``lower``) ``threshold``, and a seed without a value does not. The
+    precondition holds when at least ``min_share`` of the seeds meet it; when it fails, every claim it ``gates`` is
+    reported as untestable and leaves the Holm family."""
+
+    name: str = Field(description="Short name, e.g. 'curriculum engages'.")
+    description: str = Field("", description="What it checks, in words (printed in the report).")
+    variant: str = Field(description="Variant whose per-seed metric is checked.")
+    minus: str | None = Field(None, description="Variant subtracted on the same seed (None: the value alone).")
+    metric: str = Field(description="A unit metric of the study (`metrics`).")
+    direction: Literal["higher", "lower"] = Field(
+        "higher", description="'higher': a seed meets it when value >= threshold; 'lower': value <= threshold."
+    )
+    threshold: float = Field(description="The bound a seed's value is compared with.")
+    min_share: float = Field(
+        1.0, gt=0, le=1, description="Share of seeds that must meet it (0.8: 4 of 5, 8 of 10; 1: every seed)."
+    )
+    gates: list[str] = Field(
+        min_length=1, description="Names of the claims it gates (`Claim.key`: the name, or '<a> vs <b> (<metric>)')."
+    )
+    added_after_results: bool = Field(
+        False,
+        description="Declared after the study's units had run (e.g. when an old report is re-rendered): the report "
+        "says so beside it.",
     )
 
 
@@ -120,8 +159,14 @@ class StudySpec(Section):
     )
     claims: list[Claim] = Field(
         default_factory=list,
-        description="Claims tested on paired per-seed differences: 'shown' when the 95% interval excludes 0 in the "
-        "claimed direction, 'reversed' when it excludes 0 in the other direction, else 'not shown'.",
+        description="Claims tested on paired per-seed differences (two-sided paired t, Holm-adjusted over the "
+        "study's pre-registered testable claims): 'shown' when the adjusted p is below 1 - confidence with the "
+        "difference on the claimed side, 'reversed' on the other side, else 'not shown'; 'untestable' when a "
+        "precondition gating it failed.",
+    )
+    preconditions: list[Precondition] = Field(
+        default_factory=list,
+        description="Manipulation checks evaluated before the claims (`Precondition`); each gates named claims.",
     )
     confidence: float = Field(0.95, gt=0, lt=1, description="Confidence level of the t-intervals.")
     eval_split: Literal["test", "val", "train"] = Field(
@@ -173,6 +218,22 @@ class StudySpec(Section):
             if c.metric not in self.metrics and c.metric not in self.pair_metrics:
                 raise ValueError(f"claim {c.a} vs {c.b}: metric {c.metric!r} is not in metrics {self.metrics} "
                                  f"or pair_metrics {self.pair_metrics}")
+        keys = [c.key for c in self.claims]
+        repeated = sorted({k for k in keys if keys.count(k) > 1})
+        if repeated:
+            raise ValueError(f"claims {repeated} appear twice: give each a distinct `name`")
+        names = [p.name for p in self.preconditions]
+        if len(set(names)) != len(names):
+            raise ValueError(f"preconditions {names} repeat a name")
+        for p in self.preconditions:
+            for v in filter(None, (p.variant, p.minus)):
+                if v not in self.variants:
+                    raise ValueError(f"precondition {p.name!r}: {v!r} is not a variant ({sorted(self.variants)})")
+            if p.metric not in self.metrics:
+                raise ValueError(f"precondition {p.name!r}: metric {p.metric!r} is not in metrics {self.metrics}")
+            unknown = [g for g in p.gates if g not in keys]
+            if unknown:
+                raise ValueError(f"precondition {p.name!r} gates {unknown}, which are not claims ({keys})")
         if self.selection is not None:
             if self.eval_split != "val":
                 raise ValueError("selection: a study that chooses must be evaluated on val (eval_split: val)")

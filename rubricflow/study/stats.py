@@ -1,5 +1,13 @@
-"""Study statistics: Student-t intervals over seeds, paired per-seed differences with a verdict per claim, and the
-choice of a selection study."""
+"""Study statistics: Student-t intervals over seeds, paired per-seed differences with a verdict per claim, the
+preconditions that gate claims, the Holm adjustment over a study's claims, and the choice of a selection study.
+
+The order of evaluation is the order a reader should trust: preconditions first (did the mechanism under test act?);
+an effect claim gated by a failed precondition is **untestable**, not "not shown", and leaves the family; the claims
+left (pre-registered, testable) form the family over which the two-sided paired-t p-values are Holm-adjusted; the
+verdict is read at the adjusted level (``shown`` / ``reversed`` when the adjusted p is below ``1 - confidence``, on
+the claimed / the other side of the claim's bound, else ``not shown``). Each claim also carries the smallest
+effect its seeds could detect (:func:`min_detectable_effect`), so "not shown" reads as "not shown at this power".
+"""
 
 from __future__ import annotations
 
@@ -7,7 +15,7 @@ import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from rubricflow.study.spec import Claim, Selection
+from rubricflow.study.spec import Claim, Precondition, Selection
 
 
 def t_interval(values: Sequence[float], confidence: float = 0.95) -> dict[str, Any]:
@@ -42,6 +50,78 @@ def verdict(ci_low: float | None, ci_high: float | None, direction: str, margin:
     raise ValueError(f"claim direction {direction!r}: expected 'higher' or 'lower'")
 
 
+def p_value(mean: float | None, sd: float | None, n: int, bound: float = 0.0) -> float | None:
+    """Two-sided p of the paired t-test of ``mean == bound`` (``n`` differences with sd ``sd``): the p at which the
+    t-interval of the same confidence would just touch ``bound``. sd 0 gives 0 (the bound is excluded) unless the
+    mean sits on the bound (1). None with fewer than 2 differences."""
+    from scipy import stats
+
+    if mean is None or sd is None or n < 2:
+        return None
+    if sd == 0:
+        return 1.0 if mean == bound else 0.0
+    t = (mean - bound) / (sd / math.sqrt(n))
+    return float(min(1.0, 2 * stats.t.sf(abs(t), n - 1)))
+
+
+def holm(pvalues: Mapping[str, float | None]) -> dict[str, float | None]:
+    """Holm's step-down adjustment: sort the m p-values ascending, multiply the i-th (from 0) by ``m - i``, make the
+    sequence non-decreasing (running maximum) and cap at 1. None (no test) stays None and does not count in m."""
+    tested = sorted(((p, k) for k, p in pvalues.items() if p is not None), key=lambda x: x[0])
+    m = len(tested)
+    out: dict[str, float | None] = {k: None for k in pvalues}
+    running = 0.0
+    for i, (p, k) in enumerate(tested):
+        running = max(running, min(1.0, (m - i) * p))
+        out[k] = running
+    return out
+
+
+def min_detectable_effect(sd: float | None, n: int, alpha: float, power: float = 0.8) -> float | None:
+    """The smallest true paired difference that ``n`` seeds with paired sd ``sd`` detect with probability ``power``
+    in a two-sided t-test at level ``alpha``: ``(t_{1-alpha/2,n-1} + t_{power,n-1}) * sd / sqrt(n)`` (the usual
+    normal-shift approximation). None with fewer than 2 seeds or no sd."""
+    from scipy import stats
+
+    if sd is None or n < 2:
+        return None
+    return float((stats.t.ppf(1 - alpha / 2, n - 1) + stats.t.ppf(power, n - 1)) * sd / math.sqrt(n))
+
+
+def adjusted_verdict(p_adj: float | None, diff_mean: float | None, direction: str, margin: float,
+                     alpha: float) -> str:
+    """The verdict at the adjusted level: ``shown`` when ``p_adj < alpha`` and the mean lies on the claimed side of
+    the bound, ``reversed`` when it lies on the other side, else ``not shown``."""
+    if p_adj is None or diff_mean is None or p_adj >= alpha:
+        return "not shown"
+    bound = -margin if direction == "higher" else margin
+    claimed = diff_mean > bound if direction == "higher" else diff_mean < bound
+    return "shown" if claimed else "reversed"
+
+
+def evaluate_precondition(pre: Precondition, by_variant: Mapping[str, Mapping[int, Mapping]]) -> dict[str, Any]:
+    """Per seed the precondition's value (``variant``'s metric, minus ``minus``'s when given) and whether it meets the
+    threshold (a seed without a value fails); it holds when the share of seeds that meet it is at least
+    ``min_share``. The seeds are those of ``variant`` (and ``minus``)."""
+    a = by_variant.get(pre.variant, {})
+    b = by_variant.get(pre.minus, {}) if pre.minus else None
+    seeds = sorted(set(a) & set(b)) if b is not None else sorted(a)
+    values: dict[int, float | None] = {}
+    ok: dict[int, bool] = {}
+    for s in seeds:
+        x = _value(a[s], pre.metric)
+        if b is not None:
+            y = _value(b[s], pre.metric)
+            x = None if x is None or y is None else x - y
+        values[s] = x
+        ok[s] = x is not None and (x >= pre.threshold - 1e-12 if pre.direction == "higher"
+                                   else x <= pre.threshold + 1e-12)
+    met = sum(ok.values())
+    need = math.ceil(pre.min_share * len(seeds) - 1e-9) if seeds else 1
+    return {**pre.model_dump(), "values": values, "met": ok, "n_met": met, "n_seeds": len(seeds), "need": need,
+            "holds": bool(seeds) and met >= need}
+
+
 def _finite(v: Any) -> float | None:
     return float(v) if isinstance(v, (int, float)) and math.isfinite(float(v)) else None
 
@@ -59,9 +139,17 @@ PairMetric = Callable[[str, Mapping, Mapping], tuple[float | None, float | None]
 def aggregate(
     results: Iterable[Mapping], claims: Iterable[Claim | Mapping], metrics: Sequence[str] | None = None,
     confidence: float = 0.95, pair_metrics: Sequence[str] = (), pair_metric: PairMetric | None = None,
+    preconditions: Iterable[Precondition | Mapping] = (), exploratory: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
-    """Per variant and metric the mean and t-interval over seeds; per claim the paired per-seed difference
-    ``a - b`` (seeds where both have the metric) with its t-interval and :func:`verdict`.
+    """Per variant and metric the mean and t-interval over seeds; per precondition its per-seed values and whether
+    it holds (:func:`evaluate_precondition`); per claim the paired per-seed difference ``a - b`` (seeds where both
+    have the metric) with its t-interval, the raw verdict from the interval (``verdict_raw``, :func:`verdict`), the
+    two-sided p, the Holm-adjusted p over the study's family and the verdict at the adjusted level (``verdict``).
+
+    The family: the claims that are neither exploratory nor untestable. A claim is untestable when a precondition
+    that gates it failed (``verdict`` "untestable", ``untestable_because`` names them); exploratory when the spec
+    says so or ``exploratory`` (claim key -> reason, e.g. its seeds were used before with another version of the
+    claim) names it: it keeps its raw verdict and is marked, outside the family.
 
     ``results``: ``{"variant", "seed", "metrics": {metric: value}}`` (a missing or None metric is left out).
     A claim on one of ``pair_metrics`` takes both values of a seed from ``pair_metric(metric, result_a, result_b)``
@@ -84,6 +172,15 @@ def aggregate(
             vals = {s: x for s, x in vals.items() if x is not None}
             row[m] = {**t_interval(list(vals.values()), confidence), "values": vals}
         variants[v] = row
+    pres = [evaluate_precondition(p if isinstance(p, Precondition) else Precondition.model_validate(dict(p)),
+                                  by_variant) for p in preconditions]
+    failed_gates: dict[str, list[str]] = {}
+    for p in pres:
+        if not p["holds"]:
+            for key in p["gates"]:
+                failed_gates.setdefault(key, []).append(p["name"])
+    exploratory = dict(exploratory or {})
+    alpha = 1 - confidence
     out_claims = []
     for c in claims:
         c = c if isinstance(c, Claim) else Claim.model_validate(dict(c))
@@ -101,19 +198,39 @@ def aggregate(
             if xa is not None and xb is not None:
                 diffs[s] = xa - xb
         ci = t_interval(list(diffs.values()), confidence)
-        notes = ["exploratory"] if c.exploratory else []
+        key = c.key
+        why_exploratory = "exploratory" if c.exploratory else exploratory.get(key)
+        notes = [why_exploratory if why_exploratory == "exploratory" else f"exploratory: {why_exploratory}"] \
+            if why_exploratory else []
         if ci["n"] < 2:
             notes.append("fewer than 2 paired seeds: no interval")
         elif ci["n"] < MIN_SEEDS_FOR_CLAIM:
             notes.append(f"only {ci['n']} paired seeds (a claim needs {MIN_SEEDS_FOR_CLAIM})")
-        note = "; ".join(notes)
+        bound = -c.margin if c.direction == "higher" else c.margin
         out_claims.append({
-            **c.model_dump(), "n_pairs": ci["n"], "diff_mean": ci["mean"], "ci_low": ci["ci_low"],
-            "ci_high": ci["ci_high"], "half_width": ci["half_width"], "diffs": diffs,
-            "verdict": verdict(ci["ci_low"], ci["ci_high"], c.direction, c.margin), "note": note,
-            **({"pair_values": pair_values} if paired else {}),
+            **c.model_dump(), "key": key, "n_pairs": ci["n"], "diff_mean": ci["mean"], "ci_low": ci["ci_low"],
+            "ci_high": ci["ci_high"], "half_width": ci["half_width"], "sd": ci["sd"], "diffs": diffs,
+            "verdict_raw": verdict(ci["ci_low"], ci["ci_high"], c.direction, c.margin),
+            "p_value": p_value(ci["mean"], ci["sd"], ci["n"], bound),
+            "untestable_because": failed_gates.get(key, []), "exploratory": bool(why_exploratory),
+            "note": "; ".join(notes), **({"pair_values": pair_values} if paired else {}),
         })
-    return {"confidence": confidence, "metrics": list(metrics), "variants": variants, "claims": out_claims}
+    family = {str(i): c["p_value"] for i, c in enumerate(out_claims)
+              if not c["exploratory"] and not c["untestable_because"]}
+    adjusted = holm(family)
+    m = sum(p is not None for p in family.values())
+    for i, c in enumerate(out_claims):
+        c["family_size"] = m
+        c["mde"] = min_detectable_effect(c["sd"], c["n_pairs"], alpha / max(m, 1) if str(i) in family else alpha)
+        if c["untestable_because"]:
+            c["p_adjusted"], c["verdict"] = None, "untestable"
+        elif c["exploratory"]:
+            c["p_adjusted"], c["verdict"] = None, c["verdict_raw"]
+        else:
+            c["p_adjusted"] = adjusted.get(str(i))
+            c["verdict"] = adjusted_verdict(c["p_adjusted"], c["diff_mean"], c["direction"], c["margin"], alpha)
+    return {"confidence": confidence, "metrics": list(metrics), "variants": variants, "preconditions": pres,
+            "claims": out_claims}
 
 
 def _defined(row: Mapping[str, Any], metric: str) -> bool:

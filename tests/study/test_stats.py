@@ -68,18 +68,29 @@ def test_aggregate_means_paired_differences_and_verdicts():
     assert c0["diffs"] == pytest.approx({1: 0.1, 2: 0.15, 3: 0.2})
     assert c0["diff_mean"] == pytest.approx(0.15)
     assert (c0["ci_low"], c0["ci_high"]) == pytest.approx((0.02579, 0.27421), abs=1e-5)
-    assert c0["verdict"] == "shown"
+    assert c0["verdict_raw"] == "shown"  # the interval excludes 0 ...
     assert c0["note"] == "only 3 paired seeds (a claim needs 5)"
-    assert c1["verdict"] == "reversed"
+    assert c1["verdict_raw"] == "reversed"
     assert c2["diff_mean"] == pytest.approx(0.0) and c2["verdict"] == "not shown"
     assert c3["diff_mean"] == pytest.approx(0.1) and c3["half_width"] == pytest.approx(0.0, abs=1e-12)
-    assert c3["verdict"] == "reversed"
+    assert c3["verdict"] == "reversed" and c3["p_value"] < 1e-20  # sd ~0: the bound is excluded at any level
     assert c4["n_pairs"] == 2 and c4["diffs"] == pytest.approx({2: -0.3, 3: -0.25})
     assert c5["n_pairs"] == 0 and c5["verdict"] == "not shown" and "no interval" in c5["note"]
-    # an exploratory comparison gets its interval and verdict like a claim, and says it is exploratory
+    # ... but not after Holm over the 5 claims with a p (c5 has none). By hand, two-sided t p-values:
+    # c0, c1: t = .15 / (.05 / sqrt 3) = 5.19615, df 2: sf = (1 - t / sqrt(t^2 + 2)) / 2 -> p = 0.0350992
+    # c4: diffs -.30 -.25, t = -.275 / (.0353553 / sqrt 2) = -11, df 1 (Cauchy): sf = 1/2 - atan(11)/pi -> p = 0.057716
+    # c2: mean 0 -> p 1; c3: p 0. Sorted: c3 0, c0 .0351, c1 .0351, c4 .0577, c2 1 -> x5, x4, x3, x2, x1, then the
+    # running maximum: 0, .140397, .140397 (.105298 raised), .140397 (.115432 raised), 1
+    assert c0["p_value"] == pytest.approx(1 - 5.19615 / math.sqrt(5.19615**2 + 2), abs=1e-5)
+    assert c4["p_value"] == pytest.approx(1 - 2 * math.atan(11) / math.pi, abs=1e-9)
+    assert [c["p_adjusted"] for c in (c3, c0, c1, c4, c2)] == pytest.approx(
+        [0.0, 0.140397, 0.140397, 0.140397, 1.0], abs=1e-5)
+    assert c5["p_adjusted"] is None and c0["family_size"] == 5
+    assert (c0["verdict"], c1["verdict"]) == ("not shown", "not shown")
+    # an exploratory comparison gets its interval and raw verdict, says it is exploratory and is outside the family
     (ex,) = aggregate(results, [Claim(a="a", b="b", metric="acc", direction="higher", exploratory=True)],
                       ["acc"])["claims"]
-    assert (ex["verdict"], ex["diff_mean"]) == (c0["verdict"], c0["diff_mean"])
+    assert (ex["verdict"], ex["diff_mean"]) == (c0["verdict_raw"], c0["diff_mean"]) and ex["p_adjusted"] is None
     assert ex["note"] == "exploratory; only 3 paired seeds (a claim needs 5)" and ex["exploratory"] is True
 
 
@@ -152,3 +163,74 @@ def test_pair_metrics_without_the_adapters_pair_metric_are_refused_before_any_un
                      pair_metrics=["span_mean"])
     with pytest.raises(ConfigError, match=r"pair_metrics \['span_mean'\] need a pair_metric in the 'rucl' study"):
         study_method(spec)
+
+
+def test_holm_by_hand():
+    from rubricflow.study.stats import holm
+
+    # m = 4 (None is no test): sorted .01 .02 .03 .04 -> x4 .04, x3 .06, x2 .06, x1 .04 -> running max .04 .06 .06 .06
+    got = holm({"a": 0.03, "b": 0.01, "c": None, "d": 0.04, "e": 0.02})
+    assert got == pytest.approx({"a": 0.06, "b": 0.04, "c": None, "d": 0.06, "e": 0.06})
+    assert holm({"a": 0.5, "b": 0.4}) == pytest.approx({"a": 0.8, "b": 0.8})  # capped only at 1: 2 x .4, then max
+    assert holm({"a": 0.7, "b": 0.6}) == {"a": 1.0, "b": 1.0}
+
+
+def test_min_detectable_effect_by_hand():
+    from rubricflow.study.stats import min_detectable_effect
+
+    # n 5, sd .1, alpha .05, power .8: (t_.975,4 2.776445 + t_.8,4 0.940965) * .1 / sqrt 5 = 0.166248
+    assert min_detectable_effect(0.1, 5, 0.05) == pytest.approx(0.166248, abs=1e-5)
+    assert min_detectable_effect(None, 5, 0.05) is None and min_detectable_effect(0.1, 1, 0.05) is None
+
+
+def test_a_failed_precondition_makes_its_claims_untestable_and_leaves_the_family():
+    from rubricflow.study.spec import Precondition
+
+    # b beats a by .1 on every seed; the curriculum "switched" on 2 of 5 seeds only
+    results = _results({
+        "rucl": {s: {"acc": 0.6 + 0.01 * s, "switch": 1.0 if s < 3 else 0.0} for s in range(1, 6)},
+        "base": {s: {"acc": 0.5 + 0.01 * s, "switch": 0.0} for s in range(1, 6)},
+    })
+    claims = [Claim(a="rucl", b="base", metric="acc", direction="higher", name="curriculum helps"),
+              Claim(a="rucl", b="base", metric="acc", direction="higher", margin=0.01)]
+    pre = Precondition(name="switches", variant="rucl", metric="switch", threshold=1.0, min_share=0.8,
+                       gates=["curriculum helps"])
+    agg = aggregate(results, claims, ["acc", "switch"], preconditions=[pre])
+    (p,) = agg["preconditions"]
+    assert p["values"] == {1: 1.0, 2: 1.0, 3: 0.0, 4: 0.0, 5: 0.0} and p["n_met"] == 2 and p["need"] == 4
+    assert p["holds"] is False
+    gated, free = agg["claims"]
+    assert gated["verdict"] == "untestable" and gated["untestable_because"] == ["switches"]
+    assert gated["verdict_raw"] == "shown" and gated["p_adjusted"] is None  # the data alone would have shown it
+    assert free["verdict"] == "shown" and free["family_size"] == 1  # alone in the family: not adjusted
+    assert free["p_adjusted"] == free["p_value"]
+    # the same precondition met on 4 of 5 seeds holds, and both claims are tested
+    results[2]["metrics"]["switch"] = results[3]["metrics"]["switch"] = 1.0
+    agg = aggregate(results, claims, ["acc", "switch"], preconditions=[pre])
+    assert agg["preconditions"][0]["holds"] and [c["verdict"] for c in agg["claims"]] == ["shown", "shown"]
+    # a difference between two variants, and a seed with no value, which does not meet it
+    diff = Precondition(name="beats base", variant="rucl", minus="base", metric="acc", threshold=0.05,
+                        gates=["curriculum helps"])
+    del results[0]["metrics"]["acc"]
+    (d,) = aggregate(results, claims, ["acc", "switch"], preconditions=[diff])["preconditions"]
+    assert d["values"][1] is None and d["met"][1] is False and d["values"][2] == pytest.approx(0.1)
+    assert (d["n_met"], d["need"], d["holds"]) == (4, 5, False)
+
+
+def test_a_spec_checks_its_preconditions_and_claim_names():
+    from pydantic import ValidationError
+
+    from rubricflow.study.spec import StudySpec
+
+    base = {"method": "rucl", "variants": {"a": {}, "b": {}}, "metrics": ["acc"], "out_dir": "x",
+            "claims": [{"a": "a", "b": "b", "metric": "acc", "direction": "higher"}]}
+    pre = {"name": "p", "variant": "a", "metric": "acc", "threshold": 0.5, "gates": ["a vs b (acc)"]}
+    assert StudySpec(**base, preconditions=[pre]).preconditions[0].gates == ["a vs b (acc)"]
+    with pytest.raises(ValidationError, match=r"precondition 'p' gates \['nope'\], which are not claims"):
+        StudySpec(**base, preconditions=[{**pre, "gates": ["nope"]}])
+    with pytest.raises(ValidationError, match=r"precondition 'p': metric 'x' is not in metrics"):
+        StudySpec(**base, preconditions=[{**pre, "metric": "x"}])
+    with pytest.raises(ValidationError, match=r"precondition 'p': 'c' is not a variant"):
+        StudySpec(**base, preconditions=[{**pre, "minus": "c"}])
+    with pytest.raises(ValidationError, match=r"claims \['a vs b \(acc\)'\] appear twice"):
+        StudySpec(**{**base, "claims": base["claims"] * 2})
