@@ -76,6 +76,23 @@ def _rubric_ids(body: dict, text: str) -> list[str]:
         return RUBRIC_LINE_RE.findall(text)
 
 
+def echo_prompt(body: dict) -> str:
+    """A ``content_fn`` of a judge that answers with the prompt it was given (an echoing judge)."""
+    return _user_text(body)
+
+
+def quote_then(verdict: str, tags: bool = True) -> Callable[[dict], str]:
+    """A ``content_fn`` of a judge that quotes the judged response (with the prompt's tags, or bare) and then
+    answers ``verdict``."""
+
+    def content(body: dict) -> str:
+        m = TAG_RE.search(_user_text(body))
+        quoted = (m.group(0) if tags else m.group(2)) if m else ""
+        return f"The response under review:\n{quoted}\nMy judgment:\n{verdict}"
+
+    return content
+
+
 class LoopbackJudgeServer:
     """Serve in a background thread: ``with LoopbackJudgeServer(latency_s=0.1) as srv: srv.base_url``."""
 
