@@ -1,5 +1,6 @@
 """RuCL hybrid reward: hand-computed values and the rules for missing tiers and judge failures."""
 
+import json
 import math
 
 import pytest
@@ -89,3 +90,24 @@ def test_validation_and_batch_summary():
     assert s["s_f"] == pytest.approx(0.5) and s["s_a"] == 0.0 and s["n_missing"] == 1
     assert s["outcome"] == pytest.approx(2 / 3)
     assert s["reward"] == pytest.approx((0.7 + 0.3 * 0.5 + 0.0) / 2)
+
+
+def test_a_judgment_that_leaves_out_the_kept_rubrics_is_missing_not_scored_like_all_fail():
+    """The attack (issue 37, item 3): a judge answers one rubric "n/a" and leaves out the rest; the reward was
+    alpha * outcome (the rubric term scored like "all fail"), silently. Missing rubrics are missing."""
+    from rubricflow.judge.parse import parse_judgment
+
+    ids = list(TIERS)
+    j = parse_judgment('{"verdicts": {"f1": "n/a"}}', ids)
+    for mode in ("rucl", "uniform"):
+        for lam in (0.0, 0.5):
+            b = compute_reward(1.0, j, TIERS, lambda_t=lam, alpha=0.7, mode=mode)
+            assert b.missing and math.isnan(b.total), (mode, lam, b)
+            assert "no verdict" in b.reason
+    # a judgment leaving out any kept rubric is missing, whatever it says on the rest (the left-out ones may be the
+    # ones the response fails)
+    part = parse_judgment('{"verdicts": {"f1": "pass", "f2": "pass", "f3": "pass", "a1": "n/a"}}', ids)
+    assert compute_reward(0.0, part, TIERS, lambda_t=0.0, alpha=0.7).missing
+    # a complete judgment where nothing applies is a measurement, not a failure (unchanged)
+    none_apply = parse_judgment(json.dumps({"verdicts": {r: "n/a" for r in ids}}), ids)
+    assert not compute_reward(1.0, none_apply, TIERS, lambda_t=0.5, alpha=0.7).missing

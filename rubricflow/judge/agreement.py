@@ -228,6 +228,7 @@ def evaluate_agreement(judge, requests: Sequence[JudgeRequest], reference: Seque
         "judge": f"{getattr(judge, 'name', type(judge).__name__)}:{getattr(judge, 'model_id', '')}",
         "n_requests": len(requests),
         "statuses": status_counts(judged),
+        "incomplete": sum(j.incomplete for j in judged),  # not failed, but a requested rubric left out
         "wall_s": round(wall, 1),
         "agreement": agreement(reference, judged, ids),
         "overall": overall_agreement(reference, judged, ids),

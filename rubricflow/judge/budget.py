@@ -1,5 +1,9 @@
 """The failure budget: a judge whose judgments mostly fail stops the stage instead of feeding it missing values.
 
+A judgment that leaves out a requested rubric (``Judgment.missing``) counts like a failed one: its rubrics are
+missing too, and a judge that answers one rubric and leaves out the rest must stop the stage, not feed it judgments
+with nothing in them.
+
 Below the budget a failed judgment stays *missing* (its rubrics are never scored 0 or 0.5). Above it
 (``judge.max_failed_frac``), ``JudgeFailureBudgetExceeded`` is raised with the counts and the most frequent
 reasons. ``BudgetedJudge`` checks after every call over the last ``judge.failure_window`` judgments (a call
@@ -20,6 +24,13 @@ from rubricflow.judge.protocol import JudgeBackend, JudgeRequest, Judgment
 MIN_JUDGMENTS = 8  # judgments seen before the rolling window is checked (see the module docstring)
 
 
+def _kind(j: Judgment) -> str:
+    if j.failed:
+        return _reason_kind(j.reason)
+    shown = ", ".join(j.missing[:4]) + (", ..." if len(j.missing) > 4 else "")
+    return f"left out {len(j.missing)} requested rubric(s) (no verdict on {shown})"
+
+
 def _reason_kind(reason: str | None) -> str:
     """A reason without its per-sample parts (attempt counts, numbers), so equal causes group together."""
     r = (reason or "no reason given").split(" (after ")[0]
@@ -27,12 +38,14 @@ def _reason_kind(reason: str | None) -> str:
 
 
 def failure_summary(judgments: list[Judgment], top: int = 3) -> str:
-    """``"30 of 32 judgments failed (94%); top reasons: 30x http 500: ..."``."""
-    failed = [j for j in judgments if j.failed]
+    """``"30 of 32 judgments failed (94%); top reasons: 30x http 500: ..."`` (``failed or left out a requested
+    rubric`` when some judgments are incomplete)."""
+    failed = [j for j in judgments if j.counts_as_failed]
     n = len(judgments)
-    reasons = Counter(_reason_kind(j.reason) for j in failed).most_common(top)
+    reasons = Counter(_kind(j) for j in failed).most_common(top)
     frac = len(failed) / n if n else 0.0
-    text = f"{len(failed)} of {n} judgments failed ({frac:.0%})"
+    what = "failed or left out a requested rubric" if any(not j.failed for j in failed) else "failed"
+    text = f"{len(failed)} of {n} judgments {what} ({frac:.0%})"
     if reasons:
         text += "; top reasons: " + "; ".join(f"{c}x {r}" for r, c in reasons)
     return text
@@ -43,7 +56,7 @@ def check_failure_budget(judgments: list[Judgment], max_failed_frac: float, wher
     n = len(judgments)
     if not n:
         return
-    n_failed = sum(j.failed for j in judgments)
+    n_failed = sum(j.counts_as_failed for j in judgments)
     if n_failed / n > max_failed_frac:
         raise JudgeFailureBudgetExceeded(
             f"{where}: {failure_summary(judgments)}, above judge.max_failed_frac={max_failed_frac:g}; "

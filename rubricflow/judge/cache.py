@@ -197,7 +197,8 @@ class CachedJudge:
                 reason, raw = new.reason, new.raw
                 if new.status == "failed":  # some rubrics cached, the rest failed: those stay missing
                     status, reason = "repaired", f"partly cached; uncached rubrics failed: {new.reason}"
-            out.append(Judgment(status, verdicts, reason=reason, raw=raw))
+            missing = () if status == "failed" else tuple(rb.id for rb in r.rubrics if rb.id not in verdicts)
+            out.append(Judgment(status, verdicts, reason=reason, raw=raw, missing=missing))
         if rows:
             self.cache.put_many(rows)
             self.stats.stored += len(rows)

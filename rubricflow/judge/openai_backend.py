@@ -197,7 +197,7 @@ class OpenAIJudge:
                                                        return_when=asyncio.FIRST_COMPLETED)
                     for t in done:
                         j = out[tasks[t]] = t.result()
-                        n_failed += j.failed
+                        n_failed += j.counts_as_failed
                     if early and pending and self.stats.failed_streak > allowed:
                         errors = ", ".join(f"{c}x {k}" for k, c in sorted(self.stats.errors.items(),
                                                                            key=lambda kv: -kv[1])[:3])

@@ -289,4 +289,4 @@ def parse_judgment(text: str | None, rubric_ids: list[str], *, boundary: str | N
     if missing:
         notes.append(f"missing: {', '.join(missing)}")
     ordered = {r: verdicts[r] for r in ids if r in verdicts}
-    return Judgment("repaired", ordered, reason="; ".join(dict.fromkeys(notes)), raw=raw)
+    return Judgment("repaired", ordered, reason="; ".join(dict.fromkeys(notes)), raw=raw, missing=tuple(missing))

@@ -8,7 +8,9 @@ applicability-aware judging). Every call ends in one of three statuses:
 * ``repaired``  it parsed only after tolerant repair (code fences, prose, trailing commas, spelling variants),
 * ``failed``    nothing usable (with ``reason``): its rubrics are *missing*, never scored 0 or 0.5.
 
-A rubric absent from the judge's output is absent from ``verdicts`` (never defaulted to unsatisfied).
+A rubric absent from the judge's output is absent from ``verdicts`` (never defaulted to unsatisfied) and listed in
+``missing`` (the requested rubrics without a verdict, set by the parser and the cache): such a judgment is
+``incomplete``, and counts against the failure budget like a failed one (``budget``).
 """
 
 from __future__ import annotations
@@ -85,10 +87,21 @@ class Judgment:
     verdicts: dict[str, Verdict] = field(default_factory=dict)
     reason: str | None = None  # why it failed / what was repaired
     raw: str | None = None  # the raw judge text, for audit
+    missing: tuple[str, ...] = ()  # requested rubrics the judge gave no verdict for (a judgment that is not failed)
 
     @property
     def failed(self) -> bool:
         return self.status == "failed"
+
+    @property
+    def incomplete(self) -> bool:
+        """Not failed, but without a verdict on some requested rubric."""
+        return not self.failed and bool(self.missing)
+
+    @property
+    def counts_as_failed(self) -> bool:
+        """What the failure budget counts: a failed judgment, or one that left out a requested rubric."""
+        return self.failed or bool(self.missing)
 
     def to_dict(self) -> dict:
         return {

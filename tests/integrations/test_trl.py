@@ -166,3 +166,21 @@ def test_an_echoing_judge_gives_no_reward_for_a_wrong_answer_ending_in_a_verdict
         with pytest.warns(RuntimeWarning, match="every reward of this batch"):
             out = reward(prompts=[r["question"] for r in rs], completions=completions, **call_kwargs(rs))
     assert out == [None, None]
+
+
+def test_a_judge_leaving_out_every_kept_rubric_gives_no_reward_and_warns():
+    """The attack (issue 37, item 3): a judge answering one rubric "n/a" and leaving out the other: the TRL reward
+    returned 0.7 per item (alpha * outcome) with no warning. Now None, with the missing-rewards warning."""
+    from rubricflow.judge.config import OpenAIJudgeConfig
+    from rubricflow.judge.openai_backend import OpenAIJudge
+    from rubricflow.testing.judge_server import LoopbackJudgeServer
+
+    rs = rows(2)
+    with LoopbackJudgeServer(content_fn=lambda body: '{"verdicts": {"W14": "n/a"}}') as srv:
+        judge = OpenAIJudge(OpenAIJudgeConfig(base_url=srv.base_url, model="loopback-judge",
+                                              verdict_format="compact", timeout_s=2.0, max_retries=0))
+        reward = RubricflowReward(RubricScorer(judge, RUBRICS, scheduler(), alpha=0.7))
+        with pytest.warns(RuntimeWarning, match="every reward of this batch"):
+            out = reward(prompts=[r["question"] for r in rs], completions=[f"\\boxed{{{r['answer']}}}" for r in rs],
+                         **call_kwargs(rs))
+    assert out == [None, None]

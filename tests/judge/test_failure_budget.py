@@ -263,3 +263,15 @@ def cli_app():
     from flows.cli import app
 
     return app
+
+
+def test_a_judge_that_leaves_out_the_requested_rubrics_exceeds_the_budget_with_one_line():
+    """The attack (issue 37, item 3): a judge answering one rubric "n/a" and leaving out the rest passed the
+    budget (judge_failures_total 0). A left-out rubric is missing and counts against the budget."""
+    with LoopbackJudgeServer(content_fn=lambda body: '{"verdicts": {"R01": "n/a"}}') as srv:
+        judge = make_judge(jcfg(srv.base_url, verdict_format="compact"))
+        reqs = [JudgeRequest(f"s{i}", "q", f"r{i}", RUBRICS) for i in range(10)]
+        err, dt = timed_error(JudgeFailureBudgetExceeded, lambda: judge.judge(reqs))
+    msg = str(err)
+    assert "\n" not in msg and "10 of 10 judgments failed or left out a requested rubric" in msg
+    assert "no verdict on R02" in msg and "judge.max_failed_frac" in msg

@@ -103,3 +103,22 @@ def test_smol_judge_refuses_a_judge_whose_judgments_all_failed():
                        r"judge.max_failed_frac=0.2; top reasons: 4x connection refused.*; no outputs written"):
         require_within_budget(result, 0.2, "smol-judge at X")
     require_within_budget(judge_and_compare(ProgrammaticJudge(), reference, reqs), 0.2, "ok")  # a fine judge passes
+
+
+def test_smol_judge_refuses_a_judge_that_leaves_out_the_rubrics():
+    """The attack (issue 37, item 3): a judge answering one rubric "n/a" and leaving out the rest was accepted by
+    the smol-judge check (no judgment 'failed'). A left-out rubric is missing and counts against the budget."""
+    from rubricflow.judge.errors import JudgeFailureBudgetExceeded
+    from rubricflow.methods.smol.judge_check import require_within_budget
+
+    ids = ["W01", "W04", "W11"]
+    reqs = [JudgeRequest(f"s{i}", "q", "r", [POOL[r] for r in ids]) for i in range(4)]
+    ref = [Judgment("ok", {r: Verdict(True, True) for r in ids}) for _ in reqs]
+
+    class LeavesOut:
+        def judge(self, requests):
+            return [parse_judgment('{"verdicts": {"W01": "n/a"}}', [r.id for r in q.rubrics]) for q in requests]
+
+    res = judge_and_compare(LeavesOut(), ref, reqs)
+    with pytest.raises(JudgeFailureBudgetExceeded, match="left out a requested rubric"):
+        require_within_budget(res, 0.25, "smol-judge")

@@ -7,8 +7,8 @@
 
 ``S_F`` / ``S_A`` are the fractions of *applicable* foundational / advanced rubrics that the response satisfies
 (RuCL's applicability-aware judging: a rubric that does not apply to a response is left out, never counted as
-failed). Only rubrics kept by the stratification (present in ``tiers``) count; a rubric the judge gave no verdict
-for is left out too.
+failed). Only rubrics kept by the stratification (present in ``tiers``) count; a kept rubric the judge was asked
+about and left out makes the whole reward missing (below).
 
 Rules for what is not there (decided here, tested in tests/test_rewards.py):
 
@@ -22,6 +22,11 @@ Rules for what is not there (decided here, tested in tests/test_rewards.py):
   response``) a bare answer that no rubric applies to would otherwise earn the whole outcome weight.
 * **Judge failure** (``Judgment.status == "failed"``, or no judgment): the whole reward is *missing* (``NaN``);
   the GRPO updater leaves it out of the advantage statistics. Never a 0 or 0.5 reward. Not so in mode ``outcome``.
+* **Left-out rubrics** (``Judgment.missing``: kept rubrics the judge was asked about and gave no verdict for): the
+  reward is *missing* too. Their verdicts are unknown, not "not applicable": a judge answering one rubric "n/a"
+  and leaving out the rest must not earn ``alpha * outcome`` as if nothing could be checked, and a judge talked
+  into leaving out the rubrics a response fails must not score it on the rest. (A ``Judgment`` built without
+  ``missing``, as in hand-made tests, is scored over the verdicts it has.)
 
 Modes: ``rucl`` (tiers + curriculum weight), ``uniform`` (no tiers: all kept rubrics weigh the same, the paper's
 "uniform averaging" ablation), ``outcome`` (``alpha = 1``; the judge is not consulted).
@@ -122,6 +127,10 @@ def compute_reward(
         return RewardBreakdown(NAN, outcome, NAN, NAN, NAN, True, lambda_t, reason=reason)
     sc = tier_scores(judgment, tiers)
     (s_f, n_f), (s_a, n_a) = sc["foundational"], sc["advanced"]
+    left_out = [rid for rid in judgment.missing if rid in tiers]
+    if left_out:
+        reason = f"no verdict on kept rubric(s) {', '.join(left_out)}: the judge left them out"
+        return RewardBreakdown(NAN, outcome, s_f, s_a, NAN, True, lambda_t, n_f, n_a, reason=reason)
     rubric = combine_tiers(s_f, s_a, lambda_t) if mode == "rucl" else sc["all"][0]
     total = alpha * outcome + (1.0 - alpha) * (0.0 if math.isnan(rubric) else rubric)
     return RewardBreakdown(total, outcome, s_f, s_a, rubric, math.isnan(total), lambda_t, n_f, n_a)

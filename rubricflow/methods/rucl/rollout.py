@@ -111,7 +111,8 @@ class RuCLRollout:
             "curriculum/lambda_next": summ["lambda_next"],
             "curriculum/s_f_batch": summ["s_f_batch"],
             "outcome_accuracy": summ["outcome"],
-            "judge/failures": float(statuses.count("failed")),
+            # a judgment that left out a requested rubric counts as a failure (as in the failure budget)
+            "judge/failures": float(sum(j.counts_as_failed for j in judgments if j is not None)),
             "judge/repaired": float(statuses.count("repaired")),
             "judge/time_s": judge_s,
             "reward/n_missing": summ["n_missing"],

@@ -107,7 +107,7 @@ class RubricScorer:
                               self.alpha, self.mode) for it, j in zip(items, judgments)]
         self._pending.extend(out)
         self.last_judgments = list(judgments)
-        self.total_failures += sum(1 for j in judgments if j is not None and j.failed)
+        self.total_failures += sum(1 for j in judgments if j is not None and j.counts_as_failed)
         return out
 
     def score(self, items: Sequence[Item]) -> list[RewardBreakdown]:

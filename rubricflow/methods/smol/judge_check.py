@@ -39,12 +39,16 @@ def judge_and_compare(judge, reference: list[Judgment], requests: list[JudgeRequ
 
 def require_within_budget(result: dict[str, Any], max_failed_frac: float, where: str) -> None:
     """Raise ``JudgeFailureBudgetExceeded`` when more than ``max_failed_frac`` of a ``judge_and_compare`` result's
-    judgments failed: ``smol-judge`` must not write its outputs (or exit 0) from a judge that mostly failed."""
+    judgments failed or left out a requested rubric (``incomplete``): ``smol-judge`` must not write its outputs (or
+    exit 0) from a judge that mostly failed."""
     n = result["n_requests"]
-    failed = result["statuses"].get("failed", 0)
+    incomplete = result.get("incomplete", 0)
+    failed = result["statuses"].get("failed", 0) + incomplete
     if n and failed / n > max_failed_frac:
-        reasons = "; ".join(result["top_failure_reasons"]) or "no reason given"
+        top = ([f"{incomplete}x left out requested rubric(s)"] if incomplete else []) + result["top_failure_reasons"]
+        reasons = "; ".join(top) or "no reason given"
+        what = "failed or left out a requested rubric" if incomplete else "failed"
         raise JudgeFailureBudgetExceeded(
-            f"{where}: {failed} of {n} judgments failed ({failed / n:.0%}), above judge.max_failed_frac="
+            f"{where}: {failed} of {n} judgments {what} ({failed / n:.0%}), above judge.max_failed_frac="
             f"{max_failed_frac:g}; top reasons: {reasons}; no outputs written"
         )
