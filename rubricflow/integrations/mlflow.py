@@ -25,7 +25,9 @@ assessments:
 
 A failed judgment is an *error* assessment (``AssessmentError`` code ``JUDGE_FAILED`` with the judge's reason) on
 every rubric and on the scores, never a ``"fail"`` or a 0; a rubric missing from a repaired judgment is an error
-(``VERDICT_MISSING``) on that rubric alone. MLflow leaves errors out of the aggregate metrics. When the failure
+(``VERDICT_MISSING``) on that rubric, and on every score it would enter when the judge left it out
+(``Judgment.missing``: a judgment answering one rubric "n/a" and leaving out the rest has no score, not "no rubric
+applies"). MLflow leaves errors out of the aggregate metrics. When the failure
 budget is exceeded (``judge.max_failed_frac``) the judge raises and MLflow records the scorer error for that row.
 Rows are judged one at a time (MLflow calls scorers from a thread pool; the judge's own concurrency serves one
 call).
@@ -101,16 +103,21 @@ def verdict_value(judgment: Judgment, rubric_id: str) -> str | None:
     return PASS if v.satisfied else FAIL
 
 
-def rubric_scores(judgment: Judgment, rubrics: Sequence[Rubric]) -> dict[str, float]:
-    """``{"score": S}`` (and ``foundational`` / ``advanced`` for tiered rubrics): satisfied / applicable over the
-    rubrics with a verdict; NaN where none applies."""
+def _groups(rubrics: Sequence[Rubric]) -> dict[str, list[str]]:
+    """The rubric ids behind each score: ``score`` (all), and ``foundational`` / ``advanced`` when tiered."""
     groups: dict[str, list[str]] = {"score": [r.id for r in rubrics]}
     for tier in ("foundational", "advanced"):
         ids = [r.id for r in rubrics if r.tier == tier]
         if ids:
             groups[tier] = ids
+    return groups
+
+
+def rubric_scores(judgment: Judgment, rubrics: Sequence[Rubric]) -> dict[str, float]:
+    """``{"score": S}`` (and ``foundational`` / ``advanced`` for tiered rubrics): satisfied / applicable over the
+    rubrics with a verdict; NaN where none applies."""
     out = {}
-    for key, ids in groups.items():
+    for key, ids in _groups(rubrics).items():
         vals = [verdict_value(judgment, i) for i in ids]
         applicable = [v for v in vals if v in (PASS, FAIL)]
         out[key] = sum(v == PASS for v in applicable) / len(applicable) if applicable else math.nan
@@ -139,10 +146,15 @@ def feedbacks(judgment: Judgment, rubrics: Sequence[Rubric], name: str, source: 
             continue
         out.append(Feedback(name=fb_name, value=value, rationale=judgment.verdicts[r.id].rationale or None,
                             source=source, metadata=meta))
+    groups = _groups(rubrics)
     for key, s in rubric_scores(judgment, rubrics).items():
         fb_name = f"{name}/{key}"
+        left_out = [i for i in groups[key] if i in judgment.missing]
         if judgment.failed:
             out.append(error(fb_name, JUDGE_FAILED, reason))
+        elif left_out:
+            out.append(error(fb_name, VERDICT_MISSING,
+                             f"the judge left out rubric(s) {', '.join(left_out)}: no {key} without their verdicts"))
         elif math.isnan(s):
             out.append(Feedback(name=fb_name, value=None, rationale="no rubric applies", source=source))
         else:

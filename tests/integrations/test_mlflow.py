@@ -186,3 +186,21 @@ def test_an_echoing_judge_never_scores_a_wrong_bare_answer_that_ends_in_a_verdic
                                                                                       source_id="t"))}
     assert fbs["rf/score"].value is None and fbs["rf/score"].error.error_code == "JUDGE_FAILED"
     assert all(f.error is not None for f in fbs.values())
+
+
+def test_a_judgment_leaving_out_rubrics_has_an_error_score_not_no_rubric_applies():
+    """Issue 37, item 3 through the scorer: a judge answering one rubric "n/a" and leaving out the rest gave the
+    score None with "no rubric applies". Now the score is a VERDICT_MISSING error naming the left-out rubrics."""
+    from mlflow.entities import AssessmentSource
+
+    from rubricflow.judge.parse import parse_judgment
+
+    rubrics = [Rubric("A", "a", "foundational"), Rubric("B", "b", "advanced"), Rubric("C", "c", "advanced")]
+    j = parse_judgment('{"verdicts": {"A": "n/a"}}', ["A", "B", "C"])
+    fbs = {f.name: f for f in rf_mlflow.feedbacks(j, rubrics, "rf", AssessmentSource(source_type="CODE",
+                                                                                      source_id="t"))}
+    assert fbs["rf/A"].value == "not_applicable"
+    for key in ("rf/B", "rf/C", "rf/score", "rf/advanced"):
+        assert fbs[key].value is None and fbs[key].error.error_code == "VERDICT_MISSING", key
+    assert "B, C" in fbs["rf/score"].error.error_message
+    assert fbs["rf/foundational"].value is None and fbs["rf/foundational"].error is None  # A: nothing left out
