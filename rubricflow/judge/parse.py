@@ -31,7 +31,8 @@ policy cannot predict) and pass it with the response text (``boundary=``, ``quot
 
 * everything up to the end of the last region the answer quotes is cut away: a region between the boundary's
   opening and closing tags (an echoed prompt, or a quoted response), or a verbatim copy of the response without
-  them; an answer that ends inside an opened region (a cut-off echo) has no answer of its own;
+  them (unless the copy lies inside one of the judge's own JSON objects: a rationale quoting the response); an
+  answer that ends inside an opened region (a cut-off echo) has no answer of its own;
 * the verdict is read from the final object of what is left, and an object that is a copy of text in the response
   (whitespace aside: a judge answering with the policy's own block) is refused.
 
@@ -46,7 +47,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from rubricflow.judge.protocol import Judgment, Verdict
-from rubricflow.judge.tolerant_json import final_object
+from rubricflow.judge.tolerant_json import final_object, top_level_spans
 
 _NA = object()  # "not applicable" marker
 _BAD = object()  # unreadable value
@@ -230,10 +231,17 @@ def own_answer(text: str, boundary: str | None = None, quoted: Sequence[str] = (
     own = text[own_from:]
     for q in quoted:
         q = q.strip()
-        at = own.rfind(q) if q else -1
-        if at >= 0:
-            own = own[at + len(q):]
-            notes.append("quoted the judged response")
+        if not q:
+            continue
+        spans = top_level_spans(own)
+        at = own.rfind(q)
+        while at >= 0:
+            # a copy inside the judge's own object (a rationale quoting the response) is part of the answer
+            if not any(s < at and at + len(q) <= e for s, e, _ in spans):
+                own = own[at + len(q):]
+                notes.append("quoted the judged response")
+                break
+            at = own.rfind(q, 0, at + len(q) - 1) if at > 0 else -1
     return own, list(dict.fromkeys(notes)), None
 
 
