@@ -55,6 +55,10 @@ def register(app: typer.Typer) -> None:
         report_only: Annotated[bool, typer.Option(
             "--report-only", help="Run nothing: write the report from the finished units' results (every unit must "
             "have one; units finished on other inputs are used and named in the report).")] = False,
+        rerender_from: Annotated[Optional[str], typer.Option(
+            "--rerender-from", help="Run nothing: re-render the report JSON at this path (written before "
+            "preconditions and the Holm adjustment) from the per-unit metrics it keeps, with the spec's preconditions "
+            "and adjusted verdicts, into --report-name (default: the study name).")] = None,
         exploratory: Annotated[bool, typer.Option(
             "--exploratory", help="Allow a working tree that differs from its commit: every page of the report is "
             "stamped exploratory and the seed ledger is left as it is (default: refused, so that a report of record "
@@ -76,6 +80,12 @@ def register(app: typer.Typer) -> None:
             _on_ray(name, cfg, ray, seeds, variants, state.track and not no_track, report_name, exploratory)
             return
         try:
+            if rerender_from is not None:
+                from rubricflow.study.harness import rerender
+
+                summary = rerender(cfg, name, rerender_from, report_name=report_name, exploratory=exploratory)
+                typer.echo(json.dumps(summary, indent=1))
+                return
             if report_only:
                 summary = write_report_only(cfg, name, seeds=_ints(seeds), variants=_names(variants),
                                             report_name=report_name, exploratory=exploratory)
@@ -100,10 +110,10 @@ def _on_ray(name: str, cfg, address: str, seeds: str | None, variants: str | Non
 
     from flows.study import UnitsFailed, study as study_flow
     from rubricflow.config import ConfigError
-    from tasks.ray_runner import check_address
+    from tasks.ray_runner import check_address, connect_address
 
     try:
-        check_address(address, field="--ray")
+        address = connect_address(check_address(address, field="--ray"))  # `auto` resolved; no answer: an error now
     except ConfigError as e:
         typer.echo(f"error: {e}", err=True)
         raise typer.Exit(2) from None

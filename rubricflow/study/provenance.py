@@ -53,8 +53,8 @@ def project_root() -> Path:
 
 
 def code_state(outputs: Sequence[str | Path] = (), root: Path | None = None) -> CodeState:
-    """The commit of the project's git tree and the paths that differ from it, outputs (``outputs``: folders, e.g.
-    the study's report folder) left out. A tree that is not a git checkout is ``unknown`` with no changes listed:
+    """The commit of the project's code and the paths that differ from it, outputs (``outputs``: folders, e.g. the
+    study's report folder) left out of both: the commit is the last one that changed anything outside them. A tree that is not a git checkout is ``unknown`` with no changes listed:
     the report says so."""
     root = Path(root or project_root())
     try:
@@ -72,6 +72,15 @@ def code_state(outputs: Sequence[str | Path] = (), root: Path | None = None) -> 
             skip.append(p.resolve().relative_to(root.resolve()).as_posix().rstrip("/") + "/")
         except ValueError:
             continue  # outside the tree: git does not see it
+    if skip:  # the code's commit: the last one that changed anything but the outputs (a report committed after the
+        # code it was written with still names that code's commit, and regenerates at any later commit)
+        try:
+            last = subprocess.run(["git", "log", "-1", "--format=%H", "--", ".",
+                                   *(f":(exclude){s.rstrip('/')}" for s in skip)], cwd=root, capture_output=True,
+                                  text=True, timeout=30, check=True).stdout.strip()
+            commit = last or commit
+        except subprocess.SubprocessError:
+            pass
     changed = []
     entries = iter(status.split("\0"))
     for entry in entries:

@@ -144,7 +144,9 @@ def precondition_lines(pres: Sequence[Mapping]) -> list[str]:
     lines = ["", "Preconditions (evaluated before the claims; a claim gated by a failed one is untestable):", "",
              "| precondition | value per seed | rule | seeds meeting it | holds | gates |", "|---|---|---|---|---|---|"]
     for p in pres:
-        what = f"{p['variant']}" + (f" - {p['minus']}" if p.get("minus") else "") + f" {p['metric']}"
+        what = f"{p['variant']} {p['metric']}"
+        if p.get("minus") or p.get("minus_metric"):
+            what += f" - {p.get('minus') or p['variant']} {p.get('minus_metric') or p['metric']}"
         rule = f"{'>=' if p['direction'] == 'higher' else '<='} {p['threshold']:g} on >= {p['need']} of {p['n_seeds']}"
         per_seed = ", ".join(f"{s}: {_fmt(v)} {'yes' if p['met'][s] else 'no'}" for s, v in p["values"].items())
         name = p["name"] + (" (declared after the units ran)" if p.get("added_after_results") else "")

@@ -48,7 +48,8 @@ class Claim(Section):
 
 class Precondition(Section):
     """A manipulation check evaluated before the claims: did the mechanism a claim tests act at all? Per seed the
-    value is ``variant``'s ``metric`` (minus ``minus``'s on the same seed when given); the seed meets it when the
+    value is ``variant``'s ``metric`` (minus ``minus``'s on the same seed, or ``variant``'s own ``minus_metric``,
+    when given); the seed meets it when the
     value is at least (``higher``) or at most (``lower``) ``threshold``, and a seed without a value does not. The
     precondition holds when at least ``min_share`` of the seeds meet it; when it fails, every claim it ``gates`` is
     reported as untestable and leaves the Holm family."""
@@ -56,8 +57,13 @@ class Precondition(Section):
     name: str = Field(description="Short name, e.g. 'curriculum engages'.")
     description: str = Field("", description="What it checks, in words (printed in the report).")
     variant: str = Field(description="Variant whose per-seed metric is checked.")
-    minus: str | None = Field(None, description="Variant subtracted on the same seed (None: the value alone).")
+    minus: str | None = Field(None, description="Variant subtracted on the same seed (None: the value alone, or "
+                              "`variant`'s `minus_metric`).")
     metric: str = Field(description="A unit metric of the study (`metrics`).")
+    minus_metric: str | None = Field(
+        None, description="The metric subtracted (of `minus`, or of `variant` itself when `minus` is None), e.g. "
+        "the oracle checklist's accuracy minus the planner's on the start; None: `metric`.",
+    )
     direction: Literal["higher", "lower"] = Field(
         "higher", description="'higher': a seed meets it when value >= threshold; 'lower': value <= threshold."
     )
@@ -229,8 +235,9 @@ class StudySpec(Section):
             for v in filter(None, (p.variant, p.minus)):
                 if v not in self.variants:
                     raise ValueError(f"precondition {p.name!r}: {v!r} is not a variant ({sorted(self.variants)})")
-            if p.metric not in self.metrics:
-                raise ValueError(f"precondition {p.name!r}: metric {p.metric!r} is not in metrics {self.metrics}")
+            for m in filter(None, (p.metric, p.minus_metric)):
+                if m not in self.metrics:
+                    raise ValueError(f"precondition {p.name!r}: metric {m!r} is not in metrics {self.metrics}")
             unknown = [g for g in p.gates if g not in keys]
             if unknown:
                 raise ValueError(f"precondition {p.name!r} gates {unknown}, which are not claims ({keys})")
@@ -256,13 +263,18 @@ class StudyConfigBase(Section):
     @classmethod
     def _own_defaults(cls, data):
         """A partial study (``study.roro: {seeds: [...]}``) is merged onto that study's own defaults (its
-        declaration's spec), not validated alone: a key given replaces the default's value whole."""
+        declaration's spec), not validated alone: a key given replaces the default's value whole; a study that
+        gives its own claims, variants or metrics and no preconditions has none (the default's name its claims)."""
         if not isinstance(data, dict):
             return data
         out = dict(data)
         for key, field in cls.model_fields.items():
             if isinstance(out.get(key), dict) and field.default_factory is not None:
-                out[key] = {**field.default_factory().model_dump(), **out[key]}
+                given = out[key]
+                base = field.default_factory().model_dump()
+                if "preconditions" not in given and any(k in given for k in ("claims", "variants", "metrics")):
+                    base["preconditions"] = []  # the default's checks name the default's claims and variants
+                out[key] = {**base, **given}
         return out
 
 

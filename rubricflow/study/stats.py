@@ -100,18 +100,19 @@ def adjusted_verdict(p_adj: float | None, diff_mean: float | None, direction: st
 
 
 def evaluate_precondition(pre: Precondition, by_variant: Mapping[str, Mapping[int, Mapping]]) -> dict[str, Any]:
-    """Per seed the precondition's value (``variant``'s metric, minus ``minus``'s when given) and whether it meets the
+    """Per seed the precondition's value (``variant``'s metric, minus ``minus``'s or its own ``minus_metric`` when
+    given) and whether it meets the
     threshold (a seed without a value fails); it holds when the share of seeds that meet it is at least
     ``min_share``. The seeds are those of ``variant`` (and ``minus``)."""
     a = by_variant.get(pre.variant, {})
-    b = by_variant.get(pre.minus, {}) if pre.minus else None
+    b = by_variant.get(pre.minus or pre.variant, {}) if (pre.minus or pre.minus_metric) else None
     seeds = sorted(set(a) & set(b)) if b is not None else sorted(a)
     values: dict[int, float | None] = {}
     ok: dict[int, bool] = {}
     for s in seeds:
         x = _value(a[s], pre.metric)
         if b is not None:
-            y = _value(b[s], pre.metric)
+            y = _value(b[s], pre.minus_metric or pre.metric)
             x = None if x is None or y is None else x - y
         values[s] = x
         ok[s] = x is not None and (x >= pre.threshold - 1e-12 if pre.direction == "higher"

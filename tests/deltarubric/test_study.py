@@ -156,7 +156,7 @@ def test_one_real_unit_trains_and_evaluates_every_mode(tmp_path):
     pairs_stage(base, track=False)
     raw = base.model_dump(mode="json")
     raw["study"]["deltarubric"].update({"seeds": [7], "out_dir": str(tmp_path / "studies"),
-                                        "variants": {"sft": {}, "deltarubric": {}}, "claims": [],
+                                        "variants": {"sft": {}, "deltarubric": {}}, "claims": [], "preconditions": [],
                                         "report_dir": str(tmp_path / "reports" / "studies")})
     cfg = config_from_dict(raw)
     out = run_study(cfg, "deltarubric", variants=["sft", "deltarubric"])

@@ -169,7 +169,14 @@ def test_study_report_has_claims_the_judge_table_and_the_curve_bands(tmp_path):
     out = run_study(cfg, "roro", unit_fn=unit)
     assert sorted(unit.calls) == sorted((k, s) for k in ("roro", "oracle-process", "outcome-only", "threshold",
                                                          "random") for s in (101, 202, 303))
-    assert out["claims"]["roro vs outcome-only (chain_pair_range_auc)"] == "shown"  # on the 2 seeds with a range
+    # on the 2 seeds with a range the interval excludes 0, but this fake Judge orders only 0.45 +- 0.01 of the process
+    # pairs: the precondition fails on every seed, so RoRo's claims against outcome-only are untestable
+    data = json.loads((tmp_path / "reports" / "studies" / "roro.json").read_text())
+    (c,) = [c for c in data["claims"] if c["key"] == "roro vs outcome-only (chain_pair_range_auc)"]
+    assert c["verdict_raw"] == "shown" and c["n_pairs"] == 2
+    assert out["claims"][c["key"]] == c["verdict"] == "untestable"
+    assert c["untestable_because"] == ["judge orders process pairs"]
+    assert out["preconditions"] == {"oracle router reaches the threshold": "holds", "judge orders process pairs": "fails"}
     md = (tmp_path / "reports" / "studies" / "roro.md").read_text()
     # the pair metric: both hulls over the costs both methods' own points span inside 0.2-0.8
     from rubricflow.methods.roro.curves import range_auc

@@ -116,3 +116,13 @@ def test_the_seed_ledger_marks_a_changed_claim_on_used_seeds_exploratory(tmp_pat
     fresh = json.loads((tmp_path / "reports" / "studies" / "rucl-fresh.json").read_text())
     assert not any(x["exploratory"] for x in fresh["claims"])
     assert all(x["family_size"] == 4 for x in fresh["claims"])
+
+
+def test_a_report_committed_after_its_code_names_the_codes_commit(tmp_path, repo):
+    (repo / "reports").mkdir()
+    code = _git(repo, "rev-parse", "HEAD")
+    (repo / "reports" / "r.md").write_text("a report")
+    _git(repo, "add", "reports")
+    _git(repo, "commit", "-q", "-m", "report")
+    assert provenance.code_state([repo / "reports"]).commit == code  # regenerates at the later commit too
+    assert provenance.code_state().commit == _git(repo, "rev-parse", "HEAD")

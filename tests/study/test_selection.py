@@ -76,9 +76,9 @@ def test_the_most_defined_fallback_compares_settings_over_the_same_methods_only(
 
 def test_a_selection_study_must_be_evaluated_on_val():
     with pytest.raises(ValueError, match="must be evaluated on val"):
-        StudySpec(**{**rucl_spec().model_dump(), "selection": {"metric": "accuracy"}, "claims": []})
+        StudySpec(**{**rucl_spec().model_dump(), "selection": {"metric": "accuracy"}, "claims": [], "preconditions": []})
     with pytest.raises(ValueError, match=r"selection.settings.x: \['nope'\] are not variants"):
-        StudySpec(**{**rucl_spec().model_dump(), "eval_split": "val", "claims": [],
+        StudySpec(**{**rucl_spec().model_dump(), "eval_split": "val", "claims": [], "preconditions": [],
                      "selection": {"metric": "accuracy", "settings": {"x": ["nope"]}}})
     tune = config_from_dict({}).study.rucl_tune
     assert tune.eval_split == "val" and tune.selection is not None

@@ -234,3 +234,13 @@ def test_a_spec_checks_its_preconditions_and_claim_names():
         StudySpec(**base, preconditions=[{**pre, "minus": "c"}])
     with pytest.raises(ValidationError, match=r"claims \['a vs b \(acc\)'\] appear twice"):
         StudySpec(**{**base, "claims": base["claims"] * 2})
+
+
+def test_a_precondition_on_two_metrics_of_one_variant():
+    from rubricflow.study.spec import Precondition
+
+    results = _results({"start": {1: {"oracle": 0.9, "planner": 0.8}, 2: {"oracle": 0.8, "planner": 0.79}}})
+    pre = Precondition(name="room", variant="start", metric="oracle", minus_metric="planner", threshold=0.05,
+                       gates=["x"])
+    (p,) = aggregate(results, [], ["oracle", "planner"], preconditions=[pre])["preconditions"]
+    assert p["values"] == pytest.approx({1: 0.1, 2: 0.01}) and p["met"] == {1: True, 2: False} and not p["holds"]

@@ -38,7 +38,7 @@ from rubricflow.methods.deltarubric.stages import log_train_inputs
 from rubricflow.registry import StudyDecl
 from rubricflow.stage import StageContext
 from rubricflow.study.adapter import SeedStart, StudyMethod, Unit
-from rubricflow.study.spec import Claim, Selection, StudySpec
+from rubricflow.study.spec import Claim, Precondition, Selection, StudySpec
 from rubricflow.study.stats import t_interval
 
 
@@ -300,8 +300,23 @@ def deltarubric_spec() -> StudySpec:
         Claim(a="deltarubric", b="absolute", metric="accuracy", direction="higher", exploratory=True),
         Claim(a="deltarubric", b="lambda0", metric="accuracy", direction="higher", exploratory=True),
     ]
+    # a comparison with a control is a test only where the control decides (a constant verdict scores 0.5 on the
+    # balanced pairs), and RL on the planner has something to learn only where the start leaves room below the
+    # reference checklist
+    controls = [Precondition(
+        name=f"{c} decides", variant=c, metric="accuracy", threshold=0.55, min_share=0.8,
+        gates=[f"deltarubric vs {c} (accuracy)"],
+        description=f"the {c} judge's own-mode accuracy at least 0.55 (above the 0.5 of a constant verdict on "
+        "balanced pairs) on at least 4 of 5 seeds") for c in ("reading", "no-rubric", "static")]
+    room = Precondition(
+        name="room for the planner", variant="sft", metric="acc_oracle", minus_metric="acc_deltarubric",
+        threshold=0.05, min_share=0.8,
+        gates=["deltarubric vs sft (accuracy)", "deltarubric vs sft (sep_deltarubric)"],
+        description="on the warm start, the reference (oracle) checklist beats the planner's checklists by at least "
+        "0.05 accuracy on at least 4 of 5 seeds: otherwise there is nothing for RL on the planner to gain")
     return StudySpec(method="deltarubric", variants=variants, untrained=["sft"], metrics=list(METRICS),
-                     claims=claims, per_seed_start=True, out_dir="artifacts/studies/deltarubric")
+                     claims=claims, preconditions=[*controls, room], per_seed_start=True,
+                     out_dir="artifacts/studies/deltarubric")
 
 
 # The GRPO lr grid of `deltarubric_tune` and its rule, written before any of its runs: the study's budget (BUDGET) on

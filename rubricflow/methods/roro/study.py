@@ -42,7 +42,7 @@ from rubricflow.methods.roro.study_report import PAIR_METRICS, PHASE_METRICS, pa
 from rubricflow.registry import StudyDecl
 from rubricflow.sections import ConfigError
 from rubricflow.study.adapter import StudyMethod, Unit
-from rubricflow.study.spec import Claim, Selection, StudySpec
+from rubricflow.study.spec import Claim, Precondition, Selection, StudySpec
 
 KINDS = ("roro", "oracle-process", "outcome-only", "threshold", "random")
 
@@ -223,8 +223,24 @@ def _spec(answer: str, out_dir: str) -> StudySpec:
     claims = [Claim(a=a, b=b, metric=m, direction="higher")
               for a, b in (("oracle-process", "outcome-only"), ("roro", "outcome-only"), ("roro", "threshold"))
               for m in PRIMARY]
+    # RoRo vs the threshold asks whether a learned router beats a myopic rule; if even the oracle-reward router does
+    # not, the router's optimiser (not RoRo's signal) is what the comparison measures. RoRo vs outcome-only needs a
+    # Judge whose process score orders trajectories better than chance.
+    preconditions = [
+        Precondition(
+            name="oracle router reaches the threshold", variant="oracle-process", minus="threshold",
+            metric="chain_range_auc", threshold=0.0, min_share=0.8,
+            gates=[f"roro vs threshold ({m})" for m in PRIMARY],
+            description="the oracle-process router's chain-exact range mean at least the threshold router's on at "
+            "least 4 of 5 seeds"),
+        Precondition(
+            name="judge orders process pairs", variant="roro", metric="judge_test_process_acc", threshold=0.55,
+            min_share=0.8, gates=[f"roro vs outcome-only ({m})" for m in PRIMARY],
+            description="the kept Judge orders at least 0.55 of the test process pairs (0.5: chance) on at least 4 "
+            "of 5 seeds"),
+    ]
     return StudySpec(method="roro", variants=variants, untrained=["threshold", "random"], metrics=list(METRICS),
-                     pair_metrics=list(PAIR_METRICS), claims=claims, out_dir=out_dir)
+                     pair_metrics=list(PAIR_METRICS), claims=claims, preconditions=preconditions, out_dir=out_dir)
 
 
 def roro_spec() -> StudySpec:

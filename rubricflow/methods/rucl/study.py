@@ -22,7 +22,7 @@ from rubricflow.policy_start import build_base, warm_start
 from rubricflow.registry import StudyDecl
 from rubricflow.stage import StageContext
 from rubricflow.study.adapter import SeedStart, StudyMethod, Unit
-from rubricflow.study.spec import Claim, Selection, StudySpec
+from rubricflow.study.spec import Claim, Precondition, Selection, StudySpec
 
 EVAL_NAME = "policy"  # the name of the unit's checkpoint in rucl.eval_policies
 
@@ -181,6 +181,14 @@ def rucl_spec() -> StudySpec:
             Claim(a="rucl-sigmoid", b="outcome", metric="diff_sampled_accuracy", direction="higher"),
             Claim(a="rucl-sigmoid", b="permuted", metric="sampled_accuracy", direction="higher"),
         ],
+        # the curriculum is what RuCL adds to the uniform rubric reward: without a switch that leaves room for updates
+        # under lambda > 0, "RuCL > uniform" tests nothing
+        preconditions=[Precondition(
+            name="curriculum engages", variant="rucl-sigmoid", metric="switch_step", direction="lower",
+            threshold=39, min_share=0.8, gates=["rucl-sigmoid vs uniform (sampled_accuracy)"],
+            description="lambda_t > 0 for at least a third of the 60 GRPO steps: the switch at step 39 or earlier "
+            "(lambda acts from the step after it; a switch at the last step is no switch), on at least 4 of 5 seeds; "
+            "a seed with no switch does not meet it")],
         per_seed_start=True,
         out_dir="artifacts/studies/rucl",
     )
