@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import threading
 import time
 from pathlib import Path
@@ -116,21 +117,161 @@ def test_the_cli_hands_ray_runs_to_the_study_flow(tmp_path, monkeypatch):
     """``study NAME --ray ADDRESS`` runs the Prefect ``study`` flow with the selection, the profile, the ``--set``
     overrides and the address."""
     import flows.study
+    import tasks.ray_runner
     from flows.cli import app
 
+    pytest.importorskip("ray", reason="the `ray` extra is not installed (make install installs it)")
     monkeypatch.chdir(tmp_path)
     (tmp_path / "params.yaml").write_text("profile: tiny\n")
     monkeypatch.delenv("RUBRICFLOW_PARAMS", raising=False)
     calls = []
     monkeypatch.setattr(flows.study, "study", lambda **kw: calls.append(kw) or {"units": 4, "ran": 4})
+    monkeypatch.setattr(tasks.ray_runner, "check_reachable", lambda address: None)  # no cluster at head:10001
     res = CliRunner().invoke(app, ["--set", "rucl.grpo.lr=0.01", "study", "rucl", "--seeds", "11,22",
                                    "--variants", "sft,outcome", "--ray", "ray://head:10001", "--no-track"])
     assert res.exit_code == 0, res.output
     assert json.loads(res.output) == {"units": 4, "ran": 4}
     assert calls == [{"name": "rucl", "profile": "tiny", "seeds": [11, 22], "variants": ["sft", "outcome"],
                       "overrides": {"rucl.grpo.lr": 0.01}, "ray": "ray://head:10001", "track": False,
-                      "report_name": None}]
+                      "report_name": None, "exploratory": False}]
     monkeypatch.delenv("RUBRICFLOW_PARAMS", raising=False)
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _no_cluster_here(monkeypatch):
+    """No Ray cluster on this machine as `auto` looks for one (RAY_ADDRESS, `ray start`'s file, running GCS
+    processes), whatever else runs here."""
+    from ray._private import services
+
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    monkeypatch.setattr(services, "find_gcs_addresses", lambda: [])
+    monkeypatch.setattr(services, "find_bootstrap_address", lambda temp_dir: None)
+
+
+def test_auto_without_a_cluster_is_one_clear_error(tmp_path, monkeypatch):
+    """Old: `--ray auto` with no cluster running started a new Ray instance on the machine's interface address
+    (prefect-ray reads `auto` as "create"). New: one line saying there is none and what to do; nothing starts."""
+    ray = pytest.importorskip("ray", reason="the `ray` extra is not installed (make install installs it)")
+    import flows.study
+    from flows.cli import app
+    from tasks.ray_runner import task_runner
+
+    _no_cluster_here(monkeypatch)
+    with pytest.raises(ConfigError) as e:
+        task_runner("auto")
+    msg = str(e.value)
+    assert msg.startswith("ray: `auto` found no running Ray cluster on this machine (no `ray start` ran here and "
+                          "RAY_ADDRESS is unset): start one (`RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0 ray start --head")
+    assert "`local`" in msg and "\n" not in msg and not ray.is_initialized()
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "params.yaml").write_text("profile: tiny\n")
+    calls = []
+    monkeypatch.setattr(flows.study, "study", lambda **kw: calls.append(kw) or {})
+    res = CliRunner().invoke(app, ["study", "rucl", "--ray", "auto", "--no-track"])
+    assert res.exit_code == 2 and res.output.strip() == f"error: {msg}" and calls == []
+    monkeypatch.delenv("RUBRICFLOW_PARAMS", raising=False)
+
+
+def test_auto_connects_to_the_cluster_named_by_ray_address(monkeypatch):
+    """`auto` means the existing cluster: RAY_ADDRESS (or `ray start`'s record) is the address the runner uses."""
+    pytest.importorskip("ray", reason="the `ray` extra is not installed (make install installs it)")
+    import tasks.ray_runner
+    from tasks.ray_runner import task_runner
+
+    _no_cluster_here(monkeypatch)
+    monkeypatch.setenv("RAY_ADDRESS", "127.0.0.1:6379")
+    probed = []
+    monkeypatch.setattr(tasks.ray_runner, "check_reachable", probed.append)
+    assert task_runner("auto").address == "127.0.0.1:6379" and probed == ["127.0.0.1:6379"]
+
+
+def test_an_address_where_nothing_answers_is_one_clear_error_in_seconds(tmp_path, monkeypatch):
+    """Old: `--ray 127.0.0.1:PORT` with nothing listening there retried for minutes with no error (at the
+    interface address Ray rewrote it to). New: refused within seconds in one line naming the address; the flow never
+    starts."""
+    pytest.importorskip("ray", reason="the `ray` extra is not installed (make install installs it)")
+    import flows.study
+    from flows.cli import app
+
+    port = _closed_port()
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "params.yaml").write_text("profile: tiny\n")
+    calls = []
+    monkeypatch.setattr(flows.study, "study", lambda **kw: calls.append(kw) or {})
+    for address in (f"127.0.0.1:{port}", f"ray://127.0.0.1:{port}"):
+        t0 = time.monotonic()
+        res = CliRunner().invoke(app, ["study", "rucl", "--ray", address, "--no-track"])
+        assert time.monotonic() - t0 < 15 and res.exit_code == 2 and calls == []
+        assert res.output.strip() == (f"error: ray: no Ray cluster answers at {address} (connection refused): start "
+                                      "one (`RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0 ray start --head --port 6379` on this "
+                                      "machine) and give its address, give the address of a running cluster, or use "
+                                      "`local`")
+    monkeypatch.delenv("RUBRICFLOW_PARAMS", raising=False)
+
+
+def test_an_address_that_never_answers_is_bounded(monkeypatch):
+    """A host that drops the connection attempt: the error names the bound instead of waiting on."""
+    import socket as socket_module
+
+    from tasks.ray_runner import check_reachable
+
+    seen = []
+
+    def silent(addr, timeout):
+        seen.append((addr, timeout))
+        raise TimeoutError("timed out")
+
+    monkeypatch.setattr(socket_module, "create_connection", silent)
+    with pytest.raises(ConfigError) as e:
+        check_reachable("127.0.0.1:6379")
+    assert seen == [(("127.0.0.1", 6379), 5.0)]
+    assert str(e.value).startswith("ray: no Ray cluster answers at 127.0.0.1:6379 (no answer within 5 s): ")
+
+
+RUNNER_CHILD = """
+import json, sys, time
+from tasks.ray_runner import task_runner
+from tests.listeners import listeners
+t0 = time.monotonic()
+try:
+    with task_runner(sys.argv[1]):
+        import ray
+        print(json.dumps({"nodes": sorted({n["NodeManagerAddress"] for n in ray.nodes()}), "listeners": listeners(),
+                          "s": time.monotonic() - t0}))
+except Exception as e:
+    print(json.dumps({"error": f"{type(e).__name__}: {e}", "s": time.monotonic() - t0}))
+"""
+
+
+def _runner_in_a_fresh_process(address: str, timeout: float, **env) -> dict:
+    """``with task_runner(address)`` in a new process that did not set the loopback variable (as the CLI runs)."""
+    import subprocess
+    import sys
+
+    clean = {k: v for k, v in os.environ.items() if k not in ("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "RAY_ADDRESS")}
+    try:
+        out = subprocess.run([sys.executable, "-c", RUNNER_CHILD, address], env={**clean, **env}, capture_output=True,
+                             text=True, timeout=timeout, cwd=Path(__file__).resolve().parents[2])
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"with task_runner({address!r}) neither connected nor failed within {timeout} s")
+    assert out.returncode == 0, out.stderr[-2000:]
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def test_a_fresh_process_refuses_a_closed_loopback_address_in_seconds():
+    """The attack as the CLI meets it (Ray imported fresh, no loopback variable): old, Ray rewrote 127.0.0.1 to the
+    interface address and retried there for minutes; new, one ConfigError within seconds naming 127.0.0.1."""
+    pytest.importorskip("ray", reason="the `ray` extra is not installed (make install installs it)")
+    port = _closed_port()
+    got = _runner_in_a_fresh_process(f"127.0.0.1:{port}", timeout=90)
+    assert got["error"].startswith(f"ConfigError: ray: no Ray cluster answers at 127.0.0.1:{port} (connection "
+                                   "refused)") and got["s"] < 30, got
 
 
 @pytest.mark.parametrize("uri, hosts, refused", [
@@ -317,6 +458,20 @@ def test_a_worker_that_cannot_see_an_input_refuses_it_by_name(prefect_api, clust
     assert "sft/seed11: ProjectNotShared: study unit sft/seed11 on " in str(e.value)
     assert f"the project folder {elsewhere} does not exist on this worker" in str(e.value)
     assert attempts(_out_dir() / "sft" / "seed11") == []  # never ran
+
+
+@pytest.mark.slow
+@pytest.mark.ray
+def test_a_loopback_cluster_is_reached_on_loopback_from_a_fresh_process(cluster):
+    """Old: a fresh process given the loopback cluster's address (or `auto` with RAY_ADDRESS) connected to the
+    interface address instead and retried for minutes. New: it connects to the nodes on 127.0.0.1 and the driver
+    listens on loopback only."""
+    from tests.listeners import beyond_loopback
+
+    for address, env in ((cluster.address, {}), ("auto", {"RAY_ADDRESS": cluster.address})):
+        got = _runner_in_a_fresh_process(address, timeout=180, **env)
+        assert got.get("nodes") == ["127.0.0.1"], got
+        assert beyond_loopback([tuple(x) for x in got["listeners"]]) == [], got
 
 
 @pytest.mark.slow
