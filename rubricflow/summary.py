@@ -1,5 +1,6 @@
 """The short, human-readable summary printed at the end of ``make run``: the run, then each registered method's
-lines (``Method.summary``), then where to look in MLflow."""
+lines (``Method.summary``), then where to look in MLflow. The same lines, from the committed stage reports, are the
+README's "What make run shows" block (:func:`write_readme_block`), so its numbers come from a command, not a hand."""
 
 from __future__ import annotations
 
@@ -61,3 +62,31 @@ def _uri() -> str:
     import os
 
     return os.environ.get("MLFLOW_TRACKING_URI", "")
+
+
+README_BEGIN = "<!-- make-run-summary:begin (rubricflow summary --readme README.md writes this block) -->"
+README_END = "<!-- make-run-summary:end -->"
+
+
+def readme_block(reports_dir: str | Path) -> str:
+    """The README block: the methods' summary lines for the stage reports under ``reports_dir``, as a text block."""
+    return "\n".join([README_BEGIN, "```text", *key_lines(reports_dir), "```", README_END])
+
+
+def write_readme_block(readme: str | Path, reports_dir: str | Path) -> bool:
+    """Replace the block between the markers in ``readme`` with :func:`readme_block`; returns whether it changed.
+    A README without exactly one pair of markers is refused, naming the markers."""
+    from rubricflow.io import atomic_write_text
+
+    path = Path(readme)
+    text = path.read_text()
+    begin, end = text.count(README_BEGIN), text.count(README_END)
+    if begin != 1 or end != 1 or text.index(README_BEGIN) > text.index(README_END):
+        raise ValueError(f"{path}: expected one block from {README_BEGIN!r} to {README_END!r} "
+                         f"(found {begin} begin and {end} end markers)")
+    head, rest = text.split(README_BEGIN, 1)
+    tail = rest.split(README_END, 1)[1]
+    new = head + readme_block(reports_dir) + tail
+    if new != text:
+        atomic_write_text(path, new)
+    return new != text

@@ -62,9 +62,20 @@ def show_config():
 def summary(
     pipeline_id: Annotated[Optional[str], typer.Option(help="Pipeline id (default: $RUBRICFLOW_PIPELINE_ID).")] = None,
     elapsed: Annotated[Optional[float], typer.Option(help="Seconds the pipeline took (printed).")] = None,
+    readme: Annotated[Optional[Path], typer.Option(
+        help="Instead of printing, rewrite the 'What make run shows' block of this README from the stage reports "
+        "(between its make-run-summary markers).")] = None,
 ):
     """Summarise the last pipeline run: stages, key metrics, how to open MLflow (back-fills dvc.lock tags)."""
-    from rubricflow.summary import print_summary
+    from rubricflow.summary import print_summary, write_readme_block
 
     cfg = load_cfg()
+    if readme is not None:
+        try:
+            changed = write_readme_block(readme, cfg.reports_dir)
+        except (OSError, ValueError) as e:
+            typer.echo(f"error: {e}", err=True)
+            raise typer.Exit(1) from None
+        typer.echo(f"{readme}: {'rewritten' if changed else 'already up to date'} from {cfg.reports_dir}/")
+        return
     print_summary(cfg.reports_dir, cfg.tracking, pipeline_id, elapsed)

@@ -38,9 +38,9 @@ def summary_lines(r: Path) -> list[str]:
     for name in ("rucl", "rucl_outcome"):
         if (m := load_report(r / f"{name}.json")):
             t = m.get("transition_step")
-            out.append(f"{name:<12}{m['steps']} GRPO steps, curriculum switch at step "
+            out.append(f"{name + ' ':<12}{m['steps']} GRPO steps, curriculum switch at step "
                        f"{t if t is not None else 'never'} (lambda_t at end {m['lambda_final']:.2f})"
-                       if name == "rucl" else f"{name:<12}{m['steps']} GRPO steps, outcome reward only")
+                       if name == "rucl" else f"{name + ' ':<12}{m['steps']} GRPO steps, outcome reward only")
             before, after = m.get("accuracy_before") or {}, m.get("accuracy_after") or {}
             sb, sa = m.get("sampled_before") or {}, m.get("sampled_after") or {}
             if before and sa:
