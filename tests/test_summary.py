@@ -67,3 +67,24 @@ def test_summary_has_a_line_per_pipeline(tmp_path):
 def test_summary_skips_pipelines_that_did_not_run(tmp_path):
     cfg = load_config("params.yaml", overrides={"reports_dir": str(tmp_path)})
     assert key_lines(cfg.reports_dir) == []
+
+
+def test_the_readme_block_is_rewritten_between_its_markers_only(tmp_path):
+    import pytest
+
+    from rubricflow.summary import README_BEGIN, README_END, readme_block, write_readme_block
+
+    reports = tmp_path / "reports"
+    reports.mkdir()
+    (reports / "data.json").write_text('{"n_samples": 12, "splits": {"train": 10, "test": 2}}')
+    readme = tmp_path / "README.md"
+    readme.write_text(f"# x\n\nbefore\n{README_BEGIN}\nhand-typed numbers\n{README_END}\nafter\n")
+    assert write_readme_block(readme, reports) is True
+    text = readme.read_text()
+    assert text.startswith("# x\n\nbefore\n") and text.endswith("\nafter\n")
+    assert "hand-typed" not in text and readme_block(reports) in text
+    assert text.count("```text") == 1
+    assert write_readme_block(readme, reports) is False  # idempotent
+    readme.write_text("no markers\n")
+    with pytest.raises(ValueError, match="expected one block"):
+        write_readme_block(readme, reports)
