@@ -276,7 +276,9 @@ def run_study(
             for u in todo:
                 results[u] = run_unit(cfg, name, spec, u, unit_fn, track, secret_resolver)
                 bar.advance(1, unit=u.key)
-        return report_study(cfg, name, spec, units, results, n_ran=len(todo), track=track, report_name=report_name,
+        # a unit another process finished while this one waited on its lock is reused, not counted as run here
+        ran = sum(not results[u].get("skipped") for u in todo)
+        return report_study(cfg, name, spec, units, results, n_ran=ran, track=track, report_name=report_name,
                             extra_info={"inputs_differ": {}}, exploratory=exploratory)
     finally:
         if track and not previous:
@@ -362,6 +364,11 @@ def report_study(
         _finish_parent(cfg, paths)
     agg = aggregate(ordered, spec.claims, spec.metrics, spec.confidence, spec.pair_metrics, method.pair_metric,
                     spec.preconditions, reused)
+    if agg["invalid_values"]:
+        import sys
+
+        print(f"study {name}: warning: {len(agg['invalid_values'])} metric value(s) are not finite numbers and are "
+              f"left out (listed in {paths['md']})", file=sys.stderr, flush=True)
     summary = {"units": len(units), "ran": n_ran, "skipped": len(units) - n_ran, "eval_split": spec.eval_split,
                "reports": {k: str(p) for k, p in paths.items()},
                "preconditions": {p["name"]: "holds" if p["holds"] else "fails" for p in agg["preconditions"]},

@@ -94,6 +94,11 @@ def render_markdown(name: str, agg: Mapping, info: Mapping, chosen: Mapping | No
                       "variants: " + (", ".join(f"{k} {_fmt(x)}" for k, x in fb["scores"].items())
                                       if fb["scores"] else fb.get("why_none", "")) + "."]
         lines += ["", f"**selected: {chosen['selected']}**"]
+    bad = agg.get("invalid_values") or []
+    if bad:
+        lines += ["", f"**{len(bad)} value(s) are not finite numbers and are left out of the means and claims:** "
+                  + "; ".join(f"{b['variant']}/seed{b['seed']} {b['metric']} = {b['value']}" for b in bad[:20])
+                  + (f"; and {len(bad) - 20} more" if len(bad) > 20 else "")]
     lines += precondition_lines(agg.get("preconditions") or [])
     lines += claim_lines(agg["claims"], pct)
     paired = [c for c in agg["claims"] if "pair_values" in c]

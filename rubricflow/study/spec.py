@@ -16,6 +16,8 @@ from pydantic import Field, create_model, model_validator
 
 from rubricflow.sections import Section
 
+MAX_SEED = 2**32 - 1  # the largest seed numpy's generators take
+
 
 class Claim(Section):
     a: str = Field(description="Variant claimed to differ from `b` (the difference is a - b, paired by seed).")
@@ -214,6 +216,9 @@ class StudySpec(Section):
             raise ValueError(f"untrained {unknown} are not variants ({sorted(self.variants)})")
         if len(set(self.seeds)) != len(self.seeds):
             raise ValueError(f"seeds {self.seeds} repeat a seed")
+        bad = [s for s in self.seeds if not 0 <= s <= MAX_SEED]
+        if bad:
+            raise ValueError(f"seeds {bad}: every seed must lie in [0, {MAX_SEED}] (numpy's range)")
         both = sorted(set(self.pair_metrics) & set(self.metrics))
         if both:
             raise ValueError(f"pair_metrics {both} are also in metrics: a metric is either a unit's or a pair's")

@@ -166,9 +166,14 @@ def aggregate(
             raise ValueError(f"two results for variant {r['variant']!r} seed {r['seed']}")
         seeds[r["seed"]] = r
     variants = {}
+    invalid = []  # a value that is there but is not a finite number (NaN, inf, a string): left out, and said so
     for v, seeds in by_variant.items():
         row: dict[str, Any] = {"seeds": sorted(seeds)}
         for m in metrics:
+            for s, r in sorted(seeds.items()):
+                raw = (r.get("metrics") or {}).get(m)
+                if raw is not None and _value(r, m) is None:
+                    invalid.append({"variant": v, "seed": s, "metric": m, "value": repr(raw)[:40]})
             vals = {s: _value(r, m) for s, r in sorted(seeds.items())}
             vals = {s: x for s, x in vals.items() if x is not None}
             row[m] = {**t_interval(list(vals.values()), confidence), "values": vals}
@@ -231,7 +236,7 @@ def aggregate(
             c["p_adjusted"] = adjusted.get(str(i))
             c["verdict"] = adjusted_verdict(c["p_adjusted"], c["diff_mean"], c["direction"], c["margin"], alpha)
     return {"confidence": confidence, "metrics": list(metrics), "variants": variants, "preconditions": pres,
-            "claims": out_claims}
+            "claims": out_claims, "invalid_values": invalid}
 
 
 def _defined(row: Mapping[str, Any], metric: str) -> bool:

@@ -7,7 +7,9 @@
 * :func:`write_result` writes ``result.json`` atomically with a SHA-256 checksum of its content (``sha256``);
   :func:`load_result` verifies it: a file that is truncated, not a JSON object, without a checksum, or whose
   content does not match it (a hand edit) is renamed ``result.corrupt.json``, named in a one-line warning, and
-  the unit runs again.
+  the unit runs again. The checksum detects damage and naive edits, not a deliberate edit that recomputes it: it is
+  not a signature. What a report's numbers were computed from is pinned by the unit's input hashes and the report's
+  commit (:mod:`rubricflow.study.provenance`), and a result file is a local artifact, not evidence by itself.
 * :func:`check_selection` refuses, at planning, an empty, repeated, unknown or out-of-range seed or variant
   (``--seeds ,`` used to run every default seed); seeds must lie in ``[0, 2**32 - 1]`` (numpy's range).
 """
@@ -26,10 +28,10 @@ from typing import Any
 
 from rubricflow.io import write_json
 from rubricflow.sections import ConfigError
+from rubricflow.study.spec import MAX_SEED
 
 CHECKSUM_KEY = "sha256"
 CORRUPT_FILE = "result.corrupt.json"
-MAX_SEED = 2**32 - 1  # the largest seed numpy's generators take
 
 
 @contextlib.contextmanager

@@ -42,3 +42,22 @@ def test_a_unit_rerun_after_a_judge_change_trains_afresh_instead_of_resuming(set
     # ... from step 0: the checkpoint of the first run was trained under the other judge and is refused
     assert not again["train"].get("resumed_from")
     assert "judge" in (again["train"].get("resume_refused") or "")
+
+
+def test_a_units_inputs_name_the_judge_server_and_its_failure_settings(tmp_path):
+    """Units finished against one judge server are not reused for another (the server is operational for the
+    stage cache, not for a study unit's result), nor under other failure settings."""
+    from rubricflow.config import config_from_dict
+    from rubricflow.methods.rucl.study import input_parts
+    from rubricflow.study.adapter import Unit
+
+    def parts(**judge):
+        cfg = config_from_dict({"judge": {"backend": "openai", **judge}})
+        return input_parts(cfg, Unit("outcome", 11))["config"]["judge"]
+
+    base = parts(openai={"base_url": "http://127.0.0.1:8000/v1"})
+    assert parts(openai={"base_url": "http://127.0.0.1:8001/v1"}) != base
+    assert parts(openai={"base_url": "http://127.0.0.1:8000/v1"}, max_failed_frac=0.5) != base
+    assert parts(openai={"base_url": "http://127.0.0.1:8000/v1"}, failure_window=8) != base
+    # what does not change a verdict still does not re-run a unit
+    assert parts(openai={"base_url": "http://127.0.0.1:8000/v1", "concurrency": 3}) == base

@@ -295,3 +295,62 @@ def test_report_only_runs_nothing_moves_nothing_and_names_units_on_other_inputs(
     assert "outcome/seed11" in md.split("finished on other inputs")[1]
     assert (unit_dir(spec, Unit("outcome", 11)) / RESULT_FILE).exists()
     assert not (unit_dir(spec, Unit("outcome", 11)) / "result.stale.json").exists()
+
+
+def test_two_runs_of_the_same_units_count_each_unit_once(tmp_path):
+    """Two study processes on the same units: each unit runs once (the unit lock), and each run counts only the
+    units it ran, not the ones it found finished after waiting on their lock."""
+    import threading
+    import time
+
+    cfg = harness_cfg(tmp_path)
+    make_shared(tmp_path)
+
+    class Slow(FakeUnit):
+        def __call__(self, *a):
+            time.sleep(0.05)
+            return super().__call__(*a)
+
+    units = [Slow(), Slow()]
+    outs = [None, None]
+
+    def go(i):
+        outs[i] = run_study(cfg, "rucl", variants=["sft", "outcome"], unit_fn=units[i])
+
+    threads = [threading.Thread(target=go, args=(i,)) for i in (0, 1)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    ran = sorted(units[0].calls + units[1].calls)
+    assert len(ran) == len(set(ran)) == 6  # every unit exactly once
+    assert outs[0]["ran"] + outs[1]["ran"] == 6
+    assert outs[0]["ran"] == len(units[0].calls) and outs[1]["ran"] == len(units[1].calls)
+
+
+def test_a_value_that_is_not_a_finite_number_is_named_not_dropped_silently(tmp_path, capsys):
+    """A result whose metric is NaN or a string (a unit that wrote one, or an edit with its checksum recomputed):
+    the value is left out of the means and claims, and the report and a warning name it."""
+    from rubricflow.study.harness import report_only
+    from rubricflow.study.units import write_result
+
+    cfg = harness_cfg(tmp_path)
+    make_shared(tmp_path)
+    run_study(cfg, "rucl", variants=["sft", "outcome"], unit_fn=FakeUnit())
+    for seed, value in ((22, float("nan")), (33, "0.5")):
+        p = unit_dir(cfg.study.rucl, Unit("outcome", seed)) / RESULT_FILE
+        r = json.loads(p.read_text())
+        r["metrics"]["accuracy"] = value
+        write_result(p, r)
+    capsys.readouterr()
+    report_only(cfg, "rucl", variants=["sft", "outcome"])
+    md = (tmp_path / "reports" / "studies" / "rucl.md").read_text()
+    assert ("**2 value(s) are not finite numbers and are left out of the means and claims:** outcome/seed22 "
+            "accuracy = nan; outcome/seed33 accuracy = '0.5'") in md
+    assert "| outcome | 3 | 0.460 (n=1) |" in md
+    assert "2 metric value(s) are not finite numbers" in capsys.readouterr().err
+
+
+def test_seeds_out_of_numpys_range_are_refused_in_the_section_too(tmp_path):
+    with pytest.raises(ConfigError, match=r"seeds \[-1, 4294967296\]: every seed must lie in \[0, 4294967295\]"):
+        harness_cfg(tmp_path, {"seeds": [-1, 5, 2**32]})

@@ -104,9 +104,16 @@ SEED_START = SeedStart(overrides=start_overrides, inputs=start_inputs, build=bui
                              "rubricflow.judge", "models.tiny"))
 
 
+def judge_identity(judge: Any) -> dict[str, Any]:
+    """What of the judge decides a unit's rewards and verdicts: its essential settings, the server it asks (another
+    server may serve another model under the same name) and the failure settings (which judgments count)."""
+    return {**judge.essential_dump(), "server": judge.openai.base_url if judge.backend == "openai" else None,
+            "failure": {"max_failed_frac": judge.max_failed_frac, "failure_window": judge.failure_window}}
+
+
 def input_parts(ucfg: Any, unit: Unit) -> dict[str, Any]:
     return {
-        "config": {"rucl": ucfg.rucl.model_dump(mode="json"), "judge": ucfg.judge.essential_dump(),
+        "config": {"rucl": ucfg.rucl.model_dump(mode="json"), "judge": judge_identity(ucfg.judge),
                    "generation": ucfg.generation.essential_dump(), "data": ucfg.data.model_dump(mode="json")},
         "seed": unit.seed,
         "init_policy": content_hash(ucfg.rucl.init_from),
