@@ -60,17 +60,37 @@ def _is_loopback(host: str) -> bool:
         return host == "localhost"
 
 
+# An HTTP/2 client preface and an empty SETTINGS frame: a gRPC server (Ray's GCS, Ray Client) answers with its own
+# SETTINGS frame (frame type 4) at once; anything else is not a Ray cluster's address.
+_H2_HELLO = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes([0, 0, 0, 4, 0, 0, 0, 0, 0])
+
+
 def check_reachable(address: str, timeout_s: float | None = None) -> None:
-    """A one-line ConfigError unless something at ``address`` accepts a TCP connection within ``timeout_s``
-    (default :data:`CONNECT_TIMEOUT_S`)."""
+    """A one-line ConfigError unless something at ``address`` accepts a TCP connection and answers as a gRPC server
+    (Ray's GCS or Ray Client) within ``timeout_s`` (default :data:`CONNECT_TIMEOUT_S`) each."""
     timeout_s = CONNECT_TIMEOUT_S if timeout_s is None else timeout_s
     host, port = _host_port(address)
     try:
-        socket.create_connection((host, port), timeout=timeout_s).close()
+        conn = socket.create_connection((host, port), timeout=timeout_s)
     except OSError as e:
         why = f"no answer within {timeout_s:g} s" if isinstance(e, TimeoutError) else (e.strerror or str(e)).lower()
         raise ConfigError(f"ray: no Ray cluster answers at {address} ({why}): {START_HINT} and give its address, "
                           f"give the address of a running cluster, or use `local`") from None
+    head = b""
+    with conn:
+        try:
+            conn.sendall(_H2_HELLO)
+            while len(head) < 9:
+                chunk = conn.recv(9 - len(head))
+                if not chunk:
+                    break
+                head += chunk
+        except OSError:
+            pass
+    if len(head) < 9 or head[3] != 4:
+        raise ConfigError(f"ray: {address} accepts connections but does not answer as a Ray cluster (no gRPC reply "
+                          f"within {timeout_s:g} s): give the GCS address `ray start --head` printed (port 6379 by "
+                          f"default) or a Ray Client address ray://host:10001")
 
 
 def existing_cluster() -> str:

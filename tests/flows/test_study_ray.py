@@ -234,6 +234,32 @@ def test_an_address_that_never_answers_is_bounded(monkeypatch):
     assert str(e.value).startswith("ray: no Ray cluster answers at 127.0.0.1:6379 (no answer within 5 s): ")
 
 
+@pytest.mark.parametrize("reply", [b"", b"HTTP/1.1 400 Bad Request\r\n\r\n"])
+def test_an_address_that_is_not_a_ray_cluster_is_one_clear_error(reply):
+    """Something listens at the address but is no Ray cluster (silent, or another protocol): Ray would retry for
+    minutes; the check says so within its bound."""
+    from tasks.ray_runner import check_reachable
+
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        port = server.getsockname()[1]
+
+        def answer():
+            conn, _ = server.accept()
+            with conn:
+                conn.recv(64)
+                conn.sendall(reply) if reply else time.sleep(2)
+
+        threading.Thread(target=answer, daemon=True).start()
+        t0 = time.monotonic()
+        with pytest.raises(ConfigError) as e:
+            check_reachable(f"127.0.0.1:{port}", timeout_s=1)
+    assert time.monotonic() - t0 < 5
+    assert str(e.value).startswith(f"ray: 127.0.0.1:{port} accepts connections but does not answer as a Ray cluster "
+                                   "(no gRPC reply within 1 s): ")
+
+
 RUNNER_CHILD = """
 import json, sys, time
 from tasks.ray_runner import task_runner
