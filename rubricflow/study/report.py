@@ -190,8 +190,30 @@ def claim_lines(claims: Sequence[Mapping], pct: int) -> list[str]:
     return lines
 
 
+def plot_interval(values: Sequence[float], confidence: float) -> tuple[float | None, float | None, str]:
+    """The interval a figure draws for one variant's per-seed values, kept inside the metric's range: values that
+    are all 0 or 1 (a proportion of seeds, e.g. ``switched``) get the Wilson score interval (scipy's
+    ``binomtest(...).proportion_ci``); values inside [0, 1] (accuracies, rates) the t-interval clipped to [0, 1];
+    others the t-interval. Returns (low, high, method)."""
+    from scipy.stats import binomtest
+
+    from rubricflow.study.stats import t_interval
+
+    xs = [float(v) for v in values]
+    if len(xs) < 2:
+        return None, None, "none"
+    if all(x in (0.0, 1.0) for x in xs):
+        ci = binomtest(int(sum(xs)), len(xs)).proportion_ci(confidence_level=confidence, method="wilson")
+        return float(ci.low), float(ci.high), "wilson"
+    t = t_interval(xs, confidence)
+    if all(0.0 <= x <= 1.0 for x in xs):
+        return max(0.0, t["ci_low"]), min(1.0, t["ci_high"]), "t, clipped to [0, 1]"
+    return t["ci_low"], t["ci_high"], "t"
+
+
 def plot_study(name: str, agg: Mapping, path: Path) -> Path:
-    """One panel per metric: per-variant means with t-interval error bars."""
+    """One panel per metric in a grid of at most four columns: per-variant means with intervals that stay inside
+    the metric's range (:func:`plot_interval`; the caption names the methods used)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -199,18 +221,38 @@ def plot_study(name: str, agg: Mapping, path: Path) -> Path:
 
     metrics = agg["metrics"]
     variants = list(agg["variants"])
-    fig, axes = plt.subplots(1, len(metrics), figsize=(3.2 * len(metrics) + 1, 3.4), squeeze=False)
-    for ax, m in zip(axes[0], metrics):
-        means = [agg["variants"][v][m]["mean"] for v in variants]
-        errs = [agg["variants"][v][m]["half_width"] or 0.0 for v in variants]
+    ncols = min(4, max(1, len(metrics)))
+    nrows = math.ceil(len(metrics) / ncols) if metrics else 1
+    fig, axes = plt.subplots(nrows, ncols, figsize=(3.6 * ncols, 3.0 * nrows + 0.9), squeeze=False)
+    used: set[str] = set()
+    for i, ax in enumerate(axes.flat):
+        if i >= len(metrics):
+            ax.set_visible(False)
+            continue
+        m = metrics[i]
+        means, lows, highs = [], [], []
+        for v in variants:
+            cell = agg["variants"][v][m]
+            mean = cell["mean"]
+            lo, hi, how = plot_interval(list((cell.get("values") or {}).values()), agg["confidence"])
+            if lo is not None:
+                used.add(how)
+            means.append(math.nan if mean is None else mean)
+            lows.append(0.0 if lo is None or mean is None else max(0.0, mean - lo))
+            highs.append(0.0 if hi is None or mean is None else max(0.0, hi - mean))
         xs = range(len(variants))
-        ax.bar(xs, [x if x is not None else math.nan for x in means], yerr=errs, capsize=4, color="#4c72b0")
-        ax.set_xticks(list(xs), variants, rotation=45, ha="right", fontsize=8)
+        ax.bar(xs, means, yerr=[lows, highs], capsize=3, color="#4c72b0")
+        ax.set_xticks(list(xs), variants, rotation=40, ha="right", fontsize=8)
         ax.set_title(m, fontsize=9)
-    fig.suptitle(f"study {name}: mean and {round(100 * agg['confidence'])}% t-interval over seeds", fontsize=10)
+        ax.tick_params(axis="y", labelsize=8)
+    pct = round(100 * agg["confidence"])
+    said = {"wilson": "Wilson for 0/1 values", "t, clipped to [0, 1]": "t clipped to [0, 1] for values in [0, 1]",
+            "t": "t otherwise"}
+    methods = "; ".join(said[k] for k in said if k in used) or "none: one seed"
+    fig.suptitle(f"study {name}: mean over seeds, {pct}% intervals ({methods})", fontsize=10)
     fig.tight_layout()
     with atomic_path(path, suffix=".png") as tmp:  # the temporary name ends in .png: savefig infers the format
-        fig.savefig(tmp, dpi=110)
+        fig.savefig(tmp, dpi=100)
     plt.close(fig)
     return path
 

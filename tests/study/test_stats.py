@@ -244,3 +244,28 @@ def test_a_precondition_on_two_metrics_of_one_variant():
                        gates=["x"])
     (p,) = aggregate(results, [], ["oracle", "planner"], preconditions=[pre])["preconditions"]
     assert p["values"] == pytest.approx({1: 0.1, 2: 0.01}) and p["met"] == {1: True, 2: False} and not p["holds"]
+
+
+def test_figure_intervals_stay_inside_the_metrics_range():
+    from rubricflow.study.report import plot_interval
+
+    # 2 of 5 seeds switched: Wilson (scipy), inside [0, 1], not the t-interval [-0.28, 1.08]-style bar
+    lo, hi, how = plot_interval([1, 1, 0, 0, 0], 0.95)
+    assert how == "wilson" and (lo, hi) == pytest.approx((0.1176, 0.7693), abs=1e-4)
+    # accuracies near the top: the t-interval is clipped at 1
+    lo, hi, how = plot_interval([0.9, 0.99, 1.0, 0.95, 0.7], 0.95)
+    t = t_interval([0.9, 0.99, 1.0, 0.95, 0.7])
+    assert how.startswith("t, clipped") and hi == 1.0 < t["ci_high"] and lo == pytest.approx(t["ci_low"])
+    assert plot_interval([3.0, 5.0], 0.95)[2] == "t" and plot_interval([0.4], 0.95)[:2] == (None, None)
+
+
+def test_the_figure_is_a_grid_not_one_long_row(tmp_path):
+    from PIL import Image
+
+    from rubricflow.study.report import plot_study
+
+    results = _results({v: {s: {f"m{i}": 0.1 * i + 0.01 * s for i in range(12)} for s in (1, 2, 3)}
+                        for v in ("a", "b", "c")})
+    agg = aggregate(results, [], [f"m{i}" for i in range(12)])
+    w, h = Image.open(plot_study("x", agg, tmp_path / "x.png")).size
+    assert w <= 1500 and h <= 1100 and w / h < 2  # 3 rows of 4 panels
