@@ -38,10 +38,25 @@ def _names(text: str | None) -> list[str] | None:
     return None if text is None else [x.strip() for x in text.split(",") if x.strip()]
 
 
+def _studies_help() -> str:
+    """One line per registered study (``rubricflow study --help`` lists them)."""
+    from rubricflow import registry
+
+    def first_sentence(text: str, limit: int = 100) -> str:
+        text = " ".join(text.split())
+        cut = text.find(". ")
+        text = text if cut < 0 else text[:cut + 1]
+        return text if len(text) <= limit else text[:limit].rsplit(" ", 1)[0].rstrip(",;:(") + " ..."
+
+    lines = [f"{name}: {first_sentence(decl.description)}" if decl.description else name
+             for name, (_, decl) in registry.studies().items()]
+    return "Studies (study.<name> in params.yaml):\n\n" + "\n\n".join(lines)
+
+
 def register(app: typer.Typer) -> None:
-    @app.command("study")
+    @app.command("study", epilog=_studies_help())
     def study(
-        name: Annotated[str, typer.Argument(help="Study: a sub-section of `study` in params.yaml (rucl).")],
+        name: Annotated[str, typer.Argument(help="Study: a sub-section of `study` in params.yaml (listed below).")],
         seeds: Annotated[Optional[str], typer.Option(help="Comma-separated seeds (default: study.<name>.seeds).")] = None,
         variants: Annotated[Optional[str], typer.Option(help="Comma-separated variants (default: all).")] = None,
         no_track: Annotated[bool, typer.Option("--no-track", help="Do not log to MLflow.")] = False,

@@ -19,3 +19,17 @@ def test_bad_override_fails_before_work(tmp_path):
 def test_show_config_applies_profile():
     res = CliRunner().invoke(app, ["--profile", "gpu", "show-config"])
     assert res.exit_code == 0 and "Qwen/Qwen2.5-VL-7B-Instruct" in res.output
+
+
+def test_study_help_lists_every_study_with_one_line():
+    from typer.testing import CliRunner
+
+    from flows.cli import app
+    from rubricflow import registry
+
+    res = CliRunner().invoke(app, ["study", "--help"], env={"COLUMNS": "200"})
+    assert res.exit_code == 0, res.output
+    listed = [line.strip() for line in res.output.splitlines() if ": " in line]
+    for name in registry.studies():
+        (line,) = [x for x in listed if x.startswith(f"{name}: ")]
+        assert len(line) < 140, line
