@@ -3,7 +3,8 @@
 * ``rubricflow judge-agreement --labels L.jsonl``  judge every line of a labelled set with the configured judge
   (``judge`` section; ``--set judge.backend=openai`` picks another) and report per-rubric agreement and Cohen's
   kappa against the labels: printed, written to ``--out`` and logged to MLflow (metrics, the labelled set as an
-  evaluation input, the report as ``judge_agreement.json``);
+  evaluation input, the report as ``judge_agreement.json``); more failed judgments than ``judge.max_failed_frac``
+  over the whole set (however small), or none compared, is one error line and exit 1, with no report;
 * ``rubricflow judge-agreement --write-labels L.jsonl``  make a labelled set instead: probe responses (gold, one
   wrong step, bare answer, wrong answer) of ``--n`` problems of ``--split``, labelled by the programmatic judge.
 """
@@ -69,7 +70,7 @@ def judge_agreement(
 
         requests, reference = read_labelled(labels, pool)
         judge = make_judge(cfg.judge, load_secret)
-        report = evaluate_agreement(judge, requests, reference)
+        report = evaluate_agreement(judge, requests, reference, max_failed_frac=cfg.judge.max_failed_frac)
     except (FileNotFoundError, ValueError, JudgeError) as e:
         typer.echo(f"error: {e}", err=True)
         raise typer.Exit(1) from None

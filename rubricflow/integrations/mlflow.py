@@ -28,7 +28,10 @@ every rubric and on the scores, never a ``"fail"`` or a 0; a rubric missing from
 (``VERDICT_MISSING``) on that rubric, and on every score it would enter when the judge left it out
 (``Judgment.missing``: a judgment answering one rubric "n/a" and leaving out the rest has no score, not "no rubric
 applies"). MLflow leaves errors out of the aggregate metrics. When the failure
-budget is exceeded (``judge.max_failed_frac``) the judge raises and MLflow records the scorer error for that row.
+budget is exceeded (``judge.max_failed_frac``), the stage deadline passes or the judge is unavailable, the judge
+raises and MLflow records the scorer error for that row; from then on the scorer judges no further row: every
+later row raises the same error at once, without asking the judge (a judge that failed the budget would fail each
+row again, each at its full request deadline).
 Rows are judged one at a time (MLflow calls scorers from a thread pool; the judge's own concurrency serves one
 call).
 """
@@ -42,11 +45,13 @@ from pathlib import Path
 from typing import Any
 
 from rubricflow.judge.config import JudgeConfig
+from rubricflow.judge.errors import JudgeDeadlineExceeded, JudgeError, JudgeFailureBudgetExceeded, JudgeUnavailable
 from rubricflow.judge.protocol import JudgeRequest, Judgment, Rubric
 from rubricflow.methods.rucl.scoring import as_facts
 
 PASS, FAIL, NOT_APPLICABLE = "pass", "fail", "not_applicable"
 JUDGE_FAILED, VERDICT_MISSING = "JUDGE_FAILED", "VERDICT_MISSING"
+STOPPING = (JudgeFailureBudgetExceeded, JudgeDeadlineExceeded, JudgeUnavailable)  # errors that stop the scorer
 
 
 def load_rubrics(rubrics: Sequence[Rubric] | str | Path) -> list[Rubric]:
@@ -189,11 +194,19 @@ def rubric_scorer(
     source = AssessmentSource(source_type="CODE" if judge.name == "programmatic" else "LLM_JUDGE",
                               source_id=f"rubricflow:{judge.name}:{judge.model_id}")
     lock = threading.Lock()
+    tripped: list[JudgeError] = []  # the error that stopped the judge; later rows raise it without a call
 
     def rubricflow_rubrics(inputs, outputs, expectations) -> list:
         request = build_request(inputs, outputs, expectations, rubric_list, image_root)
         with lock:
-            (judgment,) = judge.judge([request])
+            if tripped:
+                e = tripped[0]
+                raise type(e)(f"{e}; raised at an earlier row: no further rows are judged") from None
+            try:
+                (judgment,) = judge.judge([request])
+            except STOPPING as e:
+                tripped.append(e)
+                raise
         return feedbacks(judgment, rubric_list, name, source)
 
     return scorer(rubricflow_rubrics, name=name,

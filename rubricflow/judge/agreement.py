@@ -35,6 +35,8 @@ from pathlib import Path
 from typing import Any
 
 from rubricflow.data.traces import render_trace
+from rubricflow.judge.budget import check_failure_budget, failure_summary
+from rubricflow.judge.errors import JudgeFailureBudgetExceeded
 from rubricflow.judge.protocol import JudgeRequest, Judgment, Rubric, Verdict, status_counts
 
 LABELS = ("pass", "fail", "n/a")
@@ -214,15 +216,26 @@ def read_labelled(path: str | Path, rubrics: Mapping[str, Rubric]) -> tuple[list
 # the evaluation
 
 
-def evaluate_agreement(judge, requests: Sequence[JudgeRequest], reference: Sequence[Judgment]) -> dict[str, Any]:
+def evaluate_agreement(judge, requests: Sequence[JudgeRequest], reference: Sequence[Judgment],
+                       max_failed_frac: float | None = None) -> dict[str, Any]:
     """Judge ``requests`` with ``judge`` (one batch call) and compare with ``reference``: statuses, wall time, the
-    per-rubric table, the pooled numbers and the judgments."""
+    per-rubric table, the pooled numbers and the judgments.
+
+    ``max_failed_frac`` (``judge.max_failed_frac``; None: not checked) is checked on the whole set, however small
+    (the judge's own budget starts at 8 judgments); and a set where no verdict could be compared (every judgment
+    failed or left its rubrics out) raises ``JudgeFailureBudgetExceeded`` whatever the budget: its report would
+    hold no number."""
     t0 = time.monotonic()
     judged = judge.judge(list(requests))
     wall = time.monotonic() - t0
     if len(judged) != len(requests):
         raise RuntimeError(f"judge returned {len(judged)} judgments for {len(requests)} requests")
+    where = f"judge-agreement ({getattr(judge, 'name', type(judge).__name__)}:{getattr(judge, 'model_id', '')})"
+    if max_failed_frac is not None:
+        check_failure_budget(list(judged), max_failed_frac, where)
     ids = list(dict.fromkeys(r.id for req in requests for r in req.rubrics))
+    if requests and not _row([p for rid in ids for p in _pairs(reference, judged, rid)])["n"]:
+        raise JudgeFailureBudgetExceeded(f"{where}: no verdict to compare: {failure_summary(list(judged))}")
     reasons = Counter((j.reason or "")[:120] for j in judged if j.failed).most_common(3)
     return {
         "judge": f"{getattr(judge, 'name', type(judge).__name__)}:{getattr(judge, 'model_id', '')}",

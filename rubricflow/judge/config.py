@@ -16,7 +16,7 @@ from rubricflow.sections import Section
 class OpenAIJudgeConfig(Section):
     operational = frozenset({"base_url", "api_key_env", "secret_block", "concurrency", "timeout_s",
                              "request_deadline_s", "max_retries", "backoff_initial_s", "backoff_max_s",
-                             "backoff_jitter_s", "retry_after_max_s", "http_client"})
+                             "backoff_jitter_s", "retry_after_max_s", "http_client", "max_response_bytes"})
 
     base_url: str = Field(
         "http://127.0.0.1:8000/v1",
@@ -54,6 +54,13 @@ class OpenAIJudgeConfig(Section):
     backoff_jitter_s: float = Field(0.5, ge=0, description="Uniform random jitter added to each backoff delay.")
     retry_after_max_s: float = Field(
         120.0, ge=0, description="Longest Retry-After (429/503) honoured; a longer one ends the retries (failed)."
+    )
+    max_response_bytes: int = Field(
+        4 * 1024**2,
+        ge=1024,
+        description="Largest answer body read from the server, in bytes (a judgment or a teacher's completion is a "
+        "few KB): a body announced or streamed beyond it is not read further and the request fails at once with "
+        "the reason, not retried.",
     )
     temperature: float = Field(0.0, ge=0, description="Judge sampling temperature (0 = greedy, reproducible).")
     max_tokens: int = Field(

@@ -7,9 +7,11 @@ deadlines, bounded concurrency, the API key) and the answer is parsed tolerantly
 Every request ends as a Judgment (ok / repaired / failed with a reason), with two exceptions that end the stage:
 the failure budget (``judge.max_failed_frac``) acts while a batch runs, so once a batch of at least
 ``judge.failure_window`` requests has more failures than the budget allows whatever the rest answer, the rest is
-cancelled and ``JudgeFailureBudgetExceeded`` raised (also when more consecutive *attempts* than the budget
-allows failed with no answer in between: a server that answers the preflight and then hangs fails the stage
-after a couple of attempt timeouts, not after every request's deadline); and ``judge.stage_deadline_s`` bounds the time one backend
+cancelled and ``JudgeFailureBudgetExceeded`` raised; in every call, small ones too, also when more consecutive
+*attempts* than ``max_failed_frac`` of max(requests, ``failure_window``) failed with no answer in between (a
+server that answers the preflight and then hangs or drips fails the stage after a couple of attempt timeouts, not
+after every request's deadline; an error status, such as a 429 burst asking to wait, is an answer and ends the
+streak); and ``judge.stage_deadline_s`` bounds the time one backend
 (one stage) spends judging in all, queueing for a concurrency slot included (``JudgeDeadlineExceeded``). The API
 key is scrubbed from every rationale, reason and raw text, and from the teacher's completions, before they leave
 the backend. ``server_id`` (the base URL) is part of the cache key.
@@ -169,8 +171,12 @@ class OpenAIJudge:
         n = len(requests)
         # the batch alone decides the failure budget (BudgetedJudge: a call of failure_window or more counts
         # whole): past this many failures it fails whatever the rest answers
-        early = self.max_failed_frac < 1 and n >= self.failure_window
+        budget = self.max_failed_frac < 1
+        early = budget and n >= self.failure_window
         allowed = self.max_failed_frac * n
+        # a server that stopped answering: a streak of failed attempts beyond the budget's share of the call, or of
+        # the failure window for a call smaller than it, stops every call, small ones too
+        allowed_streak = self.max_failed_frac * max(n, self.failure_window)
         self.stats.failed_streak = 0
         t0 = time.monotonic()
         client = self.transport.client()
@@ -191,21 +197,22 @@ class OpenAIJudge:
                                 f"{len(pending)} of {n} judgments of this call unanswered (cancelled); "
                                 f"{failure_summary([j for j in out if j is not None])}"
                             )
-                    if early:  # wake up to look at the attempts too
+                    if budget:  # wake up to look at the attempts too
                         timeout = STREAK_POLL_S if timeout is None else min(timeout, STREAK_POLL_S)
                     done, pending = await asyncio.wait(pending, timeout=timeout,
                                                        return_when=asyncio.FIRST_COMPLETED)
                     for t in done:
                         j = out[tasks[t]] = t.result()
                         n_failed += j.counts_as_failed
-                    if early and pending and self.stats.failed_streak > allowed:
+                    if budget and pending and self.stats.failed_streak > allowed_streak:
                         errors = ", ".join(f"{c}x {k}" for k, c in sorted(self.stats.errors.items(),
                                                                            key=lambda kv: -kv[1])[:3])
                         raise JudgeFailureBudgetExceeded(
                             f"{self._where()}: the last {self.stats.failed_streak} attempts failed without one "
                             f"answer in between (errors so far: {errors}), more than judge.max_failed_frac="
-                            f"{self.max_failed_frac:g} of this call's {n} requests: the server stopped answering; "
-                            f"{len(pending)} judgments still queued or in flight (cancelled)"
+                            f"{self.max_failed_frac:g} of max(this call's {n} requests, judge.failure_window="
+                            f"{self.failure_window}): the server stopped answering; {len(pending)} judgments still "
+                            "queued or in flight (cancelled)"
                         )
                     if early and pending and n_failed > allowed:
                         raise JudgeFailureBudgetExceeded(

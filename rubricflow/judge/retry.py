@@ -1,8 +1,8 @@
 """Which failures of an OpenAI-compatible HTTP call are retried, and how long the server asks to wait.
 
 Retried: timeouts, connection errors, truncated or non-JSON bodies, empty ``choices``, 408/409/429 and 5xx; not
-retried: 400/401/403/404/422 and the other 4xx, and a ``Retry-After`` longer than the caller allows
-(:class:`RetryAfterTooLong`). ``REJECTED_HINTS`` says what a non-retryable answer most likely means.
+retried: 400/401/403/404/422 and the other 4xx, a ``Retry-After`` longer than the caller allows
+(:class:`RetryAfterTooLong`) and a body larger than the cap on answers (:class:`ResponseTooLarge`). ``REJECTED_HINTS`` says what a non-retryable answer most likely means.
 """
 
 from __future__ import annotations
@@ -28,6 +28,23 @@ class TransientResponseError(RuntimeError):
 
 class RetryAfterTooLong(RuntimeError):
     pass
+
+
+class ResponseTooLarge(RuntimeError):
+    """An answer whose body is larger than ``judge.openai.max_response_bytes`` (not read further, not retried: the
+    server would answer the same)."""
+
+
+def too_large(exc: BaseException) -> ResponseTooLarge | None:
+    """The ``ResponseTooLarge`` that ``exc`` was raised from (the client wraps it in a connection error), else None."""
+    seen = 0
+    x: BaseException | None = exc
+    while x is not None and seen < 10:
+        if isinstance(x, ResponseTooLarge):
+            return x
+        x = x.__cause__ or x.__context__
+        seen += 1
+    return None
 
 
 class RequestFailed(Exception):
@@ -84,7 +101,7 @@ def http_status(exc: BaseException) -> int | None:
 def is_retryable(exc: BaseException) -> bool:
     import openai
 
-    if isinstance(exc, RetryAfterTooLong):
+    if isinstance(exc, RetryAfterTooLong) or too_large(exc) is not None:
         return False
     if isinstance(exc, (asyncio.TimeoutError, TransientResponseError, openai.APIConnectionError)):
         return True  # includes APITimeoutError and dropped/truncated connections

@@ -12,6 +12,8 @@ Uses the official async client (``openai.AsyncOpenAI``) with its own retries off
 * a deadline per request including its retries (``request_deadline_s``; time spent attempting and waiting to
   retry, not time queued for a concurrency slot): an attempt never runs past it, and a retry whose wait would
   pass it is not made, so a hanging server fails every request in bounded time;
+* a cap on the size of an answer (``max_response_bytes``): a body announced or streamed beyond it is not read
+  further and the request fails at once (not retried);
 * ``preflight()``: one 1-token completion before a stage starts, so a closed port, a rejected key or an unknown
   model stops the stage at once with the server's answer (``JudgeUnavailable`` / ``JudgeConfigError``).
 
@@ -42,12 +44,14 @@ from rubricflow.judge.errors import JudgeConfigError, JudgeUnavailable
 from rubricflow.judge.retry import (
     REJECTED_HINTS,
     RequestFailed,
+    ResponseTooLarge,
     RetryAfterTooLong,
     TransientResponseError,
     connection_refused,
     http_status,
     is_retryable,
     retry_after_seconds,
+    too_large,
 )
 
 log = logging.getLogger("rubricflow.judge.openai")
@@ -123,9 +127,54 @@ class AttemptStats:
     errors: dict[str, int] = field(default_factory=dict)  # error kind -> count (per attempt)
     failed_streak: int = 0  # attempts failed since the last answered one (a server that stopped answering)
 
-    def error(self, kind: str) -> None:
+    def error(self, kind: str, answered: bool = False) -> None:
+        """Count a failed attempt; ``answered``: the server answered it with an HTTP status (an error status, or a
+        429/503 asking to wait), which ends a streak of attempts without an answer instead of extending it."""
         self.errors[kind] = self.errors.get(kind, 0) + 1
-        self.failed_streak += 1
+        self.failed_streak = 0 if answered else self.failed_streak + 1
+
+
+def _body_cap_message(cap: int) -> str:
+    return f"response body larger than judge.openai.max_response_bytes={cap} (not read further)"
+
+
+def capped_transport(inner, cap: int):
+    """``inner`` (an httpx2 async transport) whose response bodies may hold at most ``cap`` bytes: a larger
+    Content-Length, or a stream passing it, raises ``ResponseTooLarge`` before more is read."""
+    try:
+        import httpx2 as hx
+    except ImportError:  # older openai releases use httpx
+        import httpx as hx
+
+    class CappedStream(hx.AsyncByteStream):
+        def __init__(self, stream):
+            self.stream = stream
+
+        async def __aiter__(self):
+            got = 0
+            async for chunk in self.stream:
+                got += len(chunk)
+                if got > cap:
+                    raise ResponseTooLarge(_body_cap_message(cap))
+                yield chunk
+
+        async def aclose(self) -> None:
+            await self.stream.aclose()
+
+    class CappedTransport(hx.AsyncBaseTransport):
+        async def handle_async_request(self, request):
+            resp = await inner.handle_async_request(request)
+            length = resp.headers.get("content-length", "")
+            if length.isdigit() and int(length) > cap:
+                await resp.aclose()
+                raise ResponseTooLarge(_body_cap_message(cap))
+            resp.stream = CappedStream(resp.stream)
+            return resp
+
+        async def aclose(self) -> None:
+            await inner.aclose()
+
+    return CappedTransport()
 
 
 class ChatTransport:
@@ -180,7 +229,10 @@ class ChatTransport:
 
     def describe(self, e: BaseException, timeout: float | None = None) -> str:
         """A scrubbed one-line reason for ``e``."""
-        if connection_refused(e):  # openai's aiohttp client reports a closed port as "Request timed out"
+        big = too_large(e)
+        if big is not None:
+            msg = str(big)
+        elif connection_refused(e):  # openai's aiohttp client reports a closed port as "Request timed out"
             msg = f"connection refused: nothing listens at {self.cfg.base_url}"
         elif isinstance(e, asyncio.TimeoutError):
             msg = f"timeout: no complete answer within {self.cfg.timeout_s if timeout is None else timeout:.3g}s"
@@ -209,6 +261,10 @@ class ChatTransport:
         else:
             cls = openai.DefaultAsyncHttpxClient
         http = cls(verify=shared_ssl_context(), timeout=c.timeout_s)
+        # every answer's body read is capped (the transports of proxies mounted from the environment too)
+        http._transport = capped_transport(http._transport, c.max_response_bytes)
+        http._mounts = {k: (v if v is None else capped_transport(v, c.max_response_bytes))
+                        for k, v in http._mounts.items()}
         return openai.AsyncOpenAI(
             base_url=c.base_url, api_key=self._api_key(), max_retries=0, timeout=c.timeout_s, http_client=http
         )
@@ -234,7 +290,11 @@ class ChatTransport:
                 raise TransientResponseError(f"response body is not JSON ({e})") from None
             except Exception as e:
                 kind = f"http {http_status(e)}" if http_status(e) else type(e).__name__
-                self.stats.error(kind)
+                if too_large(e) is not None:
+                    kind = "body too large"
+                # an error status is an answer (a 429 burst asking to wait is not a server that stopped answering;
+                # statuses that keep failing end as failed judgments, which the budget counts)
+                self.stats.error(kind, answered=http_status(e) is not None)
                 ra = retry_after_seconds(e)
                 if ra is not None and ra > self.cfg.retry_after_max_s:
                     raise RetryAfterTooLong(

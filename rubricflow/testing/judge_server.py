@@ -16,6 +16,8 @@ containing ``[[fault:NAME]]`` gets fault NAME on every attempt, ``[[fault:NAME*K
     timeout                           answers only after ``hang_s`` seconds
     slow_stream                       sends the body a few bytes every ``slow_chunk_s`` seconds
     truncated_body                    announces a Content-Length, sends half, closes the connection
+    huge_content                      a completion whose content is ``huge_body_bytes`` of filler (Content-Length)
+    huge_body                         the same streamed in chunks without a Content-Length
     garbage_body                      HTTP 200 whose body is not JSON
     empty_choices                     HTTP 200 with ``"choices": []``
     garbage_content                   a completion whose content is prose without any verdict
@@ -110,6 +112,7 @@ class LoopbackJudgeServer:
         fault_all: str | None = None,
         api_key: str | None = None,
         known_models: set[str] | None = None,
+        huge_body_bytes: int = 32 * 1024**2,
     ):
         self.latency_s = latency_s
         self.hang_s = hang_s
@@ -121,6 +124,7 @@ class LoopbackJudgeServer:
         self.fault_all = fault_all  # a fault served to every request (preflight included)
         self.api_key = api_key  # required bearer token, else 401
         self.known_models = known_models  # served model names, else 404
+        self.huge_body_bytes = huge_body_bytes  # size of the huge_content / huge_body answers
         self.host, self.port = host, port
         self.requests = 0  # chat completion requests received
         self.faults: Counter[str] = Counter()  # faults served, by name
@@ -227,8 +231,20 @@ class LoopbackJudgeServer:
             doc = self._completion("")
             doc["choices"] = []
             return web.json_response(doc)
+        if fault == "huge_body":
+            resp = web.StreamResponse(headers={"Content-Type": "application/json"})  # chunked: no Content-Length
+            await resp.prepare(request)
+            await resp.write(b'{"choices": [{"index": 0, "finish_reason": "stop", "message": {"content": "')
+            chunk = b"x" * 65536
+            for _ in range(self.huge_body_bytes // len(chunk)):
+                await resp.write(chunk)
+            await resp.write(b'"}}]}')
+            await resp.write_eof()
+            return resp
         content = self.content_fn(body) if self.content_fn else self.judgment_text(body)
         finish = "stop"
+        if fault == "huge_content":
+            content = "x" * self.huge_body_bytes
         if fault == "garbage_content":
             content = "I am unable to grade this response."
         elif fault == "truncated_json":

@@ -84,3 +84,23 @@ def test_one_of_labels_or_write_labels(tmp_path):
     bad.write_text('{"sample_id": "a", "question": "q", "response": "r", "labels": {"W01": "maybe"}}\n')
     res = CliRunner().invoke(app, ["--no-track", "judge-agreement", "--labels", str(bad), "--rubrics", str(TEXT_POOL)])
     assert res.exit_code == 1 and "labels.jsonl:1: field `labels.W01`: expected one of" in res.output
+
+
+def test_a_small_set_whose_judgments_all_fail_exits_1_with_one_line(tmp_path):
+    """The attack (issue 37, item 6): a labelled set of fewer than 8 lines judged by a server failing every call:
+    judge-agreement wrote a report and exited 0."""
+    from rubricflow.testing.judge_server import LoopbackJudgeServer
+
+    labels, report = tmp_path / "labels.jsonl", tmp_path / "agreement.json"
+    labels.write_text("".join(json.dumps({"sample_id": f"s{i}", "question": "2+2?", "response": f"\\boxed{{{i}}}",
+                                          "labels": {"W01": "pass"}}) + "\n" for i in range(3)))
+    with LoopbackJudgeServer(fault_all="http500") as srv:
+        args = ["--no-track", "--set", "judge.backend=openai", "--set", "judge.cache_enabled=false",
+                "--set", "judge.preflight=false", "--set", f"judge.openai.base_url={srv.base_url}",
+                "--set", "judge.openai.model=loopback-judge", "--set", "judge.openai.max_retries=0",
+                "judge-agreement", "--labels", str(labels), "--rubrics", str(TEXT_POOL), "--out", str(report)]
+        res = CliRunner().invoke(app, args)
+    assert res.exit_code == 1, res.output
+    errors = [ln for ln in res.output.splitlines() if ln.startswith("error: ")]  # beside the judge's log warnings
+    assert len(errors) == 1 and "3 of 3 judgments failed" in errors[0] and "Traceback" not in res.output
+    assert not report.exists()

@@ -204,3 +204,28 @@ def test_a_judgment_leaving_out_rubrics_has_an_error_score_not_no_rubric_applies
         assert fbs[key].value is None and fbs[key].error.error_code == "VERDICT_MISSING", key
     assert "B, C" in fbs["rf/score"].error.error_message
     assert fbs["rf/foundational"].value is None and fbs["rf/foundational"].error is None  # A: nothing left out
+
+
+def test_once_the_failure_budget_trips_no_further_row_is_judged(tmp_path):
+    """The attack (issue 37, item 6): a judge failing every call; after the failure budget tripped the scorer went
+    on attempting every row (each at its full request deadline). Once the budget trips, the later rows raise the
+    same one-line error at once and the server is not asked again."""
+    from rubricflow.judge.errors import JudgeFailureBudgetExceeded
+
+    data = rows(16)
+    with LoopbackJudgeServer(fault_all="http500") as srv:
+        cfg = JudgeConfig(backend="openai", cache_enabled=False, preflight=False, max_failed_frac=0.2,
+                          failure_window=8, openai={"base_url": srv.base_url, "model": "loopback-judge",
+                                                    "max_retries": 0, "timeout_s": 2.0})
+        score = rf_mlflow.rubric_scorer(cfg, TEXT_POOL)
+        errors = []
+        for row in data:
+            try:
+                score.run(inputs=row["inputs"], outputs=row["outputs"], expectations=row["expectations"])
+            except JudgeFailureBudgetExceeded as e:
+                errors.append(str(e))
+        asked = srv.requests
+    assert len(errors) == 16 - 7  # the 8th row trips the budget (checked once 8 judgments were seen)
+    assert asked == 8  # no row after the trip reached the server
+    assert all("\n" not in e and "judge.max_failed_frac" in e for e in errors)
+    assert "earlier row" in errors[-1]

@@ -117,3 +117,22 @@ def test_probe_kinds_a_problem_cannot_carry_are_left_out():
     assert ids == ["c-1#gold", "c-1#bare", "c-1#wrong_answer", "m-1#gold", "m-1#wrong_step", "m-1#bare"]
     with pytest.raises(ValueError, match="unknown response kind 'nope'"):
         ag.probe_response("nope", counting.facts, "2")
+
+
+class FailsAll(AlwaysPass):
+    def judge(self, requests):
+        return [Judgment("failed", reason="http 500: injected") for _ in requests]
+
+
+@pytest.mark.parametrize("n_lines", [1, 3, 7, 24])
+def test_an_evaluation_where_every_judgment_failed_raises_one_line(labelled, n_lines):
+    """The attack (issue 37, item 6): fewer lines than the failure budget's minimum (8), every judgment failed: the
+    report came out with nothing compared and judge-agreement exited 0."""
+    from rubricflow.judge.errors import JudgeFailureBudgetExceeded
+
+    reqs, ref = ag.read_labelled(labelled, TEXT_POOL)
+    with pytest.raises(JudgeFailureBudgetExceeded) as e:
+        ag.evaluate_agreement(FailsAll(), reqs[:n_lines], ref[:n_lines], max_failed_frac=0.2)
+    assert f"{n_lines} of {n_lines} judgments failed" in str(e.value) and "\n" not in str(e.value)
+    with pytest.raises(JudgeFailureBudgetExceeded, match="no verdict to compare"):  # even with the budget off
+        ag.evaluate_agreement(FailsAll(), reqs[:n_lines], ref[:n_lines], max_failed_frac=1.0)

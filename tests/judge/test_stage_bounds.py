@@ -144,3 +144,58 @@ def test_a_server_that_answers_between_failures_is_not_stopped():
         out = make_judge(cfg, preflight=False).judge(
             [req(i, f"m {i} [[fault:http500*1]]" if i % 2 else None) for i in range(n)])
         assert all(o.status == "ok" for o in out)  # every other request needs one retry; nothing stops the batch
+
+
+# ------------------------------------------------------------------ issue 37, item 6: budgets and bounds
+
+
+@pytest.mark.parametrize("fault", ["http429", "http503"])
+def test_a_throttling_burst_right_after_the_preflight_honours_retry_after(fault):
+    """The attack: every request of a batch answered 429 (or 503) with ``Retry-After: 1`` once; the burst of failed
+    attempts counted as "the server stopped answering" and the stage aborted before one Retry-After was honoured.
+    A server asking to wait is answering: the requests wait and succeed."""
+    n = 24
+    with LoopbackJudgeServer(retry_after="1") as srv:
+        cfg = jcfg(srv.base_url, concurrency=16, max_retries=2, request_deadline_s=10.0,
+                   judge={"max_failed_frac": 0.2, "failure_window": 16})
+        judge = make_judge(cfg)  # the preflight passes
+        t0 = time.monotonic()
+        out = judge.judge([req(i, f"t {i} [[fault:{fault}*1]]") for i in range(n)])
+        assert [o.status for o in out] == ["ok"] * n
+        assert 1.0 <= time.monotonic() - t0 < 8
+        assert srv.faults[fault] == n and srv.requests == 1 + 2 * n
+
+
+@pytest.mark.parametrize("fault", ["timeout", "slow_stream"])
+def test_a_hanging_or_dripping_judge_with_fewer_requests_than_the_window_fails_fast(fault):
+    """The attack: 24 requests against a failure window of 64, the server hanging (or dripping its answer) after
+    the preflight: no early stop applied to a batch smaller than the window, so every request ran to its own
+    deadline. The "stopped answering" streak now counts for every batch (its bound scales with
+    max(requests, failure_window))."""
+    n = 24
+    with LoopbackJudgeServer(hang_s=60.0, slow_chunk_s=5.0) as srv:
+        cfg = jcfg(srv.base_url, concurrency=16, timeout_s=0.3, max_retries=10, request_deadline_s=6.0,
+                   judge={"max_failed_frac": 0.2, "failure_window": 64})
+        judge = make_judge(cfg)
+        t0 = time.monotonic()
+        with pytest.raises(JudgeFailureBudgetExceeded) as e:
+            judge.judge([req(i, f"d {i} [[fault:{fault}]]") for i in range(n)])
+        assert time.monotonic() - t0 < 4  # a couple of attempt timeouts, not the 6 s request deadline
+        assert "the server stopped answering" in str(e.value) and "\n" not in str(e.value)
+
+
+@pytest.mark.parametrize("http_client", ["aiohttp", "httpx"])
+@pytest.mark.parametrize("fault", ["huge_body", "huge_content"])
+def test_a_judge_answer_larger_than_the_cap_is_refused_unread_and_not_retried(http_client, fault):
+    """The attack: a judge answering bodies of tens of MB (each read whole and parsed, seconds of client CPU). The
+    body read is capped (``judge.openai.max_response_bytes``): with or without a Content-Length, the answer is a
+    failed judgment naming the cap, after one attempt."""
+    with LoopbackJudgeServer(huge_body_bytes=8 * 1024**2) as srv:
+        cfg = jcfg(srv.base_url, http_client=http_client, max_retries=3, timeout_s=10.0, request_deadline_s=20.0,
+                   max_response_bytes=256 * 1024, judge={"max_failed_frac": 1.0})
+        judge = make_judge(cfg)
+        t0 = time.monotonic()
+        (out,) = judge.judge([req(1, f"big [[fault:{fault}]]")])
+        assert time.monotonic() - t0 < 5
+    assert out.status == "failed" and "judge.openai.max_response_bytes=262144" in out.reason
+    assert srv.faults[fault] == 1  # not retried: the server would answer the same

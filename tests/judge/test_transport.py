@@ -49,3 +49,12 @@ def test_the_key_is_resolved_once_and_scrubbed_from_text():
     assert t._api_key() == t._api_key() == "sk-test-SECRET-1234" and calls == [1]
     assert t.scrub("key sk-test-SECRET-1234!") == "key ***!"
     assert ChatTransport(OpenAIJudgeConfig(), None)._api_key() == "EMPTY"  # no key: a local server without one
+
+
+def test_the_response_cap_is_a_documented_operational_setting():
+    from rubricflow.judge.config import OpenAIJudgeConfig as C
+
+    assert "max_response_bytes" in C.operational and C().max_response_bytes >= 1024**2
+    assert "body" in C.model_fields["max_response_bytes"].description
+    with pytest.raises(ValueError):
+        C(max_response_bytes=0)
