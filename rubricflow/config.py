@@ -32,7 +32,7 @@ from rubricflow import registry
 from rubricflow.io import atomic_write_text
 from rubricflow.judge.config import JudgeConfig
 from rubricflow.study.spec import compose_study_config
-from rubricflow.yamlload import DuplicateKeyError, load_yaml, yaml_error_line
+from rubricflow.yamlload import AliasExpansionError, DuplicateKeyError, load_yaml, yaml_error_line
 from rubricflow.sections import (
     ClusterConfig,
     ConfigError,
@@ -166,7 +166,7 @@ def read_params(path: Path) -> Any:
         ) from None
     try:
         raw = load_yaml(text)
-    except DuplicateKeyError as e:
+    except (DuplicateKeyError, AliasExpansionError) as e:
         raise ConfigError(f"{path}: {e}") from None
     except yaml.YAMLError as e:
         raise ConfigError(f"{path}: not valid YAML: {yaml_error_line(e)}") from None

@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
 from pydantic_core import PydanticCustomError
 
 __all__ = [
+    "MAX_BATCH", "MAX_COUNT", "MAX_GROUP", "MAX_TOKENS",
     "ConfigError", "Section", "DataConfig", "GenerationConfig", "LoRAConfig", "ModelSpec", "ModelsConfig", "Profile", "SFTConfig",
     "SplitSizes", "TrackingConfig",
 ]
@@ -83,12 +84,32 @@ def _bool_in(tp: Any, value: Any) -> str | None:
     return None
 
 
+# Upper bounds of sizes and counts, checked at validation so that an absurd value fails naming its key before any
+# model is loaded. MAX_COUNT applies to every integer field that declares no upper bound of its own (seeds and byte
+# sizes aside);
+# the per-step sizes (sequences, prompts, completions per prompt, tokens per completion) declare tighter ones.
+MAX_COUNT = 1_000_000
+MAX_BATCH = 4096  # sequences / prompts / pairs handled in one step or one generate() call
+MAX_GROUP = 256  # completions sampled per prompt
+MAX_TOKENS = 131_072  # tokens of one completion or context
+
+
+def _has_upper_bound(info: Any) -> bool:
+    return any(hasattr(m, "le") or hasattr(m, "lt") for m in getattr(info, "metadata", ()))
+
+
+def _not_a_count(name: str) -> bool:
+    """Seeds and byte sizes: integers that are not counts of work."""
+    return name == "seed" or name.endswith(("_seed", "_bytes"))
+
+
 class Section(BaseModel):
     """A params.yaml section: unknown keys are errors, assignments are validated, enums dump as values.
 
     Numbers are read strictly where YAML is loose: a boolean is not a number (``steps: true`` would otherwise be
     1) and a float must be finite (``.inf``, ``nan``, ``"inf"`` are refused). A field that means "no limit" with
-    infinity opts in with ``Field(..., allow_inf_nan=True)``. Strings still convert (``lr: "1e-4"``).
+    infinity opts in with ``Field(..., allow_inf_nan=True)``. Strings still convert (``lr: "1e-4"``). An integer
+    field without an upper bound of its own takes at most ``MAX_COUNT`` (seeds and ``*_bytes`` sizes aside).
     """
 
     model_config = ConfigDict(extra="forbid", validate_assignment=True, use_enum_values=True, allow_inf_nan=False)
@@ -119,6 +140,16 @@ class Section(BaseModel):
             if where is not None:
                 at = f" (item {where})" if where else ""
                 raise PydanticCustomError("bool_not_number", "Input should be a number, not a boolean" + at)
+        return value
+
+    @field_validator("*", mode="after")
+    @classmethod
+    def _bounded_counts(cls, value: Any, info: ValidationInfo) -> Any:
+        if type(value) is int and value > MAX_COUNT and info.field_name in cls.model_fields \
+                and not _not_a_count(info.field_name) and not _has_upper_bound(cls.model_fields[info.field_name]):
+            raise PydanticCustomError(
+                "count_too_large", "Input should be less than or equal to {limit} (the largest count a setting "
+                "takes without a bound of its own)", {"limit": MAX_COUNT})
         return value
 
 
@@ -215,7 +246,7 @@ class LoRAConfig(Section):
 class SFTConfig(Section):
     out_dir: str = Field("artifacts/models/sft", description="Where the SFT checkpoint is saved.")
     steps: int = Field(300, ge=0, description="Optimizer steps.")
-    batch_size: int = Field(32, ge=1, description="Sequences per step.")
+    batch_size: int = Field(32, ge=1, le=MAX_BATCH, description="Sequences per step.")
     lr: float = Field(3e-3, gt=0, description="AdamW peak learning rate (after warmup; see `schedule`).")
     warmup_steps: int = Field(20, ge=0, description="Linear warmup steps.")
     schedule: Literal["constant", "cosine"] = Field(
@@ -250,10 +281,10 @@ class GenerationConfig(Section):
         "from the same distribution); 'vllm' (mode: vllm_mode). The greedy accuracy evaluations (sft, rucl) generate "
         "with the model in memory: with 'cached' when set here, else with transformers.",
     )
-    max_new_tokens: int = Field(48, ge=1, description="Completion length cap.")
+    max_new_tokens: int = Field(48, ge=1, le=MAX_TOKENS, description="Completion length cap.")
     temperature: float = Field(1.0, ge=0, description="Sampling temperature for rollouts (0 = greedy).")
     top_p: float = Field(1.0, gt=0, le=1, description="Nucleus sampling for rollouts.")
-    eval_batch_size: int = Field(64, ge=1, description="Prompts per generate() call in evaluation.")
+    eval_batch_size: int = Field(64, ge=1, le=MAX_BATCH, description="Prompts per generate() call in evaluation.")
     vllm_mode: Literal["colocate", "server"] = Field(
         "colocate",
         description="vLLM: 'colocate' runs vllm.LLM in each trainer process (vLLM installed there; weights streamed "
@@ -272,7 +303,7 @@ class GenerationConfig(Section):
         "auto", description="vLLM colocate: engine dtype ('auto' = the checkpoint's; float32 on CPU)."
     )
     vllm_max_model_len: int | None = Field(
-        None, ge=1, description="vLLM colocate: context length the engine reserves for (None = the model's)."
+        None, ge=1, le=MAX_TOKENS, description="vLLM colocate: context length the engine reserves for (None = the model's)."
     )
     vllm_enforce_eager: bool = Field(False, description="vLLM colocate: no CUDA graphs / compilation.")
     vllm_sleep_mode: bool = Field(

@@ -47,7 +47,8 @@ def usage_error(message: str) -> typer.Exit:
 def _parse_set(items: list[str]) -> dict:
     """``--set dotted.key=value`` items as {key: value}, each value parsed as YAML (``3``, ``1e-4``, ``[1, 2]``).
 
-    A value that is not valid YAML (or repeats a key) is an error naming the item; type checks are the config's.
+    A value that is not valid YAML (or repeats a key) is an error naming the item, and so is a key given twice
+    (``--set seed=1 --set seed=2`` would silently keep the last); type checks are the config's.
     """
     from rubricflow.yamlload import load_yaml, yaml_error_line
 
@@ -56,6 +57,8 @@ def _parse_set(items: list[str]) -> dict:
         k, eq, v = item.partition("=")
         if not eq or not k.strip():
             raise usage_error(f"--set expects key=value, got {item!r}")
+        if k.strip() in out:
+            raise usage_error(f"--set {item!r}: key `{k.strip()}` is set twice; give each key once")
         try:
             out[k.strip()] = load_yaml(v)
         except yaml.YAMLError as e:

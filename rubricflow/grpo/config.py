@@ -10,7 +10,7 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from rubricflow.sections import Section
+from rubricflow.sections import MAX_BATCH, MAX_GROUP, MAX_TOKENS, Section
 
 
 class EngineConfig(Section):
@@ -57,8 +57,12 @@ class EngineConfig(Section):
 
 
 class GRPOConfig(Section):
-    group_size: int = Field(8, ge=1, description="Completions sampled per prompt (one advantage group).")
-    prompts_per_step: int = Field(8, ge=1, description="Prompts per training step (per process).")
+    group_size: int = Field(
+        8, ge=2, le=MAX_GROUP,
+        description="Completions sampled per prompt (one advantage group; at least 2: a group of one has no "
+        "advantage, so nothing would train).",
+    )
+    prompts_per_step: int = Field(8, ge=1, le=MAX_BATCH, description="Prompts per training step (per process).")
     steps: int = Field(50, ge=0, description="Training steps (one rollout batch + its GRPO update each).")
     lr: float = Field(1e-3, gt=0, description="AdamW learning rate (constant after warmup, as in RuCL's verl runs).")
     warmup_steps: int = Field(0, ge=0, description="Linear LR warmup, in optimizer steps.")
@@ -82,13 +86,15 @@ class GRPOConfig(Section):
     adv_eps: float = Field(1e-4, gt=0, description="Added to the std before dividing the centred rewards.")
     inner_epochs: int = Field(1, ge=1, description="Passes over each rollout batch (PPO epochs, 'mu' in GRPO).")
     minibatch_size: int = Field(
-        0, ge=0, description="Episodes per optimizer step (0 = the whole rollout batch in one step)."
+        0, ge=0, le=MAX_BATCH * MAX_GROUP, description="Episodes per optimizer step (0 = the whole rollout batch in one step)."
     )
     micro_batch_size: int = Field(
-        0, ge=0, description="Episodes per forward/backward (memory bound; 0 = minibatch / engine grad accumulation)."
+        0, ge=0, le=MAX_BATCH * MAX_GROUP, description="Episodes per forward/backward (memory bound; 0 = minibatch / engine grad accumulation)."
     )
     max_grad_norm: float = Field(1.0, ge=0, description="Gradient clipping norm (0 = off).")
-    max_new_tokens: int = Field(48, ge=1, description="Completion length cap (also the dr_grpo normaliser).")
+    max_new_tokens: int = Field(
+        48, ge=1, le=MAX_TOKENS, description="Completion length cap (also the dr_grpo normaliser)."
+    )
     temperature: float = Field(1.0, gt=0, description="Rollout sampling temperature (log-probs use the same).")
     top_p: float = Field(1.0, gt=0, le=1, description="Rollout nucleus sampling.")
     checkpoint_every: int = Field(10, ge=0, description="Save a checkpoint every N steps (0 = only at the end).")

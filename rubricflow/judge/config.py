@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from rubricflow.sections import Section
+from rubricflow.sections import MAX_BATCH, MAX_TOKENS, Section
 
 
 class OpenAIJudgeConfig(Section):
@@ -64,7 +64,7 @@ class OpenAIJudgeConfig(Section):
     )
     temperature: float = Field(0.0, ge=0, description="Judge sampling temperature (0 = greedy, reproducible).")
     max_tokens: int = Field(
-        512, ge=16,
+        512, ge=16, le=MAX_TOKENS,
         description="Completion token cap per judge call (compact verdicts of many rubrics fit well inside the default).",
     )
     send_images: bool = Field(
@@ -97,8 +97,8 @@ class LocalJudgeConfig(Section):
     model_path: str = Field(
         "artifacts/models/judge", description="Local model directory (or cached HF id) loaded with models.loader."
     )
-    max_new_tokens: int = Field(512, ge=8, description="Completion token cap per judge call.")
-    batch_size: int = Field(8, ge=1, description="Prompts per generate() call.")
+    max_new_tokens: int = Field(512, ge=8, le=MAX_TOKENS, description="Completion token cap per judge call.")
+    batch_size: int = Field(8, ge=1, le=MAX_BATCH, description="Prompts per generate() call.")
     dtype: Literal["float32", "bfloat16", "float16"] = Field("float32", description="Weights dtype.")
     device: str = Field("cpu", description="torch device for the judge model.")
 

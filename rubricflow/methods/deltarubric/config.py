@@ -11,7 +11,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from rubricflow.sections import Section
+from rubricflow.sections import MAX_BATCH, MAX_GROUP, MAX_TOKENS, Section
 from rubricflow.grpo.config import GRPOConfig
 
 
@@ -57,7 +57,7 @@ class DRSFTConfig(Section):
     steps: int = Field(
         400, ge=0, description="SFT optimizer steps (their cost per step: docs/operations.md, \"DeltaRubric warm start\")."
     )
-    batch_size: int = Field(16, ge=1, description="Sequences per SFT step.")
+    batch_size: int = Field(16, ge=1, le=MAX_BATCH, description="Sequences per SFT step.")
     lr: float = Field(3e-3, gt=0, description="AdamW peak learning rate.")
     warmup_steps: int = Field(20, ge=0, description="Linear warmup steps.")
     schedule: Literal["constant", "cosine"] = Field(
@@ -76,7 +76,7 @@ class DRSFTConfig(Section):
         "sequences, about a fifth of a role example's cost), before the role examples. 0 = mix them into the role "
         "examples instead.",
     )
-    perception_batch_size: int = Field(32, ge=1, description="Sequences per step of the reading phase.")
+    perception_batch_size: int = Field(32, ge=1, le=MAX_BATCH, description="Sequences per step of the reading phase.")
     planner: bool = Field(True, description="Include planner examples (reference checklists from facts).")
     planner_target_noise: float = Field(
         0.0,
@@ -114,10 +114,10 @@ class DRGRPOConfig(GRPOConfig):
     instead of silently reverting to the generic GRPO ones."""
 
     group_size: int = Field(
-        5, ge=1, description="Unused by DeltaRubric: groups are the N checklists of a pair and the M verdicts of a "
+        5, ge=1, le=MAX_GROUP, description="Unused by DeltaRubric: groups are the N checklists of a pair and the M verdicts of a "
         "checklist (train.n_checklists / train.m_verdicts)."
     )
-    prompts_per_step: int = Field(2, ge=1, description="Preference pairs per training step (per process).")
+    prompts_per_step: int = Field(2, ge=1, le=MAX_BATCH, description="Preference pairs per training step (per process).")
     steps: int = Field(20, ge=0, description="Training steps (one multi-role rollout batch + one update each).")
     lr: float = Field(1e-3, gt=0, description="AdamW learning rate (constant after warmup).")
     scale_rewards: Literal["group", "batch", "none"] = Field(
@@ -128,16 +128,16 @@ class DRGRPOConfig(GRPOConfig):
     loss_agg: Literal["grpo", "dr_grpo", "dapo"] = Field(
         "grpo", description="Token-loss aggregation (overridden by train.algorithm)."
     )
-    max_new_tokens: int = Field(128, ge=1, description="Completion cap used as the dr_grpo normaliser.")
+    max_new_tokens: int = Field(128, ge=1, le=MAX_TOKENS, description="Completion cap used as the dr_grpo normaliser.")
     checkpoint_every: int = Field(0, ge=0, description="Save a checkpoint every N steps (0 = only at the end).")
 
 
 class DRTrainConfig(Section):
     out_dir: str = Field("artifacts/deltarubric/policy", description="Where the GRPO-trained policy is saved.")
-    n_checklists: int = Field(5, ge=1, description="N: checklists sampled from the planner per pair.")
-    m_verdicts: int = Field(5, ge=1, description="M: checklist-guided verifier samples per checklist.")
+    n_checklists: int = Field(5, ge=1, le=MAX_GROUP, description="N: checklists sampled from the planner per pair.")
+    m_verdicts: int = Field(5, ge=1, le=MAX_GROUP, description="M: checklist-guided verifier samples per checklist.")
     k_no_rubric: int = Field(
-        5, ge=1, description="K: no-rubric verdicts per pair, the baseline of both rewards (verifier verdict m is "
+        5, ge=1, le=MAX_GROUP, description="K: no-rubric verdicts per pair, the baseline of both rewards (verifier verdict m is "
         "paired with no-rubric sample m mod K; K = M pairs each verdict with its own sample)."
     )
     judge: Literal["deltarubric", "no_rubric", "static", "reading"] = Field(
@@ -168,9 +168,9 @@ class DRTrainConfig(Section):
         description="Overrides grpo.loss_agg / clip: 'grpo' = per-sequence mean, symmetric clip (clip_low); "
         "'dapo' = token-mean loss with clip-higher (grpo.clip_high).",
     )
-    planner_max_tokens: int = Field(40, ge=4, description="Completion cap of planner checklists.")
+    planner_max_tokens: int = Field(40, ge=4, le=MAX_TOKENS, description="Completion cap of planner checklists.")
     verifier_max_tokens: int = Field(
-        160, ge=4, description="Completion cap of verifier outputs (all judge modes; the worked reading and 4 evidence "
+        160, ge=4, le=MAX_TOKENS, description="Completion cap of verifier outputs (all judge modes; the worked reading and 4 evidence "
         "lines take up to 126 tokens on the tiny counting pairs)."
     )
     probe_every: int = Field(5, ge=0, description="Planner probe on validation pairs every N steps (0 = start and end only).")
@@ -195,7 +195,7 @@ class DREvalConfig(Section):
         "evaluated as well; a missing directory is an error.",
     )
     benchmark_limit: int = Field(0, ge=0, description="Pairs per benchmark (0 = all).")
-    batch_size: int = Field(64, ge=1, description="Prompts per generate() call.")
+    batch_size: int = Field(64, ge=1, le=MAX_BATCH, description="Prompts per generate() call.")
 
 
 class DeltaRubricConfig(Section):

@@ -25,7 +25,7 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from rubricflow.sections import Section
+from rubricflow.sections import MAX_BATCH, MAX_GROUP, MAX_TOKENS, Section
 from rubricflow.grpo.config import GRPOConfig
 
 
@@ -110,12 +110,12 @@ class StepModelConfig(Section):
     )
     extra_block: int = Field(100, ge=1, description="Tiny only: steps per extra block (at lr / 2).")
     max_extra_steps: int = Field(0, ge=0, description="Tiny only: cap on the extra steps.")
-    batch_size: int = Field(16, ge=1, description="Tiny only: SFT sequences per step.")
+    batch_size: int = Field(16, ge=1, le=MAX_BATCH, description="Tiny only: SFT sequences per step.")
     lr: float = Field(1e-3, gt=0, description="Tiny only: SFT learning rate.")
     warmup_steps: int = Field(40, ge=0, description="Tiny only: linear warmup steps of the first phase.")
     gpu_memory_utilization: float = Field(0.4, gt=0, le=1, description="vLLM only: GPU memory fraction.")
     n_params: int = Field(
-        0, ge=0, description="vLLM only: parameter count for the FLOPs estimate (tiny/transformers: counted)."
+        0, ge=0, le=10**14, description="vLLM only: parameter count for the FLOPs estimate (tiny/transformers: counted)."
     )
 
 
@@ -147,7 +147,7 @@ class StepsConfig(Section):
         "decision falls, so early escalation can be learned) is our reading; 'none' sets it to 0 (the four named "
         "features only).",
     )
-    batch_size: int = Field(64, ge=1, description="Prefixes per generate() call.")
+    batch_size: int = Field(64, ge=1, le=MAX_BATCH, description="Prefixes per generate() call.")
 
 
 class TrajectoriesConfig(Section):
@@ -207,11 +207,11 @@ class RubricLMConfig(Section):
     warm_steps: int = Field(300, ge=0, description="Round-0 templated SFT steps (format, uninformative content).")
     rft_steps: int = Field(40, ge=0, description="SFT steps on the kept candidates in each round.")
     rft_lr: float = Field(1e-3, gt=0, description="Learning rate of the rejection-sampling SFT (gentler than warm-up).")
-    batch_size: int = Field(16, ge=1, description="SFT sequences per step.")
+    batch_size: int = Field(16, ge=1, le=MAX_BATCH, description="SFT sequences per step.")
     lr: float = Field(3e-3, gt=0, description="SFT learning rate.")
-    samples: int = Field(4, ge=1, description="Candidates sampled per input in a rejection-sampling round.")
+    samples: int = Field(4, ge=1, le=MAX_GROUP, description="Candidates sampled per input in a rejection-sampling round.")
     temperature: float = Field(1.0, gt=0, description="Sampling temperature of the candidates.")
-    max_new_tokens: int = Field(48, ge=8, description="Generation cap of one rubric / judgment (in tokens).")
+    max_new_tokens: int = Field(48, ge=8, le=MAX_TOKENS, description="Generation cap of one rubric / judgment (in tokens).")
 
 
 def _judge() -> RubricLMConfig:
@@ -252,7 +252,7 @@ class RubricorJudgeConfig(Section):
         "is their mean. 'expected': one greedy judgment, each criterion's score as written (parsed) times "
         "P(satisfied = true) from the Judge's token probabilities (judge.expected_scores).",
     )
-    score_samples: int = Field(4, ge=1, description="score_mode=sampled: judgments sampled per trajectory.")
+    score_samples: int = Field(4, ge=1, le=MAX_GROUP, description="score_mode=sampled: judgments sampled per trajectory.")
     score_temperature: float = Field(1.0, ge=0, description="Sampling temperature of those judgments (0 = greedy).")
     fixed_families: bool = Field(
         True,
@@ -268,7 +268,7 @@ class RubricorJudgeConfig(Section):
         "problems' pairs (test pairs are never read here; the kept Judge is measured on test pairs by roro_eval); "
         "'last' = the last phase.",
     )
-    batch_size: int = Field(256, ge=1, description="Prompts per generate() call (tiny LMs: big batches are cheap).")
+    batch_size: int = Field(256, ge=1, le=MAX_BATCH, description="Prompts per generate() call (tiny LMs: big batches are cheap).")
     seed: int = Field(17, description="Seed of the warm-start templates and candidate sampling.")
 
 
