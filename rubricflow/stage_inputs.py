@@ -81,7 +81,8 @@ def _entries(items) -> list[str]:
 
 
 def _param_keys(items) -> list[str]:
-    """``params:`` entries: keys of params.yaml, or ``{other.yaml: [keys]}`` (only params.yaml keys are hashed)."""
+    """``params:`` entries: keys of params.yaml, or ``{other.yaml: [keys]}`` (only params.yaml keys are hashed here;
+    another params file is hashed whole by :func:`_param_files`)."""
     keys = []
     for it in items or []:
         if isinstance(it, str):
@@ -90,9 +91,14 @@ def _param_keys(items) -> list[str]:
             for fname, sub in it.items():
                 if Path(str(fname)).name == "params.yaml":
                     keys.extend(str(k) for k in sub or [])
-                else:
-                    keys.append(f"{fname}:{sub}")
     return keys
+
+
+def _param_files(items) -> list[str]:
+    """``params:`` files other than params.yaml (e.g. the resolved sections ``reports/params/<section>.json``, which
+    stages declare as params so that DVC names the key that changed): hashed like a dependency."""
+    return [str(fname) for it in items or [] if isinstance(it, dict) for fname in it
+            if Path(str(fname)).name != "params.yaml"]
 
 
 def _lookup(tree: Any, dotted: str) -> Any:
@@ -139,7 +145,7 @@ def stage_inputs(
             if val == MISSING and raw_params is not None:
                 val = _lookup(raw_params, key)
             inp.params[key] = val
-        for dep in _entries(spec.get("deps")):
+        for dep in [*_entries(spec.get("deps")), *_param_files(spec.get("params"))]:
             if "${" in dep:
                 inp.notes.append(f"dvc.yaml stage {stage!r}: templated dep {dep!r} is not hashed")
                 continue

@@ -119,3 +119,21 @@ def test_repro_then_noop_repro_then_exp_run_ablation(tmp_path):
     data = exps["seed7"]["data"]
     assert data["params"]["params.yaml"]["data"]["data"]["seed"] == 7
     assert data["metrics"]["reports/data.json"]["data"]["n_samples"] == 20
+
+
+def test_stages_declare_the_resolved_sections_they_read_as_params():
+    """Every stage lists `reports/params/<section>.json` for each config section its function takes, under
+    `params:` (so `dvc status` and `dvc params diff` name the key that changed), never as a plain dependency."""
+    from rubricflow import registry
+
+    for dvc_file in ("dvc.yaml", "studies/dvc.yaml"):
+        for name, st in yaml.safe_load((ROOT / dvc_file).read_text())["stages"].items():
+            deps = [d if isinstance(d, str) else next(iter(d)) for d in st.get("deps") or []]
+            assert not [d for d in deps if d.startswith("reports/params/")], f"{dvc_file} {name}: params as deps"
+    stages = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]
+    for name, spec in registry.stages().items():
+        if name not in stages:
+            continue  # the smol pipeline's own stages (smol/dvc.yaml, its own resolved params)
+        files = [k for it in stages[name].get("params") or [] if isinstance(it, dict) for k in it]
+        missing = [s for s in spec.sections if f"reports/params/{s}.json" not in files]
+        assert not missing, f"dvc.yaml stage {name} reads sections {missing} without declaring them"
