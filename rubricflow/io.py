@@ -181,16 +181,27 @@ def write_parquet(path: str | Path, table_or_df: Any, **kw: Any) -> Path:
     return atomic_write_bytes(path, sink.getvalue().to_pybytes())
 
 
+def _own_sibling(final: Path, kind: str) -> Path:
+    """A new, empty folder next to ``final`` created by this call: ``.<name>.<kind>`` when that name is free, else
+    ``.<name>.<kind>-<random>``. A folder already there is never reused or removed: it may be someone else's."""
+    preferred = final.with_name(f".{final.name}.{kind}")
+    try:
+        preferred.mkdir()
+        return preferred
+    except FileExistsError:
+        return Path(tempfile.mkdtemp(prefix=f".{final.name}.{kind}-", dir=final.parent))
+
+
 @contextmanager
 def staged_dir(final: str | Path) -> Iterator[Path]:
     """Yield a staging directory ``.<name>.staging`` next to ``final``; on success it replaces ``final`` (the old
     directory is moved aside, the staging one renamed into place, the old one removed). On an exception the
-    staging directory is removed and ``final`` is untouched."""
+    staging directory is removed and ``final`` is untouched. Only folders this call created are removed: a
+    ``.<name>.staging`` or ``.<name>.old`` already there (another tool's, or left by a killed run) is left alone and
+    a fresh uniquely named one is used instead."""
     final = Path(final)
-    staging = final.with_name(f".{final.name}.staging")
-    if staging.exists():
-        shutil.rmtree(staging)
-    staging.mkdir(parents=True)
+    final.parent.mkdir(parents=True, exist_ok=True)
+    staging = _own_sibling(final, "staging")
     try:
         yield staging
     except BaseException as e:
@@ -198,10 +209,10 @@ def staged_dir(final: str | Path) -> Iterator[Path]:
         if is_disk_full(e) and not isinstance(e, DiskFull):
             raise DiskFull(final, "nothing was written; the previous outputs are untouched") from e
         raise
-    old = final.with_name(f".{final.name}.old")
-    if old.exists():
-        shutil.rmtree(old)
     if final.exists():
+        old = _own_sibling(final, "old")  # empty and ours: the old outputs are renamed onto it
         final.rename(old)
-    staging.rename(final)
-    shutil.rmtree(old, ignore_errors=True)
+        staging.rename(final)
+        shutil.rmtree(old, ignore_errors=True)
+    else:
+        staging.rename(final)

@@ -128,13 +128,27 @@ def test_staged_dir_exception_leaves_final_and_removes_staging(tmp_path):
     assert sorted(x.name for x in tmp_path.iterdir()) == ["out"]
 
 
-def test_staged_dir_clears_a_stale_staging_dir(tmp_path):
-    stale = tmp_path / ".out.staging"
-    stale.mkdir()
-    (stale / "junk").write_text("j")
-    with rio.staged_dir(tmp_path / "out") as st:
-        assert list(st.iterdir()) == []
-    assert (tmp_path / "out").is_dir() and not stale.exists()
+@pytest.mark.parametrize("kind", ["staging", "old"])
+def test_staged_dir_never_removes_a_sibling_it_did_not_create(tmp_path, kind):
+    """A ``.out.staging`` / ``.out.old`` already there (another tool's, or left by a killed run) is not this run's:
+    it is left as it was and a fresh folder is used (issue 37: ingest deleted such folders)."""
+    theirs = tmp_path / f".out.{kind}"
+    theirs.mkdir()
+    (theirs / "keep").write_text("theirs")
+    final = tmp_path / "out"
+    final.mkdir()
+    (final / "old.txt").write_text("old")
+    with rio.staged_dir(final) as st:
+        assert list(st.iterdir()) == [] and st != theirs
+        (st / "new.txt").write_text("new")
+    assert sorted(x.name for x in final.iterdir()) == ["new.txt"]
+    assert (theirs / "keep").read_text() == "theirs"
+    assert sorted(x.name for x in tmp_path.iterdir()) == sorted([".out." + kind, "out"])
+    with pytest.raises(RuntimeError):  # the failure path removes only its own staging folder too
+        with rio.staged_dir(final):
+            raise RuntimeError
+    assert (theirs / "keep").read_text() == "theirs" and (final / "new.txt").read_text() == "new"
+    assert sorted(x.name for x in tmp_path.iterdir()) == sorted([".out." + kind, "out"])
 
 
 def test_fsync_is_called(tmp_path, monkeypatch):

@@ -5,6 +5,7 @@ reported by file and record."""
 from __future__ import annotations
 
 import json
+import math
 import re
 from pathlib import Path
 from typing import Any
@@ -32,6 +33,9 @@ def read_records(src: Path) -> list[dict]:
     return rows
 
 
+_TOO_DEEP = "JSON nested too deeply to be read (a record is an object of a few levels)"
+
+
 def _parse_records(src: Path):
     suffix = src.suffix.lower()
     if suffix == ".parquet":
@@ -57,11 +61,15 @@ def _parse_records(src: Path):
                 rows.append(json.loads(line))
             except json.JSONDecodeError as e:
                 raise IngestError(f"{src}:{i}: not valid JSON ({e.msg})") from None
+            except RecursionError:
+                raise IngestError(f"{src}:{i}: {_TOO_DEEP}") from None
         return rows
     try:
         data = json.loads(text)
     except json.JSONDecodeError as e:
         raise IngestError(f"{src}: not valid JSON ({e.msg} at line {e.lineno})") from None
+    except RecursionError:
+        raise IngestError(f"{src}: {_TOO_DEEP}") from None
     if isinstance(data, dict):
         for key in ("data", "samples", "rows"):
             if isinstance(data.get(key), list):
@@ -74,6 +82,26 @@ def require_fields(src: Path, row: dict, i: int, *fields: str) -> None:
     missing = [f for f in fields if f not in row or row[f] is None]
     if missing:
         raise IngestError(f"{src}: record {i}: missing required field(s) {missing}; record has {sorted(row)}")
+
+
+def text_field(src: Path, value: Any, i: int, name: str) -> str:
+    """A text field of a record: a string, or an integer or finite float written out; anything else (a missing
+    value, NaN, a boolean, a list or an object) is an IngestError naming the file, record and field, not the text
+    ``"nan"`` / ``"None"`` / ``"[...]"``."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    if isinstance(value, float) and math.isfinite(value):
+        return repr(value)
+    raise IngestError(f"{src}: record {i}: field `{name}` must be text (or a finite number), got {value!r}")
+
+
+def rank_value(src: Path, value: Any, i: int, name: str) -> float:
+    """One rank of a ranking field: an integer or a finite number (never NaN, None or a boolean)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise IngestError(f"{src}: record {i}: field `{name}` must hold finite numbers (ranks), got {value!r}")
+    return float(value)
 
 
 class UniqueIds:

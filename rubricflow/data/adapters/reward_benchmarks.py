@@ -30,7 +30,14 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
-from rubricflow.data.adapters.records import IngestError, read_records, require_fields, safe_id
+from rubricflow.data.adapters.records import (
+    IngestError,
+    rank_value,
+    read_records,
+    require_fields,
+    safe_id,
+    text_field,
+)
 
 
 def vlrewardbench(src: Path, image_root: Path) -> Iterator[dict]:
@@ -45,7 +52,8 @@ def vlrewardbench(src: Path, image_root: Path) -> Iterator[dict]:
             raise IngestError(f"{src}: record {i}: field `response` must be a list of two responses")
         if not (isinstance(rank, list) and len(rank) == 2):
             raise IngestError(f"{src}: record {i}: field `human_ranking` must rank the two responses, got {rank!r}")
-        if rank[0] == rank[1]:
+        r0, r1 = (rank_value(src, r, i, "human_ranking") for r in rank)
+        if r0 == r1:
             raise IngestError(f"{src}: record {i}: field `human_ranking` is a tie ({rank!r}); a preference pair needs "
                               "one preferred response ([0, 1] or [1, 0])")
         # lower rank = better (VL-RewardBench: [0, 1] means the first response is preferred)
@@ -54,10 +62,10 @@ def vlrewardbench(src: Path, image_root: Path) -> Iterator[dict]:
             "id": f"vlrb-{safe_id(row.get('id', i))}",
             "image": img,
             "image_field": field_name,
-            "question": str(row["query"]),
-            "response_a": str(resp[0]),
-            "response_b": str(resp[1]),
-            "preferred": "A" if rank[0] < rank[1] else "B",
+            "question": text_field(src, row["query"], i, "query"),
+            "response_a": text_field(src, resp[0], i, "response[0]"),
+            "response_b": text_field(src, resp[1], i, "response[1]"),
+            "preferred": "A" if r0 < r1 else "B",
             "category": str(category),
             "source": "VL-RewardBench",
         }
@@ -74,9 +82,9 @@ def mmrewardbench(src: Path, image_root: Path) -> Iterator[dict]:
             "id": f"mmrb-{safe_id(row.get('ID', i))}",
             "image": row["Image"],
             "image_field": "Image",
-            "question": str(row["Text"]),
-            "response_a": str(row["Output1"]),
-            "response_b": str(row["Output2"]),
+            "question": text_field(src, row["Text"], i, "Text"),
+            "response_a": text_field(src, row["Output1"], i, "Output1"),
+            "response_b": text_field(src, row["Output2"], i, "Output2"),
             "preferred": "A" if better == "Output1" else "B",
             "category": str(row.get("Category", "")),
             "source": "MultimodalRewardBench",

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from rubricflow.data.adapters.images import copy_image
-from rubricflow.data.adapters.records import UniqueIds, read_records, require_fields, safe_id
+from rubricflow.data.adapters.records import IngestError, UniqueIds, read_records, require_fields, safe_id, text_field
 from rubricflow.data.schema import Sample
 
 
@@ -38,14 +38,17 @@ def virl39k(src: Path, out: Path, split: str, image_root: Path) -> Iterator[Samp
         images = row["image"]
         if isinstance(images, str):
             images = [images]
+        if not isinstance(images, (list, tuple)) or not images:
+            raise IngestError(f"{src}: record {i}: field `image` must be a path or a non-empty list of paths, "
+                              f"got {images!r}")
         sid = f"virl-{safe_id(row['qid'])}"
         ids.add(sid, i)
         rels = [
             copy_image(image_root, im, out, f"{sid}-{k}", f"{src}: record {i} (id {sid}) field `image`")
             for k, im in enumerate(images)
         ]
-        answer = strip_boxed(str(row["answer"]))
-        question = re.sub(r"<image>\s*", "", str(row["question"])).strip()
+        answer = strip_boxed(text_field(src, row["answer"], i, "answer"))
+        question = re.sub(r"<image>\s*", "", text_field(src, row["question"], i, "question")).strip()
         yield Sample(
             id=sid,
             images=rels,
@@ -67,13 +70,13 @@ def mathverse(src: Path, out: Path, split: str, image_root: Path) -> Iterator[Sa
         sid = f"mathverse-{safe_id(raw_id)}"
         ids.add(sid, i)
         rel = copy_image(image_root, row["image"], out, sid, f"{src}: record {i} (id {sid}) field `image`")
-        answer = strip_boxed(str(row["answer"]))
+        answer = strip_boxed(text_field(src, row["answer"], i, "answer"))
         qtype = str(row.get("question_type") or "free-form")
         atype = "choice" if qtype.startswith("multi") else infer_answer_type(answer)
         yield Sample(
             id=sid,
             images=[rel],
-            question=str(row["question"]).strip(),
+            question=text_field(src, row["question"], i, "question").strip(),
             answer=answer,
             answer_type=atype,
             task=f"mathverse/{qtype}",
