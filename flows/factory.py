@@ -1,7 +1,7 @@
 """One factory for the pipeline flows: ``make_flow("rucl")`` is the Prefect flow of the manifest's ``rucl`` pipeline.
 
 Each flow takes typed parameters, so the Prefect UI renders a form: the profile (dropdown), the pipeline's knobs
-(``Pipeline.knobs`` in ``rubricflow.pipelines``: typed fields copied from the config, defaults from params.yaml,
+(``Pipeline.knobs`` in ``rubricflow.registry``: typed fields copied from the config, defaults from params.yaml,
 plus an ``extra`` map for any other dotted key) and ``until`` (a dropdown of the pipeline's stages). The body is
 :func:`tasks.pipeline.run_pipeline`: the stages run as Prefect tasks, the same ``StageSpec``s ``dvc repro`` runs.
 """

@@ -1,6 +1,6 @@
 """Prefect flow ``roro``: routing trajectories -> rubricor/judge -> router GRPO -> accuracy-vs-cost evaluation.
 
-Made by flows/factory.py from the manifest (rubricflow.pipelines); see flows/rucl.py for how to run it.
+Made by flows/factory.py from the registry (rubricflow.registry); see flows/rucl.py for how to run it.
 """
 
 from flows.factory import make_flow

@@ -1,7 +1,7 @@
 """Prefect flow ``rucl``: data -> validate -> base_model -> sft -> rubrics -> stratify -> rucl (GRPO) -> rucl_eval.
 
 The tasks are the stages ``dvc repro`` and ``rubricflow <stage>`` run (flows/factory.py builds the flow from the
-manifest, rubricflow.pipelines). Parameters are typed:
+registry, rubricflow.registry). Parameters are typed:
 the Prefect UI renders a form with a profile dropdown, the reward-mode and curriculum-shape dropdowns, the step
 counts and an ``extra`` map for any other dotted key; defaults come from params.yaml. Run it
 

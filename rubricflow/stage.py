@@ -26,7 +26,7 @@ A *variant* is the same function under another name with dotted overrides (``ruc
 ``rucl.reward.mode=outcome``): ``spec.variant("rucl_outcome", {...})``. The overrides are data on the spec, so
 the CLI, DVC and Prefect apply the same ones.
 
-The list of stages and pipelines is ``rubricflow.pipelines`` (the manifest).
+The list of stages and pipelines is the registry (``rubricflow.registry``).
 """
 
 from __future__ import annotations

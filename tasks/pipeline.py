@@ -5,7 +5,7 @@
 1. sets ``RUBRICFLOW_PIPELINE_ID=prefect-<flow run id>`` for the run, so every stage's MLflow child run hangs
    under one parent run (tagged with the flow run id), and restores the previous value afterwards;
 2. loads the config (params.yaml, profile, overrides) once: a bad parameter fails the flow before any work;
-3. takes the pipeline's stage list from the manifest (``rubricflow.pipelines``) and writes the effective parameters
+3. takes the pipeline's stage list from the registry (``rubricflow.registry``) and writes the effective parameters
    where dvc.yaml's ``params`` stage does (``rubricflow resolve-params``; the stages depend on those files);
 4. creates the ``judge-calls`` concurrency limit if a stage needs it and it is missing;
 5. runs each stage as ``tasks.stage.stage_task`` (cache hit = skipped; missing outputs force a rerun);

@@ -1,6 +1,6 @@
 """The Prefect task that runs one manifest stage: the same ``StageSpec`` ``rubricflow <stage>`` and ``dvc repro`` run.
 
-``stage_task(stage, cfg)`` looks the stage up in the manifest (``rubricflow.pipelines``) and calls
+``stage_task(stage, cfg)`` looks the stage up in the registry (``rubricflow.registry``) and calls
 ``spec(cfg, track=..., prefect_flow_run_id=..., secret_resolver=...)`` (the stage opens its MLflow child run under
 the pipeline's parent, keyed by ``$RUBRICFLOW_PIPELINE_ID`` which the flow sets; a variant applies its own
 overrides). Around the call it
