@@ -1,8 +1,10 @@
 """Wall time of one small study run sequentially and on a two-node local Ray cluster, in the same run (issue 28).
 
 The study is ``rucl`` with ``--units`` units (2 variants x seeds) of the toy unit function
-(``rubricflow.testing.study_units.ToyUnit``): ``--seconds`` of busy CPU each, no training, so the numbers are the
-harness's and Ray's, not the model's. Three timings, each on a fresh output folder of a throw-away project:
+(``rubricflow.testing.study_units:FROM_ENV``, loaded by every Ray worker from the installed package, with the seconds
+in ``RUBRICFLOW_TOY_UNIT_SECONDS``): ``--seconds`` of busy CPU each, no training, so the numbers are the harness's and
+Ray's, not the model's. The studies are exploratory (a bench writes no report of record). Three timings, each on a
+fresh output folder of a throw-away project:
 
 * ``serial``: ``rubricflow.study.harness.run_study`` in this process, one unit after the other;
 * ``ray_cold``: the Prefect ``study`` flow with ``ray=<cluster>`` (prefect-ray), the first run of this driver, so
@@ -15,6 +17,9 @@ temporary Prefect server's are timed apart. Prints one line:
 ratio_cold=<serial/cold> ratio_warm=<serial/warm> nodes=<units per node>``.
 
     RUBRICFLOW_THREADS=1 .venv/bin/python bench/study_fanout.py [--units 4] [--seconds 15]
+
+from the project root of a checkout installed with ``make install`` (``tests/bench/test_study_fanout.py`` runs it so
+in a clean copy of the tracked files).
 """
 
 from __future__ import annotations
@@ -25,7 +30,6 @@ os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")  # before ray lo
 
 import argparse
 import collections
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -33,11 +37,12 @@ from pathlib import Path
 import yaml
 
 import rubricflow.env  # noqa: F401  (project-local caches before anything else)
-from rubricflow.testing.study_units import ToyUnit, attempts
+from rubricflow.testing.study_units import FROM_ENV, SECONDS_VAR, attempts
 
 ROOT = Path(__file__).resolve().parents[1]
 VARIANTS = ["sft", "outcome"]
-UNIT = ToyUnit(seconds=float(os.environ.get("STUDY_FANOUT_SECONDS", "15")))  # the workers load it by name
+# the unit the Ray workers load by name: from the installed package, never from bench/ (not importable there)
+UNIT_FN = "rubricflow.testing.study_units:FROM_ENV"
 
 
 def make_project(where: Path) -> Path:
@@ -63,9 +68,8 @@ def main() -> None:
     args = ap.parse_args()
     if args.units < 2 or args.units % 2:
         ap.error("--units: an even number >= 2")
-    os.environ["STUDY_FANOUT_SECONDS"] = str(args.seconds)  # the Ray workers read it when they load UNIT
-    UNIT.seconds = args.seconds
-    sys.path.insert(0, str(ROOT))
+    # read by every unit call; the Ray nodes started below inherit it, and the job's runtime env carries it too
+    os.environ[SECONDS_VAR] = str(args.seconds)
     seeds = [100 + i for i in range(args.units // 2)]
 
     import ray
@@ -80,7 +84,8 @@ def main() -> None:
         proj = make_project(Path(tmp))
         t0 = time.monotonic()
         serial_out = run_study(load_config(overrides={"study.rucl.out_dir": "studies/serial"}), "rucl", seeds=seeds,
-                               variants=VARIANTS, unit_fn=UNIT, report_name="serial")
+                               variants=VARIANTS, unit_fn=FROM_ENV, report_name="serial",
+                               exploratory=True)
         t_serial = time.monotonic() - t0
 
         t0 = time.monotonic()
@@ -89,14 +94,15 @@ def main() -> None:
         cluster.wait_for_nodes()
         t_cluster = time.monotonic() - t0
         try:
-            ray.init(address=cluster.address, include_dashboard=False, log_to_driver=False)  # one job for both runs
+            ray.init(address=cluster.address, include_dashboard=False, log_to_driver=False,  # one job for both runs
+                     runtime_env={"env_vars": {SECONDS_VAR: str(args.seconds)}})
             with prefect_test_harness(server_startup_timeout=300):
                 times, outs = {}, {}
                 for run in ("ray_cold", "ray_warm"):
                     t0 = time.monotonic()
                     outs[run] = study_flow.study(name="rucl", seeds=seeds, variants=VARIANTS, ray=cluster.address,
                                                  overrides={"study.rucl.out_dir": f"studies/{run}"}, track=False,
-                                                 report_name=run, unit_fn="bench.study_fanout:UNIT")
+                                                 report_name=run, unit_fn=UNIT_FN, exploratory=True)
                     times[run] = time.monotonic() - t0
         finally:
             ray.shutdown()
