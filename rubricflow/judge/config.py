@@ -119,11 +119,12 @@ class JudgeConfig(Section):
         "and a response that omits the reasoning it checks fails it, so skipping the reasoning never pays. "
         "response: the earlier reading, where a rubric whose quantity the response never mentions is "
         "'not applicable' (a bare answer then falls back to the outcome reward; kept for the ablation). "
-        "Implemented by the programmatic backend; the LLM judges' prompt (judge-v2) still asks whether a rubric "
+        "Implemented by the programmatic backend; the LLM judges' prompt (judge-v3) still asks whether a rubric "
         "applies to the question and response.",
     )
-    prompt_version: Literal["judge-v2"] = Field(
-        "judge-v2", description="LLM judge prompt template version (part of the cache key)."
+    prompt_version: Literal["judge-v3"] = Field(
+        "judge-v3", description="LLM judge prompt template version (part of the cache key; judge-v3 delimits the "
+        "response with a per-call boundary, so no verdict cached under judge-v2's tolerant parsing is reused)."
     )
     cache_enabled: bool = Field(
         True, description="Cache verdicts in SQLite (a rerun makes no calls for cached verdicts)."

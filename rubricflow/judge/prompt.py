@@ -28,8 +28,10 @@ import secrets
 
 from rubricflow.judge.protocol import JudgeRequest, Rubric
 
-PROMPT_VERSION = "judge-v2"
-PROMPT_VERSIONS = ("judge-v2",)
+# judge-v3: the response is delimited by a per-call random boundary and the verdict read only from the judge's own
+# final object (judge-v2 read JSON anywhere in the answer: verdicts cached under it may come from the policy's text)
+PROMPT_VERSION = "judge-v3"
+PROMPT_VERSIONS = ("judge-v3",)
 VERDICT_FORMATS = ("compact", "object")
 COMPACT_VALUES = ("pass", "fail", "n/a")
 

@@ -99,7 +99,7 @@ def test_key_parts_all_matter():
     for part, other in [
         ("backend", "local"),
         ("model_id", "m2"),
-        ("prompt_version", "judge-v2"),
+        ("prompt_version", "judge-v3"),
         ("rubric_id", "R02"),
         ("rubric_text", "t2"),
         ("sample_hash", "h2"),

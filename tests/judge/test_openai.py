@@ -60,7 +60,7 @@ def test_constructor_uses_the_section_values_and_keeps_its_own_copy():
     body = j._kwargs(r, j.messages(r))
     assert body["model"] == "m-7" and body["temperature"] == 0.3 and body["max_tokens"] == 77 and body["top_k"] == 5
     assert body["response_format"] == prompt_mod.response_format(["R01", "R02"], 40, "object")
-    assert j.prompt_version == "judge-v2+object"  # the verdict format is part of the cache key
+    assert j.prompt_version == "judge-v3+object"  # the verdict format is part of the cache key
     assert isinstance(body["messages"][1]["content"], str)  # send_images=False: text only
 
     class State:
