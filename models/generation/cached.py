@@ -22,6 +22,8 @@ ranks (the loop ends when this rank's rows end, so it cannot join the other rank
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import torch
 
 from models.generation.contract import Completion, GenRequest, stop_ids, suppressed_token_ids, trim_at_stop
@@ -117,7 +119,6 @@ class CachedSampler:
             outs.append(Completion(keep, self.tokenizer.decode(keep, skip_special_tokens=True), finished, kept_lps))
         return outs
 
-    @torch.inference_mode()
     def generate(
         self,
         requests: list[GenRequest],
@@ -128,6 +129,23 @@ class CachedSampler:
         seed: int | None = None,
         logprobs: bool = False,
     ) -> list[list[Completion]]:
+        out: list[list[Completion]] = [[] for _ in requests]
+        for j, comps in self.generate_groups(requests, n, max_new_tokens, temperature, top_p, seed, logprobs):
+            out[j] = comps
+        return out
+
+    def generate_groups(
+        self,
+        requests: list[GenRequest],
+        n: int = 1,
+        max_new_tokens: int = 48,
+        temperature: float = 1.0,
+        top_p: float = 1.0,
+        seed: int | None = None,
+        logprobs: bool = False,
+    ) -> Iterator[tuple[int, list[Completion]]]:
+        """``generate``, one group at a time: yields ``(request index, its n completions)`` in request order as
+        soon as the batch that completes a group is done (the same batches and samples as ``generate``)."""
         if any(r.images for r in requests):
             raise ValueError(
                 f"CachedSampler got a request with images; {TEXT_ONLY} (set generation.backend=transformers, "
@@ -145,10 +163,17 @@ class CachedSampler:
         rows = [self._ids(r.prompt) for r in requests for _ in range(n)]
         was_training = self.model.training
         self.model.eval()
+        nxt = 0
         try:
             outs: list[Completion] = []
             for i in range(0, len(rows), self.batch_size):
-                outs += self._run(rows[i : i + self.batch_size], max_new_tokens, temperature, top_p, logprobs)
+                with torch.inference_mode():
+                    outs += self._run(rows[i : i + self.batch_size], max_new_tokens, temperature, top_p, logprobs)
+                while nxt < len(requests) and len(outs) >= (nxt + 1) * n:
+                    yield nxt, outs[nxt * n : (nxt + 1) * n]
+                    nxt += 1
         finally:
             self.model.train(was_training)
-        return [outs[j * n : (j + 1) * n] for j in range(len(requests))]
+        while nxt < len(requests):  # n = 0
+            yield nxt, []
+            nxt += 1

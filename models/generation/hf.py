@@ -13,6 +13,8 @@ logits of every generated token.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import torch
 
 from models.generation.contract import Completion, GenRequest, stop_ids, suppressed_token_ids, trim_at_stop
@@ -98,7 +100,6 @@ class TransformersGenerator:
         dist.all_reduce(t, op=dist.ReduceOp.MAX)
         return int(t.item())
 
-    @torch.no_grad()
     def generate(
         self,
         requests: list[GenRequest],
@@ -109,6 +110,24 @@ class TransformersGenerator:
         seed: int | None = None,
         logprobs: bool = False,
     ) -> list[list[Completion]]:
+        out: list[list[Completion]] = [[] for _ in requests]
+        for j, comps in self.generate_groups(requests, n, max_new_tokens, temperature, top_p, seed, logprobs):
+            out[j] = comps
+        return out
+
+    def generate_groups(
+        self,
+        requests: list[GenRequest],
+        n: int = 1,
+        max_new_tokens: int = 48,
+        temperature: float = 1.0,
+        top_p: float = 1.0,
+        seed: int | None = None,
+        logprobs: bool = False,
+    ) -> Iterator[tuple[int, list[Completion]]]:
+        """``generate``, one group at a time: yields ``(request index, its n completions)`` in request order as
+        soon as the batch that completes a group is done (the same batches and samples as ``generate``, which is
+        this loop collected), so a caller can score a group while the next batches generate."""
         if seed is not None:
             torch.manual_seed(seed)
         expanded = [r for r in requests for _ in range(n)]
@@ -117,6 +136,7 @@ class TransformersGenerator:
             self._filler = GenRequest(expanded[0].prompt, list(expanded[0].images))
         n_batches = self._n_batches(len(expanded), world)
         outs: list[Completion] = []
+        nxt = 0  # the next group to hand out
         was_training = self.model.training
         self.model.eval()
         try:
@@ -126,10 +146,16 @@ class TransformersGenerator:
                 if not chunk:  # ZeRO-3: another rank still generates; join its all-gathers with a filler batch
                     chunk = [self._filler or GenRequest(self.tokenizer.apply_chat_template(
                         [{"role": "user", "content": ""}], tokenize=False, add_generation_prompt=True))]
-                outs += self._generate_batch(chunk, max_new_tokens, temperature, top_p, logprobs, world > 1)[:real]
+                with torch.no_grad():
+                    outs += self._generate_batch(chunk, max_new_tokens, temperature, top_p, logprobs, world > 1)[:real]
+                while nxt < len(requests) and len(outs) >= (nxt + 1) * n:
+                    yield nxt, outs[nxt * n : (nxt + 1) * n]
+                    nxt += 1
         finally:
             self.model.train(was_training)
-        return [outs[j * n : (j + 1) * n] for j in range(len(requests))]
+        while nxt < len(requests):  # n = 0
+            yield nxt, []
+            nxt += 1
 
     def _generate_batch(self, chunk: list[GenRequest], max_new_tokens: int, temperature: float, top_p: float,
                         logprobs: bool, synced: bool) -> list[Completion]:
