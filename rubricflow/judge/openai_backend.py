@@ -44,6 +44,7 @@ from rubricflow.judge.prompt import (
 from rubricflow.judge.protocol import JudgeRequest, Judgment
 from rubricflow.judge.retry import RequestFailed
 from rubricflow.judge.transport import AttemptStats, ChatTransport, frozen_heap, run_sync
+from rubricflow.judge.usage import TokenUsage
 
 log = logging.getLogger("rubricflow.judge.openai")
 
@@ -96,6 +97,7 @@ class OpenAIJudge:
         self.failure_window = bounds.failure_window if bounds is not None else 0
         self.stage_deadline_s = bounds.stage_deadline_s if bounds is not None else None
         self.judging_s = 0.0  # time spent in judge calls so far (what stage_deadline_s bounds)
+        self.usage = TokenUsage()  # prompt / completion tokens of the answers (``usage`` of each body)
 
     def __repr__(self) -> str:  # never the key
         c = self.cfg
@@ -179,7 +181,7 @@ class OpenAIJudge:
         allowed_streak = self.max_failed_frac * max(n, self.failure_window)
         self.stats.failed_streak = 0
         t0 = time.monotonic()
-        client = self.transport.client()
+        client = UsageCountingClient(self.transport.client(), self.usage)
         out: list[Judgment | None] = [None] * n
         tasks: dict[asyncio.Task, int] = {}
         try:
@@ -270,3 +272,19 @@ class OpenAIJudge:
 
     def generate(self, system: str, user: str, schema: dict | None = None, max_tokens: int | None = None) -> str:
         return run_sync(lambda: self.agenerate(system, user, schema, max_tokens))
+
+
+class UsageCountingClient:
+    """An ``openai.AsyncOpenAI`` whose ``post`` answers are counted into a ``TokenUsage`` (their ``usage``); every
+    other attribute is the client's."""
+
+    def __init__(self, client, usage: TokenUsage):
+        self._client, self._usage = client, usage
+
+    async def post(self, *args, **kwargs):
+        resp = await self._client.post(*args, **kwargs)
+        self._usage.add_response(resp)
+        return resp
+
+    def __getattr__(self, name):
+        return getattr(self._client, name)

@@ -23,6 +23,7 @@ from typing import Literal
 from rubricflow.data.traces import render_trace
 from rubricflow.judge.checks import CHECKS, CHECKS_VERSION, Ctx, make_ctx
 from rubricflow.judge.protocol import JudgeRequest, Judgment, Rubric, Verdict
+from rubricflow.judge.usage import TokenUsage, estimate_request
 
 Applicability = Literal["problem", "response"]
 
@@ -69,6 +70,8 @@ class ProgrammaticJudge:
         self.applicability = applicability
         # the cache key names the reading, so verdicts of one are never served for the other
         self.prompt_version = f"{CHECKS_VERSION}+{applicability}"
+        # no model runs: an estimate of what an LLM judge would spend on the same requests (rubricflow.judge.usage)
+        self.usage = TokenUsage(estimated=True)
 
     def preflight(self) -> None:
         """Nothing to check: exact checks in-process, no server, no model."""
@@ -84,6 +87,7 @@ class ProgrammaticJudge:
             ctx = make_ctx(req.facts, req.answer, req.response)
             ref = reference_ctx(req.facts, req.answer) if self.applicability == "problem" else None
             out.append(Judgment("ok", {r.id: check_rubric(r, ctx, ref) for r in req.rubrics}))
+            self.usage.add(*estimate_request(req, out[-1].verdicts))
         return out
 
     async def ajudge(self, requests: list[JudgeRequest]) -> list[Judgment]:
