@@ -102,3 +102,23 @@ class GRPOConfig(Section):
     eval_every: int = Field(0, ge=0, description="Run the method's evaluation every N steps (0 = only at the end).")
     seed: int = Field(1234, description="Seed of the prompt order, rollouts and minibatch shuffles.")
     engine: EngineConfig = Field(default_factory=EngineConfig, description="Training engine (DeepSpeed or torch).")
+
+    # the judge off the critical path (docs/operations.md, "Judging off the critical path")
+    operational = frozenset({"stream_rewards"})  # the same rewards and update either way
+    stream_rewards: bool = Field(
+        True,
+        description="Score each group of completions as soon as it is generated when the method's reward takes "
+        "groups incrementally (a server-backed judge): judging overlaps generation, and the rewards, advantages and "
+        "update are the same as scoring the whole batch after generation. It has something to overlap when a "
+        "step's rollouts span several generation batches (generation.eval_batch_size below prompts_per_step * "
+        "group_size completions).",
+    )
+    one_step_off: bool = Field(
+        False,
+        description="One-step-off pipelining, an algorithmic change: the rollouts of step t+1 (generation and their "
+        "judging) start while step t is judged and updated, so the judge and the update leave the critical path, "
+        "at the cost of a policy lag of one step (step t+1 is sampled from the policy before update t; the loss "
+        "takes its ratio against the policy being updated, with no correction for the lag). The lag is logged per "
+        "step (pipeline/policy_lag). Needs a second copy of the policy for generation; one process only. Off: "
+        "every step samples from the current policy.",
+    )
