@@ -211,9 +211,11 @@ def test_vllm_completions_give_episodes_with_exactly_one_eos(setup):
         assert e.meta["text"] == "red = 1. \\boxed{1}"
 
 
-def test_a_judge_that_breaks_mid_training_stops_the_rollout_instead_of_nan_rewards(setup):
+@pytest.mark.parametrize("stream", [False, True], ids=["batched", "streamed"])
+def test_a_judge_that_breaks_mid_training_stops_the_rollout_instead_of_nan_rewards(setup, stream):
     """The reward path with the judge the stage builds (make_judge: preflight + failure budget): once the server
-    answers 500 to everything, the step raises JudgeFailureBudgetExceeded instead of returning NaN rewards."""
+    answers 500 to everything, the step raises JudgeFailureBudgetExceeded instead of returning NaN rewards. Streamed
+    (one judge call per group), the rolling window is checked after each group: it stops after the second group."""
     from models.generation import Completion
     from models.loader import load_policy
     from rubricflow.data.schema import read_dataset
@@ -230,7 +232,7 @@ def test_a_judge_that_breaks_mid_training_stops_the_rollout_instead_of_nan_rewar
         def generate(self, reqs, n=1, **kw):
             return [[Completion([5, 6], f"red = {k}. \\boxed{{{k}}}", True) for k in range(n)] for _ in reqs]
 
-    cfg = make_cfg(root, "broken")
+    cfg = make_cfg(root, "broken", grpo={"stream_rewards": stream})
     with LoopbackJudgeServer() as srv:
         jc = JudgeConfig(backend="openai", cache_enabled=False, openai=OpenAIJudgeConfig(
             base_url=srv.base_url, model="loopback-judge", max_retries=1, backoff_initial_s=0.01, timeout_s=2))
@@ -240,8 +242,14 @@ def test_a_judge_that_breaks_mid_training_stops_the_rollout_instead_of_nan_rewar
         episodes, m = ro(0, samples)
         assert m["judge/failures"] == 0 and all(not math.isnan(e.reward) for e in episodes)
         srv.fault_all = "http500"
-        with pytest.raises(JudgeFailureBudgetExceeded, match=r"12 of 24 judgments failed \(50%\); top reasons: 12x http 500"):
-            ro(1, samples)  # the rolling window holds step 0 (12 ok) and step 1 (12 failed)
+        # the rolling window holds step 0 (12 ok) and step 1 (12 failed; streamed: the groups answered so far)
+        msg = r"\d+ of \d+ judgments failed \(\d+%\); top reasons: \d+x http 500" if stream else \
+            r"12 of 24 judgments failed \(50%\); top reasons: 12x http 500"
+        try:
+            with pytest.raises(JudgeFailureBudgetExceeded, match=msg):
+                ro(1, samples)
+        finally:
+            ro.close()
 
 
 @pytest.mark.slow

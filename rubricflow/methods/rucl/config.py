@@ -28,6 +28,14 @@ class RewardConfig(Section):
         description="Control experiment: permute the rewards within each rollout batch before the advantages "
         "(breaks the reward-response link; a working reward signal must beat this control).",
     )
+    advanced_monitor: int | None = Field(
+        16, ge=0,
+        description="Monitoring sample of the advanced tier: while the curriculum holds lambda_t = 0 (mode 'rucl'), "
+        "only this many completions per step are judged on the advanced rubrics (a fixed pseudo-random pick by "
+        "completion id), the rest on the foundational ones alone; the rewards are the same (the advanced tier has "
+        "weight 0 before the switch) and S_A is still measured, on the sample, at a fraction of the judge tokens. "
+        "After the switch every completion is judged on both tiers. None: every completion on every rubric, always.",
+    )
 
 
 class CurriculumConfig(Section):

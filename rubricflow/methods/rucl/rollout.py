@@ -9,7 +9,17 @@ One call per training step (the ``rollout_fn`` of ``GRPOTrainer``)::
     scorer.step()     -> curriculum.update(batch mean S_F)        (averaged over ranks first)
 
 Every number the method is judged by is returned as a metric: total reward and each component, lambda_t, S_F,
-S_A, outcome accuracy, judge failures / repairs, completion length, rollout tokens/s.
+S_A, outcome accuracy, judge failures / repairs, completion length, rollout tokens/s, and the judge tokens of the
+step (``judge/prompt_tokens``, ``judge/completion_tokens``: counted from the server's answers, or for the
+programmatic judge an estimate, ``judge/tokens_estimated = 1``) and the completions judged on the advanced tier
+(``judge/advanced_judged``; a monitoring sample while lambda_t = 0, ``rucl.reward.advanced_monitor``).
+
+The call is two phases (``rubricflow.grpo.trainer.PipelinedRollout``): :meth:`RuCLRollout.start` generates and, with
+a server-backed judge and ``grpo.stream_rewards``, sends each group to the judge as soon as the generation batch that
+completes it is done (``rubricflow.judge.stream.JudgeStream``); :meth:`RuCLRollout.finish` gathers the judgments and
+computes the rewards. Streamed or not, the judgments, rewards and episodes are the same. Per-step judge tokens are the
+difference of the judge's counter between two ``finish`` calls (under one-step-off pipelining, answers of the next
+batch that arrived before this ``finish`` count to this step).
 """
 
 from __future__ import annotations
@@ -23,8 +33,11 @@ import torch
 
 from models.processor import text_tokenizer
 from rubricflow.evaluation import policy_requests
+from rubricflow.grpo.pipeline import generate_groups
 from rubricflow.grpo.types import Episode
 from rubricflow.judge.protocol import JudgeBackend, Rubric
+from rubricflow.judge.stream import JudgeStream, server_backed
+from rubricflow.judge.usage import usage_of
 from rubricflow.methods.rucl.config import RuCLConfig
 from rubricflow.methods.rucl.curriculum import CurriculumScheduler
 from rubricflow.methods.rucl.scoring import Item, RubricScorer
@@ -45,9 +58,13 @@ class RuCLRollout:
         rcfg: RuCLConfig,
         data_dir: str | Path,
         engine=None,
+        sync_policy=None,
     ):
+        """``sync_policy``: makes ``generator`` generate with the trained policy's current weights (called at the
+        start of every sequential step, and by the trainer between steps under one-step-off pipelining)."""
         try:
-            self.scorer = RubricScorer(judge, rubrics, scheduler, rcfg.reward.alpha, rcfg.reward.mode)
+            self.scorer = RubricScorer(judge, rubrics, scheduler, rcfg.reward.alpha, rcfg.reward.mode,
+                                       rcfg.reward.advanced_monitor)
         except ValueError as e:
             raise ValueError(f"rucl.reward.mode: {e} (rucl.tiers_path names the tiers)") from None
         self.gen, self.processor, self.judge = generator, processor, judge
@@ -56,6 +73,20 @@ class RuCLRollout:
         tok = text_tokenizer(processor)
         self.eos_id = tok.convert_tokens_to_ids("<|im_end|>")
         self.last: dict[str, Any] = {}  # the last step's per-sample details (for reports and tests)
+        self._sync = sync_policy
+        streams = rcfg.grpo.stream_rewards and rcfg.reward.mode != "outcome" and server_backed(judge)
+        self.stream = JudgeStream(judge) if streams else None
+        self.usage = usage_of(judge) if judge is not None else None
+        self._usage_mark = self.usage.snapshot() if self.usage is not None else (0, 0)
+
+    def sync_policy(self) -> None:
+        if self._sync is not None:
+            self._sync()
+
+    def close(self) -> None:
+        """Stop the judge stream (cancels judgments still in flight)."""
+        if self.stream is not None:
+            self.stream.close()
 
     def _requests(self, samples) -> list:
         return policy_requests(self.processor, self.data_dir, samples)
@@ -69,21 +100,56 @@ class RuCLRollout:
         return self.engine.all_reduce_mean(mine).get("s_f", float("nan"))
 
     def __call__(self, step: int, samples: list) -> tuple[list[Episode], dict[str, float]]:
+        """One sequential step: sync the generating policy, generate, score, return episodes and metrics."""
+        self.sync_policy()
+        return self.finish(step, self.start(step, samples))
+
+    def _item(self, root: Path, step: int, k: int, s, c) -> Item:
+        return Item(sample_id=f"{s.id}#s{step}#{k}", question=s.question, response=c.text, answer=s.answer,
+                    answer_type=s.answer_type, facts=s.facts, images=[str(root / p) for p in s.images])
+
+    def start(self, step: int, samples: list) -> dict[str, Any]:
+        """Generate the step's groups; with a judge stream, send each group to the judge as it completes."""
         g = self.rcfg.grpo
-        lam = float(self.scheduler.lambda_t)
         reqs = self._requests(samples)
+        root = self.data_dir.resolve()
+        n = g.group_size
+        futures: list = []
+        monitored = None
+        if self.stream is not None:
+            monitored = self.scorer.monitor_ids([f"{samples[k // n].id}#s{step}#{k}"
+                                                 for k in range(len(samples) * n)])
+        outs: list = [None] * len(samples)
         t0 = time.perf_counter()
-        outs = self.gen.generate(
-            reqs, n=g.group_size, max_new_tokens=g.max_new_tokens, temperature=g.temperature, top_p=g.top_p
-        )
+        for i, cs in generate_groups(self.gen, reqs, n=n, max_new_tokens=g.max_new_tokens, temperature=g.temperature,
+                                     top_p=g.top_p):
+            outs[i] = cs
+            if self.stream is not None:
+                group = [self._item(root, step, i * n + j, samples[i], c) for j, c in enumerate(cs)]
+                futures.append(self.scorer.submit(group, self.stream, monitored))
         gen_s = time.perf_counter() - t0
+        return {"samples": samples, "reqs": reqs, "outs": outs, "futures": futures, "gen_s": gen_s, "t_gen_end":
+                time.perf_counter()}
+
+    def finish(self, step: int, handle: dict[str, Any]) -> tuple[list[Episode], dict[str, float]]:
+        """Gather (or make) the judgments of a started batch and turn them into episodes and metrics."""
+        samples, reqs, outs, futures = handle["samples"], handle["reqs"], handle["outs"], handle["futures"]
+        lam = float(self.scheduler.lambda_t)
+        gen_s = handle["gen_s"]
         flat = [(s, r, c) for s, r, cs in zip(samples, reqs, outs) for c in cs]
         t1 = time.perf_counter()
         root = self.data_dir.resolve()
-        items = [Item(sample_id=f"{s.id}#s{step}#{k}", question=s.question, response=c.text, answer=s.answer,
-                      answer_type=s.answer_type, facts=s.facts, images=[str(root / p) for p in s.images])
-                 for k, (s, _, c) in enumerate(flat)]
-        breakdowns = self.scorer.score(items)
+        items = [self._item(root, step, k, s, c) for k, (s, _, c) in enumerate(flat)]
+        if futures:
+            try:
+                judgments = [j for f in futures for j in f.result()]
+            except BaseException:
+                for f in futures:
+                    f.cancel()
+                raise
+            breakdowns = self.scorer.finish(items, judgments)
+        else:
+            breakdowns = self.scorer.score(items)
         judgments = self.scorer.last_judgments
         judge_s = time.perf_counter() - t1
         episodes = []
@@ -114,13 +180,20 @@ class RuCLRollout:
             # a judgment that left out a requested rubric counts as a failure (as in the failure budget)
             "judge/failures": float(sum(j.counts_as_failed for j in judgments if j is not None)),
             "judge/repaired": float(statuses.count("repaired")),
-            "judge/time_s": judge_s,
+            "judge/time_s": judge_s,  # waiting for (or making) the judgments after generation ended
+            "judge/advanced_judged": summ["advanced_judged"],
             "reward/n_missing": summ["n_missing"],
             "rollout/completion_len": n_tok / max(len(flat), 1),
             "rollout/finished_frac": sum(c.finished for _, _, c in flat) / max(len(flat), 1),
             "rollout/tokens_per_s": n_tok / gen_s if gen_s > 0 else 0.0,
             "rollout/gen_time_s": gen_s,
         }
+        if self.usage is not None:
+            (p0, c0), (p1, c1) = self._usage_mark, self.usage.snapshot()
+            self._usage_mark = (p1, c1)
+            metrics["judge/prompt_tokens"] = float(p1 - p0)
+            metrics["judge/completion_tokens"] = float(c1 - c0)
+            metrics["judge/tokens_estimated"] = float(self.usage.estimated)
         self.last = {
             "step": step,
             "transition_event": summ["transition"],

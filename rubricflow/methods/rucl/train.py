@@ -35,7 +35,7 @@ from rubricflow.sections import GenerationConfig
 from rubricflow.stage import NullRun
 
 # Settings that may change between an interrupted run and its resumption without changing what is trained.
-_RESUMABLE_FIELDS = {"grpo": {"steps", "checkpoint_every", "keep_checkpoints", "eval_every"}}
+_RESUMABLE_FIELDS = {"grpo": {"steps", "checkpoint_every", "keep_checkpoints", "eval_every", "stream_rewards"}}
 _OUTPUT_FIELDS = {"name", "out_dir", "checkpoint_dir", "eval_samples", "eval_policies", "eval_split", "eval_k",
                   "eval_seed"}
 
@@ -155,17 +155,28 @@ def train_rucl(
 
     sampled_before = sampled(module)
 
-    gen = generator_for(gen_cfg, module, proc, model_path=rcfg.init_from)
+    if g.one_step_off:
+        # the rollouts of step t+1 generate while step t updates: on a copy of the policy, synced between steps
+        if gen_cfg.backend not in ("transformers", "cached"):
+            raise ValueError(f"rucl.grpo.one_step_off: generation.backend={gen_cfg.backend!r} is not supported yet "
+                             "(transformers or cached)")
+        gen_module = copy.deepcopy(module).requires_grad_(False)
+
+        def sync_policy() -> None:
+            gen_module.load_state_dict(module.state_dict())
+    else:
+        gen_module = module
+
+        def sync_policy() -> None:
+            gen.sync_weights(module)  # vLLM: push the updated weights; transformers: same tensors already
+
+    gen = generator_for(gen_cfg, gen_module, proc, model_path=rcfg.init_from)
     c = rcfg.curriculum
     sched = CurriculumScheduler.from_config(c)
-    rollout = RuCLRollout(gen, proc, judge, rubrics, sched, rcfg, data_dir, engine)
+    rollout = RuCLRollout(gen, proc, judge, rubrics, sched, rcfg, data_dir, engine, sync_policy=sync_policy)
     updater = GRPOUpdater(CausalLMAdapter(module, proc, temperature=g.temperature), engine, g, ref_module=ref)
     history = MetricsHistory()
     bar = None
-
-    def rollout_fn(step: int, samples: list):
-        gen.sync_weights(module)  # vLLM: push the updated weights; transformers: same tensors already
-        return rollout(step, samples)
 
     steps_f = reports / "steps.jsonl"
     if main:
@@ -185,13 +196,16 @@ def train_rucl(
         return evaluate_policy(module, proc, data_dir, val, gen_cfg, engine)  # greedy val accuracy, all ranks
 
     ckpt_dir = Path(rcfg.checkpoint_dir) / f"{rcfg.name}-seed{seed}"
-    trainer = GRPOTrainer(updater, train, rollout_fn, g, ckpt_dir, log_fn=log,
+    trainer = GRPOTrainer(updater, train, rollout, g, ckpt_dir, log_fn=log,
                           stateful={"curriculum": sched, "history": history},
                           eval_fn=eval_fn if (val and g.eval_every) else None,
                           key_parts=resume_parts(rcfg, seed, data_dir, gen_cfg, judge, judge_cfg, rubrics))
     n_steps = steps if steps is not None else g.steps
-    with progress(f"{rcfg.name} train", total=n_steps, show=main) as bar:
-        summary = trainer.run(n_steps)
+    try:
+        with progress(f"{rcfg.name} train", total=n_steps, show=main) as bar:
+            summary = trainer.run(n_steps)
+    finally:
+        rollout.close()
 
     result: dict[str, Any] = {
         "steps": summary["steps"],
