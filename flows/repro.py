@@ -12,14 +12,27 @@ neither).
 A failed stage stops new starts; the running stages finish and keep their outputs, and a rerun resumes where it
 stopped (DVC skips the stages that did not change). Each stage's output goes to ``.rubricflow/logs/repro/<stage>.log``;
 the failed stage's last lines are printed. All stages share one pipeline id, so MLflow shows them under one parent run.
+
+Signals stop the whole tree and leave DVC consistent. Each ``dvc repro --single-item`` runs in a process group of its
+own (with the stage command DVC starts in it). SIGTERM, SIGINT or SIGHUP to ``repro`` sends SIGINT to every running
+group: DVC ignores SIGINT while the stage command runs, the command stops (a rubricflow stage stops its own children
+and exits 130), then DVC fails the stage, writes no ``dvc.lock`` entry for it and releases its locks; before the
+command started, DVC unwinds on the interrupt. A group still running after ``STOP_GRACE_S`` gets SIGTERM, then
+SIGKILL. ``repro`` then exits with ``128 + signal``; a rerun resumes (DVC reruns the interrupted stages).
+
+One ``repro`` at a time per project: a second one started while the first runs is refused with the first one's pid
+(``ReproBusy``) before it opens a log, so it can't clobber the first run's stage logs.
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
+import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -31,7 +44,22 @@ from rubricflow.env import PROJECT_ROOT, STATE_DIR
 TIMES_FILE = STATE_DIR / "repro-times.json"
 PRIOR_TIMES_FILE = PROJECT_ROOT / "infra" / "local" / "repro-times.json"
 LOG_DIR = STATE_DIR / "logs" / "repro"
+LOCK_FILE = STATE_DIR / "repro.lock"
 UNCHANGED = "didn't change, skipping"
+HANDLED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+STOP_GRACE_S = 30.0  # how long an interrupted stage may take to stop before it gets SIGTERM, then SIGKILL
+
+
+class ReproBusy(RuntimeError):
+    """Another ``rubricflow repro`` runs in this project."""
+
+
+class Interrupted(SystemExit):
+    """``repro`` got a signal: the running stages were stopped; the process exits with ``128 + signal``."""
+
+    def __init__(self, signum: int):
+        super().__init__(128 + signum)
+        self.signum = signum
 
 
 @dataclass
@@ -111,10 +139,12 @@ def run_graph(deps: Mapping[str, set[str]], start: Callable[[str], subprocess.Po
                 outcomes.append(Outcome(s, status, secs))
                 report(f"{'done' if status == 'ran' else 'same'}   {s} ({secs:.0f} s{'' if status == 'ran' else ', unchanged'})")
     except BaseException:
+        # every group is told at once, then each is waited for (a process with ``interrupt``/``finish`` stops its
+        # whole group; any other is terminated)
         for proc, _ in running.values():
-            proc.terminate()
+            getattr(proc, "interrupt", proc.terminate)()
         for proc, _ in running.values():
-            proc.wait()
+            getattr(proc, "finish", proc.wait)()
         raise
     finished = {o.stage for o in outcomes}
     outcomes += [Outcome(s, "not started") for s in sorted(deps) if s not in finished]
@@ -135,15 +165,52 @@ def _read_times(path: Path) -> dict[str, float]:
     return {str(k): float(v) for k, v in data.items()}
 
 
+def _unblock_signals() -> None:  # in the child before exec: the parent blocks them while it starts a stage
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, HANDLED)
+
+
+def _killpg(pgid: int, sig: int) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
 class _StageProcess(subprocess.Popen):
-    """``dvc repro --single-item STAGE`` writing to its log file; knows whether DVC skipped the stage."""
+    """``dvc repro --single-item STAGE`` in a process group of its own, writing to its log file; knows whether DVC
+    skipped the stage; ``interrupt`` + ``finish`` stop the whole group (see the module docstring)."""
 
     def __init__(self, stage: str, log: Path, env: dict[str, str]):
         self.log = log
+        self.interrupted_at: float | None = None
         log.parent.mkdir(parents=True, exist_ok=True)
         with open(log, "wb") as out:
             super().__init__([sys.executable, "-m", "dvc", "--wait-for-lock", "repro", "--single-item", stage],
-                             stdout=out, stderr=subprocess.STDOUT, env=env)
+                             stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True,
+                             preexec_fn=_unblock_signals)
+
+    def interrupt(self) -> None:
+        """SIGINT to the group (DVC, the stage command and what it started in the group)."""
+        if self.interrupted_at is None:
+            self.interrupted_at = time.monotonic()
+        _killpg(self.pid, signal.SIGINT)
+
+    def finish(self, grace_s: float | None = None) -> int:
+        """Wait for the group's leader after ``interrupt`` (SIGTERM to the group after ``grace_s``, SIGKILL 10 s
+        later), then SIGKILL whatever is left in the group."""
+        grace = STOP_GRACE_S if grace_s is None else grace_s
+        t0 = self.interrupted_at if self.interrupted_at is not None else time.monotonic()
+        try:
+            self.wait(max(0.0, t0 + grace - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            _killpg(self.pid, signal.SIGTERM)
+            try:
+                self.wait(10)
+            except subprocess.TimeoutExpired:
+                _killpg(self.pid, signal.SIGKILL)
+                self.wait()
+        _killpg(self.pid, signal.SIGKILL)  # what the leader left behind in its group
+        return self.returncode
 
     def unchanged(self) -> bool:
         return UNCHANGED in self.log.read_text(errors="replace")
@@ -152,10 +219,75 @@ class _StageProcess(subprocess.Popen):
         return "\n".join(self.log.read_text(errors="replace").splitlines()[-n:])
 
 
+class _ProjectLock:
+    """An exclusive, non-blocking lock on ``path`` holding the owner's pid; ``ReproBusy`` when another holds it."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.fh = None
+
+    def __enter__(self) -> "_ProjectLock":
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fh = open(self.path, "a+")
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            fh.seek(0)
+            owner = fh.read().strip() or "unknown"
+            fh.close()
+            raise ReproBusy(f"another rubricflow repro is running in this project (pid {owner}; lock {self.path}); "
+                            "wait for it to finish or stop it, then run again") from None
+        fh.seek(0)
+        fh.truncate()
+        fh.write(str(os.getpid()))
+        fh.flush()
+        self.fh = fh
+        return self
+
+    def __exit__(self, *exc) -> None:
+        assert self.fh is not None
+        self.fh.seek(0)
+        self.fh.truncate()
+        fcntl.flock(self.fh, fcntl.LOCK_UN)
+        self.fh.close()
+
+
+class _Signals:
+    """In the main thread: the first SIGTERM/SIGINT/SIGHUP raises ``Interrupted`` (later ones are ignored while the
+    stages stop); the previous handlers come back on exit."""
+
+    def __init__(self, report: Callable[[str], None]):
+        self.report, self.previous, self.got = report, {}, None
+
+    def _on_signal(self, signum, frame):
+        if self.got is not None:
+            return
+        self.got = signum
+        self.report(f"interrupted by {signal.Signals(signum).name}: stopping the running stages "
+                    f"(up to {STOP_GRACE_S:.0f} s each), then exiting with {128 + signum}")
+        raise Interrupted(signum)
+
+    def __enter__(self) -> "_Signals":
+        if threading.current_thread() is threading.main_thread():
+            self.previous = {s: signal.signal(s, self._on_signal) for s in HANDLED}
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for s, h in self.previous.items():
+            signal.signal(s, h)
+
+
 def repro(targets: list[str] | None = None, jobs: int = 2, threads: int | None = None,
           report: Callable[[str], None] = print) -> list[Outcome]:
     """Reproduce ``targets`` (default: dvc.yaml) with up to ``jobs`` stages at once, each with ``threads`` torch
-    threads (default: the CPUs shared between the jobs)."""
+    threads (default: the CPUs shared between the jobs). One at a time per project (``ReproBusy``); a signal stops
+    every running stage's process group and raises ``Interrupted`` (exit status ``128 + signal``)."""
+    with _ProjectLock(LOCK_FILE), _Signals(report):
+        return _repro(targets, jobs, threads, report)
+
+
+def _repro(targets: list[str] | None, jobs: int, threads: int | None,
+           report: Callable[[str], None]) -> list[Outcome]:
     deps = stage_graph(targets or ["dvc.yaml"])
     env = dict(os.environ)
     env["RUBRICFLOW_THREADS"] = str(threads or max(1, len(os.sched_getaffinity(0)) // jobs))
@@ -165,12 +297,25 @@ def repro(targets: list[str] | None = None, jobs: int = 2, threads: int | None =
     procs: dict[str, _StageProcess] = {}
 
     def start(stage: str) -> subprocess.Popen:
-        procs[stage] = _StageProcess(stage, LOG_DIR / f"{stage.replace('/', '_').replace(':', '_')}.log", env)
+        # no signal between the start and the bookkeeping: every started group is known and stopped
+        signal.pthread_sigmask(signal.SIG_BLOCK, HANDLED)
+        try:
+            procs[stage] = _StageProcess(stage, LOG_DIR / f"{stage.replace('/', '_').replace(':', '_')}.log", env)
+        finally:
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, HANDLED)
         return procs[stage]
 
     report(f"{len(deps)} stages, up to {jobs} at once, {env['RUBRICFLOW_THREADS']} torch thread(s) each; "
            f"logs in {LOG_DIR}")
-    outcomes = run_graph(deps, start, jobs, times, report)
+    try:
+        outcomes = run_graph(deps, start, jobs, times, report)
+    except BaseException:
+        for p in procs.values():  # run_graph stopped the ones it was waiting for; this catches any other
+            if p.poll() is None:
+                p.interrupt()
+        for p in procs.values():
+            p.finish()
+        raise
     ran = {o.stage: round(o.seconds, 1) for o in outcomes if o.status == "ran"}
     if ran:
         TIMES_FILE.parent.mkdir(parents=True, exist_ok=True)

@@ -34,9 +34,11 @@ def repro(
         help="Torch threads of each stage (default: the CPUs shared between the jobs).")] = None,
 ):
     """Reproduce the DVC pipeline with up to --jobs independent stages at once (each a `dvc repro --single-item`);
-    a failed stage stops new starts, keeps every finished output, and a rerun resumes."""
+    a failed stage stops new starts, keeps every finished output, and a rerun resumes. SIGTERM/SIGINT stop every
+    running stage (no output written after it, no dvc.lock entry) and exit 128+signal; one repro per project."""
     import time
 
+    from flows.repro import ReproBusy
     from flows.repro import repro as do_repro
 
     if jobs < 1:
@@ -48,6 +50,9 @@ def repro(
         outcomes = do_repro(targets or None, jobs=jobs, threads=stage_threads, report=typer.echo)
     except ValueError as e:  # a stage-durations file that is not {stage: seconds}
         raise usage_error(str(e)) from None
+    except ReproBusy as e:
+        typer.echo(f"error: {e}", err=True)
+        raise typer.Exit(1) from None
     counts = {k: sum(o.status == k for o in outcomes) for k in ("ran", "unchanged", "failed", "not started")}
     typer.echo(f"repro: {counts['ran']} ran, {counts['unchanged']} unchanged, {counts['failed']} failed, "
                f"{counts['not started']} not started, in {time.monotonic() - t0:.0f} s")
