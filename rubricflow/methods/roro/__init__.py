@@ -6,7 +6,7 @@ is the study adapter of routing units, ``judge_tune.py`` the selection study of 
 ``summary.py`` the summary lines and CLI printers.
 """
 
-from rubricflow.methods.roro import judge_tune, stages
+from rubricflow.methods.roro import judge_dose, judge_tune, stages
 from rubricflow.methods.roro.config import RoRoConfig
 from rubricflow.methods.roro.study import ADAPTER, STUDIES
 from rubricflow.methods.roro.summary import COMMANDS, summary_lines
@@ -38,8 +38,8 @@ METHOD = Method(
             knobs_help="RoRo knobs (process_weight 0 = the outcome-only router ablation).",
         ),
     ),
-    adapters=(ADAPTER, judge_tune.ADAPTER),
-    studies=(*STUDIES, judge_tune.STUDY),
+    adapters=(ADAPTER, judge_tune.ADAPTER, judge_dose.ADAPTER),
+    studies=(*STUDIES, judge_tune.STUDY, judge_dose.STUDY),
     summary=summary_lines,
     commands=COMMANDS,
 )

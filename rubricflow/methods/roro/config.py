@@ -291,12 +291,22 @@ class RouterConfig(Section):
     hidden: int = Field(128, ge=1, description="Router MLP hidden units (paper: 128).")
     init_call_bias: float = Field(0.0, description="Initial logit of 'call LRM' (0: P = 0.5 at the start).")
     grpo: GRPOConfig = Field(default_factory=_router_grpo, description="GRPO for the router (shared updater).")
-    methods: list[Literal["roro", "outcome-only", "oracle-process"]] = Field(
+    methods: list[Literal["roro", "outcome-only", "oracle-process", "oracle-noisy", "exact-reader"]] = Field(
         default_factory=lambda: ["roro", "outcome-only"],
         description="Routers trained at every swept cost weight: 'roro' (outcome + the learned Judge's process score "
         "- cost), 'outcome-only' (outcome - cost, no Judge) and 'oracle-process' (outcome + the process score an "
         "exact judge of the steps gives, 1 - (accepted SLM errors + wasted LRM calls) / steps, read off the step "
-        "cache - cost: the upper bound on what any learned Judge could add; synthetic problems only).",
+        "cache - cost: the upper bound on what any learned Judge could add; synthetic problems only). The Judge-"
+        "quality dose-response (`rubricflow study roro_judge_dose`) adds 'oracle-noisy' (the oracle's score plus "
+        "per-route Gaussian noise, clipped to [0, 1], its scale calibrated so the score orders `noisy_target_acc` "
+        "of the val process pairs) and 'exact-reader' (an exact code-level reader of the warm Rubricor's rubrics: "
+        "the best a Judge can do under them); both synthetic problems only (rubricflow.methods.roro.process_oracles).",
+    )
+    noisy_target_acc: float = Field(
+        0.8, gt=0.5, le=1.0,
+        description="'oracle-noisy' only: the val process-pair accuracy (ties 0.5) the corrupted oracle is calibrated "
+        "to, by bisection on the noise scale for the noise draw of `roro.seed` (1.0, or any target at or above the "
+        "oracle's own accuracy: no noise, the oracle itself). The accuracy reached is in the router summary.",
     )
     process_weight: float = Field(
         0.5, ge=0,

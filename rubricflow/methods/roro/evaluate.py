@@ -80,7 +80,8 @@ def summarize(method: str, param: float | str | None, trajs: list[Trajectory], a
     }
 
 
-CURVE_METHODS = ("roro", "oracle-process", "outcome-only", "threshold", "random")
+CURVE_METHODS = ("roro", "oracle-process", "oracle-noisy", "exact-reader", "outcome-only", "threshold", "random")
+TRAINED_METHODS = ("roro", "oracle-process", "oracle-noisy", "exact-reader", "outcome-only")
 
 
 def format_table(rows: list[dict]) -> str:
@@ -118,7 +119,8 @@ def write_curve(rows: list[dict], out_dir: Path) -> dict[str, Path]:
         w.writerows(pts)
     atomic_write_text(out_dir / "curve.json", json.dumps(pts, indent=1))
     fig, ax = plt.subplots(figsize=(6.4, 4.4))
-    styles = {"roro": ("o-", "C0"), "oracle-process": ("d-.", "C3"), "outcome-only": ("s--", "C1"),
+    styles = {"roro": ("o-", "C0"), "oracle-process": ("d-.", "C3"), "oracle-noisy": ("p-.", "C4"),
+              "exact-reader": ("h-.", "C5"), "outcome-only": ("s--", "C1"),
               "threshold": ("^:", "C2"), "random": ("x:", "C7")}
     for method, (style, color) in styles.items():
         xs = sorted((r["lrm_tokens"], r["accuracy"]) for r in rows if r["method"] == method)
@@ -284,7 +286,7 @@ def run_eval(rc: RoRoConfig, log: Callable[[str, dict], None] | None = None) -> 
     atomic_write_text(eval_dir(rc) / "table.txt", table + "\n")
     main = next((m for m in matched if m["cost_weight"] == rc.router.cost_weight), matched[0] if matched else {})
     judge = judge_test_accuracy(rc, env, test) if "roro" in rc.router.methods else {}
-    trained = {m: c["points"] for m, c in curves.items() if m in ("roro", "oracle-process", "outcome-only")}
+    trained = {m: c["points"] for m, c in curves.items() if m in TRAINED_METHODS}
     out = {
         "rows": rows, "matched": matched, "split": rc.eval.split, "n_test": len(test), "source": rc.task.source,
         "answer": rc.task.answer, "main_cost_weight": rc.router.cost_weight,

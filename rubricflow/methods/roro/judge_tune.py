@@ -31,6 +31,7 @@ from typing import Any
 
 from rubricflow.hashing import content_hash
 from rubricflow.methods.roro.paths import pairs_path, trajectories_path
+from rubricflow.methods.roro.process_oracles import guidance_params, literal_score  # noqa: F401 (re-exported)
 from rubricflow.methods.roro.prompts import FAMILIES
 from rubricflow.methods.roro.stages import log_judge_inputs, roro_threads
 from rubricflow.registry import StudyDecl
@@ -75,33 +76,6 @@ def literal_agreement(judge, views, trajectories, seed: int) -> dict[str, float]
             if got.get(c["criterion"]) == literal_satisfied(c["criterion"], c["params"], t):
                 agree[c["criterion"]] += 1
     return {name: n / max(1, len(items)) for name, n in agree.items()}
-
-
-def guidance_params(criterion: str, guidance: str) -> dict | None:
-    """The parameters (``k``, ``d``, ``m``) a criterion family's score guidance names, read back from its text;
-    None when the text is not the family's template."""
-    guide = dict(FAMILIES).get(criterion)
-    if guide is None:
-        return None
-    pattern = re.escape(guide)
-    for key in "kdm":
-        pattern = pattern.replace(re.escape("{" + key + "}"), f"(?P<{key}>-?\\d+)")
-    m = re.fullmatch(pattern, guidance.strip())
-    return {k: int(v) for k, v in m.groupdict().items()} if m else None
-
-
-def literal_score(rubric: list[dict], t) -> float | None:
-    """An exact reader's process score of ``t`` under a parsed rubric: ``sum weight * 1.0 * literal reading``
-    (score 1.0, the families' guidance); None when a criterion is not a family template."""
-    from rubricflow.methods.roro.prompts import literal_satisfied
-
-    total = 0.0
-    for c in rubric:
-        params = guidance_params(c["criterion"], c.get("score_guidance", ""))
-        if params is None:
-            return None
-        total += c["weight"] * float(literal_satisfied(c["criterion"], {"k": 0, "d": 0, "m": 0, **params}, t))
-    return total
 
 
 def oracle_accuracy(rubrics: dict, trajectories, pairs) -> dict[str, float]:

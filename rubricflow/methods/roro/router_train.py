@@ -45,6 +45,14 @@ from rubricflow.methods.roro.config import RoRoConfig
 from rubricflow.methods.roro.judge import process_scores
 from rubricflow.methods.roro.paths import cache_path, router_dir, rubrics_path
 from rubricflow.methods.roro.problems import problems as problem_sets
+from rubricflow.methods.roro.process_oracles import (  # noqa: F401 (oracle_process_score: re-exported)
+    NoisyOracleScorer,
+    ReaderScorer,
+    calibrate_sigma,
+    process_accuracy,
+    oracle_process_score,
+    warm_rubricor_rubrics,
+)
 from rubricflow.methods.roro.routing import ConstantPolicy, RouterPolicy, RoutingEnv, Trajectory, model_fingerprint
 from rubricflow.methods.roro.rubric_lm import load_rubric_lm
 from rubricflow.methods.roro.rubricor import load_rubrics
@@ -123,17 +131,6 @@ class ProcessScorer:
                 self.cache[k] = sc
                 self.failures += sc is None
         return [self.cache[t.key()] for t in trajs]
-
-
-def oracle_process_score(t: Trajectory) -> float | None:
-    """The process score an exact judge of the steps would give: ``1 - (accepted SLM errors + wasted LRM calls) /
-    steps``, in [0, 1], read off the route's checked steps (the step cache). An accepted error is a wrong SLM step
-    kept instead of calling the LRM; a wasted call is an LRM call where the SLM's step was right. None when the
-    steps are not checkable."""
-    acc, waste = t.accepted_slm_errors, t.wasted_calls
-    if acc is None or waste is None or not t.steps:
-        return None
-    return 1.0 - (acc + waste) / len(t.steps)
 
 
 class OracleScorer:
@@ -285,19 +282,65 @@ def _mean(xs) -> float:
 # The stage
 
 
-RUN_PREFIX = {"roro": "roro", "oracle-process": "oracle", "outcome-only": "outcome"}
+RUN_PREFIX = {"roro": "roro", "oracle-process": "oracle", "outcome-only": "outcome", "oracle-noisy": "noisy",
+              "exact-reader": "reader"}
+# methods whose process score is read off the checked steps (synthetic problems only)
+CHECKED_METHODS = ("oracle-process", "oracle-noisy", "exact-reader")
+
+
+def run_prefix(method: str, rcfg) -> str:
+    """A run's tag prefix: the method's, with the target accuracy for ``oracle-noisy`` (``noisy0.8``)."""
+    if method == "oracle-noisy":
+        return f"{RUN_PREFIX[method]}{rcfg.noisy_target_acc:g}"
+    return RUN_PREFIX[method]
 
 
 def router_runs(rc: RoRoConfig) -> list[RouterRun]:
-    """RoRo (outcome + Judge's process - cost), oracle-process (outcome + oracle process - cost) and outcome-only
-    (outcome - cost) routers at every swept cost weight (the main ``cost_weight`` included)."""
+    """RoRo (outcome + Judge's process - cost), oracle-process (outcome + oracle process - cost), the dose-response
+    scorers (oracle-noisy: the oracle corrupted to a target val process-pair accuracy; exact-reader: an exact reader
+    of the warm Rubricor's rubrics) and outcome-only (outcome - cost) routers at every swept cost weight (the main
+    ``cost_weight`` included)."""
     weights = sorted(set(rc.router.sweep_cost_weights) | {rc.router.cost_weight})
     runs = []
-    for m in ("roro", "oracle-process", "outcome-only"):
+    for m in ("roro", "oracle-process", "oracle-noisy", "exact-reader", "outcome-only"):
         if m in rc.router.methods:
             pw = 0.0 if m == "outcome-only" else rc.router.process_weight
-            runs += [RouterRun(f"{RUN_PREFIX[m]}-cw{w:g}", pw, w, m) for w in weights]
+            runs += [RouterRun(f"{run_prefix(m, rc.router)}-cw{w:g}", pw, w, m) for w in weights]
     return runs
+
+
+def dose_scorers(rc: RoRoConfig, methods: set[str], env: RoutingEnv) -> tuple[dict, dict]:
+    """The scorers of the dose-response methods among ``methods`` and what they were built from: ``oracle-noisy``
+    with its noise scale calibrated on the stored val process pairs (``process_oracles.calibrate_sigma``, noise
+    seeded by ``rc.seed``), ``exact-reader`` under the warm Rubricor's rubrics (``rubricor_judge.seed``) for the
+    train, val and test problems. Returns ``(scorers, info)``; ``info`` goes into the resume key and the summary."""
+    from rubricflow.methods.roro.pairs import read_trajectory_pairs
+    from rubricflow.methods.roro.paths import pairs_path, trajectories_path
+    from rubricflow.methods.roro.rubricor import problem_views
+    from rubricflow.methods.roro.trajectories import read_trajectories
+
+    scorers, info = {}, {}
+    if not methods & {"oracle-noisy", "exact-reader"}:
+        return scorers, info
+    trajs = read_trajectories(trajectories_path(rc))
+    pairs = read_trajectory_pairs(pairs_path(rc))
+    if "oracle-noisy" in methods:
+        cal = calibrate_sigma(pairs["val"], trajs, rc.router.noisy_target_acc, rc.seed)
+        scorers["oracle-noisy"] = NoisyOracleScorer(cal["sigma"], rc.seed)
+        info["oracle-noisy"] = cal
+    if "exact-reader" in methods:
+        probs = problem_sets(rc)
+        views = {}
+        for split in ("train", "val"):
+            views.update(problem_views(env.rollout(probs[split], ConstantPolicy(0))))
+        train_pids = sorted({p.problem_id for p in pairs["train"]})
+        rubrics = warm_rubricor_rubrics(rc, trajs, train_pids, views)
+        scorers["exact-reader"] = ReaderScorer(rubrics)
+        info["exact-reader"] = {"rubricor_seed": rc.rubricor_judge.seed,
+                                "rubric_failed_frac": sum(r.failed for r in rubrics.values()) / max(1, len(rubrics)),
+                                "val_process_acc": process_accuracy(pairs["val"], trajs, scorers["exact-reader"].score),
+                                "rubrics": {p: r.criteria for p, r in sorted(rubrics.items())}}
+    return scorers, info
 
 
 def load_judge_scorer(rc: RoRoConfig, probs: list[Problem]) -> ProcessScorer:
@@ -317,12 +360,14 @@ def run_router(rc: RoRoConfig, log: Callable[[str, dict], None] | None = None) -
     probs = problem_sets(rc)["train"]
     env = make_env(rc, cache_path(rc))
     runs = router_runs(rc)
-    if any(r.method == "oracle-process" for r in runs) and not all(p.checkable for p in probs):
-        raise ValueError("roro.router.methods: oracle-process reads the checked steps; the training problems have no "
-                         "step structure (roro.task.source)")
+    checked = sorted({r.method for r in runs} & set(CHECKED_METHODS))
+    if checked and not all(p.checkable for p in probs):
+        raise ValueError(f"roro.router.methods: {', '.join(checked)} read the checked steps; the training problems "
+                         "have no step structure (roro.task.source)")
     judged = any(r.method == "roro" and r.process_weight > 0 for r in runs)
     scorer = load_judge_scorer(rc, probs) if judged else None
-    oracle = OracleScorer()
+    scorers, dose = dose_scorers(rc, {r.method for r in runs}, env)
+    scorers["oracle-process"] = OracleScorer()
     fps = [env.fp["SLM"], env.fp["LRM"]]
     if scorer is not None:
         fps += [model_fingerprint("judge", rc.rubricor_judge.judge.path), content_hash(rubrics_path(rc))]
@@ -330,6 +375,8 @@ def run_router(rc: RoRoConfig, log: Callable[[str, dict], None] | None = None) -
     key_parts = {"task": rc.task.model_dump(mode="json"), "steps": rc.steps.model_dump(mode="json"),
                  "rubricor_judge": rc.rubricor_judge.model_dump(mode="json", exclude={"judge", "rubricor"})
                  if scorer is not None else None}
+    if dose:  # the calibrated noise scale and the reader's rubrics: what the dose scorers were built from
+        key_parts["dose"] = {m: {k: v for k, v in d.items() if k != "val_process_acc"} for m, d in dose.items()}
     out_dir = router_dir(rc)
     main = process_rank() == 0  # several ranks train the router together; rank 0 writes the files
     if main:
@@ -338,7 +385,7 @@ def run_router(rc: RoRoConfig, log: Callable[[str, dict], None] | None = None) -
             stale.unlink()  # routers of an earlier sweep must not show up in the evaluation
     summaries = []
     for run in runs:
-        router, summ = train_router(run, env, probs, rc.router, oracle if run.method == "oracle-process" else scorer,
+        router, summ = train_router(run, env, probs, rc.router, scorers.get(run.method, scorer),
                                     rc.router.checkpoint_dir, rc.seed, log=log, fingerprints=fps, key_parts=key_parts)
         history = summ.pop("history")
         if main:
@@ -352,6 +399,7 @@ def run_router(rc: RoRoConfig, log: Callable[[str, dict], None] | None = None) -
         "judge_calls": len(scorer.cache) if scorer else 0,
         "judge_failures": scorer.failures if scorer else 0,
         "step_cache_hits": env.cache.hits, "step_cache_misses": env.cache.misses,
+        "dose": {m: {k: v for k, v in d.items() if k != "rubrics"} for m, d in dose.items()},
         "duration_s": time.perf_counter() - t0,
     }
     if main:

@@ -82,6 +82,19 @@ def routing_tokenizer_corpus(views: dict[str, ProblemView], trajectories: list[T
     return chat_marks + [c + "\n" + t for c, t in rub + jud]
 
 
+def warm_start(judge: RubricLM | None, rubricor: RubricLM | None, rj_cfg: RubricorJudgeConfig,
+               views: dict[str, ProblemView], train_trajs: list[Trajectory]) -> None:
+    """Round 0: templated SFT of the Rubricor, then of the Judge (either may be None: left out, the other trained
+    exactly as in the alternation: the examples of both are drawn first, from ``rj_cfg.seed``)."""
+    rng = random.Random(rj_cfg.seed)
+    rub_ex, jud_ex = warm_start_examples(views, train_trajs, rng, label_noise=rj_cfg.warm_label_noise)
+    torch.manual_seed(rj_cfg.seed)
+    if rubricor is not None:
+        rubricor.sft(rub_ex, rj_cfg.rubricor.warm_steps, rj_cfg.rubricor.batch_size, rj_cfg.rubricor.lr, rj_cfg.seed)
+    if judge is not None:
+        judge.sft(jud_ex, rj_cfg.judge.warm_steps, rj_cfg.judge.batch_size, rj_cfg.judge.lr, rj_cfg.seed)
+
+
 # ----------------------------------------------------------------------------------------------------------------
 # The alternation
 
@@ -234,13 +247,8 @@ def alternate(
             raise ValueError(f"alternate: {name} must be pairs of {want} problems, got problems of split {wrong}")
     train_pids = sorted({p.problem_id for p in train_pairs})
     val_pids = sorted({p.problem_id for p in val_pairs})
-    rng = random.Random(rj_cfg.seed)
     train_trajs = [t for t in trajectories if t.problem_id in set(train_pids)]
-    rub_ex, jud_ex = warm_start_examples({p: views[p] for p in train_pids}, train_trajs, rng,
-                                         label_noise=rj_cfg.warm_label_noise)
-    torch.manual_seed(rj_cfg.seed)
-    rubricor.sft(rub_ex, rj_cfg.rubricor.warm_steps, rj_cfg.rubricor.batch_size, rj_cfg.rubricor.lr, rj_cfg.seed)
-    judge.sft(jud_ex, rj_cfg.judge.warm_steps, rj_cfg.judge.batch_size, rj_cfg.judge.lr, rj_cfg.seed)
+    warm_start(judge, rubricor, rj_cfg, {p: views[p] for p in train_pids}, train_trajs)
 
     rows: list[dict] = []
     states: list[tuple[dict, dict]] = []

@@ -44,7 +44,8 @@ from rubricflow.sections import ConfigError
 from rubricflow.study.adapter import StudyMethod, Unit
 from rubricflow.study.spec import Claim, Precondition, Selection, StudySpec
 
-KINDS = ("roro", "oracle-process", "outcome-only", "threshold", "random")
+KINDS = ("roro", "oracle-process", "oracle-noisy", "exact-reader", "outcome-only", "threshold", "random")
+TRAINED = ("roro", "oracle-process", "oracle-noisy", "exact-reader", "outcome-only")
 
 
 def unit_kind(rc) -> str:
@@ -130,10 +131,12 @@ def run_roro_unit(ucfg: Any, unit: Unit, udir: Path, run: Any, secret_resolver=N
             rj = run_rubricor_judge(rc)
             keep = ("round", "phase", "selected", *PHASE_METRICS, "val_judge_failed_frac", "val_rubric_failed_frac")
             out["judge_rounds"] = [{k: r[k] for k in keep if k in r} for r in rj["rounds"]]
-        if kind in ("roro", "oracle-process", "outcome-only"):
+        if kind in TRAINED:
             tr = run_router(rc)
             out["routers"] = [{k: r[k] for k in ("tag", "cost_weight", "final_train_accuracy", "final_train_cost_frac",
                                                  "missing_rewards")} for r in tr["runs"]]
+            if tr.get("dose"):  # the dose-response scorers: the calibration and the accuracy reached on val
+                out["dose"] = tr["dose"]
         probs = problems(rc)[rc.eval.split]
         env = make_env(rc, cache_path(rc))
         rows = anchor_rows(env, probs)
