@@ -171,10 +171,28 @@ def write_labelled(path: str | Path, requests: Sequence[JudgeRequest], reference
     return len(rows)
 
 
-def read_labelled(path: str | Path, rubrics: Mapping[str, Rubric]) -> tuple[list[JudgeRequest], list[Judgment]]:
+def _labelled_images(value: Any, root: Path, where: str) -> list[str]:
+    """The images of a labelled line as absolute paths: a list of paths, each relative, resolving (symlinks
+    followed) inside ``root`` and decoding as an image. A judge sends every image it is given to its server, so a
+    path naming a file outside the set's folder (``/home/.../.ssh/id_rsa``, ``../../.env``) or a file that is no
+    image is refused here, naming the line and the field, before anything is sent."""
+    from rubricflow.data.adapters.images import checked_image
+
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise ValueError(f"{where}: field `images` must be a list of image paths, got {type(value).__name__} "
+                         f"{value!r:.80}")
+    return [str(checked_image(root, rel, f"{where}: field `images[{k}]`")) for k, rel in enumerate(value)]
+
+
+def read_labelled(path: str | Path, rubrics: Mapping[str, Rubric],
+                  image_root: str | Path | None = None) -> tuple[list[JudgeRequest], list[Judgment]]:
     """The requests and reference judgments of a labelled set; a bad line raises ValueError naming the file, the
-    line and the field."""
+    line and the field. Image paths are relative to ``image_root`` (default: the set's folder) and must stay inside
+    it and decode as images; the requests carry them as absolute paths."""
     p = Path(path)
+    root = Path(image_root) if image_root is not None else p.parent
     if not p.is_file():
         raise FileNotFoundError(f"{p}: no labelled set (a JSONL file, one judged response per line)")
     requests, reference = [], []
@@ -203,8 +221,9 @@ def read_labelled(path: str | Path, rubrics: Mapping[str, Rubric]) -> tuple[list
         if not isinstance(facts, dict):
             raise ValueError(f"{where}: field `facts` must be an object, got {type(facts).__name__}")
         answer = row.get("answer")
+        images = _labelled_images(row.get("images"), root, where)
         requests.append(JudgeRequest(row["sample_id"], row["question"], row["response"],
-                                     [rubrics[rid] for rid in labels], list(row.get("images") or []), facts,
+                                     [rubrics[rid] for rid in labels], images, facts,
                                      None if answer is None else str(answer)))
         reference.append(Judgment("ok", {rid: label_verdict(lab) for rid, lab in labels.items()}))
     if not requests:

@@ -28,6 +28,7 @@ import gc
 import json
 import logging
 import random
+import re
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -107,6 +108,55 @@ def frozen_heap() -> Iterator[None]:
     finally:
         if freeze:
             gc.unfreeze()
+
+
+# -- secrets in echoed text -------------------------------------------------------------------------------------
+KEY_FORM_MIN_CHARS = 8  # shortest letter/digit run a transformed form of the key is searched for with
+
+
+def _b64_forms(key: bytes) -> list[str]:
+    """The stretches of base64 text that encode ``key`` wherever it starts in a longer base64-encoded text (three
+    alignments): the characters determined by the key's bytes alone."""
+    import base64
+
+    forms = []
+    for lead in range(3):
+        enc = base64.b64encode(b"\0" * lead + key).decode()
+        n = lead + len(key)
+        full_chars = n // 3 * 4  # characters of complete 3-byte groups: not changed by what follows
+        first = (8 * lead + 5) // 6  # characters touched by the leading bytes
+        forms.append(enc[first:full_chars])
+        forms.append(base64.urlsafe_b64encode(b"\0" * lead + key).decode()[first:full_chars])
+    return forms
+
+
+def _spread(form: str) -> re.Pattern | None:
+    """``form``'s letters and digits in order, any case, with any run of other characters between them (spaces,
+    newlines, dashes, quotes, and the escapes ``\\n``, ``\\t``, ``\\uXXXX`` of a JSON string): the form echoed
+    spaced out, split over lines or case-changed, also inside the JSON text of an answer."""
+    chars = [c for c in form if c.isalnum()]
+    if len(chars) < KEY_FORM_MIN_CHARS:
+        return None
+    return re.compile(_SEPARATORS.join(re.escape(c) for c in chars), re.IGNORECASE)
+
+
+_SEPARATORS = r"(?:\\(?:[nrt]|u[0-9A-Fa-f]{4})|[^0-9A-Za-z])*"
+
+
+def key_patterns(key: str) -> list[re.Pattern]:
+    """Patterns that find ``key`` in text that echoes it transformed: as is, reversed, base64 (standard or URL-safe,
+    at any alignment inside a longer encoded text) or hex, each in any case, spaced or split over lines. A key too
+    short to search for without matching ordinary text (fewer than ``KEY_FORM_MIN_CHARS`` letters and digits) gets
+    none: it is still replaced where it appears verbatim."""
+    raw = key.encode()
+    forms = [key, key[::-1], raw.hex(), *_b64_forms(raw), *_b64_forms(key[::-1].encode())]
+    out, seen = [], set()
+    for f in forms:
+        p = _spread(f)
+        if p is not None and p.pattern not in seen:
+            seen.add(p.pattern)
+            out.append(p)
+    return out
 
 
 @dataclass
@@ -191,6 +241,7 @@ class ChatTransport:
         self.cfg = cfg
         self._key_source = api_key
         self._key: SecretStr | None = None
+        self._key_patterns: list[re.Pattern] | None = None
         self.stats = stats if stats is not None else AttemptStats()
 
     # -- secrets ---------------------------------------------------------------------------------------------
@@ -206,11 +257,16 @@ class ChatTransport:
         return self._key is not None
 
     def scrub(self, text: str) -> str:
-        """``text`` with the API key (if resolved and non-trivial) replaced by ***."""
+        """``text`` with the API key (if resolved and non-trivial) replaced by ***, also where it is echoed
+        transformed (``key_patterns``: any case, reversed, base64 or hex, spaced or split over lines)."""
         if self._key is not None:
             k = self._key.get_secret_value()
             if len(k) >= 4 and k != "EMPTY":
                 text = text.replace(k, "***")
+                if self._key_patterns is None:
+                    self._key_patterns = key_patterns(k)
+                for pattern in self._key_patterns:
+                    text = pattern.sub("***", text)
         return text
 
     # -- retries ---------------------------------------------------------------------------------------------

@@ -46,6 +46,14 @@ def _check_decodes(full: Path, where: str) -> None:
         raise IngestError(f"{where}: {full} is not a readable image ({type(e).__name__}: {e})") from None
 
 
+def checked_image(root: Path, rel: Any, where: str) -> Path:
+    """The file an image path names, refused (``IngestError``, a ``ValueError``, naming ``where``) unless it is
+    relative, stays inside ``root`` (symlinks followed) and decodes as an image."""
+    full = resolve_image(Path(root), rel, where)
+    _check_decodes(full, where)
+    return full
+
+
 def copy_image(src_root: Path, rel: Any, out: Path, new_name: str, where: str) -> str:
     full = resolve_image(src_root, rel, where)
     _check_decodes(full, where)
