@@ -104,7 +104,7 @@ class RubricScorer:
         self.advanced_monitor = advanced_monitor
         self.advanced_ids = [r.id for r in self.rubrics if self.tiers.get(r.id) == "advanced"]
         self._basic_rubrics = [r for r in self.rubrics if self.tiers.get(r.id) != "advanced"]
-        self.advanced_judged = 0  # completions asked about the advanced tier since the last step()
+        self.advanced_judged = 0  # completions judged on the advanced tier since the last step()
 
     @classmethod
     def from_config(cls, rucl, judge_cfg, secret_resolver=None, image_root: str | Path | None = None) -> "RubricScorer":
@@ -141,7 +141,6 @@ class RubricScorer:
             rubrics = self.rubrics if monitored is None or it.sample_id in monitored else self._basic_rubrics
             out.append(JudgeRequest(it.sample_id, it.question, it.response, rubrics, list(it.images), it.facts,
                                     it.answer))
-        self.advanced_judged += sum(1 for r in out if len(r.rubrics) == len(self.rubrics)) if self.advanced_ids else 0
         return out
 
     def submit(self, items: Sequence[Item], stream, monitored: Collection[str] | None = None
@@ -168,7 +167,6 @@ class RubricScorer:
         adv = [r for r in self.rubrics if r.id in set(self.advanced_ids)]
         reqs = [JudgeRequest(items[k].sample_id, items[k].question, items[k].response, adv, list(items[k].images),
                              items[k].facts, items[k].answer) for k in todo]
-        self.advanced_judged += len(reqs)
         extra = self.judge.judge(reqs)
         out = list(judgments)
         for k, e in zip(todo, extra):
@@ -189,6 +187,9 @@ class RubricScorer:
                               self.alpha, self.mode) for it, j in zip(items, judgments)]
         self._pending.extend(out)
         self.last_judgments = list(judgments)
+        # judged on the advanced tier: a verdict on, or a left-out, advanced rubric (counted here, per scored batch)
+        self.advanced_judged += sum(1 for j in judgments if j is not None and any(
+            rid in j.verdicts or rid in j.missing for rid in self.advanced_ids))
         self.total_failures += sum(1 for j in judgments if j is not None and j.counts_as_failed)
         return out
 
