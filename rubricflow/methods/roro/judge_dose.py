@@ -44,7 +44,7 @@ SCORERS = (*(f"noisy-{t:g}" for t in TARGETS), "oracle-process", "exact-reader")
 REFERENCES = ("outcome-only", "threshold")
 VAL_PAIR_METRICS = {"val_chain_pair_range_auc": "chain_", "val_pair_range_auc": ""}
 SCORER_METRICS = ("scorer_train_process_acc", "scorer_val_process_acc", "scorer_test_process_acc",
-                  "scorer_val_expected_acc", "noise_sigma")
+                  "scorer_val_expected_acc", "noise_sigma", "scorer_val_pairwise_acc", "scorer_test_pairwise_acc")
 
 
 def _scorer(rc, kind: str, dose: Mapping, rubrics: Mapping | None = None):
@@ -85,6 +85,7 @@ def _val_curve(rc, env, kind: str) -> dict:
 def _scorer_accuracy(rc, env, kind: str, dose: Mapping) -> dict:
     """The scorer's process-pair accuracy on the stored train and val pairs and on the test route pairs."""
     from rubricflow.methods.roro.pairs import make_pairs, read_trajectory_pairs
+    from rubricflow.methods.roro.pairwise import pair_accuracy
     from rubricflow.methods.roro.paths import pairs_path, trajectories_path
     from rubricflow.methods.roro.problems import problems
     from rubricflow.methods.roro.process_oracles import process_accuracy, warm_rubricor_rubrics
@@ -108,6 +109,11 @@ def _scorer_accuracy(rc, env, kind: str, dose: Mapping) -> dict:
     out = {"scorer_train_process_acc": process_accuracy(pairs["train"], trajs, score),
            "scorer_val_process_acc": process_accuracy(pairs["val"], trajs, score),
            "scorer_test_process_acc": process_accuracy(test_pairs, test_trajs, score)}
+    for split, (ps, ts) in (("val", (pairs["val"], trajs)), ("test", (test_pairs, test_trajs))):
+        # every pair, the outcome and cost pairs too: the learned Judge's overall number (its process score
+        # alone orders them; a router's reward adds the outcome and the cost itself)
+        need = {i for p in ps for i in (p.chosen, p.rejected)}
+        out[f"scorer_{split}_pairwise_acc"] = pair_accuracy(ps, ts, {i: score(ts[i]) for i in need})["pairwise_acc"]
     if kind == "oracle-noisy":
         out["noise_sigma"] = dose["oracle-noisy"]["sigma"]
         out["scorer_val_expected_acc"] = dose["oracle-noisy"]["expected"]
@@ -254,18 +260,21 @@ def report_dose(name: str, spec: StudySpec, results: Sequence[Mapping], stem_pat
              f"Seeds {', '.join(map(str, seeds))}; mean ± half-width of the 95% t-interval over seeds (with 2 seeds "
              "the t quantile is 12.7: the intervals are wide by construction), per-seed values in brackets. Scorer "
              "accuracy: the share of process pairs (same outcome, same LRM calls, different placement) the score "
-             "orders, ties 0.5, on the stored train and val pairs and on the test route pairs. `expected`: the "
+             "orders, ties 0.5, on the stored train and val pairs and on the test route pairs (`all val / test pairs`: "
+             "every pair, outcome and cost pairs included, the learned Judge's overall number). `expected`: the "
              "calibration's accuracy on val in expectation over the noise (the target). Router metric: chain-exact "
              "accuracy of the hull over the common cost range [0.2, 0.8] (`chain_range_auc`, n/a where the kept "
              "points do not reach both ends) and, paired per seed, the difference from outcome-only and from the "
              "threshold router over the costs both methods' own points span (`chain_pair_range_auc`).", "",
              "| variant | target | sigma | val acc (expected) | val acc reached | train acc | test acc | "
-             "router val range mean | router test range mean |", "|---|---|---|---|---|---|---|---|---|"]
+             "all val / test pairs | router val range mean | router test range mean |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for v, row in table.items():
         tgt = "" if row["target"] is None else f"{row['target']:g}"
         lines.append(f"| {v} | {tgt} | {_fmt(row['noise_sigma'], False)} | {_fmt(row['scorer_val_expected_acc'], False)} "
                      f"| {_fmt(row['scorer_val_process_acc'])} | {_fmt(row['scorer_train_process_acc'])} | "
-                     f"{_fmt(row['scorer_test_process_acc'])} | {_fmt(row['val_chain_range_auc'])} | "
+                     f"{_fmt(row['scorer_test_process_acc'])} | {_fmt(row['scorer_val_pairwise_acc'], False)} / "
+                     f"{_fmt(row['scorer_test_pairwise_acc'], False)} | {_fmt(row['val_chain_range_auc'])} | "
                      f"{_fmt(row['chain_range_auc'])} |")
     lines += ["", "Paired differences on the chain-exact pair metric (mean [95% CI] (per seed)):", "",
               "| variant | val - outcome-only | val - threshold | test - outcome-only | test - threshold |",
