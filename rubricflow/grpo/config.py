@@ -106,12 +106,14 @@ class GRPOConfig(Section):
     # the judge off the critical path (docs/operations.md, "Judging off the critical path")
     operational = frozenset({"stream_rewards"})  # the same rewards and update either way
     stream_rewards: bool = Field(
-        True,
+        False,
         description="Score each group of completions as soon as it is generated when the method's reward takes "
         "groups incrementally (a server-backed judge): judging overlaps generation, and the rewards, advantages and "
         "update are the same as scoring the whole batch after generation. It has something to overlap when a "
         "step's rollouts span several generation batches (generation.eval_batch_size below prompts_per_step * "
-        "group_size completions).",
+        "group_size completions). Off by default: where the judge client shares the CPU with generation (the "
+        "2-core bench, docs/bench/judge_pipeline-epyc2.txt) streamed steps were slower than sequential ones; turn "
+        "it on where generation runs on an accelerator and the judge is remote.",
     )
     one_step_off: bool = Field(
         False,
