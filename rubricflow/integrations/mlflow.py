@@ -11,8 +11,9 @@
 
 Each row is ``{"inputs": {"question": ..., "images": [...], "sample_id": ...}, "outputs": <response text>,
 "expectations": {"answer": ..., "facts": {...}}}`` (``inputs`` may be the question string; ``outputs`` may be
-``{"response": ...}``; ``facts`` may be a JSON string and is needed by the programmatic judge; ``images`` are
-paths, relative ones resolved against ``image_root``). With a ``predict_fn``, its output is the response.
+``{"response": ...}``; ``facts`` may be a JSON string and is needed by the programmatic judge; ``images`` is a
+list of paths relative to the scorer's ``image_root``, each refused unless it stays inside it and decodes as an
+image, so no other local file reaches the judge). With a ``predict_fn``, its output is the response.
 
 The scorer judges the row's response on every rubric with rubricflow's judge, built by ``make_judge`` from the
 ``judge`` section as in training (preflight, SQLite cache, failure budget), and returns MLflow ``Feedback``
@@ -44,6 +45,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from rubricflow.data.adapters.images import checked_image
 from rubricflow.judge.config import JudgeConfig
 from rubricflow.judge.errors import JudgeDeadlineExceeded, JudgeError, JudgeFailureBudgetExceeded, JudgeUnavailable
 from rubricflow.judge.protocol import JudgeRequest, Judgment, Rubric
@@ -86,8 +88,14 @@ def build_request(inputs: Any, outputs: Any, expectations: Any, rubrics: Sequenc
     if not isinstance(inputs.get("question"), str):
         raise ValueError("inputs: expected the question text or {'question': text, ...}")
     expectations = dict(expectations or {})
-    images = [str(Path(image_root) / p) if image_root is not None and not Path(p).is_absolute() else str(p)
-              for p in inputs.get("images") or []]
+    raw = inputs.get("images") or []
+    if not isinstance(raw, (list, tuple)):
+        raise ValueError(f"inputs.images: expected a list of image paths, got {type(raw).__name__}")
+    if raw and image_root is None:
+        raise ValueError("inputs.images: the scorer has no image_root; image paths are read only inside it "
+                         "(rubric_scorer(..., image_root=FOLDER))")
+    # inside the root and decoding as an image, or refused: no other local file is ever sent to the judge
+    images = [str(checked_image(Path(image_root), p, f"inputs.images[{i}]")) for i, p in enumerate(raw)]
     answer = expectations.get("answer")
     return JudgeRequest(
         sample_id=str(inputs.get("sample_id", "")), question=inputs["question"], response=_response(outputs),

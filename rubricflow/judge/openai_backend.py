@@ -52,7 +52,16 @@ STREAK_POLL_S = 0.25  # how often a running batch looks at its failed-attempt st
 
 
 def image_data_url(path: str | Path) -> str:
+    """The image as a data URL; a file that does not decode as an image is refused (``ValueError`` naming it), so
+    a request naming some other local file never sends it to the judge."""
+    from PIL import Image, UnidentifiedImageError
+
     p = Path(path)
+    try:
+        with Image.open(p) as im:
+            im.verify()
+    except (OSError, UnidentifiedImageError, SyntaxError, ValueError) as e:
+        raise ValueError(f"image {p}: not an image file ({e.__class__.__name__}); it is not sent to the judge") from None
     mime = mimetypes.guess_type(p.name)[0] or "image/png"
     return f"data:{mime};base64,{base64.b64encode(p.read_bytes()).decode()}"
 
@@ -147,7 +156,7 @@ class OpenAIJudge:
         boundary = new_boundary()  # per call: the policy cannot predict it; the parser cuts what the judge quotes
         try:
             kwargs = self._kwargs(request, self.messages(request, boundary))
-        except OSError as e:
+        except (OSError, ValueError) as e:  # an unreadable file, or one that is not an image: nothing is sent
             return Judgment("failed", reason=self.transport.scrub(f"could not read image: {e}"))
         try:
             content, finish, attempts = await self.transport.post(client, sem, kwargs, request.sample_id)

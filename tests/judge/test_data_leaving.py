@@ -201,3 +201,50 @@ def test_a_labelled_images_field_must_be_a_list(tmp_path, images):
     p = _labelled(tmp_path, images)
     with pytest.raises(ValueError, match=r"labels\.jsonl:1: field `images` must be a list of image paths"):
         ag.read_labelled(p, RUBRICS)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# the MLflow scorer's rows and the judge backend itself
+
+
+def _png(path):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    Image.new("RGB", (4, 4), "red").save(path)
+    return path
+
+
+@pytest.mark.parametrize("images", [["/etc/hostname"], ["../secret.txt"], ["notes.txt"], "img.png", ["missing.png"]])
+def test_a_scorer_row_cannot_send_a_local_non_image_file(tmp_path, images):
+    from rubricflow.integrations.mlflow import build_request
+
+    root = tmp_path / "root"
+    _png(root / "img.png")
+    (root / "notes.txt").write_text(f"api key {KEY}")
+    (tmp_path / "secret.txt").write_text("secret")
+    rubric = Rubric(id="R1", text="t")
+    with pytest.raises(ValueError, match=r"inputs\.images"):
+        build_request({"question": "q", "images": images}, "resp", {}, [rubric], image_root=root)
+    ok = build_request({"question": "q", "images": ["img.png"]}, "resp", {}, [rubric], image_root=root)
+    assert ok.images == [str((root / "img.png").resolve())]
+    with pytest.raises(ValueError, match="no image_root"):
+        build_request({"question": "q", "images": ["img.png"]}, "resp", {}, [rubric])
+
+
+def test_the_judge_backend_never_sends_a_file_that_is_not_an_image(tmp_path):
+    """Whatever builds the request, the OpenAI backend sends only files that decode as images: another file named in
+    ``images`` fails that judgment, and the server never sees its bytes."""
+    from rubricflow.judge.protocol import JudgeRequest
+
+    secret = tmp_path / "id_rsa"
+    secret.write_text("-----BEGIN OPENSSH PRIVATE KEY----- not for the judge")
+    image = _png(tmp_path / "ok.png")
+    with LoopbackJudgeServer() as srv:
+        judge = OpenAIJudge(OpenAIJudgeConfig(base_url=srv.base_url, max_retries=0), api_key="k")
+        rubric = Rubric(id="R1", text="t")
+        bad = JudgeRequest(sample_id="s1", question="q", response="r", rubrics=[rubric], images=[str(secret)])
+        good = JudgeRequest(sample_id="s2", question="q", response="r", rubrics=[rubric], images=[str(image)])
+        j_bad, j_good = judge.judge([bad, good])
+        seen = json.dumps(srv.bodies)
+    assert j_bad.failed and "not an image file" in j_bad.reason
+    assert "OPENSSH" not in seen and base64.b64encode(secret.read_bytes()).decode()[:24] not in seen
+    assert not j_good.failed
