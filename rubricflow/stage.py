@@ -73,6 +73,9 @@ class NullRun:
     def log_input(self, *a, **k):
         pass
 
+    def log_summary(self, *a, **k):
+        pass
+
     def event(self, *a, **k):
         pass
 
@@ -123,6 +126,10 @@ class StageSpec:
     # a `/` (a report in a subfolder of reports/)
     report_name: Callable[..., str] | None = None
     doc: str | None = None  # one-line help; default: the first line of the function's docstring
+    # MLflow names of the returned metrics (rubricflow.tracking.names.stage_names): the namespace of names not in
+    # one yet (train, val, test, judge, curriculum, stage), and renames (a key or a `prefix/` -> new name, None drops)
+    metric_ns: str = "stage"
+    metric_names: Mapping[str, str | None] = field(default_factory=dict)
 
     @property
     def help(self) -> str:
@@ -143,6 +150,12 @@ class StageSpec:
     def configure(self, cfg: Any) -> Any:
         """``cfg`` with this spec's overrides applied (validated by the config's own model)."""
         return apply_overrides(cfg, self.overrides)
+
+    def mlflow_metrics(self, metrics: Mapping[str, Any]) -> dict[str, float]:
+        """The returned ``metrics`` as MLflow logs them: flattened, under the metric naming convention."""
+        from rubricflow.tracking.names import stage_names
+
+        return stage_names(flat_metrics(metrics), self.metric_ns, self.metric_names)
 
     def sections_of(self, cfg: Any) -> dict[str, Any]:
         out = {}
@@ -199,7 +212,7 @@ class StageSpec:
             ) as run, guard:
                 metrics = self.fn(**sections, ctx=StageContext.of(cfg, run, secret_resolver), **kw)
                 metrics.setdefault("duration_s", round(time.perf_counter() - t0, 2))
-                run.log_metrics(flat_metrics(metrics))
+                run.log_summary(self.mlflow_metrics(metrics))  # on the stage's run and as <stage>/... on the parent
                 metrics["mlflow_run_id"] = run.run_id
         metrics.setdefault("duration_s", round(time.perf_counter() - t0, 2))
         # the MLflow run id stays out of the DVC metrics file (it would differ on every run in `dvc exp show`)
@@ -221,6 +234,8 @@ def stage(
     timeout_s: float | None = None,
     report_name: Callable[..., str] | None = None,
     outputs: tuple[str, ...] = (),
+    metric_ns: str = "stage",
+    metric_names: Mapping[str, str | None] | None = None,
 ) -> Callable[[Callable[..., dict]], StageSpec]:
     """Declare a stage (see the module docstring). Its sections are the function's parameters before ``ctx``."""
 
@@ -236,7 +251,8 @@ def stage(
         return StageSpec(
             name=name, fn=fn, sections=sections, cli=cli or name.replace("_", "-"), aliases=tuple(aliases),
             retries=retries, judge=judge, resumable=resumable, reads_test=reads_test, timeout_s=timeout_s,
-            report_name=report_name, outputs=tuple(outputs),
+            report_name=report_name, outputs=tuple(outputs), metric_ns=metric_ns,
+            metric_names=dict(metric_names or {}),
         )
 
     return deco

@@ -54,7 +54,10 @@ def print_summary(
         if parent.info.status == "RUNNING":
             tracking.finish_parent(parent.info.run_id, children)
     print("open        make ui   (Prefect http://127.0.0.1:4200, MLflow http://127.0.0.1:5000)")
-    print("            or: .venv/bin/mlflow ui --backend-store-uri " + _uri())
+    uri = _uri()
+    local = tracking.store_artifacts_dir(uri)
+    print("            or: .venv/bin/mlflow ui --backend-store-uri " + uri
+          + (f" --artifacts-destination {local}" if local is not None else ""))
     print("=" * 73)
 
 

@@ -15,6 +15,20 @@ rubricflow.env.configure_threads()
 import pytest  # noqa: E402
 
 
+@pytest.fixture(scope="session")
+def _test_mlflow_store(tmp_path_factory):
+    return tmp_path_factory.mktemp("mlflow-store")
+
+
+@pytest.fixture(autouse=True)
+def _mlflow_store_outside_the_project(_test_mlflow_store, monkeypatch):
+    """Tests never write into the project's own MLflow store (.rubricflow/mlflow): every test starts with
+    MLFLOW_TRACKING_URI on a SQLite store in a temporary folder (its artifacts next to it) and no
+    RUBRICFLOW_MLFLOW_ARTIFACTS; a test that sets its own store still does so with monkeypatch."""
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{_test_mlflow_store / 'mlflow.db'}")
+    monkeypatch.delenv("RUBRICFLOW_MLFLOW_ARTIFACTS", raising=False)
+
+
 @pytest.fixture
 def register_method():
     """``register_method(method)`` adds a ``rubricflow.registry.Method`` for the test; it is removed afterwards."""

@@ -113,7 +113,7 @@ start() {
     "$MLFLOW_TRACKING_URI" > "$RUN/mlflow-init.log" 2>&1 || { echo "error: MLflow store init failed:" >&2; tail -n 20 "$RUN/mlflow-init.log" >&2; return 1; }
   echo "mlflow store ready in $(elapsed "$tm") s"
   launch mlflow "$VENV_BIN/mlflow" server --backend-store-uri "$MLFLOW_TRACKING_URI" \
-    --default-artifact-root "$STATE/mlflow/artifacts" --host 127.0.0.1 --port "$MLFLOW_PORT" --workers 1 \
+    --artifacts-destination "$STATE/mlflow/artifacts" --host 127.0.0.1 --port "$MLFLOW_PORT" --workers 1 \
     --allowed-hosts "$MLFLOW_ALLOWED_HOSTS" --cors-allowed-origins "$MLFLOW_CORS_ORIGINS"
   wait_health prefect-server "http://127.0.0.1:$PREFECT_PORT/api/health"
 

@@ -9,8 +9,22 @@ under DVC, so they find their parent by a pipeline id tag:
 
 Child runs are tagged with the git commit, the profile and the Prefect flow-run id when running under Prefect
 (``$PREFECT__FLOW_RUN_ID``, set by Prefect for its runs, or the ``prefect_flow_run_id`` argument the tasks
-layer passes). DVC writes ``dvc.lock`` only after a stage succeeds, so the stage's lock hashes are added after
-``dvc repro`` by ``backfill_dvc_tags`` (``rubricflow summary``, which ``make run`` calls).
+layer passes), and, under ``dvc exp run``, with the DVC experiment's name and baseline revision (``dvc.exp_name``,
+``dvc.exp_baseline``; the parent too). DVC writes ``dvc.lock`` only after a stage succeeds, so the stage's lock hashes
+are added after ``dvc repro`` by ``backfill_dvc_tags`` (``rubricflow summary``, which ``make run`` calls).
+
+Every run ends: a stage's child run ends with the stage (FAILED when it raised), and the parent is closed after each
+stage (:func:`close_parent`): FINISHED, or FAILED when a stage of the pipeline failed, unless a stage of it still
+runs; the next stage of the same pipeline opens it again. So a plain ``dvc repro`` or ``dvc exp run`` leaves no run
+RUNNING. The parent carries its children's end-of-stage metrics as ``<stage>/<metric>`` (:meth:`StageRun.log_summary`).
+
+The experiment is tagged ``mlflow.experimentKind = custom_model_development`` (:data:`EXPERIMENT_KIND`): MLflow 3's
+UI opens it in the model-training view (runs table and charts), not the GenAI view.
+
+Artifacts of a local SQLite store are relocatable: an experiment created here stores its artifacts under
+``mlflow-artifacts:/<experiment>``, which this process resolves to the ``artifacts/`` folder next to the database
+(:func:`store_artifacts_dir`) and ``mlflow server --artifacts-destination <that folder>`` serves, so a copied or moved
+store folder serves its own files. ``RUBRICFLOW_MLFLOW_ARTIFACTS`` set to a folder keeps the older absolute layout.
 """
 
 from __future__ import annotations
@@ -18,7 +32,9 @@ from __future__ import annotations
 import json
 import math
 import os
+import logging
 import subprocess
+import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -29,6 +45,11 @@ from rubricflow.env import PROJECT_ROOT, STATE_DIR
 
 TAG_PIPELINE = "rubricflow.pipeline_id"
 TAG_STAGE = "rubricflow.stage"
+# MLflow 3's UI reads this experiment tag to pick its view (mlflow/server/js: ExperimentKind); this value is the
+# model-training view (runs table, charts), the default when the tag is missing is the GenAI view
+TAG_EXPERIMENT_KIND = "mlflow.experimentKind"
+EXPERIMENT_KIND = "custom_model_development"
+ARTIFACTS_SCHEME = "mlflow-artifacts"
 
 
 def git_commit(root: Path = PROJECT_ROOT) -> str:
@@ -130,14 +151,52 @@ def _mlflow(tracking_uri: str | None):
     import mlflow
 
     uri = tracking_uri or os.environ["MLFLOW_TRACKING_URI"]
+    register_store_artifacts()
     init_store(uri)
     mlflow.set_tracking_uri(uri)
     return mlflow
 
 
+def store_artifacts_dir(tracking_uri: str) -> Path | None:
+    """The artifacts folder of a local SQLite store (``artifacts/`` next to its database file); None for any other
+    tracking URI."""
+    if not tracking_uri.startswith("sqlite:///"):
+        return None
+    return Path(tracking_uri[len("sqlite:///"):].split("?", 1)[0]).parent.resolve() / "artifacts"
+
+
+def _store_artifact_repo(artifact_uri: str, tracking_uri: str | None = None, registry_uri: str | None = None):
+    """``mlflow-artifacts:/<path>`` of a local SQLite store as the folder ``<store>/artifacts/<path>``; through the
+    tracking server as MLflow does for every other tracking URI."""
+    from urllib.parse import urlparse
+
+    import mlflow
+    from mlflow.store.artifact.local_artifact_repo import LocalArtifactRepository
+    from mlflow.store.artifact.mlflow_artifacts_repo import MlflowArtifactsRepository
+
+    local = store_artifacts_dir(tracking_uri or mlflow.get_tracking_uri())
+    if local is None:
+        return MlflowArtifactsRepository(artifact_uri, tracking_uri=tracking_uri, registry_uri=registry_uri)
+    rel = urlparse(artifact_uri).path.lstrip("/")
+    if ".." in Path(rel).parts:
+        raise ValueError(f"artifact URI {artifact_uri!r} leaves the store's artifacts folder {local}")
+    return LocalArtifactRepository(str(local / rel), tracking_uri=tracking_uri, registry_uri=registry_uri)
+
+
+def register_store_artifacts() -> None:
+    """Let this process read and write ``mlflow-artifacts:/`` URIs of a local SQLite store without a server
+    (:func:`_store_artifact_repo`); other tracking URIs are unchanged."""
+    from mlflow.store.artifact.artifact_repository_registry import _artifact_repository_registry
+
+    _artifact_repository_registry.register(ARTIFACTS_SCHEME, _store_artifact_repo)
+
+
 def artifact_root() -> str:
-    """Where run artifacts go for a local SQLite store: inside the project, never ./mlruns of the cwd."""
-    root = os.environ.get("RUBRICFLOW_MLFLOW_ARTIFACTS") or str(STATE_DIR / "mlflow" / "artifacts")
+    """The artifact root of experiments created in a local SQLite store: ``mlflow-artifacts:`` (relative to the
+    store, so a copied store serves its own files), or the folder ``RUBRICFLOW_MLFLOW_ARTIFACTS`` names (absolute)."""
+    root = os.environ.get("RUBRICFLOW_MLFLOW_ARTIFACTS")
+    if not root:
+        return f"{ARTIFACTS_SCHEME}:"
     return root if "://" in root else Path(root).resolve().as_uri()
 
 
@@ -147,33 +206,76 @@ def _local_lock(name: str):
 
 
 def ensure_experiment(mlflow, name: str):
-    if mlflow.get_experiment_by_name(name) is None:
+    """The experiment ``name`` (created if missing, tagged with :data:`EXPERIMENT_KIND`), made the active one."""
+    exp = mlflow.get_experiment_by_name(name)
+    if exp is None:
         with _local_lock("mlflow-experiment"):
             if mlflow.get_experiment_by_name(name) is None:
                 uri = mlflow.get_tracking_uri()
                 location = artifact_root() + f"/{name}" if uri.startswith("sqlite:") else None
-                mlflow.create_experiment(name, artifact_location=location)
+                mlflow.create_experiment(name, artifact_location=location,
+                                         tags={TAG_EXPERIMENT_KIND: EXPERIMENT_KIND})
+    elif exp.tags.get(TAG_EXPERIMENT_KIND) is None:  # made before the tag existed
+        mlflow.tracking.MlflowClient().set_experiment_tag(exp.experiment_id, TAG_EXPERIMENT_KIND, EXPERIMENT_KIND)
     return mlflow.set_experiment(name)
+
+
+def dvc_experiment_tags() -> dict[str, str]:
+    """``dvc.exp_name`` and ``dvc.exp_baseline`` under ``dvc exp run`` (DVC sets ``DVC_EXP_NAME`` and
+    ``DVC_EXP_BASELINE_REV`` for the stages it runs); empty otherwise."""
+    out = {}
+    for tag, var in (("dvc.exp_name", "DVC_EXP_NAME"), ("dvc.exp_baseline", "DVC_EXP_BASELINE_REV")):
+        if os.environ.get(var):
+            out[tag] = os.environ[var]
+    return out
+
+
+def _clean(metrics: dict[str, Any]) -> dict[str, float]:
+    """Finite numbers (booleans as 0/1) under names MLflow accepts; NaN, None and text are left out."""
+    clean = {}
+    for k, v in metrics.items():
+        if isinstance(v, bool):
+            v = float(v)
+        if isinstance(v, (int, float)) and math.isfinite(float(v)):
+            clean[k.replace("@", "_")] = float(v)
+    return clean
 
 
 class StageRun:
     """Thin handle over the active child run (metric names are sanitised; NaN values are skipped)."""
 
-    def __init__(self, mlflow, run, parent_id: str):
+    def __init__(self, mlflow, run, parent_id: str, stage: str | None = None):
         self.mlflow = mlflow
         self.run = run
         self.run_id = run.info.run_id
         self.parent_id = parent_id
+        self.stage = stage or run.info.run_name
 
     def log_metrics(self, metrics: dict[str, Any], step: int | None = None) -> None:
-        clean = {}
-        for k, v in metrics.items():
-            if isinstance(v, bool):
-                v = float(v)
-            if isinstance(v, (int, float)) and math.isfinite(float(v)):
-                clean[k.replace("@", "_")] = float(v)
+        """Log ``metrics``; with a ``step``, a training loop's, named by ``rubricflow.tracking.names.step_names``
+        (``train/``, ``val/``, ``judge/``, ``curriculum/``)."""
+        clean = _clean(metrics)
+        if step is not None:
+            from rubricflow.tracking.names import step_names
+
+            clean = step_names(clean)
         if clean:
             self.mlflow.log_metrics(clean, step=step)
+
+    def log_summary(self, metrics: dict[str, Any]) -> None:
+        """The stage's end-of-run metrics: on this run, and on the pipeline's parent run as ``<stage>/<metric>``
+        (the parent's row in the runs table and its charts show every stage's headline numbers)."""
+        clean = _clean(metrics)
+        if not clean:
+            return
+        self.mlflow.log_metrics(clean)
+        from mlflow.entities import Metric
+
+        now = int(time.time() * 1000)
+        batch = [Metric(f"{self.stage}/{k}", v, now, 0) for k, v in clean.items()]
+        client = self.mlflow.tracking.MlflowClient()
+        for i in range(0, len(batch), 1000):  # MLflow caps a batch at 1000 metrics
+            client.log_batch(self.parent_id, metrics=batch[i : i + 1000])
 
     def log_params(self, params: dict[str, Any]) -> None:
         flat = _flatten(params)
@@ -222,9 +324,10 @@ def _flatten(d: dict, prefix: str = "") -> dict[str, str]:
     return out
 
 
-def _parent_run(client, experiment_id: str, pid: str, commit: str) -> str:
-    """The pipeline's parent run, created by the first stage that asks; stages starting at once on this machine
-    (``rubricflow repro --jobs``) take turns, so they find one parent, not one each."""
+def _parent_run(client, experiment_id: str, pid: str, commit: str, tags: dict[str, str] | None = None) -> str:
+    """The pipeline's parent run, created by the first stage that asks and opened again (RUNNING) by each later
+    one; stages starting at once on this machine (``rubricflow repro --jobs``) take turns, so they find one parent,
+    not one each."""
     with _local_lock("mlflow-parent"):
         found = client.search_runs(
             [experiment_id],
@@ -232,10 +335,30 @@ def _parent_run(client, experiment_id: str, pid: str, commit: str) -> str:
             max_results=1,
         )
         if found:
+            if found[0].info.status != "RUNNING":
+                client.update_run(found[0].info.run_id, status="RUNNING")
             return found[0].info.run_id
-        parent = client.create_run(experiment_id, run_name=f"pipeline {pid}",
-                                   tags={TAG_PIPELINE: pid, TAG_STAGE: "pipeline", "git_commit": commit})
+        name = f"pipeline {(tags or {}).get('dvc.exp_name') or pid}"
+        parent = client.create_run(experiment_id, run_name=name,
+                                   tags={TAG_PIPELINE: pid, TAG_STAGE: "pipeline", "git_commit": commit,
+                                         **(tags or {})})
         return parent.info.run_id
+
+
+def close_parent(client, parent_id: str, pid: str | None = None) -> str:
+    """End the pipeline's parent run after one of its stages ended: FAILED when a stage of the pipeline failed,
+    else FINISHED; left RUNNING while another of its stages still runs (that stage closes it). Returns its status."""
+    with _local_lock("mlflow-parent"):
+        parent = client.get_run(parent_id)
+        pid = pid or parent.data.tags.get(TAG_PIPELINE)
+        children = client.search_runs([parent.info.experiment_id],
+                                      filter_string=f"tags.`mlflow.parentRunId` = '{parent_id}'", max_results=1000)
+        statuses = {c.info.status for c in children}
+        if "RUNNING" in statuses:
+            return parent.info.status
+        status = "FAILED" if statuses & {"FAILED", "KILLED"} else "FINISHED"
+        client.set_terminated(parent_id, status=status)
+        return status
 
 
 @contextmanager
@@ -253,9 +376,11 @@ def stage_run(
     pid = pipeline_id()
     client = mlflow.tracking.MlflowClient()
     commit = git_commit()
-    parent_id = _parent_run(client, exp.experiment_id, pid, commit)
+    dvc_tags = dvc_experiment_tags()
+    parent_id = _parent_run(client, exp.experiment_id, pid, commit, dvc_tags)
     flow_run = prefect_flow_run_id or os.environ.get("PREFECT__FLOW_RUN_ID") or os.environ.get("RUBRICFLOW_FLOW_RUN_ID")
     child_tags = {
+        **dvc_tags,
         TAG_PIPELINE: pid,
         TAG_STAGE: stage,
         "mlflow.parentRunId": parent_id,
@@ -268,11 +393,18 @@ def stage_run(
     if flow_run:
         child_tags["prefect_flow_run_id"] = flow_run
         client.set_tag(parent_id, "prefect_flow_run_id", flow_run)
-    with mlflow.start_run(experiment_id=exp.experiment_id, run_name=stage, tags=child_tags) as run:
-        handle = StageRun(mlflow, run, parent_id)
-        if params:
-            handle.log_params(params)
-        yield handle
+    try:
+        with mlflow.start_run(experiment_id=exp.experiment_id, run_name=stage, tags=child_tags) as run:
+            handle = StageRun(mlflow, run, parent_id, stage)
+            if params:
+                handle.log_params(params)
+            yield handle
+    finally:  # the child has ended (FAILED if the stage raised): the parent ends too unless a sibling still runs
+        try:
+            close_parent(client, parent_id, pid)
+        except Exception as e:  # noqa: BLE001 - never hides the stage's own outcome; said, not swallowed
+            logging.getLogger("rubricflow.tracking").warning("could not end the MLflow parent run %s: %s",
+                                                             parent_id, e)
 
 
 def pipeline_runs(pid: str | None = None, experiment: str = "rubricflow", tracking_uri: str | None = None):

@@ -10,6 +10,9 @@ A stage (or a study unit) that reads a data set, preference pairs or RoRo's rout
   otherwise the SHA-256 of the content (of a file's bytes; of a folder's sorted ``relative path, md5`` list),
   shortened to the 36 characters MLflow stores. Two runs on different data therefore show different digests;
 * **source** the path relative to the project root, **profile** ``{"num_rows": n}`` (the rows of that split);
+* **schema** the columns of its table and their types (``samples.parquet``, ``pairs.parquet``, a ``.parquet`` or
+  ``.jsonl`` file; MLflow's ``Schema`` inferred from a pandas frame of its first rows), shown in the dataset drawer;
+  none for an input without a table (a folder of models, say);
 * **tags** ``mlflow.data.context`` (``training``, ``evaluation``, ``calibration``), ``rubricflow.split``,
   ``rubricflow.digest`` (``dvc-md5:<hash>`` or ``sha256:<full hash>``) and, for a DVC digest,
   ``rubricflow.dvc_stage`` (the stage whose output it is).
@@ -127,6 +130,40 @@ def row_count(path: Path, split: str | None = None) -> int | None:
     return sum(1 for v in col if v == split)
 
 
+SCHEMA_ROWS = 100  # rows a schema is inferred from
+
+
+def table_schema(path: str | Path):
+    """MLflow's ``Schema`` of the table of ``path`` (see :func:`row_count` for which table), inferred from a pandas
+    frame of its first :data:`SCHEMA_ROWS` rows; None when ``path`` has no table."""
+    import pandas as pd
+    from mlflow.models import infer_signature
+
+    table = _table(Path(path))
+    if table is None:
+        return None
+    if table.suffix == ".jsonl":
+        rows = []
+        with open(table) as fh:
+            for line in fh:
+                if line.strip():
+                    rows.append(json.loads(line))
+                if len(rows) >= SCHEMA_ROWS:
+                    break
+        frame = pd.DataFrame([r if isinstance(r, dict) else {"value": r} for r in rows])
+    else:
+        import pyarrow.parquet as pq
+
+        pf = pq.ParquetFile(table)
+        frame = next(pf.iter_batches(batch_size=SCHEMA_ROWS), None)
+        frame = frame.to_pandas() if frame is not None else pf.schema_arrow.empty_table().to_pandas()
+    import warnings
+
+    with warnings.catch_warnings():  # MLflow's hint about integer columns and missing values: about model inputs
+        warnings.filterwarnings("ignore", message="Hint: Inferred schema contains integer", category=UserWarning)
+        return infer_signature(frame).inputs
+
+
 def describe_input(path: str | Path, *, split: str | None = None, context: str = "training",
                    name: str | None = None, root: Path | None = None) -> DataInput:
     """The :class:`DataInput` of ``path`` (see the module docstring)."""
@@ -149,8 +186,9 @@ def describe_input(path: str | Path, *, split: str | None = None, context: str =
                      num_rows=row_count(p, split), digest=digest, digest_full=full, dvc_stage=stage)
 
 
-def mlflow_dataset(inp: DataInput):
-    """An ``mlflow.data`` data set (metadata only: the data stays where it is) for ``inp``."""
+def mlflow_dataset(inp: DataInput, schema=None):
+    """An ``mlflow.data`` data set (metadata only: the data stays where it is) for ``inp``, with ``schema`` (an
+    MLflow ``Schema``, :func:`table_schema`) when given."""
     from mlflow.data.meta_dataset import MetaDataset
     from mlflow.data.sources import LocalArtifactDatasetSource
 
@@ -165,12 +203,12 @@ def mlflow_dataset(inp: DataInput):
                 out["profile"] = json.dumps(self.profile)
             return out
 
-    return _Input(LocalArtifactDatasetSource(inp.source), name=inp.name, digest=inp.digest)
+    return _Input(LocalArtifactDatasetSource(inp.source), name=inp.name, digest=inp.digest, schema=schema)
 
 
 def log_data_input(mlflow, path: str | Path, *, split: str | None = None, context: str = "training",
                    name: str | None = None) -> DataInput:
     """Log ``path`` as an input of the active MLflow run; returns what was logged."""
     inp = describe_input(path, split=split, context=context, name=name)
-    mlflow.log_input(mlflow_dataset(inp), context=inp.context, tags=inp.tags)
+    mlflow.log_input(mlflow_dataset(inp, table_schema(path)), context=inp.context, tags=inp.tags)
     return inp

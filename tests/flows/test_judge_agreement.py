@@ -71,8 +71,8 @@ def test_an_always_pass_judge_logs_kappa_0(tmp_path, mlflow_tmp):
     got = mlflow_tmp.get_run(run.run_id)
     assert got.data.metrics["kappa"] == pytest.approx(0.0)
     assert 0 < got.data.metrics["agree"] < 1  # it agrees on the passes only: chance level
-    (tmp_path / "artifacts").mkdir()
-    path = mlflow_tmp.download_artifacts(run.run_id, "judge_agreement.json", str(tmp_path / "artifacts"))
+    (tmp_path / "downloaded").mkdir()  # artifacts/ is the store's own folder, next to its database
+    path = mlflow_tmp.download_artifacts(run.run_id, "judge_agreement.json", str(tmp_path / "downloaded"))
     logged = json.loads(open(path).read())
     assert logged["overall"] == report["overall"] and "judgments" not in logged
 

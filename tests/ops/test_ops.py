@@ -330,7 +330,8 @@ def mlflow_runs(tmp_path, monkeypatch):
         with mlflow.start_run(run_name="rucl"):
             mlflow.set_tags({"rubricflow.stage": "rucl"})
             mlflow.log_params({"rucl.reward.mode": mode, "rucl.curriculum.shape": shape, "seed": 1234})
-            mlflow.log_metrics({"final/reward_total": final, "steps": 20, "rollout_time_s_total": 3.0})
+            mlflow.log_metrics({"train/final/reward_total": final, "train/steps": 20,
+                                "train/rollout_time_s_total": 3.0})
             if trans is not None:
                 mlflow.set_tag("event.curriculum_transition", json.dumps({"step": trans, "window": [0.9]}))
         time.sleep(0.01)
@@ -344,18 +345,46 @@ def test_compare_table_shows_differing_params_final_metrics_and_transition(mlflo
 
     cmp = compare_runs("abl", "rucl")
     assert cmp.differing_params == ["rucl.curriculum.shape", "rucl.reward.mode"]  # sorted; seed is the same
-    assert cmp.metrics == ["final/reward_total", "steps"]  # the default patterns, not the timings
+    assert cmp.metrics == ["train/final/reward_total", "train/steps"]  # the default patterns, not the timings
     assert cmp.columns[-1] == "transition_step"
-    newest_first = [(r["rucl.reward.mode"], r["rucl.curriculum.shape"], r["final/reward_total"], r["transition_step"])
-                    for r in cmp.rows]
+    newest_first = [(r["rucl.reward.mode"], r["rucl.curriculum.shape"], r["train/final/reward_total"],
+                     r["transition_step"]) for r in cmp.rows]
     assert newest_first == [("rucl", "linear", 0.7, 15), ("outcome", "sigmoid", 0.6, None), ("rucl", "sigmoid", 0.8, 12)]
     md = cmp.markdown()
-    assert "| run | started | rucl.curriculum.shape | rucl.reward.mode | final/reward_total | steps | transition_step |" in md
+    assert ("| run | stage | pipeline | started | rucl.curriculum.shape | rucl.reward.mode | train/final/reward_total "
+            "| train/steps | transition_step |") in md
     assert "| sigmoid | outcome | 0.6 | 20 | - |" in md
     with pytest.raises(ValueError, match=r"no runs of stage 'train' in experiment 'abl'; stages with runs: \['rucl', 'sft'\]"):
         compare_runs("abl", "train")
     with pytest.raises(ValueError, match="experiment 'nope' does not exist"):
         compare_runs("nope", "rucl")
+
+
+def test_compare_puts_the_methods_of_one_pipeline_run_side_by_side(tmp_path, monkeypatch):
+    """Right after `make run`, `compare` (stage rucl) shows rucl and its variant rucl_outcome of the newest pipeline
+    run first, then the older pipeline run's; `pipeline="latest"` keeps the newest run's two."""
+    from rubricflow import tracking
+    from rubricflow.tracking.compare import compare_runs
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'ml.db'}")
+    for pid, finals in (("pipe-old", (0.5, 0.4)), ("pipe-new", (0.8, 0.6))):
+        monkeypatch.setenv("RUBRICFLOW_PIPELINE_ID", pid)
+        for stage, mode, final in (("sft", None, None), ("rucl_outcome", "outcome", finals[1]),
+                                   ("rucl", "rucl", finals[0])):
+            with tracking.stage_run(stage, experiment="side", params={"rucl": {"reward": {"mode": mode}}}) as run:
+                if final is not None:
+                    run.log_summary({"train/final/reward_total": final, "curriculum/transition_step": 7}
+                                    if stage == "rucl" else {"train/final/reward_total": final})
+            time.sleep(0.01)
+    cmp = compare_runs("side", "rucl", tracking_uri=os.environ["MLFLOW_TRACKING_URI"])
+    assert [(r["pipeline"], r["stage"], r["rucl.reward.mode"], r["train/final/reward_total"], r["transition_step"])
+            for r in cmp.rows] == [("pipe-new", "rucl", "rucl", 0.8, 7), ("pipe-new", "rucl_outcome", "outcome", 0.6, None),
+                                   ("pipe-old", "rucl", "rucl", 0.5, 7), ("pipe-old", "rucl_outcome", "outcome", 0.4, None)]
+    assert cmp.differing_params == ["rucl.reward.mode"]
+    latest = compare_runs("side", "rucl", pipeline="latest", tracking_uri=os.environ["MLFLOW_TRACKING_URI"])
+    assert [(r["pipeline"], r["stage"]) for r in latest.rows] == [("pipe-new", "rucl"), ("pipe-new", "rucl_outcome")]
+    one = compare_runs("side", "rucl", pipeline="pipe-old", tracking_uri=os.environ["MLFLOW_TRACKING_URI"])
+    assert [r["train/final/reward_total"] for r in one.rows] == [0.5, 0.4]
 
 
 def test_rubricflow_compare_prints_the_table(mlflow_runs, proj):

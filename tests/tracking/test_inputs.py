@@ -166,3 +166,28 @@ def test_roro_and_deltarubric_stages_log_routes_and_pairs(mlflow_tmp, tmp_path, 
                                           ("routes", "training", {"num_rows": 3})]
     assert got["deltarubric_train"] == [("pairs:train", "training", {"num_rows": 1}),
                                         ("pairs:val", "evaluation", {"num_rows": 2})]
+
+
+def test_a_logged_data_set_carries_its_schema(mlflow_tmp, tmp_path):
+    """The dataset drawer showed "No schema available": each input now has its table's columns and types."""
+    import mlflow
+
+    d = tmp_path / "synth"
+    d.mkdir()
+    pd.DataFrame({"id": ["a", "b"], "images": [["i/a.png"], []], "n": [1, 2], "score": [0.5, 1.0],
+                  "split": ["train", "val"]}).to_parquet(d / "samples.parquet")
+    rows = tmp_path / "routes.jsonl"
+    rows.write_text('{"id": "r1", "cost": 0.25, "split": "val"}\n{"id": "r2", "cost": 1.5, "split": "val"}\n')
+    (tmp_path / "models").mkdir()
+    with tracking.stage_run("rucl", experiment="schema") as run:
+        run.log_input(d, split="train")
+        run.log_input(rows, split="val", context="evaluation")
+        run.log_input(tmp_path / "models", context="training")
+    got = {di.dataset.name: di.dataset.schema
+           for di in mlflow.tracking.MlflowClient(mlflow_tmp).get_run(run.run_id).inputs.dataset_inputs}
+    cols = {c["name"]: (c["type"], c.get("items")) for c in json.loads(got["synth:train"])["mlflow_colspec"]}
+    assert cols == {"id": ("string", None), "images": ("array", {"type": "string"}), "n": ("long", None),
+                    "score": ("double", None), "split": ("string", None)}
+    assert {c["name"]: c["type"] for c in json.loads(got["routes:val"])["mlflow_colspec"]} == {
+        "id": "string", "cost": "double", "split": "string"}
+    assert not got["models"]  # a folder without a table has no schema

@@ -1,5 +1,7 @@
 """MLflow tracking: one parent run per pipeline invocation, nested child runs per stage, tags."""
 
+from pathlib import Path
+
 import pytest
 
 from rubricflow import tracking
@@ -78,3 +80,219 @@ def test_processes_opening_a_new_sqlite_store_at_once_all_get_it(tmp_path):
         p.join(180)
     assert [p.exitcode for p in procs] == [0, 0, 0, 0]
     assert [(tmp_path / f"seen{i}").read_text() for i in range(4)] == ["Default"] * 4
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# issue 41: what a training user expects of the MLflow store
+
+
+def test_the_experiment_opens_in_the_model_training_view(mlflow_tmp):
+    import mlflow
+
+    with tracking.stage_run("data", experiment="kind"):
+        pass
+    exp = mlflow.get_experiment_by_name("kind")
+    # MLflow 3's UI reads this tag (mlflow/server/js ExperimentKind); without it the experiment opens in the GenAI view
+    assert exp.tags["mlflow.experimentKind"] == "custom_model_development"
+    old = mlflow.create_experiment("made-before")  # an experiment made without the tag gets it on first use
+    with tracking.stage_run("data", experiment="made-before"):
+        pass
+    assert mlflow.get_experiment(old).tags["mlflow.experimentKind"] == "custom_model_development"
+
+
+def test_the_parent_run_ends_after_each_stage_as_under_plain_dvc_repro(mlflow_tmp):
+    """No `make run` / summary / flow to close it: the parent is FINISHED after every stage, RUNNING while a stage of
+    it runs, and FAILED once a stage failed."""
+    import mlflow
+
+    client = mlflow.tracking.MlflowClient(mlflow_tmp)
+    with tracking.stage_run("data", experiment="ends") as r1:
+        assert client.get_run(r1.parent_id).info.status == "RUNNING"
+    assert client.get_run(r1.parent_id).info.status == "FINISHED"
+    assert client.get_run(r1.run_id).info.status == "FINISHED"
+    with tracking.stage_run("sft", experiment="ends") as r2:
+        assert r2.parent_id == r1.parent_id
+        assert client.get_run(r1.parent_id).info.status == "RUNNING"  # opened again by the next stage
+    assert client.get_run(r1.parent_id).info.status == "FINISHED"
+    with pytest.raises(RuntimeError, match="boom"):
+        with tracking.stage_run("rucl", experiment="ends") as r3:
+            raise RuntimeError("boom")
+    assert client.get_run(r3.run_id).info.status == "FAILED"
+    parent = client.get_run(r1.parent_id)
+    assert parent.info.status == "FAILED" and parent.info.end_time is not None
+    statuses = {r.info.status for r in client.search_runs([parent.info.experiment_id])}
+    assert "RUNNING" not in statuses
+
+
+def test_a_parent_stays_running_while_another_stage_of_it_runs(mlflow_tmp):
+    """`rubricflow repro --jobs 2`: the stage that ends first leaves the parent RUNNING for the one still running,
+    which closes it."""
+    import mlflow
+
+    client = mlflow.tracking.MlflowClient(mlflow_tmp)
+    with tracking.stage_run("rucl", experiment="jobs") as first:
+        exp = client.get_run(first.run_id).info.experiment_id
+        other = client.create_run(exp, run_name="rucl_outcome", tags={
+            "mlflow.parentRunId": first.parent_id, tracking.TAG_STAGE: "rucl_outcome",
+            tracking.TAG_PIPELINE: "pipe-test-1"})  # a second process's stage, still running
+    assert client.get_run(first.parent_id).info.status == "RUNNING"
+    client.set_terminated(other.info.run_id, status="FINISHED")
+    assert tracking.close_parent(client, first.parent_id) == "FINISHED"
+    assert client.get_run(first.parent_id).info.status == "FINISHED"
+
+
+def test_parent_run_carries_the_headline_metrics_of_its_children(mlflow_tmp, tmp_path):
+    import mlflow
+
+    from rubricflow.stage import stage
+
+    @stage("toy_train", metric_ns="train", metric_names={"accuracy_after/": "val/accuracy_after/",
+                                                         "judge_failures_total": "judge/failures_total"})
+    def toy(ctx) -> dict:
+        return {"final/reward": 0.75, "accuracy_after": {"overall": 0.5, "count": 0.25}, "judge_failures_total": 2,
+                "transition_step": None, "note": "text"}
+
+    class Cfg:
+        seed, profile, reports_dir, artifacts_dir = 1, "tiny", str(tmp_path / "reports"), str(tmp_path / "art")
+
+        class tracking:
+            experiment, tracking_uri = "heads", None
+
+    out = toy(Cfg())
+    client = mlflow.tracking.MlflowClient(mlflow_tmp)
+    child = client.get_run(out["mlflow_run_id"])
+    metrics = child.data.metrics
+    assert metrics.pop("stage/duration_s") >= 0
+    assert metrics == {"train/final/reward": 0.75, "val/accuracy_after/overall": 0.5, "val/accuracy_after/count": 0.25,
+                       "judge/failures_total": 2.0}
+    parent = client.get_run(child.data.tags["mlflow.parentRunId"]).data.metrics
+    assert parent.pop("toy_train/stage/duration_s") >= 0
+    assert parent == {f"toy_train/{k}": v for k, v in metrics.items()}
+
+
+def test_dvc_experiment_name_and_baseline_are_tagged(mlflow_tmp, monkeypatch):
+    import mlflow
+
+    monkeypatch.setenv("DVC_EXP_NAME", "gusty-mink")
+    monkeypatch.setenv("DVC_EXP_BASELINE_REV", "5ff945b56dca0000000000000000000000000000")
+    with tracking.stage_run("sft", experiment="exp") as r:
+        pass
+    client = mlflow.tracking.MlflowClient(mlflow_tmp)
+    for run in (client.get_run(r.run_id), client.get_run(r.parent_id)):
+        assert run.data.tags["dvc.exp_name"] == "gusty-mink"
+        assert run.data.tags["dvc.exp_baseline"] == "5ff945b56dca0000000000000000000000000000"
+    assert client.get_run(r.parent_id).info.run_name == "pipeline gusty-mink"
+    monkeypatch.delenv("DVC_EXP_NAME")
+    monkeypatch.delenv("DVC_EXP_BASELINE_REV")
+    monkeypatch.setenv("RUBRICFLOW_PIPELINE_ID", "plain")
+    with tracking.stage_run("sft", experiment="exp") as plain:
+        pass
+    assert not any(k.startswith("dvc.exp") for k in client.get_run(plain.run_id).data.tags)
+
+
+def _store_with_an_artifact(store):
+    import mlflow
+
+    uri = f"sqlite:///{store / 'mlflow.db'}"
+    with tracking.stage_run("sft", experiment="reloc", tracking_uri=uri) as r:
+        r.log_dict({"hello": "store"}, "notes/hello.json")
+    return r.run_id, mlflow.tracking.MlflowClient(uri).get_run(r.run_id).info.artifact_uri
+
+
+def test_a_copied_store_serves_its_own_artifacts(mlflow_tmp, tmp_path):
+    import shutil
+
+    import mlflow
+
+    run_id, artifact_uri = _store_with_an_artifact(tmp_path / "a")
+    assert artifact_uri.startswith("mlflow-artifacts:/reloc/")  # relative to the store, no absolute path
+    assert (tmp_path / "a" / "artifacts" / "reloc" / run_id / "artifacts" / "notes" / "hello.json").is_file()
+    shutil.copytree(tmp_path / "a", tmp_path / "b")
+    shutil.rmtree(tmp_path / "a")  # the original is gone: the copy must not read it
+    copy = f"sqlite:///{tmp_path / 'b' / 'mlflow.db'}"
+    tracking.register_store_artifacts()
+    got = mlflow.artifacts.download_artifacts(run_id=run_id, artifact_path="notes/hello.json", tracking_uri=copy,
+                                              dst_path=str(tmp_path / "dl"))
+    assert Path(got).read_text().strip().startswith("{") and "store" in Path(got).read_text()
+    assert Path(got).resolve().is_relative_to((tmp_path / "dl").resolve())
+
+
+@pytest.mark.slow
+def test_mlflow_server_on_a_copied_store_serves_its_files(mlflow_tmp, tmp_path):
+    """`mlflow server --artifacts-destination <copy>/artifacts` (what `make ui` runs) serves the copy's files."""
+    import json
+    import shutil
+    import socket
+    import subprocess
+    import sys
+    import time
+    import urllib.request
+
+    run_id, _ = _store_with_an_artifact(tmp_path / "a")
+    shutil.copytree(tmp_path / "a", tmp_path / "b")
+    shutil.rmtree(tmp_path / "a")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    mlflow_bin = Path(sys.executable).parent / "mlflow"
+    proc = subprocess.Popen([str(mlflow_bin), "server", "--backend-store-uri", f"sqlite:///{tmp_path / 'b' / 'mlflow.db'}",
+                             "--artifacts-destination", str(tmp_path / "b" / "artifacts"), "--host", "127.0.0.1",
+                             "--port", str(port), "--workers", "1"], cwd=tmp_path, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        base = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                urllib.request.urlopen(f"{base}/health", timeout=2)
+                break
+            except OSError:
+                if time.monotonic() > deadline or proc.poll() is not None:
+                    raise AssertionError("mlflow server did not start") from None
+                time.sleep(0.5)
+        body = urllib.request.urlopen(f"{base}/get-artifact?path=notes/hello.json&run_uuid={run_id}", timeout=10).read()
+        assert json.loads(body) == {"hello": "store"}
+    finally:
+        import os
+        import signal
+
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(30)
+
+
+def test_tests_use_a_temporary_store_never_the_projects(tmp_path):
+    """tests/conftest.py points every test at a temporary store: a run logged with no store set up by the test
+    writes its artifacts next to that store, never under the project's .rubricflow/mlflow."""
+    import os
+
+    from rubricflow.env import STATE_DIR
+
+    uri = os.environ["MLFLOW_TRACKING_URI"]
+    assert uri.startswith("sqlite:///") and not Path(uri[len("sqlite:///"):]).resolve().is_relative_to(STATE_DIR)
+    with tracking.stage_run("data", experiment="leak-check") as r:
+        r.log_dict({"a": 1}, "a.json")
+    local = tracking.store_artifacts_dir(uri)
+    assert list(local.glob(f"leak-check/{r.run_id}/artifacts/a.json"))
+    assert not (STATE_DIR / "mlflow" / "artifacts" / "leak-check").exists()
+
+
+def test_step_and_stage_metric_names_follow_one_convention():
+    from rubricflow.tracking.names import stage_names, step_names
+
+    step = {"reward/total": 0.5, "reward/outcome": 0.25, "outcome_accuracy": 0.25, "reward/n_missing": 1.0,
+            "n_missing": 1.0, "n_missing/policy": 1.0, "n_episodes/policy": 8.0, "judge/failures": 1.0,
+            "curriculum/lambda_t": 0.1, "eval/overall": 0.6, "loss": 0.3}
+    assert step_names(step) == {"train/reward/total": 0.5, "train/reward/outcome": 0.25,
+                                "judge/missing_rewards": 1.0, "train/n_episodes/policy": 8.0,
+                                "judge/failures": 1.0, "curriculum/lambda_t": 0.1, "val/overall": 0.6,
+                                "train/loss": 0.3}
+    two_roles = {"n_missing": 3.0, "n_missing/planner": 1.0, "n_missing/judge": 2.0, "n_episodes/planner": 4.0,
+                 "n_episodes/judge": 4.0}
+    assert {k: v for k, v in step_names(two_roles).items() if k.startswith("judge/")} == {
+        "judge/missing_rewards": 3.0, "judge/missing_rewards/planner": 1.0, "judge/missing_rewards/judge": 2.0}
+    assert stage_names({"accuracy_before/overall": 0.4, "judge_failures_total": 0.0, "duration_s": 3.0, "steps": 40},
+                       "train", {"accuracy_before/": "val/accuracy_before/",
+                                 "judge_failures_total": "judge/failures_total"}) == {
+        "val/accuracy_before/overall": 0.4, "judge/failures_total": 0.0, "stage/duration_s": 3.0, "train/steps": 40}
+    with pytest.raises(ValueError, match="in none of train, val, test"):
+        stage_names({"x": 1.0}, "train", {"x": "elsewhere/x"})

@@ -52,7 +52,7 @@ def pairs_stage(deltarubric: DeltaRubricConfig, ctx: StageContext) -> dict:
     return write_pair_set(deltarubric.pairs)
 
 
-@stage("deltarubric_sft", retries=1)
+@stage("deltarubric_sft", retries=1, metric_ns="train")
 def sft_stage(deltarubric: DeltaRubricConfig, models: ModelsConfig, ctx: StageContext, log_fn=None) -> dict:
     """Warm start on templated plans / verdicts from facts (the judge table after SFT is part of the eval stage)."""
     from rubricflow.methods.deltarubric.warmstart import warm_start
@@ -62,7 +62,7 @@ def sft_stage(deltarubric: DeltaRubricConfig, models: ModelsConfig, ctx: StageCo
     return warm_start(deltarubric, models, ctx.seed, ctx.reports_dir, ctx.run, log_fn=log_fn)
 
 
-@stage("deltarubric_train", retries=3, resumable=True, outputs=("deltarubric.train.out_dir",))
+@stage("deltarubric_train", retries=3, resumable=True, outputs=("deltarubric.train.out_dir",), metric_ns="train")
 def train_stage(
     deltarubric: DeltaRubricConfig, models: ModelsConfig, generation: GenerationConfig, ctx: StageContext, log_fn=None
 ) -> dict:
@@ -75,7 +75,7 @@ def train_stage(
                         log_fn=log_fn)
 
 
-@stage("deltarubric_eval", retries=2, judge=True, reads_test=True)
+@stage("deltarubric_eval", retries=2, judge=True, reads_test=True, metric_ns="test")
 def eval_stage(
     deltarubric: DeltaRubricConfig, models: ModelsConfig, generation: GenerationConfig, ctx: StageContext
 ) -> dict:

@@ -77,7 +77,9 @@ def base_model_stage(models: ModelsConfig, data: DataConfig, ctx: StageContext) 
     return build_base(models, data, models.policy.path, ctx.seed)
 
 
-@stage("sft", retries=1, outputs=("sft.out_dir",))
+@stage("sft", retries=1, outputs=("sft.out_dir",), metric_ns="train",
+       metric_names={"accuracy_before/": "val/accuracy_before/", "accuracy_after/": "val/accuracy_after/",
+                     "majority_baseline/": "val/majority_baseline/", "eval_samples": "val/eval_samples"})
 def sft_stage(
     sft: SFTConfig, models: ModelsConfig, data: DataConfig, generation: GenerationConfig, ctx: StageContext
 ) -> dict:

@@ -61,7 +61,7 @@ def _logger(run):
     return log
 
 
-@stage("roro_models", retries=1)
+@stage("roro_models", retries=1, metric_ns="train")
 def models_stage(roro: RoRoConfig, ctx: StageContext) -> dict:
     """Train the small (SLM) and large (LRM) step models on step-by-step arithmetic solutions."""
     from rubricflow.methods.roro.step_models import run_models
@@ -89,7 +89,7 @@ def pairs_stage(roro: RoRoConfig, ctx: StageContext) -> dict:
         return run_pairs(roro, log=_logger(ctx.run))
 
 
-@stage("roro_rubricor_judge", retries=1)
+@stage("roro_rubricor_judge", retries=1, metric_ns="train")
 def rubricor_judge_stage(roro: RoRoConfig, ctx: StageContext) -> dict:
     """Warm start + alternating rejection-sampling fine-tuning of the Judge and the Rubricor; the phase with the best
     val pairwise accuracy is kept."""
@@ -100,7 +100,7 @@ def rubricor_judge_stage(roro: RoRoConfig, ctx: StageContext) -> dict:
         return run_rubricor_judge(roro, log=_logger(ctx.run))
 
 
-@stage("roro_router", retries=3, resumable=True, outputs=("roro.out_dir",))
+@stage("roro_router", retries=3, resumable=True, outputs=("roro.out_dir",), metric_ns="train")
 def router_stage(roro: RoRoConfig, ctx: StageContext) -> dict:
     """GRPO routers (RoRo: outcome + process - cost; outcome-only) over the cost-weight sweep."""
     from rubricflow.methods.roro.router_train import run_router
@@ -109,7 +109,7 @@ def router_stage(roro: RoRoConfig, ctx: StageContext) -> dict:
         return run_router(roro, log=_logger(ctx.run))
 
 
-@stage("roro_eval", aliases=("route-eval",), reads_test=True)
+@stage("roro_eval", aliases=("route-eval",), reads_test=True, metric_ns="test")
 def eval_stage(roro: RoRoConfig, ctx: StageContext) -> dict:
     """Accuracy vs LRM cost on test problems: routers and baselines, curve PNG + data, the table, AUC per method;
     the kept Judge's pairwise accuracy on test pairs."""

@@ -32,6 +32,18 @@ if TYPE_CHECKING:
 Shape = Literal["sigmoid", "linear"]
 
 
+TAG_SWITCHED = "curriculum.switched"  # MLflow tag on every RuCL run: "true" or "false"
+TAG_TRANSITION_STEP = "curriculum.transition_step"  # the step it switched at ("none" when it never did)
+
+
+def switch_tags(transition_step: int | None) -> dict[str, str]:
+    """The MLflow tags that say whether a run's curriculum switched to the advanced rubrics and at which step, on
+    every RuCL run, so "never switched" can be filtered (``tags.`curriculum.switched` = 'false'``)."""
+    switched = transition_step is not None
+    return {TAG_SWITCHED: "true" if switched else "false",
+            TAG_TRANSITION_STEP: str(int(transition_step)) if switched else "none"}
+
+
 def _logistic(x: float) -> float:
     return 1.0 / (1.0 + math.exp(-x))
 

@@ -7,21 +7,34 @@ from __future__ import annotations
 from rubricflow.data.validate import require_gate
 from rubricflow.judge.config import JudgeConfig
 from rubricflow.methods.rucl.config import RuCLConfig
+from rubricflow.methods.rucl.curriculum import switch_tags
 from rubricflow.methods.rucl.evaluate import evaluate_policies
 from rubricflow.methods.rucl.train import log_train_inputs, run_training
 from rubricflow.sections import DataConfig, GenerationConfig
 from rubricflow.stage import StageContext, stage
 
+# MLflow names of the training stage's end-of-run metrics that are not train/ (rubricflow.tracking.names): the
+# accuracy tracked during training is on val (choose on val; rucl_eval reports test)
+TRAIN_METRIC_NAMES = {
+    "accuracy_before/": "val/accuracy_before/", "accuracy_after/": "val/accuracy_after/",
+    "sampled_before/": "val/sampled_before/", "sampled_after/": "val/sampled_after/",
+    "judge_failures_total": "judge/failures_total",
+    "lambda_final": "curriculum/lambda_final", "transition_step": "curriculum/transition_step",
+}
 
-@stage("rucl", aliases=("train",), retries=3, judge=True, resumable=True, report_name=lambda cfg: cfg.rucl.name)
+
+@stage("rucl", aliases=("train",), retries=3, judge=True, resumable=True, report_name=lambda cfg: cfg.rucl.name,
+       metric_ns="train", metric_names=TRAIN_METRIC_NAMES)
 def train_stage(
     rucl: RuCLConfig, judge: JudgeConfig, data: DataConfig, generation: GenerationConfig, ctx: StageContext
 ) -> dict:
     """RuCL Phase II: GRPO with the hybrid reward and the performance-triggered curriculum."""
     require_gate(data, ctx.reports_dir)
     log_train_inputs(ctx.run, rucl, data)
-    return run_training(rucl, judge, data, generation, ctx.reports_dir / rucl.name, run=ctx.run, seed=ctx.seed,
-                        secret_resolver=ctx.secret_resolver)
+    out = run_training(rucl, judge, data, generation, ctx.reports_dir / rucl.name, run=ctx.run, seed=ctx.seed,
+                       secret_resolver=ctx.secret_resolver)
+    ctx.run.set_tags(switch_tags(out.get("transition_step")))
+    return out
 
 
 outcome_stage = train_stage.variant(
@@ -31,7 +44,7 @@ outcome_stage = train_stage.variant(
 )
 
 
-@stage("rucl_eval", retries=3, judge=True, reads_test=True)
+@stage("rucl_eval", retries=3, judge=True, reads_test=True, metric_ns="test")
 def eval_stage(
     rucl: RuCLConfig, judge: JudgeConfig, data: DataConfig, generation: GenerationConfig, ctx: StageContext
 ) -> dict:

