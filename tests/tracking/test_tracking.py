@@ -1,5 +1,6 @@
 """MLflow tracking: one parent run per pipeline invocation, nested child runs per stage, tags."""
 
+import json
 from pathlib import Path
 
 import pytest
@@ -199,6 +200,15 @@ def _store_with_an_artifact(store):
     return r.run_id, mlflow.tracking.MlflowClient(uri).get_run(r.run_id).info.artifact_uri
 
 
+def _mark_the_copy(store, run_id):
+    """Change the copied store's artifact, so what is read back says which store's file it is."""
+    for f in store.rglob("hello.json"):
+        assert run_id in f.as_posix()
+        f.write_text(json.dumps({"hello": "copy"}))
+        return
+    raise AssertionError(f"no artifact under the copied store {store}: the artifacts live elsewhere")
+
+
 def test_a_copied_store_serves_its_own_artifacts(mlflow_tmp, tmp_path):
     import shutil
 
@@ -209,18 +219,18 @@ def test_a_copied_store_serves_its_own_artifacts(mlflow_tmp, tmp_path):
     assert (tmp_path / "a" / "artifacts" / "reloc" / run_id / "artifacts" / "notes" / "hello.json").is_file()
     shutil.copytree(tmp_path / "a", tmp_path / "b")
     shutil.rmtree(tmp_path / "a")  # the original is gone: the copy must not read it
+    _mark_the_copy(tmp_path / "b", run_id)
     copy = f"sqlite:///{tmp_path / 'b' / 'mlflow.db'}"
     tracking.register_store_artifacts()
     got = mlflow.artifacts.download_artifacts(run_id=run_id, artifact_path="notes/hello.json", tracking_uri=copy,
                                               dst_path=str(tmp_path / "dl"))
-    assert Path(got).read_text().strip().startswith("{") and "store" in Path(got).read_text()
+    assert json.loads(Path(got).read_text()) == {"hello": "copy"}  # the copy's own file
     assert Path(got).resolve().is_relative_to((tmp_path / "dl").resolve())
 
 
 @pytest.mark.slow
 def test_mlflow_server_on_a_copied_store_serves_its_files(mlflow_tmp, tmp_path):
     """`mlflow server --artifacts-destination <copy>/artifacts` (what `make ui` runs) serves the copy's files."""
-    import json
     import shutil
     import socket
     import subprocess
@@ -231,6 +241,7 @@ def test_mlflow_server_on_a_copied_store_serves_its_files(mlflow_tmp, tmp_path):
     run_id, _ = _store_with_an_artifact(tmp_path / "a")
     shutil.copytree(tmp_path / "a", tmp_path / "b")
     shutil.rmtree(tmp_path / "a")
+    _mark_the_copy(tmp_path / "b", run_id)
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
@@ -251,7 +262,7 @@ def test_mlflow_server_on_a_copied_store_serves_its_files(mlflow_tmp, tmp_path):
                     raise AssertionError("mlflow server did not start") from None
                 time.sleep(0.5)
         body = urllib.request.urlopen(f"{base}/get-artifact?path=notes/hello.json&run_uuid={run_id}", timeout=10).read()
-        assert json.loads(body) == {"hello": "store"}
+        assert json.loads(body) == {"hello": "copy"}
     finally:
         import os
         import signal
