@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from enum import Enum
 from typing import Annotated, Any, ClassVar, Literal, Union, get_args, get_origin
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
 __all__ = [
@@ -132,6 +132,31 @@ class Section(BaseModel):
                 out[name] = self.model_dump(mode="json", include={name})[name]
         return out
 
+    # Partial nested sections keep the defaults their owner gave them (below); a section whose keys replace the
+    # default's whole (the composed `study` section) opts out.
+    merge_partial_defaults: ClassVar[bool] = True
+
+    @model_validator(mode="before")
+    @classmethod
+    def _partial_keeps_owner_defaults(cls, data: Any) -> Any:
+        """A partial nested section (``rucl: {grpo: {steps: 5}}``, ``--set rucl.grpo.steps=5``, a profile listing a
+        few keys) is merged onto the defaults its owner's ``default_factory`` sets (RuCL's ``GRPOConfig(lr=2e-4,
+        ...)``), not onto the nested class's own defaults: one mechanism for every method's defaults. Only the
+        values the factory set explicitly are merged, recursively into nested sections; a key given replaces the
+        default's value whole otherwise (a dict- or list-valued setting is not merged)."""
+        if not cls.merge_partial_defaults or not isinstance(data, Mapping):
+            return data
+        out = dict(data)
+        for name, field in cls.model_fields.items():
+            given = out.get(name)
+            sub = _section_type(field.annotation)
+            if not isinstance(given, Mapping) or sub is None or field.default_factory is None:
+                continue
+            default = field.default_factory()
+            if isinstance(default, Section):
+                out[name] = _merge_explicit(default, given)
+        return out
+
     @field_validator("*", mode="before")
     @classmethod
     def _no_bool_for_numbers(cls, value: Any, info: ValidationInfo) -> Any:
@@ -151,6 +176,26 @@ class Section(BaseModel):
                 "count_too_large", "Input should be less than or equal to {limit} (the largest count a setting "
                 "takes without a bound of its own)", {"limit": MAX_COUNT})
         return value
+
+
+def _section_type(annotation: Any) -> type[Section] | None:
+    """The Section class a field holds (``X`` or ``X | None``), else None."""
+    for t in (annotation, *get_args(annotation)):
+        if isinstance(t, type) and issubclass(t, Section):
+            return t
+    return None
+
+
+def _merge_explicit(default: Section, given: Mapping) -> dict:
+    """``given`` over the values ``default`` was built with explicitly, recursing into nested sections."""
+    out = dict(given)
+    for key in default.model_fields_set:
+        value = getattr(default, key)
+        if key not in out:
+            out[key] = value.model_dump() if isinstance(value, Section) else value
+        elif isinstance(value, Section) and isinstance(out[key], Mapping):
+            out[key] = _merge_explicit(value, out[key])
+    return out
 
 
 # ----------------------------------------------------------------------------------------------------------------

@@ -226,3 +226,20 @@ def test_essential_dump_leaves_out_operational_fields_at_every_level():
     assert "concurrency" not in essential["openai"] and essential["openai"]["temperature"] == 0.5
     assert {k: v for k, v in full.items() if k not in JudgeConfig.operational and k != "openai"} == \
         {k: v for k, v in essential.items() if k != "openai"}
+
+
+def test_a_partial_nested_section_keeps_its_owners_defaults():
+    """`rucl.grpo` given in part (a profile, --set) keeps RuCL's own GRPO defaults (lr 2e-4, 40 steps, ...), not
+    GRPOConfig's class defaults (lr 1e-3): one mechanism (Section._partial_keeps_owner_defaults) for every method."""
+    from rubricflow.config import config_from_dict
+    from rubricflow.grpo.config import GRPOConfig
+
+    whole = config_from_dict({}).rucl.grpo
+    part = config_from_dict({"rucl": {"grpo": {"steps": 5}}}).rucl.grpo
+    assert GRPOConfig().lr == 1e-3 and whole.lr == 2e-4
+    assert part.steps == 5 and part.lr == whole.lr and part.checkpoint_every == whole.checkpoint_every
+    assert part.max_new_tokens == whole.max_new_tokens
+    # a key given replaces the default's value; the study section keeps its own rule (a study key replaces whole)
+    assert config_from_dict({"rucl": {"grpo": {"lr": 0.5}}}).rucl.grpo.lr == 0.5
+    cfg = config_from_dict({"study": {"rucl": {"variants": {"a": {}}, "claims": [], "untrained": []}}})
+    assert list(cfg.study.rucl.variants) == ["a"]

@@ -10,7 +10,7 @@ declares its default studies (``Method.studies``, in ``rubricflow/methods/<name>
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import Field, create_model, model_validator
 
@@ -263,6 +263,8 @@ class StudySpec(Section):
 
 class StudyConfigBase(Section):
     """Base of the composed ``study`` section: one ``StudySpec`` field per registered study."""
+
+    merge_partial_defaults: ClassVar[bool] = False  # its own rule below: a study key given replaces the default's
 
     @model_validator(mode="before")
     @classmethod
