@@ -50,7 +50,8 @@ def print_summary(
     for line in key_lines(reports_dir):
         print(line)
     if parent is not None:
-        print(f"mlflow      parent run {parent.info.run_id} in experiment '{tracking_cfg.experiment}'")
+        print(f"mlflow      parent run {parent.info.run_id} in experiment '{tracking_cfg.experiment}': "
+              f"{tracking.experiment_url(parent.info.experiment_id)}")
         if parent.info.status == "RUNNING":
             tracking.finish_parent(parent.info.run_id, children)
     print("open        make ui   (Prefect http://127.0.0.1:4200, MLflow http://127.0.0.1:5000)")

@@ -142,10 +142,12 @@ def mlflow_links(run_ids: list[str], ui: str | None = None) -> dict[str, str]:
     try:
         import mlflow
 
+        from rubricflow.tracking import run_url
+
         client = mlflow.tracking.MlflowClient(os.environ.get("MLFLOW_TRACKING_URI"))
         for rid in run_ids:
             exp = client.get_run(rid).info.experiment_id
-            links[rid] = f"{ui}/#/experiments/{exp}/runs/{rid}"
+            links[rid] = run_url(rid, exp, ui)  # in the model-training view
     except Exception as e:  # noqa: BLE001 - links are a convenience; say why they are missing
         log.warning("MLflow links unavailable: %s", e)
     return links

@@ -18,8 +18,10 @@ stage (:func:`close_parent`): FINISHED, or FAILED when a stage of the pipeline f
 runs; the next stage of the same pipeline opens it again. So a plain ``dvc repro`` or ``dvc exp run`` leaves no run
 RUNNING. The parent carries its children's end-of-stage metrics as ``<stage>/<metric>`` (:meth:`StageRun.log_summary`).
 
-The experiment is tagged ``mlflow.experimentKind = custom_model_development`` (:data:`EXPERIMENT_KIND`): MLflow 3's
-UI opens it in the model-training view (runs table and charts), not the GenAI view.
+The experiment is tagged ``mlflow.experimentKind = custom_model_development`` (:data:`EXPERIMENT_KIND`), the
+experiment kind MLflow 3's UI reads; MLflow 3.17's UI chooses the view by its global GenAI / Model training switch, so
+the links printed here (:func:`experiment_url`, :func:`run_url`) carry ``?workflowType=machine_learning`` and open the
+model-training view (runs table and charts).
 
 Artifacts of a local SQLite store are relocatable: an experiment created here stores its artifacts under
 ``mlflow-artifacts:/<experiment>``, which this process resolves to the ``artifacts/`` folder next to the database
@@ -444,6 +446,16 @@ def finish_parent(parent_id: str, children) -> None:
     mlflow.tracking.MlflowClient().set_terminated(parent_id, status="FAILED" if failed else "FINISHED")
 
 
+# MLflow 3.17's UI picks its view from a global switch (the `workflowType` query parameter, else the browser's last
+# choice, GenAI by default), not from the experiment's tag: the links rubricflow prints name the training view
+TRAINING_VIEW = "workflowType=machine_learning"
+
+
+def experiment_url(experiment_id: str, ui: str = "http://127.0.0.1:5000") -> str:
+    """The experiment's runs table in the MLflow UI, in the model-training view."""
+    return f"{ui.rstrip('/')}/#/experiments/{experiment_id}?{TRAINING_VIEW}"
+
+
 def run_url(run_id: str, experiment_id: str | None = None, ui: str = "http://127.0.0.1:5000") -> str:
     exp = experiment_id or "0"
-    return f"{ui}/#/experiments/{exp}/runs/{run_id}"
+    return f"{ui.rstrip('/')}/#/experiments/{exp}/runs/{run_id}?{TRAINING_VIEW}"

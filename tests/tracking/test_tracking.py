@@ -307,3 +307,10 @@ def test_step_and_stage_metric_names_follow_one_convention():
         "val/accuracy_before/overall": 0.4, "judge/failures_total": 0.0, "stage/duration_s": 3.0, "train/steps": 40}
     with pytest.raises(ValueError, match="in none of train, val, test"):
         stage_names({"x": 1.0}, "train", {"x": "elsewhere/x"})
+
+
+def test_printed_links_open_the_model_training_view():
+    """MLflow 3.17's UI picks GenAI or Model training by its `workflowType` switch (GenAI by default)."""
+    assert tracking.experiment_url("3") == "http://127.0.0.1:5000/#/experiments/3?workflowType=machine_learning"
+    assert tracking.run_url("abc", "3", ui="http://h:5000/") == \
+        "http://h:5000/#/experiments/3/runs/abc?workflowType=machine_learning"
