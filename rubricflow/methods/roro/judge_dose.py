@@ -211,16 +211,24 @@ def dose_table(results: Sequence[Mapping], pair=dose_pair_metric) -> dict:
 
 def plot_dose(table: Mapping[str, Mapping], path: Path) -> Path:
     """Two panels (val, test): the scorer's process-pair accuracy on that split (x) against the router's chain-exact
-    pair-range difference from outcome-only (y; per seed dots, mean with its 95% t-interval), the threshold's
-    difference from outcome-only as a band, outcome-only at 0."""
+    pair-range difference from outcome-only (y): per seed (dots) and the mean with its 95% t-interval (bars clipped
+    to the panel, which is scaled to the per-seed values: with few seeds the t-interval is far wider), the
+    threshold router's difference from outcome-only (dotted, with its band), outcome-only at 0."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 2, figsize=(10.5, 4.4), sharey=True)
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.6), sharey=True)
+    ys_all: list[float] = [0.0]
     for ax, split, xkey in ((axes[0], "val", "scorer_val_process_acc"), (axes[1], "test", "scorer_test_process_acc")):
         ax.axhline(0.0, color="C1", lw=1.2, label="outcome-only (0)")
+        tref = table.get("threshold", {}).get(f"{split}_minus_outcome-only") or {}
+        if tref.get("mean") is not None:
+            ax.axhline(tref["mean"], color="C2", ls=":", label="threshold - outcome-only")
+            ys_all += tref["values"]
+            if tref.get("half_width") is not None:
+                ax.axhspan(tref["ci_low"], tref["ci_high"], color="C2", alpha=0.1)
         for v, row in table.items():
             if v in REFERENCES:
                 continue
@@ -228,21 +236,21 @@ def plot_dose(table: Mapping[str, Mapping], path: Path) -> Path:
             if x.get("mean") is None or y.get("mean") is None:
                 continue
             color = "C3" if v == "oracle-process" else "C5" if v == "exact-reader" else "C0"
-            ax.plot(x["values"][: len(y["values"])], y["values"], ".", color=color, alpha=0.5)
+            n = min(len(x["values"]), len(y["values"]))
+            ax.plot(x["values"][:n], y["values"][:n], ".", color=color, alpha=0.5)
+            ys_all += y["values"]
             yerr = [[y["mean"] - y["ci_low"]], [y["ci_high"] - y["mean"]]] if y.get("half_width") is not None else None
             ax.errorbar([x["mean"]], [y["mean"]], yerr=yerr, fmt="o", color=color, capsize=3)
-            ax.annotate(v, (x["mean"], y["mean"]), textcoords="offset points", xytext=(4, 4), fontsize=7)
-        # the threshold router against outcome-only, on the same pair metric (paired per seed)
-        tref = table.get("threshold", {}).get(f"{split}_minus_outcome-only") or {}
-        if tref.get("mean") is not None:
-            ax.axhline(tref["mean"], color="C2", ls=":", label="threshold - outcome-only")
-            if tref.get("half_width") is not None:
-                ax.axhspan(tref["ci_low"], tref["ci_high"], color="C2", alpha=0.12)
+            ax.annotate(f"{v} (n={len(y['values'])})", (x["mean"], y["mean"]), textcoords="offset points",
+                        xytext=(4, 5), fontsize=7)
         ax.set_xlabel(f"scorer's process-pair accuracy ({split} pairs)")
-        ax.set_title(f"{split}: router chain-exact accuracy over the common cost range")
+        ax.set_title(f"{split} problems", fontsize=10)
         ax.grid(alpha=0.3)
-    axes[0].set_ylabel("router minus outcome-only (chain_pair_range_auc)")
-    axes[0].legend(fontsize=7, loc="upper left")
+    pad = 0.25 * (max(ys_all) - min(ys_all)) + 0.01
+    axes[0].set_ylim(min(ys_all) - pad, max(ys_all) + pad)
+    axes[0].set_ylabel("router - outcome-only, chain-exact over the common range")
+    axes[0].legend(fontsize=7, loc="lower right")
+    fig.suptitle("Judge-quality dose-response: per seed (dots), mean and 95% t-interval (clipped)", fontsize=10)
     fig.tight_layout()
     with atomic_path(path, suffix=".png") as tmp:
         fig.savefig(tmp, dpi=110)
@@ -284,7 +292,8 @@ def report_dose(name: str, spec: StudySpec, results: Sequence[Mapping], stem_pat
                      f"{_fmt_diff(row['test_minus_outcome-only'])} | {_fmt_diff(row['test_minus_threshold'])} |")
     lines += ["", f"`{png.name}`: the scorer's process-pair accuracy (x; val pairs left, test pairs right) against "
               "the router's chain-exact pair-range difference from outcome-only (y), per seed (dots) and mean with "
-              "its 95% t-interval; the dotted line is the threshold router's difference from outcome-only.", ""]
+              "its 95% t-interval (clipped to the panel); the dotted line is the threshold router's difference from "
+              "outcome-only.", ""]
     return {"markdown": [*base["markdown"], *lines], "files": {**base["files"], "dose": png},
             "json": {**base["json"], "dose": _finite(table)}}
 
