@@ -66,8 +66,11 @@ def compare(
     metric: Annotated[list[str], typer.Option("--metric", help="Metric name pattern (fnmatch), repeatable.")] = [],
     max_runs: Annotated[int, typer.Option(help="Newest runs to include.")] = 50,
     publish: Annotated[bool, typer.Option(help="Also publish the table as Prefect artifacts (compare flow).")] = False,
+    pipeline: Annotated[Optional[str], typer.Option(
+        help="Only the runs of one pipeline run: its id (the rubricflow.pipeline_id tag) or 'latest'.")] = None,
 ):
-    """Compare MLflow runs of one stage: parameters that differ, final metrics, curriculum transition step."""
+    """Compare MLflow runs of one stage and its variants (rucl with rucl_outcome): parameters that differ, final
+    metrics, curriculum transition step."""
     from rich.console import Console
     from rich.table import Table
 
@@ -75,7 +78,7 @@ def compare(
 
     exp = experiment or load_cfg().tracking.experiment
     try:
-        cmp = compare_runs(exp, stage, metric or None, max_runs)
+        cmp = compare_runs(exp, stage, metric or None, max_runs, pipeline=pipeline)
     except ValueError as e:
         typer.echo(f"error: {e}", err=True)
         raise typer.Exit(1) from None

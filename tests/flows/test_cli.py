@@ -33,3 +33,21 @@ def test_study_help_lists_every_study_with_one_line():
     for name in registry.studies():
         (line,) = [x for x in listed if x.startswith(f"{name}: ")]
         assert len(line) < 140, line
+
+
+def test_compare_takes_one_pipeline_run(monkeypatch):
+    from typer.testing import CliRunner
+
+    import rubricflow.tracking.compare as compare
+    from flows.cli import app
+
+    seen = {}
+
+    def fake(exp, stage, metrics, max_runs, pipeline=None):
+        seen.update(stage=stage, pipeline=pipeline)
+        raise ValueError("nothing to compare here")
+
+    monkeypatch.setattr(compare, "compare_runs", fake)
+    res = CliRunner().invoke(app, ["--no-track", "compare", "--stage", "rucl", "--pipeline", "latest"])
+    assert res.exit_code == 1 and "nothing to compare here" in res.output
+    assert seen == {"stage": "rucl", "pipeline": "latest"}
