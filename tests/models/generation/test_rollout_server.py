@@ -308,3 +308,273 @@ def test_the_server_exits_cleanly_on_sigterm(model_dir, tmp_path):
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait(10)
+
+
+# ------------------------------------------------------------------ issue 37, item 4: weights that escape the root
+
+
+def test_a_file_symlink_inside_a_folder_under_the_root_is_refused(model_dir, tmp_path):
+    """The attack: ``root/v1/`` a real folder whose ``model.safetensors`` is a symlink to weights outside the root;
+    the folder check passed and the outside file was loaded."""
+    gen = _gen(model_dir)
+    root = tmp_path / "sync"
+    root.mkdir()
+    outside = _write_weights(gen, tmp_path / "elsewhere", scale=1.0)
+    (root / "v1").mkdir()
+    (root / "v1" / "model.safetensors").symlink_to(outside / "model.safetensors")
+    client = _client(build_app(gen, str(model_dir), weights_root=root, restore_path=model_dir))
+    before = _greedy(client, gen)
+    res = client.post("/update_weights", json={"path": str(root / "v1"), "version": 1})
+    assert res.status_code in (400, 403), res.text
+    assert "symbolic link" in res.json()["detail"] and "model.safetensors" in res.json()["detail"]
+    assert _greedy(client, gen) == before and client.get("/health").json()["weight_version"] == 0
+
+
+class BlockingGenerate:
+    """The transformers generator whose ``generate`` waits for ``release`` (a long generation holding the engine
+    lock) and which records the parameters of every load."""
+
+    def __init__(self, gen):
+        import threading
+
+        self.gen, self.tokenizer, self.model = gen, gen.tokenizer, gen.model
+        self.started, self.release = threading.Event(), threading.Event()
+
+    def generate(self, *a, **kw):
+        self.started.set()
+        assert self.release.wait(30)
+        return self.gen.generate(*a, **kw)
+
+    def load_weights_file(self, path):
+        self.gen.load_weights_file(path)
+
+
+def test_a_folder_swapped_for_a_symlink_while_the_update_waits_for_the_lock_loads_nothing_from_outside(
+        model_dir, tmp_path):
+    """The attack: ``/update_weights`` checks ``root/v1``, waits for the engine lock (a generation holds it), and
+    meanwhile ``root/v1`` is replaced by a symlink to weights outside the root: the path was read again after the
+    check and the outside weights loaded. The server now loads only what it checked (its private copy)."""
+    import threading
+
+    gen = BlockingGenerate(_gen(model_dir))
+    root = tmp_path / "sync"
+    root.mkdir()
+    inside = _write_weights(gen, root / "v1", scale=0.5, seed=1)
+    want = {n: t.clone() for n, t in __import__("safetensors.torch").torch.load_file(
+        str(inside / "model.safetensors")).items()}
+    outside = _write_weights(gen, tmp_path / "elsewhere", scale=3.0, seed=9)
+    client = _client(build_app(gen, str(model_dir), weights_root=root, restore_path=model_dir))
+    results = {}
+    t_gen = threading.Thread(target=lambda: results.setdefault("gen", client.post("/generate", json=_body(gen))))
+    t_gen.start()
+    assert gen.started.wait(30)
+    t_upd = threading.Thread(target=lambda: results.setdefault(
+        "upd", client.post("/update_weights", json={"path": str(inside), "version": 1})))
+    t_upd.start()
+    time.sleep(1.0)  # the update has checked the folder and waits for the lock
+    shutil.rmtree(inside)
+    (root / "v1").symlink_to(outside)
+    gen.release.set()
+    t_gen.join(30)
+    t_upd.join(30)
+    assert results["gen"].status_code == 200
+    got = dict(gen.model.named_parameters())
+    if results["upd"].status_code == 200:  # loaded: what was checked, never the outside weights
+        assert all(torch.equal(got[n].detach(), want[n]) for n in want)
+    else:
+        assert results["upd"].status_code in (400, 403)
+    outside_w = __import__("safetensors.torch").torch.load_file(str(outside / "model.safetensors"))
+    assert not any(torch.equal(got[n].detach(), outside_w[n]) for n in outside_w)
+
+
+@pytest.mark.parametrize("kind", ["int8", "nan", "inf"])
+def test_weights_of_the_right_shape_but_unusable_values_are_refused(model_dir, tmp_path, kind):
+    """The attack: int8 (or all-NaN) tensors of the served model's names and shapes were accepted and loaded."""
+    from safetensors.torch import save_file
+
+    gen = _gen(model_dir)
+    root = tmp_path / "sync"
+    root.mkdir()
+    (root / "bad").mkdir()
+    tensors = {}
+    for i, (n, p) in enumerate(gen.model.named_parameters()):
+        if kind == "int8":
+            tensors[n] = torch.ones(p.shape, dtype=torch.int8)
+        else:
+            t = p.detach().clone()
+            if i == 0 or kind == "nan":
+                t.fill_(float("nan") if kind == "nan" else float("inf"))
+            tensors[n] = t.contiguous()
+    save_file(tensors, str(root / "bad" / "model.safetensors"))
+    client = _client(build_app(gen, str(model_dir), weights_root=root, restore_path=model_dir))
+    before = _greedy(client, gen)
+    res = client.post("/update_weights", json={"path": str(root / "bad"), "version": 1})
+    assert res.status_code == 400, res.text
+    assert ("dtype I8" if kind == "int8" else "NaN or infinite") in res.json()["detail"]
+    assert _greedy(client, gen) == before and client.get("/health").json()["weight_version"] == 0
+
+
+# ------------------------------------------------------------------ issue 37, item 4: request size and work bounds
+
+
+def _post_json(client, route: str, body: dict):
+    """POST ``body`` as ASCII JSON (a lone surrogate travels as its ``\\u`` escape, as a hostile client sends it)."""
+    import json as _json
+
+    return client.post(route, content=_json.dumps(body), headers={"Content-Type": "application/json"})
+
+
+def _png_header(width: int, height: int) -> str:
+    """A PNG that announces ``width`` x ``height`` pixels in a few bytes (its image data is a stub)."""
+    import struct
+    import zlib
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    ihdr = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
+    png = b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", zlib.compress(b"\0" * 64)) + chunk(b"IEND", b"")
+    return base64.b64encode(png).decode()
+
+
+@pytest.mark.parametrize("change, field, words", [
+    ({"max_new_tokens": 10**12}, "max_new_tokens", "--max-new-tokens"),
+    ({"n": 64, "requests": [{"prompt": "x"}] * 40}, "n", "--max-sequences"),
+    ({"requests": [{"prompt": "x"}] * 300}, "requests", "--max-requests"),
+    ({"requests": [{"prompt": "x" * 5000}]}, "requests[0].prompt", "--max-prompt-chars"),
+    ({"requests": [{"prompt": "a\ud800b"}]}, "requests[0].prompt", "surrogate"),
+    ({"seed": 2**64}, "seed", ""),
+    ({"seed": -1}, "seed", ""),
+    ({"requests": [{"prompt": "x", "images": [_png_header(8, 8)]}]}, "requests[0].images", "takes no images"),
+])
+def test_a_request_beyond_a_bound_is_refused_with_a_4xx_naming_the_field_and_the_limit(model_dir, change, field,
+                                                                                        words):
+    """The attacks: ``max_new_tokens`` 1e12 held the engine lock while /health said ok; 20,000 requests x n=1024
+    were accepted; a 60 MB prompt took the server to many GB; lone surrogates and ``seed`` 2^64 gave plain 500s;
+    PNGs were decoded for a text model. Each is now a 4xx naming the field (and the server option setting it)."""
+    from models.generation.vllm_server import Limits
+
+    gen = _gen(model_dir)
+    limits = Limits(max_requests=256, max_sequences=1024, max_new_tokens=512, max_prompt_chars=4096)
+    client = _client(build_app(gen, str(model_dir), limits=limits))
+    before = _greedy(client, gen)
+    res = _post_json(client, "/generate", _body(gen, **change))
+    assert res.status_code in (400, 413, 422), res.text
+    detail = res.json()["detail"]
+    assert detail.startswith(field) and words in detail and "\n" not in detail, detail
+    assert _greedy(client, gen) == before
+
+
+@pytest.mark.parametrize("pixels", [(12000, 9000), (20000, 20000)])
+def test_an_image_beyond_the_pixel_bound_is_refused_before_it_is_decoded(model_dir, pixels):
+    """The attack: 108-megapixel PNGs were decoded (for a text model), a 400-megapixel one gave a plain 500. The
+    size in the header is checked before any pixel is decoded."""
+    from models.generation.vllm_server import Limits
+
+    gen = _gen(model_dir)
+    client = _client(build_app(gen, str(model_dir), accepts_images=True,
+                               limits=Limits(max_image_pixels=4 * 1024**2)))
+    res = client.post("/generate", json=_body(gen, requests=[{"prompt": "x", "images": [_png_header(*pixels)]}]))
+    assert res.status_code == 400, res.text
+    detail = res.json()["detail"]
+    assert detail.startswith("requests[0].images[0]") and f"{pixels[0] * pixels[1]} pixels" in detail
+    assert "--max-image-pixels" in detail
+
+
+@pytest.mark.parametrize("chunked", [False, True])
+def test_a_body_beyond_the_bound_is_refused_with_413_before_it_is_parsed(model_dir, chunked):
+    from models.generation.vllm_server import Limits
+
+    gen = _gen(model_dir)
+    client = _client(build_app(gen, str(model_dir), limits=Limits(max_body_bytes=64 * 1024)))
+    import json as _json
+
+    payload = _json.dumps(_body(gen, requests=[{"prompt": "x" * 200_000}])).encode()
+    content = (payload[i:i + 8192] for i in range(0, len(payload), 8192)) if chunked else payload
+    res = client.post("/generate", content=content, headers={"Content-Type": "application/json"})
+    assert res.status_code == 413, res.text
+    assert res.json()["detail"].startswith("body:") and "--max-body-mb" in res.json()["detail"]
+    assert _greedy(client, gen)  # still serving
+
+
+@pytest.mark.parametrize("path", ["v1\x00x", "v" * 5000, "v1\ud800", ""])
+def test_a_bad_update_path_is_a_4xx_naming_the_field(model_dir, tmp_path, path):
+    """The attack: a path holding NUL, a lone surrogate, or 5,000 characters gave a plain 500."""
+    gen = _gen(model_dir)
+    client = _client(build_app(gen, str(model_dir), weights_root=tmp_path, restore_path=model_dir))
+    res = _post_json(client, "/update_weights", {"path": path, "version": 1})
+    assert res.status_code in (400, 403, 422), res.text
+    assert res.json()["detail"].startswith("path"), res.json()["detail"]
+    res = client.post("/update_weights", json={"path": "v1", "version": 2**64})
+    assert res.status_code == 422 and res.json()["detail"].startswith("version")
+
+
+# ------------------------------------------------------------------ issue 37, item 4: token and shutdown
+
+
+@pytest.mark.parametrize("token", ["x", "s3cret", "a" * 40])
+def test_binding_beyond_loopback_needs_a_strong_token(model_dir, monkeypatch, token):
+    """The attack: a 1-character token allowed binding beyond loopback."""
+    from models.generation.vllm_server import main
+
+    import uvicorn
+
+    def no_listener(*a, **kw):  # never bind beyond loopback in a test, whatever the server decides
+        raise AssertionError("the server would have listened on 0.0.0.0")
+
+    monkeypatch.setattr(uvicorn, "run", no_listener)
+    monkeypatch.setenv("RUBRICFLOW_ROLLOUT_TOKEN", token)
+    with pytest.raises(SystemExit, match=r"binding 0\.0\.0\.0 \(beyond loopback\) needs a strong token"):
+        main(["--model", str(model_dir), "--host", "0.0.0.0", "--port", str(_free_port()), "--backend",
+              "transformers"])
+
+
+def test_the_kept_copy_of_the_last_weights_is_removed_at_shutdown(model_dir, tmp_path):
+    gen = _gen(model_dir)
+    root = tmp_path / "sync"
+    root.mkdir()
+    v1 = _write_weights(gen, root / "v1", scale=1.0)
+    from fastapi.testclient import TestClient
+
+    with TestClient(build_app(gen, str(model_dir), weights_root=root, restore_path=model_dir)) as client:
+        assert client.post("/update_weights", json={"path": str(v1), "version": 1}).status_code == 200
+        assert [p for p in root.iterdir() if p.name.startswith(".rollout-server-")]
+    assert not [p for p in root.iterdir() if p.name.startswith(".rollout-server-")]
+
+
+@pytest.mark.slow
+def test_the_kept_copy_is_removed_when_the_server_gets_sigterm(model_dir, tmp_path):
+    """The attack: SIGTERM after an update left the server's copy of the last weights in the weights root."""
+    import json as _json
+
+    root = tmp_path / "sync"
+    root.mkdir()
+    _write_weights(_gen(model_dir), root / "v1", scale=1.0)
+    port = _free_port()
+    env = {**os.environ, "PYTHONPATH": str(PROJECT_ROOT)}
+    env.pop("RUBRICFLOW_ROLLOUT_TOKEN", None)
+    proc = subprocess.Popen([sys.executable, "-m", "models.generation.vllm_server", "--model", str(model_dir),
+                             "--backend", "transformers", "--port", str(port), "--weights-root", str(root)],
+                            cwd=PROJECT_ROOT, env=env, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2):
+                    break
+            except OSError:
+                assert proc.poll() is None and time.monotonic() < deadline
+                time.sleep(0.5)
+        req = urllib.request.Request(f"http://127.0.0.1:{port}/update_weights", method="POST",
+                                     data=_json.dumps({"path": str(root / "v1"), "version": 1}).encode(),
+                                     headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=60) as r:
+            assert r.status == 200
+        assert [p for p in root.iterdir() if p.name.startswith(".rollout-server-")]
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(30)
+        assert sorted(p.name for p in root.iterdir()) == ["v1"]
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(10)
