@@ -232,8 +232,8 @@ def check_weights(folder: Path, expected: dict | None, label: str | None = None)
         raise WeightsError(str(e).replace(str(folder), where, 1)) from None
 
 
-_O_FILE = os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
-_O_DIR = _O_FILE | os.O_DIRECTORY
+_O_DIR = os.O_RDONLY | os.O_NOFOLLOW | os.O_DIRECTORY | getattr(os, "O_CLOEXEC", 0)
+_O_FILE = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)  # a FIFO must not block
 
 
 def _relative_parts(text: str, roots: list[str]) -> list[str] | None:

@@ -330,6 +330,31 @@ def test_a_file_symlink_inside_a_folder_under_the_root_is_refused(model_dir, tmp
     assert _greedy(client, gen) == before and client.get("/health").json()["weight_version"] == 0
 
 
+@pytest.mark.parametrize("kind", ["folder_link_inside", "fifo"])
+def test_a_link_on_the_way_or_a_fifo_in_place_of_the_weights_is_refused_at_once(model_dir, tmp_path, kind):
+    """Same family: a symlink as an intermediate folder (``root/sub -> outside``, update ``root/sub/v1``), and a
+    FIFO named ``model.safetensors`` (reading it would block the request forever)."""
+    gen = _gen(model_dir)
+    root = tmp_path / "sync"
+    root.mkdir()
+    if kind == "fifo":
+        (root / "v1").mkdir()
+        os.mkfifo(root / "v1" / "model.safetensors")
+        path, code, words = str(root / "v1"), 400, "not a regular file"
+    else:
+        _write_weights(gen, tmp_path / "elsewhere" / "v1", scale=1.0)
+        (root / "sub").symlink_to(tmp_path / "elsewhere")
+        path, code, words = str(root / "sub" / "v1"), 403, "outside the weights root"
+    client = _client(build_app(gen, str(model_dir), weights_root=root, restore_path=model_dir))
+    before = _greedy(client, gen)
+    t0 = time.monotonic()
+    res = client.post("/update_weights", json={"path": path, "version": 1})
+    assert res.status_code == code and words in res.json()["detail"], res.text
+    assert time.monotonic() - t0 < 10
+    assert _greedy(client, gen) == before and client.get("/health").json()["weight_version"] == 0
+    assert not [p for p in root.iterdir() if p.name.startswith(".rollout-server-")]  # nothing left behind
+
+
 class BlockingGenerate:
     """The transformers generator whose ``generate`` waits for ``release`` (a long generation holding the engine
     lock) and which records the parameters of every load."""
