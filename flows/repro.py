@@ -71,12 +71,17 @@ class Outcome:
 
 def stage_graph(targets: list[str]) -> dict[str, set[str]]:
     """``{stage: the stages it depends on}`` for ``targets`` and everything upstream of them (DVC's graph)."""
+    from dvc.exceptions import DvcException
     from dvc.repo import Repo
 
     with Repo() as repo:
         stages = set()
         for t in targets:
-            stages.update(repo.stage.collect(t, with_deps=True))
+            try:
+                stages.update(repo.stage.collect(t, with_deps=True))
+            except DvcException as e:  # an unknown stage or file: one line naming the stages there are
+                known = sorted(s.addressing for s in repo.index.stages)
+                raise ValueError(f"{t!r}: {e} (stages: {', '.join(known)})") from None
         graph = repo.index.graph
         return {s.addressing: {d.addressing for d in graph.successors(s) if d in stages} for s in stages}
 

@@ -48,7 +48,7 @@ def repro(
     t0 = time.monotonic()
     try:
         outcomes = do_repro(targets or None, jobs=jobs, threads=stage_threads, report=typer.echo)
-    except ValueError as e:  # a stage-durations file that is not {stage: seconds}
+    except ValueError as e:  # an unknown stage, or a stage-durations file that is not {stage: seconds}
         raise usage_error(str(e)) from None
     except ReproBusy as e:
         typer.echo(f"error: {e}", err=True)

@@ -92,3 +92,13 @@ def test_valid_overrides_still_apply():
     )
     assert res.exit_code == 0, res.output
     assert "\nseed: 5\n" in res.output and "steps: 7" in res.output and "lr: 0.001" in res.output
+
+
+def test_repro_of_an_unknown_stage_is_one_line_naming_the_stages(monkeypatch, tmp_path):
+    import flows.repro
+
+    monkeypatch.setattr(flows.repro, "LOCK_FILE", tmp_path / "repro.lock")  # never the project's own lock
+    res = CliRunner().invoke(app, ["--no-track", "repro", "nosuchstage"])
+    assert res.exit_code == 2, res.output
+    assert "Traceback" not in res.output and "'nosuchstage'" in res.output
+    assert "stages: " in res.output and "rucl_eval" in res.output
