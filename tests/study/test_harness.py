@@ -355,3 +355,20 @@ def test_a_value_that_is_not_a_finite_number_is_named_not_dropped_silently(tmp_p
 def test_seeds_out_of_numpys_range_are_refused_in_the_section_too(tmp_path):
     with pytest.raises(ConfigError, match=r"seeds \[-1, 4294967296\]: every seed must lie in \[0, 4294967295\]"):
         harness_cfg(tmp_path, {"seeds": [-1, 5, 2**32]})
+
+
+def test_a_toy_study_with_a_failing_precondition_prints_its_claim_untestable(tmp_path):
+    """The report says "untestable (precondition X failed)" for a gated claim, with the per-seed values, while the
+    other claims are Holm-adjusted among themselves."""
+    pre = {"name": "flaws stay low", "variant": "rucl-sigmoid", "metric": "correct_but_flawed", "direction": "lower",
+           "threshold": 0.35, "min_share": 0.8, "gates": ["rucl-sigmoid vs outcome (accuracy)"],
+           "description": "a toy manipulation check"}
+    cfg = harness_cfg(tmp_path, {"preconditions": [pre]})
+    make_shared(tmp_path)
+    out = run_study(cfg, "rucl", unit_fn=FakeUnit())
+    assert out["preconditions"] == {"flaws stay low": "fails"}  # 0.41, 0.39, 0.40: no seed meets <= 0.35
+    assert out["claims"]["rucl-sigmoid vs outcome (accuracy)"] == "untestable"
+    md = (tmp_path / "reports" / "studies" / "rucl.md").read_text()
+    assert "**untestable (precondition flaws stay low failed)**" in md
+    assert "| flaws stay low: rucl-sigmoid correct_but_flawed | 11: 0.410 no, 22: 0.390 no, 33: 0.400 no | <= 0.35 on >= 3 of 3 | 0/3 | **fails** |" in md
+    assert "Holm-adjusted over the 3 pre-registered testable claim(s)" in md
