@@ -87,7 +87,7 @@ def test_literal_agreement_counts_verdicts_against_the_literal_reading():
 
 
 def test_guidance_params_read_back_the_family_templates():
-    from rubricflow.methods.roro.judge_tune import guidance_params
+    from rubricflow.methods.roro.process_oracles import guidance_params
 
     rubric = random_rubric(random.Random(5), 4)
     for c in rubric:
@@ -98,7 +98,8 @@ def test_guidance_params_read_back_the_family_templates():
 
 
 def test_exact_reader_scores_the_literal_reading_and_orders_pairs():
-    from rubricflow.methods.roro.judge_tune import literal_score, oracle_accuracy
+    from rubricflow.methods.roro.judge_tune import oracle_accuracy
+    from rubricflow.methods.roro.process_oracles import literal_score
     from rubricflow.methods.roro.pairs import Pair
     from rubricflow.methods.roro.rubric import ParsedRubric
 

@@ -31,7 +31,6 @@ from typing import Any
 
 from rubricflow.hashing import content_hash
 from rubricflow.methods.roro.paths import pairs_path, trajectories_path
-from rubricflow.methods.roro.process_oracles import guidance_params, literal_score  # noqa: F401 (re-exported)
 from rubricflow.methods.roro.prompts import FAMILIES
 from rubricflow.methods.roro.stages import log_judge_inputs, roro_threads
 from rubricflow.registry import StudyDecl
@@ -81,11 +80,13 @@ def literal_agreement(judge, views, trajectories, seed: int) -> dict[str, float]
 def oracle_accuracy(rubrics: dict, trajectories, pairs) -> dict[str, float]:
     """Val pairwise accuracy (``pair_accuracy``) of an exact reader of ``rubrics``: the ceiling a Judge reaches
     under these rubrics when it reads every criterion literally."""
+    from rubricflow.methods.roro import process_oracles  # imports torch (routing): not at CLI start
     from rubricflow.methods.roro.pairwise import pair_accuracy
 
     need = {i for p in pairs for i in (p.chosen, p.rejected)}
     scores = {i: (None if rubrics[trajectories[i].problem_id].failed
-                  else literal_score(rubrics[trajectories[i].problem_id].criteria, trajectories[i])) for i in need}
+                  else process_oracles.literal_score(rubrics[trajectories[i].problem_id].criteria, trajectories[i]))
+             for i in need}
     return pair_accuracy(pairs, trajectories, scores)
 
 
