@@ -258,6 +258,12 @@ def plot_dose(table: Mapping[str, Mapping], path: Path) -> Path:
     return path
 
 
+def _t975(n: int) -> str:
+    from scipy import stats
+
+    return f"{stats.t.ppf(0.975, n - 1):.2f} with {n} seeds" if n > 1 else "undefined with 1 seed"
+
+
 def report_dose(name: str, spec: StudySpec, results: Sequence[Mapping], stem_path: Path) -> dict:
     """The roro study's extras (curves with bands, cost ranges per pair) plus the dose table and plot."""
     base = report_extra(name, spec, results, stem_path)
@@ -265,8 +271,8 @@ def report_dose(name: str, spec: StudySpec, results: Sequence[Mapping], stem_pat
     png = plot_dose(table, stem_path.parent / f"{stem_path.name}-dose.png")
     seeds = sorted({r["seed"] for r in results})
     lines = ["", "## Dose-response: router quality against the process score's accuracy", "",
-             f"Seeds {', '.join(map(str, seeds))}; mean ± half-width of the 95% t-interval over seeds (with 2 seeds "
-             "the t quantile is 12.7: the intervals are wide by construction), per-seed values in brackets. Scorer "
+             f"Seeds {', '.join(map(str, seeds))}; mean ± half-width of the 95% t-interval over seeds (t quantile "
+             f"{_t975(len(seeds))}), per-seed values in brackets. Scorer "
              "accuracy: the share of process pairs (same outcome, same LRM calls, different placement) the score "
              "orders, ties 0.5, on the stored train and val pairs and on the test route pairs (`all val / test pairs`: "
              "every pair, outcome and cost pairs included, the learned Judge's overall number). `expected`: the "
