@@ -59,3 +59,18 @@ def _clean_code_state(request, monkeypatch):
     from rubricflow.study import provenance
 
     monkeypatch.setattr(provenance, "code_state", lambda outputs=(), root=None: provenance.CodeState(TEST_COMMIT))
+
+
+@pytest.fixture(autouse=True)
+def _cli_state_per_test():
+    """The CLI keeps its parsed options (``--set``, ``--params``, ``--profile``) in a module-level state object; a test
+    that invokes the CLI must not hand its options to the next test that calls a stage directly."""
+    import sys
+
+    base = sys.modules.get("flows.cli.base")
+    saved = dict(vars(base.state)) if base is not None else None
+    yield
+    base = sys.modules.get("flows.cli.base")
+    if base is not None:
+        for k in ("params", "profile", "overrides", "track"):  # the options the CLI callback sets
+            setattr(base.state, k, (saved or {}).get(k, getattr(type(base.state), k)))

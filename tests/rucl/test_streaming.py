@@ -102,7 +102,7 @@ def test_groups_go_to_the_judge_while_the_next_batches_generate(setup):
 
     root = setup
     model, tok = load_policy(root / "init")
-    cfg = cfg_for(root, "overlap")
+    cfg = cfg_for(root, "overlap", stream_rewards=True)  # streaming is off by default
     gen = generator_for(GenerationConfig(eval_batch_size=4), model, tok)
     batch_ends: list[float] = []
     inner = gen.generate_groups

@@ -98,9 +98,21 @@ def test_smol_judge_refuses_a_judge_whose_judgments_all_failed():
             return [Judgment("failed", reason="connection refused: nothing listens at http://127.0.0.1:9/v1")
                     for _ in requests]
 
-    result = judge_and_compare(Dead(), reference, reqs)
-    with pytest.raises(JudgeFailureBudgetExceeded, match=r"smol-judge at X: 4 of 4 judgments failed \(100%\), above "
-                       r"judge.max_failed_frac=0.2; top reasons: 4x connection refused.*; no outputs written"):
+    # nothing judged: refused as soon as nothing can be compared (judge-agreement's own rule)
+    with pytest.raises(JudgeFailureBudgetExceeded, match=r"no verdict to compare: 4 of 4 judgments failed \(100%\); "
+                       r"top reasons: 4x connection refused"):
+        judge_and_compare(Dead(), reference, reqs)
+
+    class HalfDead:
+        def judge(self, requests):
+            good = ProgrammaticJudge().judge(requests)
+            return [j if i % 2 else Judgment("failed", reason="connection refused: nothing listens at "
+                                                             "http://127.0.0.1:9/v1") for i, j in enumerate(good)]
+
+    # some judged, too many failed: the budget check raises naming the server and the reasons
+    result = judge_and_compare(HalfDead(), reference, reqs)
+    with pytest.raises(JudgeFailureBudgetExceeded, match=r"smol-judge at X: 2 of 4 judgments failed \(50%\), above "
+                       r"judge.max_failed_frac=0.2; top reasons: 2x connection refused.*; no outputs written"):
         require_within_budget(result, 0.2, "smol-judge at X")
     require_within_budget(judge_and_compare(ProgrammaticJudge(), reference, reqs), 0.2, "ok")  # a fine judge passes
 
