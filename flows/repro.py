@@ -106,10 +106,12 @@ def remaining_path(deps: Mapping[str, set[str]], times: Mapping[str, float]) -> 
 
 def run_graph(deps: Mapping[str, set[str]], start: Callable[[str], subprocess.Popen], jobs: int,
               times: Mapping[str, float] | None = None, report: Callable[[str], None] = print,
-              poll: float = 0.2) -> list[Outcome]:
+              poll: float = 0.2, progress_every: float = 60.0) -> list[Outcome]:
     """Run every stage of ``deps`` through ``start`` (which returns its process), at most ``jobs`` at once, each
-    after the stages it depends on; stops starting stages after the first failure. Outcomes in finishing order;
-    stages never started come last as ``not started``."""
+    after the stages it depends on; stops starting stages after the first failure. Every ``progress_every`` seconds
+    each running stage gets a line: its elapsed time and the last progress line of its log (a process's
+    ``progress()``, e.g. ``rucl train: 40% 24/60``). Outcomes in finishing order; stages never started come last as
+    ``not started``."""
     if jobs < 1:
         raise ValueError(f"jobs: expected a positive integer, got {jobs}")
     rank = remaining_path(deps, times or {})
@@ -117,6 +119,7 @@ def run_graph(deps: Mapping[str, set[str]], start: Callable[[str], subprocess.Po
     running: dict[str, tuple[subprocess.Popen, float]] = {}
     outcomes: list[Outcome] = []
     failed = False
+    last_progress = time.monotonic()
     try:
         while True:
             if not failed:
@@ -128,6 +131,11 @@ def run_graph(deps: Mapping[str, set[str]], start: Callable[[str], subprocess.Po
             if not running:
                 break
             time.sleep(poll)
+            if time.monotonic() - last_progress >= progress_every:
+                last_progress = time.monotonic()
+                for s, (proc, t0) in running.items():
+                    now = getattr(proc, "progress", lambda: "")()
+                    report(f"...    {s} ({time.monotonic() - t0:.0f} s){': ' + now if now else ''}")
             for s, (proc, t0) in list(running.items()):
                 rc = proc.poll()
                 if rc is None:
@@ -222,6 +230,25 @@ class _StageProcess(subprocess.Popen):
 
     def tail(self, n: int = 25) -> str:
         return "\n".join(self.log.read_text(errors="replace").splitlines()[-n:])
+
+    def progress(self, width: int = 100) -> str:
+        """The stage's last progress line (a progress bar redraws with carriage returns), shortened: what a live
+        status line shows."""
+        return last_progress_line(self.log, width)
+
+
+def last_progress_line(log: Path, width: int = 100) -> str:
+    """The last non-empty line or carriage-return segment in the last 4 KiB of ``log``, squeezed to ``width``."""
+    try:
+        with open(log, "rb") as fh:
+            fh.seek(0, os.SEEK_END)
+            fh.seek(max(0, fh.tell() - 4096))
+            text = fh.read().decode(errors="replace")
+    except OSError:
+        return ""
+    pieces = [" ".join(p.split()) for p in text.replace("\r", "\n").split("\n")]
+    last = next((p for p in reversed(pieces) if p), "")
+    return last if len(last) <= width else last[: width - 3] + "..."
 
 
 class _ProjectLock:

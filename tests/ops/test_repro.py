@@ -143,3 +143,26 @@ def test_independent_stages_run_at_once_and_a_failed_run_resumes(tmp_path):
     assert t["a.start"] < t["b.end"] and t["b.start"] < t["a.end"]  # overlapping
     assert t["c.start"] >= max(t["a.end"], t["b.end"])
     assert "0 ran, 3 unchanged" in _repro(project).stdout
+
+
+def test_running_stages_get_a_progress_line_from_their_log(tmp_path):
+    """Long stages are not silent: every `progress_every` seconds each running stage gets a line with its elapsed
+    time and the last progress line of its log (a progress bar redraws with carriage returns)."""
+    from flows.repro import last_progress_line
+
+    log = tmp_path / "rucl.log"
+    log.write_bytes(b"Running stage 'rucl':\n> rubricflow rucl\nrucl train:  10%|#   | 6/60 [00:05]\r"
+                    b"rucl train:  40%|####  | 24/60 [00:20]\r")
+    assert last_progress_line(log) == "rucl train: 40%|#### | 24/60 [00:20]"
+    assert last_progress_line(tmp_path / "missing.log") == ""
+    assert len(last_progress_line(log, width=12)) == 12
+
+    class Slow(FakeProc):
+        def progress(self):
+            return last_progress_line(log)
+
+    lines: list[str] = []
+    run_graph({"rucl": set()}, lambda s: Slow(s, 40), 1, report=lines.append, poll=0.005, progress_every=0.02)
+    live = [m for m in lines if m.startswith("...    rucl (")]
+    assert live and all(m.endswith("s): rucl train: 40%|#### | 24/60 [00:20]") for m in live)
+    assert lines[0] == "start  rucl" and lines[-1].startswith("done   rucl")
