@@ -26,13 +26,20 @@ from collections.abc import Iterator
 
 import torch
 
-from models.generation.contract import Completion, GenRequest, stop_ids, suppressed_token_ids, trim_at_stop
+from models.generation.contract import (
+    Completion,
+    GenRequest,
+    GroupedGeneration,
+    stop_ids,
+    suppressed_token_ids,
+    trim_at_stop,
+)
 from models.generation.zero3 import zero3_world
 
 TEXT_ONLY = "generation.backend=cached serves text-only causal LMs"
 
 
-class CachedSampler:
+class CachedSampler(GroupedGeneration):
     name = "cached"
 
     def __init__(self, model: torch.nn.Module, tokenizer, batch_size: int = 64):
@@ -118,21 +125,6 @@ class CachedSampler:
                                                     self.pad_id)
             outs.append(Completion(keep, self.tokenizer.decode(keep, skip_special_tokens=True), finished, kept_lps))
         return outs
-
-    def generate(
-        self,
-        requests: list[GenRequest],
-        n: int = 1,
-        max_new_tokens: int = 48,
-        temperature: float = 1.0,
-        top_p: float = 1.0,
-        seed: int | None = None,
-        logprobs: bool = False,
-    ) -> list[list[Completion]]:
-        out: list[list[Completion]] = [[] for _ in requests]
-        for j, comps in self.generate_groups(requests, n, max_new_tokens, temperature, top_p, seed, logprobs):
-            out[j] = comps
-        return out
 
     def generate_groups(
         self,

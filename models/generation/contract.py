@@ -61,6 +61,26 @@ class GenerationBackend(Protocol):
         ...
 
 
+class GroupedGeneration:
+    """``generate`` for a backend that yields groups (``generate_groups``: ``(request index, its n completions)`` as
+    each batch completes a group): the same groups collected in request order."""
+
+    def generate(
+        self,
+        requests: list[GenRequest],
+        n: int = 1,
+        max_new_tokens: int = 48,
+        temperature: float = 1.0,
+        top_p: float = 1.0,
+        seed: int | None = None,
+        logprobs: bool = False,
+    ) -> list[list[Completion]]:
+        out: list[list[Completion]] = [[] for _ in requests]
+        for j, comps in self.generate_groups(requests, n, max_new_tokens, temperature, top_p, seed, logprobs):
+            out[j] = comps
+        return out
+
+
 def suppressed_token_ids(tokenizer) -> list[int]:
     """Ids of vision/grounding special tokens that a policy must never emit."""
     ids = []

@@ -17,7 +17,14 @@ from collections.abc import Iterator
 
 import torch
 
-from models.generation.contract import Completion, GenRequest, stop_ids, suppressed_token_ids, trim_at_stop
+from models.generation.contract import (
+    Completion,
+    GenRequest,
+    GroupedGeneration,
+    stop_ids,
+    suppressed_token_ids,
+    trim_at_stop,
+)
 from models.generation.zero3 import zero3_world
 from models.processor import text_tokenizer
 
@@ -50,7 +57,7 @@ def hf_generate(model: torch.nn.Module, enc: dict[str, torch.Tensor], *, max_new
     return new, (torch.stack(gen.logits, dim=1).float() if logits else None)
 
 
-class TransformersGenerator:
+class TransformersGenerator(GroupedGeneration):
     name = "transformers"
 
     def __init__(self, model: torch.nn.Module, processor, batch_size: int = 64):
@@ -99,21 +106,6 @@ class TransformersGenerator:
         t = torch.tensor([mine], dtype=torch.long)
         dist.all_reduce(t, op=dist.ReduceOp.MAX)
         return int(t.item())
-
-    def generate(
-        self,
-        requests: list[GenRequest],
-        n: int = 1,
-        max_new_tokens: int = 48,
-        temperature: float = 1.0,
-        top_p: float = 1.0,
-        seed: int | None = None,
-        logprobs: bool = False,
-    ) -> list[list[Completion]]:
-        out: list[list[Completion]] = [[] for _ in requests]
-        for j, comps in self.generate_groups(requests, n, max_new_tokens, temperature, top_p, seed, logprobs):
-            out[j] = comps
-        return out
 
     def generate_groups(
         self,
