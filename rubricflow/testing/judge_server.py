@@ -341,7 +341,12 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--latency-ms", type=float, default=0.0, help="fixed delay before every answer")
     ap.add_argument("--port", type=int, default=0, help="0 = pick a free port")
     args = ap.parse_args(argv)
-    srv = LoopbackJudgeServer(latency_s=args.latency_ms / 1000, port=args.port)
+    serve_forever(LoopbackJudgeServer(latency_s=args.latency_ms / 1000, port=args.port))
+
+
+def serve_forever(srv: LoopbackJudgeServer) -> None:
+    """Serve ``srv`` in this process until interrupted, printing ``PORT <n>`` once it listens (for a parent that
+    starts the server as a child process)."""
 
     async def serve() -> None:
         await srv._start()

@@ -21,7 +21,7 @@ import random
 
 from aiohttp import web
 
-from rubricflow.testing.judge_server import LoopbackJudgeServer
+from rubricflow.testing.judge_server import LoopbackJudgeServer, serve_forever
 
 CHARS_PER_TOKEN = 4
 
@@ -88,16 +88,7 @@ def main(argv: list[str] | None = None) -> None:
     srv = MeteredJudgeServer(latency_range_s=(args.latency_ms[0] / 1000, args.latency_ms[1] / 1000),
                              concurrency=args.concurrency, port=args.port)
     srv.keep_bodies = False
-
-    async def serve() -> None:
-        await srv._start()
-        print(f"PORT {srv.port}", flush=True)
-        await asyncio.Event().wait()
-
-    try:
-        asyncio.run(serve())
-    except KeyboardInterrupt:
-        pass
+    serve_forever(srv)
 
 
 if __name__ == "__main__":
