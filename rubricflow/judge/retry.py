@@ -35,16 +35,22 @@ class ResponseTooLarge(RuntimeError):
     server would answer the same)."""
 
 
-def too_large(exc: BaseException) -> ResponseTooLarge | None:
-    """The ``ResponseTooLarge`` that ``exc`` was raised from (the client wraps it in a connection error), else None."""
+def in_chain(exc: BaseException, kind: type[BaseException]) -> BaseException | None:
+    """``exc`` or the first exception it was raised from (``__cause__`` / ``__context__``, 10 links at most) that is a
+    ``kind``, else None."""
     seen = 0
     x: BaseException | None = exc
     while x is not None and seen < 10:
-        if isinstance(x, ResponseTooLarge):
+        if isinstance(x, kind):
             return x
         x = x.__cause__ or x.__context__
         seen += 1
     return None
+
+
+def too_large(exc: BaseException) -> ResponseTooLarge | None:
+    """The ``ResponseTooLarge`` that ``exc`` was raised from (the client wraps it in a connection error), else None."""
+    return in_chain(exc, ResponseTooLarge)
 
 
 class RequestFailed(Exception):
@@ -83,14 +89,7 @@ def retry_after_seconds(exc: BaseException) -> float | None:
 
 def connection_refused(exc: BaseException) -> bool:
     """Whether ``exc`` or an exception it was raised from is a refused TCP connection (a closed port)."""
-    seen = 0
-    x: BaseException | None = exc
-    while x is not None and seen < 10:
-        if isinstance(x, ConnectionRefusedError):
-            return True
-        x = x.__cause__ or x.__context__
-        seen += 1
-    return False
+    return in_chain(exc, ConnectionRefusedError) is not None
 
 
 def http_status(exc: BaseException) -> int | None:
