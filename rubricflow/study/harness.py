@@ -21,7 +21,9 @@ unit) and ``dvc repro studies/dvc.yaml``.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
+import sys
 import time
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
@@ -39,8 +41,8 @@ from rubricflow.study.adapter import StudyMethod, Unit, UnitFn
 from rubricflow.study import provenance
 from rubricflow.study.report import json_safe, machine, write_report
 from rubricflow.study.seed_start import ensure_start, seed_starts, start_dir
-from rubricflow.study.spec import StudySpec
-from rubricflow.study.stats import aggregate, select
+from rubricflow.study.spec import Claim, StudySpec
+from rubricflow.study.stats import select
 from rubricflow.study.units import check_selection, load_result, locked, peek_result, write_result
 
 RESULT_FILE = "result.json"
@@ -351,22 +353,11 @@ def report_study(
     engine = provenance.engine_hash(spec, {s: getattr(cfg, s).model_dump(mode="json") for s in method.sections},
                                     ordered)
     entries = provenance.ledger_entries(name, stem, spec.claims, ordered, engine, state.commit)
-    reused = {} if exploratory else provenance.reused_seeds(provenance.read_ledger(spec.report_dir), entries)
-    plain = bool(stem) and "/" not in stem and not stem.startswith(".")
-    lock = locked(Path(spec.report_dir) / f".{stem}.lock", f"report {stem} of study {name}") if plain \
-        else contextlib.nullcontext()
-    with lock:
-        paths = write_report(name, spec, ordered, info, report_name, method.report_extras, method.pair_metric,
-                             exploratory_claims=reused)
-        if not exploratory:
-            provenance.record_ledger(spec.report_dir, [e for e in entries if e["claim"] not in reused])
+    paths, agg = _write_ledgered(name, stem, spec, ordered, info, entries, exploratory, method.report_extras,
+                                 method.pair_metric)
     if track:
         _finish_parent(cfg, paths)
-    agg = aggregate(ordered, spec.claims, spec.metrics, spec.confidence, spec.pair_metrics, method.pair_metric,
-                    spec.preconditions, reused)
     if agg["invalid_values"]:
-        import sys
-
         print(f"study {name}: warning: {len(agg['invalid_values'])} metric value(s) are not finite numbers and are "
               f"left out (listed in {paths['md']})", file=sys.stderr, flush=True)
     summary = {"units": len(units), "ran": n_ran, "skipped": len(units) - n_ran, "eval_split": spec.eval_split,
@@ -379,6 +370,26 @@ def report_study(
         summary["selected_overrides"] = {v: spec.variants[v] for v in chosen["settings"].get(chosen["selected"], {})
                                          .get("variants", [])} if chosen["selected"] else {}
     return summary
+
+
+def _write_ledgered(name: str, stem: str, spec: StudySpec, results: Sequence[Mapping], info: Mapping,
+                    entries: Sequence[Mapping], exploratory: bool, report_extras=None, pair_metric=None,
+                    json_extras: Mapping | None = None) -> tuple[dict[str, Path], dict]:
+    """Write the report under its lock, its claims checked against the seed ledger (claims re-tested on used seeds
+    are exploratory) and, unless ``exploratory``, the others recorded in it; ``json_extras`` replace the JSON's
+    ``extras``. Returns the paths and the aggregate."""
+    reused = {} if exploratory else provenance.reused_seeds(provenance.read_ledger(spec.report_dir), entries)
+    plain = bool(stem) and "/" not in stem and not stem.startswith(".")  # write_report refuses another stem
+    lock = locked(Path(spec.report_dir) / f".{stem}.lock", f"report {stem} of study {name}") if plain \
+        else contextlib.nullcontext()
+    with lock:
+        paths, agg = write_report(name, spec, results, info, stem, report_extras, pair_metric,
+                                  exploratory_claims=reused)
+        if json_extras:
+            write_json_file(paths["json"], {**json.loads(paths["json"].read_text()), "extras": json_extras})
+        if not exploratory:
+            provenance.record_ledger(spec.report_dir, [e for e in entries if e["claim"] not in reused])
+    return paths, agg
 
 
 def _finish_parent(cfg: Any, paths: Mapping[str, Path]) -> None:
@@ -403,10 +414,6 @@ def rerender(
     current spec's preconditions that gate them (marked as declared after the units ran), raw and adjusted
     verdicts. A claim on a pair metric takes its per-seed values from the JSON (``pair_values``); the method's
     extra sections (curves, tables) are not rebuilt: the report points to the source for them."""
-    import json
-
-    from rubricflow.study.spec import Claim
-
     source = Path(source)
     try:
         old = json.loads(source.read_text())
@@ -456,17 +463,9 @@ def rerender(
         info["exploratory"] = True
     engine = provenance.engine_hash(rspec, {"rerendered_from": old.get("git_commit")}, results)
     entries = provenance.ledger_entries(name, stem, claims, results, engine, old.get("git_commit") or "unknown")
-    reused = {} if exploratory else provenance.reused_seeds(provenance.read_ledger(spec.report_dir), entries)
-    with locked(Path(spec.report_dir) / f".{stem}.lock", f"report {stem} of study {name}"):
-        paths = write_report(name, rspec, results, info, stem, None, pair_metric if pair_metrics else None,
-                             exploratory_claims=reused)
-        if old.get("extras"):  # kept as they were (the method's sections are not rebuilt)
-            data = json.loads(paths["json"].read_text())
-            write_json_file(paths["json"], {**data, "extras": old["extras"]})
-        if not exploratory:
-            provenance.record_ledger(spec.report_dir, [e for e in entries if e["claim"] not in reused])
-    agg = aggregate(results, claims, rspec.metrics, rspec.confidence, pair_metrics,
-                    pair_metric if pair_metrics else None, pres, reused)
+    # the method's sections are not rebuilt: the source's JSON extras are kept as they were
+    paths, agg = _write_ledgered(name, stem, rspec, results, info, entries, exploratory,
+                                 pair_metric=pair_metric if pair_metrics else None, json_extras=old.get("extras"))
     return {"units": len(results), "reports": {k: str(p) for k, p in paths.items()},
             "preconditions": {p["name"]: "holds" if p["holds"] else "fails" for p in agg["preconditions"]},
             "claims": {c["key"]: {"raw": c["verdict_raw"], "adjusted": c["verdict"]} for c in agg["claims"]}}

@@ -259,11 +259,12 @@ def plot_study(name: str, agg: Mapping, path: Path) -> Path:
 
 def write_report(name: str, spec: StudySpec, results: Sequence[Mapping], info: Mapping,
                  report_name: str | None = None, report_extras=None, pair_metric=None,
-                 exploratory_claims: Mapping[str, str] | None = None) -> dict[str, Path]:
+                 exploratory_claims: Mapping[str, str] | None = None) -> tuple[dict[str, Path], dict]:
     """Aggregate ``results`` and write ``<report_dir>/<report_name>.md``, ``.json`` and ``.png`` (``report_name``
     defaults to the study name; another name keeps, say, a second seed set's report beside the first;
     ``pair_metric``: the method's, for claims on ``spec.pair_metrics``; ``exploratory_claims``: claim key -> why it
-    is exploratory, e.g. its seeds were used before with another engine)."""
+    is exploratory, e.g. its seeds were used before with another engine). Returns the paths and the aggregate the
+    report was written from."""
     agg = aggregate(results, spec.claims, spec.metrics, spec.confidence, spec.pair_metrics, pair_metric,
                     spec.preconditions, exploratory_claims)
     chosen = select(agg, spec.selection)
@@ -282,7 +283,7 @@ def write_report(name: str, spec: StudySpec, results: Sequence[Mapping], info: M
     write_json(paths["json"], json_safe({"study": name, **info, **agg, "selection": chosen, "units": units,
                                           **({"extras": extras["json"]} if extras.get("json") else {})}))
     plot_study(name, agg, paths["png"])
-    return paths
+    return paths, agg
 
 
 def json_safe(x):
