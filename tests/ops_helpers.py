@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import socket
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -59,6 +60,15 @@ def project_env(project: Path, **extra: str) -> dict[str, str]:
     )
     env.update(extra)
     return env
+
+
+def empty_dvc_project(project: Path) -> Path:
+    """A new folder that is a git repository and a DVC project and nothing else (its state kept inside it)."""
+    project.mkdir(parents=True)
+    subprocess.run(["git", "init", "-q"], cwd=project, check=True)
+    subprocess.run([sys.executable, "-m", "dvc", "init", "-q"], cwd=project,
+                   env=project_env(project, DVC_NO_ANALYTICS="1"), check=True)
+    return project
 
 
 def free_port() -> int:

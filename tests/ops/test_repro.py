@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from flows.repro import _read_times, remaining_path, run_graph
-from tests.ops_helpers import project_env
+from tests.ops_helpers import empty_dvc_project, project_env
 
 
 class FakeProc:
@@ -114,11 +114,7 @@ def _repro(project: Path, *args: str) -> subprocess.CompletedProcess:
 
 @pytest.mark.slow
 def test_independent_stages_run_at_once_and_a_failed_run_resumes(tmp_path):
-    project = tmp_path / "proj"
-    project.mkdir()
-    subprocess.run(["git", "init", "-q"], cwd=project, check=True)
-    env = project_env(project, DVC_NO_ANALYTICS="1")
-    subprocess.run([sys.executable, "-m", "dvc", "init", "-q"], cwd=project, env=env, check=True)
+    project = empty_dvc_project(tmp_path / "proj")
     (project / "src.txt").write_text("x\n")
 
     _toy(project, fail_b=True)

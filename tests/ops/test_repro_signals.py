@@ -17,7 +17,7 @@ import psutil
 import pytest
 import yaml
 
-from tests.ops_helpers import project_env
+from tests.ops_helpers import empty_dvc_project, project_env
 
 DELAY_S = 6  # the stage writes its output this long after it starts
 
@@ -29,11 +29,7 @@ STAGE = (
 
 @pytest.fixture
 def project(tmp_path):
-    project = tmp_path / "proj"
-    project.mkdir()
-    subprocess.run(["git", "init", "-q"], cwd=project, check=True)
-    env = project_env(project, DVC_NO_ANALYTICS="1")
-    subprocess.run([sys.executable, "-m", "dvc", "init", "-q"], cwd=project, env=env, check=True)
+    project = empty_dvc_project(tmp_path / "proj")
     (project / "dvc.yaml").write_text(yaml.safe_dump({"stages": {"slow": {"cmd": STAGE, "outs": ["out.txt"]}}}))
     return project
 

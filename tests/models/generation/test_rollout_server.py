@@ -3,6 +3,7 @@
 
 import argparse
 import base64
+import contextlib
 import os
 import shutil
 import signal
@@ -280,12 +281,15 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.mark.slow
-def test_the_server_exits_cleanly_on_sigterm(model_dir, tmp_path):
+@contextlib.contextmanager
+def _server_process(model_dir, root):
+    """The rollout server as a child process (its own session) on a free loopback port, once ``/health`` answers
+    200; killed afterwards if it is still running. Yields ``(process, port)``."""
     port = _free_port()
     env = {**os.environ, "PYTHONPATH": str(PROJECT_ROOT)}
+    env.pop("RUBRICFLOW_ROLLOUT_TOKEN", None)
     proc = subprocess.Popen([sys.executable, "-m", "models.generation.vllm_server", "--model", str(model_dir),
-                             "--backend", "transformers", "--port", str(port), "--weights-root", str(tmp_path)],
+                             "--backend", "transformers", "--port", str(port), "--weights-root", str(root)],
                             cwd=PROJECT_ROOT, env=env, start_new_session=True)
     try:
         deadline = time.monotonic() + 120
@@ -297,6 +301,16 @@ def test_the_server_exits_cleanly_on_sigterm(model_dir, tmp_path):
             except OSError:
                 assert proc.poll() is None and time.monotonic() < deadline
                 time.sleep(0.5)
+        yield proc, port
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(10)
+
+
+@pytest.mark.slow
+def test_the_server_exits_cleanly_on_sigterm(model_dir, tmp_path):
+    with _server_process(model_dir, tmp_path) as (proc, port):
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(30) in (0, -signal.SIGTERM)  # uvicorn shuts down gracefully, then re-raises the signal
         with socket.socket() as s:
@@ -304,10 +318,6 @@ def test_the_server_exits_cleanly_on_sigterm(model_dir, tmp_path):
             # connection may linger in TIME_WAIT, which holds no listener)
             s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             s.bind(("127.0.0.1", port))
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(10)
 
 
 # ------------------------------------------------------------------ issue 37, item 4: weights that escape the root
@@ -575,21 +585,7 @@ def test_the_kept_copy_is_removed_when_the_server_gets_sigterm(model_dir, tmp_pa
     root = tmp_path / "sync"
     root.mkdir()
     _write_weights(_gen(model_dir), root / "v1", scale=1.0)
-    port = _free_port()
-    env = {**os.environ, "PYTHONPATH": str(PROJECT_ROOT)}
-    env.pop("RUBRICFLOW_ROLLOUT_TOKEN", None)
-    proc = subprocess.Popen([sys.executable, "-m", "models.generation.vllm_server", "--model", str(model_dir),
-                             "--backend", "transformers", "--port", str(port), "--weights-root", str(root)],
-                            cwd=PROJECT_ROOT, env=env, start_new_session=True)
-    try:
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2):
-                    break
-            except OSError:
-                assert proc.poll() is None and time.monotonic() < deadline
-                time.sleep(0.5)
+    with _server_process(model_dir, root) as (proc, port):
         req = urllib.request.Request(f"http://127.0.0.1:{port}/update_weights", method="POST",
                                      data=_json.dumps({"path": str(root / "v1"), "version": 1}).encode(),
                                      headers={"Content-Type": "application/json"})
@@ -599,7 +595,3 @@ def test_the_kept_copy_is_removed_when_the_server_gets_sigterm(model_dir, tmp_pa
         proc.send_signal(signal.SIGTERM)
         proc.wait(30)
         assert sorted(p.name for p in root.iterdir()) == ["v1"]
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(10)
