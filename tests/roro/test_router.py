@@ -5,9 +5,9 @@ import math
 import pytest
 import torch
 
-from models.router import CALL_LRM, KEEP_SLM, STATE_DIM, RouterMLP, load_router, save_router
 from rubricflow.grpo.types import Episode
 from rubricflow.methods.roro.features import FEATURE_NAMES, router_state
+from rubricflow.methods.roro.router import CALL_LRM, KEEP_SLM, STATE_DIM, RouterMLP, load_router, save_router
 from rubricflow.methods.roro.router_train import RouterAdapter, trajectory_reward
 
 

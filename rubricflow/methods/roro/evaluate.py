@@ -28,7 +28,6 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from models.router import load_router
 from rubricflow.io import atomic_path, atomic_write_text, write_json
 from rubricflow.methods.roro.config import RoRoConfig, RoRoEvalConfig
 from rubricflow.methods.roro.curves import common_range, curve_metrics, matched_accuracy, select_cost_weights
@@ -36,6 +35,7 @@ from rubricflow.methods.roro.pairs import make_pairs
 from rubricflow.methods.roro.pairwise import pairwise_accuracy
 from rubricflow.methods.roro.paths import cache_path, eval_dir, router_dir
 from rubricflow.methods.roro.problems import problems
+from rubricflow.methods.roro.router import load_router
 from rubricflow.methods.roro.routing import (
     ConstantPolicy,
     RandomPolicy,

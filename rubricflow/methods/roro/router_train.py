@@ -33,7 +33,6 @@ from pathlib import Path
 import torch
 
 from models.generation.zero3 import zero3_world
-from models.router import RouterMLP, save_router
 from rubricflow.grpo.checkpoint import MetricsHistory, code_hash, content_hash
 from rubricflow.grpo.engine import make_engine
 from rubricflow.grpo.export import full_state_dict
@@ -53,6 +52,7 @@ from rubricflow.methods.roro.process_oracles import (  # noqa: F401 (oracle_proc
     oracle_process_score,
     warm_rubricor_rubrics,
 )
+from rubricflow.methods.roro.router import RouterMLP, save_router
 from rubricflow.methods.roro.routing import ConstantPolicy, RouterPolicy, RoutingEnv, Trajectory, model_fingerprint
 from rubricflow.methods.roro.rubric_lm import load_rubric_lm
 from rubricflow.methods.roro.rubricor import load_rubrics
@@ -62,7 +62,7 @@ from rubricflow.ranks import process_rank
 
 
 class RouterAdapter:
-    """``PolicyAdapter`` for ``models.router.RouterMLP``: log-prob of each recorded decision."""
+    """``PolicyAdapter`` for ``rubricflow.methods.roro.router.RouterMLP``: log-prob of each recorded decision."""
 
     def __init__(self, module: torch.nn.Module):
         self.module = module
@@ -171,7 +171,7 @@ class RouterRun:
     method: str = "roro"  # roro (the Judge's process score) | oracle-process | outcome-only
 
 
-TRAINING_CODE = ("rubricflow.methods.roro", "rubricflow.grpo", "models.router")
+TRAINING_CODE = ("rubricflow.methods.roro", "rubricflow.grpo")
 
 
 def resume_parts(run: RouterRun, rcfg, seed: int, fingerprints: list[str], problems: list[Problem],

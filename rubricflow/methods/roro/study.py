@@ -176,7 +176,7 @@ ADAPTER = StudyMethod(
                    "roro.eval.seed", "roro.eval.split"),
     shared_outputs=_shared_outputs,
     input_parts=_input_parts,
-    code=("rubricflow.methods.roro", "rubricflow.grpo", "rubricflow.sft", "models.router", "models.tiny", "models.generation"),
+    code=("rubricflow.methods.roro", "rubricflow.grpo", "rubricflow.sft", "models.tiny", "models.generation"),
     sections=("roro",),
     shared_hint="run the main pipeline's RoRo stages first (`dvc repro roro_pairs` or `make run`; for "
     "roro.task.answer=parity then `rubricflow --set roro.task.answer=parity roro-trajectories` and `roro-pairs`): the "
