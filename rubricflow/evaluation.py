@@ -99,28 +99,41 @@ def sampled_responses(model, processor, data_dir: str | Path, samples, gen: Gene
     return [[c.text for c in o] for o in outs]
 
 
-SAMPLED = ("sampled_accuracy", "pass_at_k", "clean_pass_at_k")
+SAMPLED = ("sampled_accuracy", "pass_at_k", "clean_pass_at_k", "relevant_flaw_rate")
 
 
 def sampled_metrics(samples, responses: list[list[str]]) -> dict[str, float]:
-    """Per group (:func:`group_keys`): ``sampled_accuracy/<g>``, ``pass_at_k/<g>``, ``clean_pass_at_k/<g>``, and
-    ``k``; the ``overall`` group also without its suffix (``sampled_accuracy``, ``pass_at_k``, ``clean_pass_at_k``)."""
+    """Per group (:func:`group_keys`): ``sampled_accuracy/<g>``, ``pass_at_k/<g>``, ``clean_pass_at_k/<g>``,
+    ``relevant_flaw_rate/<g>`` and ``k``; the ``overall`` group also without its suffix.
+
+    ``relevant_flaw_rate`` is the share of the *correct* sampled completions (pooled over the group's problems) whose
+    trace gets a value the answer depends on wrong or leaves it out (``rubricflow.trace_check.answer_relevant_flaws``):
+    right answers for the wrong reasons, counted only on the reasoning the answer uses. Absent for a group with no
+    correct completion."""
     from rubricflow.answers import outcome_score
-    from rubricflow.trace_check import trace_flaws
+    from rubricflow.trace_check import answer_relevant_flaws, trace_flaws
 
     if len(samples) != len(responses):
         raise ValueError(f"{len(samples)} samples but {len(responses)} response lists")
     per: dict[str, list[tuple[float, float, float]]] = {}
+    relevant: dict[str, list[int]] = {}  # group -> [correct completions, of which answer-relevant flawed]
     for s, rs in zip(samples, responses):
         right = [outcome_score(r, s.answer, s.answer_type) == 1.0 for r in rs]
         clean = [ok and not trace_flaws(s.facts, r) for ok, r in zip(right, rs)]
+        flawed = sum(1 for ok, r in zip(right, rs) if ok and answer_relevant_flaws(s.facts, r))
         row = (sum(right) / len(rs) if rs else 0.0, float(any(right)), float(any(clean)))
         for key in group_keys(s):
             per.setdefault(key, []).append(row)
+            acc = relevant.setdefault(key, [0, 0])
+            acc[0] += sum(right)
+            acc[1] += flawed
     out: dict[str, float] = {"k": float(max((len(rs) for rs in responses), default=0))}
     for key, rows in sorted(per.items()):
-        for i, name in enumerate(SAMPLED):
+        for i, name in enumerate(SAMPLED[:3]):
             out[f"{name}/{key}"] = sum(r[i] for r in rows) / len(rows)
+        n_right, n_flawed = relevant[key]
+        if n_right:
+            out[f"relevant_flaw_rate/{key}"] = n_flawed / n_right
     for name in SAMPLED:
         if f"{name}/overall" in out:
             out[name] = out[f"{name}/overall"]

@@ -7,6 +7,9 @@ symptom RuCL targets (right answer, wrong reasoning) is measured twice:
 * ``correct_but_flawed``: the share of correct answers whose trace the *independent* strict verifier
   (rubricflow.trace_check: every ground-truth fact stated correctly, nothing contradicted or invented) rejects.
   It is not the reward's judge and uses no rubric, so RuCL lowering it is not circular.
+* ``correct_but_flawed_relevant`` (greedy) and ``relevant_flaw_rate`` (sampled, the primary trace metric): the same
+  restricted to the values the answer depends on (rubricflow.trace_check.answer_relevant_flaws), so a misread of a
+  quantity the answer does not use is not counted;
 * ``correct_but_flawed_rubric``: the share of correct answers failing at least one applicable advanced rubric of
   the reward's judge (kept for comparison; partly circular by construction).
 """
@@ -23,7 +26,7 @@ from rubricflow.judge.config import JudgeConfig
 from rubricflow.judge.protocol import JudgeRequest
 from rubricflow.methods.rucl.rewards import tier_map, tier_scores
 from rubricflow.methods.rucl.config import RuCLConfig
-from rubricflow.trace_check import trace_flaws
+from rubricflow.trace_check import answer_relevant_flaws, trace_flaws
 from rubricflow.sections import GenerationConfig
 
 
@@ -38,7 +41,10 @@ def score_responses(samples, responses: list[str], judge, rubrics, data_dir: str
         raise ValueError(f"{len(samples)} samples but {len(responses)} responses")
     outcome = [outcome_score(r, s.answer, s.answer_type) for s, r in zip(samples, responses)]
     strict = [float(bool(trace_flaws(s.facts, r))) for s, r, o in zip(samples, responses, outcome) if o == 1.0]
-    out: dict[str, Any] = {"n": len(samples), "accuracy": _mean(outcome) or 0.0, "correct_but_flawed": _mean(strict)}
+    relevant = [float(bool(answer_relevant_flaws(s.facts, r))) for s, r, o in zip(samples, responses, outcome)
+                if o == 1.0]
+    out: dict[str, Any] = {"n": len(samples), "accuracy": _mean(outcome) or 0.0, "correct_but_flawed": _mean(strict),
+                           "correct_but_flawed_relevant": _mean(relevant)}
     for task in sorted({s.task for s in samples}):
         out[f"accuracy/{task}"] = _mean(o for s, o in zip(samples, outcome) if s.task == task)
     if judge is None or not rubrics:
