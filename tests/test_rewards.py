@@ -111,3 +111,57 @@ def test_a_judgment_that_leaves_out_the_kept_rubrics_is_missing_not_scored_like_
     # a complete judgment where nothing applies is a measurement, not a failure (unchanged)
     none_apply = parse_judgment(json.dumps({"verdicts": {r: "n/a" for r in ids}}), ids)
     assert not compute_reward(1.0, none_apply, TIERS, lambda_t=0.5, alpha=0.7).missing
+
+
+def _random_group(rng, size=8):
+    """A GRPO group of (outcome, judgment): random 0/1 outcomes and random verdicts on the five kept rubrics."""
+    group = []
+    for _ in range(size):
+        verdicts = {rid: rng.choice([Y, N, NA]) for rid in TIERS}
+        group.append((float(rng.random() < 0.5), judged(**verdicts)))
+    return group
+
+
+def test_gated_reward_ranks_every_correct_answer_above_every_wrong_one():
+    """Property over 2,000 random groups, every alpha in (0, 1], lambda in [0, 1], modes rucl and uniform: under
+    gate 'correct_only' each correct answer's reward exceeds each wrong answer's, and a wrong answer earns 0 (an
+    all-wrong group has no advantage, as under outcome-only)."""
+    import random
+
+    from rubricflow.grpo.core import group_advantages
+
+    rng = random.Random(0)
+    for _ in range(2000):
+        alpha, lam = rng.uniform(0.01, 1.0), rng.random()
+        mode = rng.choice(["rucl", "uniform"])
+        rewards = [(o, compute_reward(o, j, TIERS, lam, alpha, mode, gate="correct_only").total)
+                   for o, j in _random_group(rng)]
+        right = [r for o, r in rewards if o == 1.0]
+        wrong = [r for o, r in rewards if o == 0.0]
+        assert all(r == 0.0 for r in wrong)
+        assert all(a > b for a in right for b in wrong)
+    import torch
+
+    wrong_group = [compute_reward(0.0, judged(f1=Y, f2=Y, f3=Y, a1=Y, a2=Y), TIERS, 0.5, 0.7, gate="correct_only"),
+                   compute_reward(0.0, judged(f1=N, f2=N, f3=N, a1=N, a2=N), TIERS, 0.5, 0.7, gate="correct_only")]
+    adv = group_advantages(torch.tensor([b.total for b in wrong_group]), 2)
+    assert adv.abs().max().item() == 0.0
+
+
+def test_ungated_reward_pays_a_consistent_wrong_answer():
+    """The paper's composition (gate 'none'): in an all-wrong group the rubric term alone sets the advantages, and
+    std scaling makes them about +-1; with alpha < 1/2 a wrong answer can even outrank a correct one."""
+    import torch
+
+    from rubricflow.grpo.core import group_advantages
+
+    tidy = compute_reward(0.0, judged(f1=Y, f2=Y, f3=Y), TIERS, 0.0, 0.7)  # wrong, every foundational rubric passed
+    messy = compute_reward(0.0, judged(f1=N, f2=N, f3=N), TIERS, 0.0, 0.7)
+    assert tidy.total == pytest.approx(0.3) and messy.total == 0.0
+    adv = group_advantages(torch.tensor([tidy.total, messy.total]), 2)
+    assert adv[0].item() == pytest.approx(0.7071, abs=1e-3) and adv[1].item() == pytest.approx(-0.7071, abs=1e-3)
+    right_flawed = compute_reward(1.0, judged(f1=N, f2=N, f3=N), TIERS, 0.0, 0.4)
+    wrong_tidy = compute_reward(0.0, judged(f1=Y, f2=Y, f3=Y), TIERS, 0.0, 0.4)
+    assert wrong_tidy.total > right_flawed.total  # 0.6 > 0.4
+    with pytest.raises(ValueError, match="reward gate"):
+        compute_reward(1.0, judged(f1=Y), TIERS, gate="soft")

@@ -11,7 +11,7 @@ import pytest
 from rubricflow.methods.rucl.curriculum import CurriculumScheduler
 from rubricflow.data.arith import gen_arith
 from rubricflow.methods.rucl.scoring import RubricScorer
-from rubricflow.integrations.trl import AsyncRubricflowReward, RubricflowCallback, RubricflowReward
+from rubricflow.methods.rucl.integrations.trl import AsyncRubricflowReward, RubricflowCallback, RubricflowReward
 from rubricflow.judge.programmatic import ProgrammaticJudge
 from rubricflow.judge.protocol import Judgment, Rubric
 
@@ -41,7 +41,7 @@ class FlakyJudge:
 
 
 def scheduler(window=2, ramp=2):
-    return CurriculumScheduler(threshold=0.5, window=window, ramp_steps=ramp, peak=0.5, shape="sigmoid", steepness=10.0)
+    return CurriculumScheduler(threshold=0.5, window=window, ramp_steps=ramp, peak=0.5, shape="sigmoid", steepness=10.0, threshold_rule="absolute", margin=0.0)
 
 
 def rows(n, seed=0):

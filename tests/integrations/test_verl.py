@@ -23,7 +23,7 @@ import torch
 from rubricflow.methods.rucl.curriculum import CurriculumScheduler
 from rubricflow.data.arith import gen_arith
 from rubricflow.methods.rucl.scoring import RubricScorer
-from rubricflow.integrations.verl import RubricflowRewardManager, VerlScorer, neutral_fill
+from rubricflow.methods.rucl.integrations.verl import RubricflowRewardManager, VerlScorer, neutral_fill
 from rubricflow.judge.programmatic import ProgrammaticJudge
 from rubricflow.judge.protocol import Judgment, Rubric
 
@@ -62,7 +62,7 @@ def problems(n):
 
 
 def scorer(judge):
-    sched = CurriculumScheduler(threshold=0.5, window=1, ramp_steps=0, peak=0.5, shape="linear", steepness=10.0)
+    sched = CurriculumScheduler(threshold=0.5, window=1, ramp_steps=0, peak=0.5, shape="linear", steepness=10.0, threshold_rule="absolute", margin=0.0)
     return VerlScorer(RubricScorer(judge, RUBRICS, sched, alpha=0.7))
 
 

@@ -61,6 +61,11 @@ def test_rucl_end_to_end_rewards_curriculum_and_outputs(setup):
     ev = json.loads((root / "main" / "reports" / "transition.json").read_text())
     assert ev["switched"] and ev["transition_step"] == 1 and ev["event"]["step"] == 1
     assert len(ev["event"]["window_scores"]) == 2 and min(ev["event"]["window_scores"]) > 0.3
+    assert ev["lambda_positive_share"] == 0.5 and res["lambda_positive_share"] == 0.5  # steps 2, 3 of 4
+    # the hacking monitor is logged every step and summarised once (4 steps: no warning can be called)
+    assert all(0.0 <= r["monitor/rubric_to_wrong"] <= 0.3 for r in rows if r.get("monitor/rubric_to_wrong") is not None)
+    assert any(r.get("monitor/relevant_sound") is not None for r in rows)
+    assert res["hacking"]["warn"] is False and res["hacking"]["window"] == 1
     # every reward of the last batch follows r = a * outcome + (1 - a) * rubric with that step's lambda
     last = json.loads((root / "main" / "reports" / "samples_last_step.json").read_text())
     from rubricflow.data.schema import read_dataset

@@ -23,6 +23,13 @@ class RewardConfig(Section):
         "weighted equally (no tiers); 'outcome': final-answer correctness only (alpha = 1, no judge calls).",
     )
     alpha: float = Field(0.7, ge=0, le=1, description="Weight of the outcome term (paper: 0.7 best).")
+    gate: Literal["none", "correct_only"] = Field(
+        "none",
+        description="'none': the paper's composition (every response earns its rubric term); 'correct_only' (beyond "
+        "the paper): r = outcome * (alpha + (1 - alpha) * rubric), the rubric term only ranks correct answers, so a "
+        "consistent wrong answer earns nothing and an all-wrong group has no advantage "
+        "(rubricflow/methods/rucl/rewards.py).",
+    )
     shuffle_control: bool = Field(
         False,
         description="Control experiment: permute the rewards within each rollout batch before the advantages "
@@ -39,8 +46,20 @@ class RewardConfig(Section):
 
 
 class CurriculumConfig(Section):
+    threshold_rule: Literal["absolute", "relative"] = Field(
+        "absolute",
+        description="'absolute' (the paper): switch when the batch S_F exceeded `threshold` at every step of the "
+        "window; 'relative' (calibrated to the start): the threshold is the mean batch S_F of the first `window` steps "
+        "(the start's level, measured on the training batches) plus `margin`, so the switch asks for the same gain "
+        "over the start whatever level a seed starts at (rubricflow/methods/rucl/curriculum.py).",
+    )
     threshold: float = Field(
-        0.9, ge=0, le=1, description="Batch foundational score that must be exceeded at every step of the window."
+        0.9, ge=0, le=1, description="Batch foundational score that must be exceeded at every step of the window "
+        "(threshold_rule 'absolute')."
+    )
+    margin: float = Field(
+        0.05, ge=0, le=1, description="threshold_rule 'relative': the gain in batch S_F over the start's level that "
+        "must hold at every step of the window."
     )
     window: int = Field(20, ge=1, description="Sliding window of steps guarding the switch (paper: 20 best).")
     ramp_steps: int = Field(50, ge=0, description="Steps over which lambda ramps from 0 to peak after the switch.")

@@ -18,6 +18,19 @@ steepness (default 10).
 
 A missing score (NaN: no foundational rubric was judged in the batch, e.g. all judge calls failed) counts as *not*
 exceeding the threshold: the window must be filled by measured evidence.
+
+Threshold rules (``rucl.curriculum.threshold_rule``):
+
+* ``absolute`` (the paper): ``threshold`` as given (0.9). At our scale the batch S_F of a sampled tiny policy tops
+  out near it, so the switch may never come: the paper's reading, kept by name.
+* ``relative`` (calibrated to the start): the first ``window`` updates measure the start's level ``b`` (mean of the
+  measured scores; the switch cannot fire before it is known); from then on the threshold is ``b + margin``. It asks
+  every seed for the same gain over its own start, so the switch means "the foundational tier improved", not "a seed
+  started high". The margin is chosen on val seeds before any study (``rubricflow.methods.rucl.study``).
+
+Before the switch ``lambda_t = 0`` whatever the threshold, so a run with ``peak = 0`` (lambda held at 0) follows
+exactly the trajectory every threshold shares up to its switch: :func:`switch_step` replays a recorded S_F series
+under any rule and gives the step it would have switched at.
 """
 
 from __future__ import annotations
@@ -30,6 +43,7 @@ if TYPE_CHECKING:
     from rubricflow.methods.rucl.config import CurriculumConfig
 
 Shape = Literal["sigmoid", "linear"]
+Rule = Literal["absolute", "relative"]
 
 
 TAG_SWITCHED = "curriculum.switched"  # MLflow tag on every RuCL run: "true" or "false"
@@ -72,7 +86,11 @@ class CurriculumScheduler:
         peak: float,
         shape: Shape,
         steepness: float,
+        threshold_rule: Rule,
+        margin: float,
     ):
+        if threshold_rule not in ("absolute", "relative"):
+            raise ValueError(f"curriculum threshold_rule: expected 'absolute' or 'relative', got {threshold_rule!r}")
         if window < 1:
             raise ValueError(f"curriculum window: expected >= 1, got {window}")
         if ramp_steps < 0:
@@ -82,6 +100,8 @@ class CurriculumScheduler:
         ramp(0.5, shape, steepness)  # validates shape
         self.threshold, self.window, self.ramp_steps = threshold, window, ramp_steps
         self.peak, self.shape, self.steepness = peak, shape, steepness
+        self.threshold_rule, self.margin = threshold_rule, margin
+        self.baseline: float | None = None  # relative rule: the start's level (mean S_F of the first window)
         self.t = 0  # update calls so far
         self.recent: deque[float] = deque(maxlen=window)
         self.transition_step: int | None = None
@@ -98,7 +118,17 @@ class CurriculumScheduler:
             peak=cfg.peak,
             shape=cfg.shape,
             steepness=cfg.steepness,
+            threshold_rule=cfg.threshold_rule,
+            margin=cfg.margin,
         )
+
+    @property
+    def active_threshold(self) -> float | None:
+        """The threshold in force: ``threshold`` (absolute), ``baseline + margin`` (relative, once the baseline is
+        measured; None before)."""
+        if self.threshold_rule == "absolute":
+            return self.threshold
+        return None if self.baseline is None else self.baseline + self.margin
 
     @property
     def transitioned(self) -> bool:
@@ -116,12 +146,22 @@ class CurriculumScheduler:
         """Record the batch foundational score of this step; return ``lambda`` for the next step."""
         s = float("nan") if foundational_score is None else float(foundational_score)
         self.recent.append(s)
-        if self.transition_step is None and len(self.recent) == self.window:
-            if all(not math.isnan(x) and x > self.threshold for x in self.recent):
+        if self.threshold_rule == "relative" and self.baseline is None and len(self.recent) == self.window:
+            measured = [x for x in self.recent if not math.isnan(x)]
+            self.baseline = sum(measured) / len(measured) if measured else None
+            if self.baseline is not None:  # the baseline window itself cannot trigger the switch
+                self.lambda_t = 0.0
+                self.t += 1
+                return self.lambda_t
+        threshold = self.active_threshold
+        if self.transition_step is None and threshold is not None and len(self.recent) == self.window:
+            if all(not math.isnan(x) and x > threshold for x in self.recent):
                 self.transition_step = self.t
                 self.event = {
                     "step": self.t,
-                    "threshold": self.threshold,
+                    "threshold": threshold,
+                    "threshold_rule": self.threshold_rule,
+                    "baseline": self.baseline,
                     "window": self.window,
                     "window_scores": list(self.recent),
                 }
@@ -139,7 +179,10 @@ class CurriculumScheduler:
                 "peak": self.peak,
                 "shape": self.shape,
                 "steepness": self.steepness,
+                "threshold_rule": self.threshold_rule,
+                "margin": self.margin,
             },
+            "baseline": self.baseline,
             "t": self.t,
             "recent": list(self.recent),
             "transition_step": self.transition_step,
@@ -153,7 +196,22 @@ class CurriculumScheduler:
             diff = {k: (state["config"].get(k), v) for k, v in mine.items() if state["config"].get(k) != v}
             raise ValueError(f"curriculum state was saved with other settings (saved, current): {diff}")
         self.t = int(state["t"])
+        self.baseline = state.get("baseline")
         self.recent = deque((float(x) for x in state["recent"]), maxlen=self.window)
         self.transition_step = state["transition_step"]
         self.event = state["event"]
         self.lambda_t = float(state["lambda_t"])
+
+
+def switch_step(scores, cfg: "CurriculumConfig", **overrides) -> int | None:
+    """The step a scheduler of ``cfg`` (with ``overrides``, e.g. ``margin=0.1``) switches at on the batch S_F series
+    ``scores`` (None: never). Exact for any run whose trajectory up to that step had lambda 0 (see the module
+    docstring), e.g. a run with ``peak = 0``."""
+    fields = {k: getattr(cfg, k) for k in ("threshold", "window", "ramp_steps", "peak", "shape", "steepness",
+                                            "threshold_rule", "margin")}
+    sched = CurriculumScheduler(**{**fields, **overrides})
+    for x in scores:
+        sched.update(float("nan") if x is None else x)
+        if sched.transitioned:
+            break
+    return sched.transition_step

@@ -30,6 +30,16 @@ Rules for what is not there (decided here, tested in tests/test_rewards.py):
 
 Modes: ``rucl`` (tiers + curriculum weight), ``uniform`` (no tiers: all kept rubrics weigh the same, the paper's
 "uniform averaging" ablation), ``outcome`` (``alpha = 1``; the judge is not consulted).
+
+Gate (beyond the paper, labelled as such; ``rucl.reward.gate``):
+
+* ``none`` (the paper's composition): every response earns its rubric term. With ``alpha > 1/2`` a correct answer
+  still outranks a wrong one, but *within a group of wrong answers* the rubric term is the only signal, and group
+  std scaling turns its small spread ({0, 0.15, 0.3}) into advantages of about +-1 toward whichever template the
+  rubrics pay for: a consistent wrong answer is rewarded.
+* ``correct_only``: ``r = outcome * (alpha + (1 - alpha) * rubric)`` for a 0/1 outcome: the rubric term only ranks
+  correct answers among themselves; every wrong answer earns 0, so an all-wrong group has no advantage (as under
+  outcome-only) and every correct answer outranks every wrong one for any ``alpha > 0``.
 """
 
 from __future__ import annotations
@@ -43,6 +53,8 @@ from rubricflow.judge.protocol import Judgment, Rubric
 
 RewardMode = Literal["rucl", "uniform", "outcome"]
 MODES = ("rucl", "uniform", "outcome")
+Gate = Literal["none", "correct_only"]
+GATES = ("none", "correct_only")
 TIERS = ("foundational", "advanced")
 NAN = float("nan")
 
@@ -105,10 +117,13 @@ def compute_reward(
     lambda_t: float = 0.0,
     alpha: float = 0.7,
     mode: RewardMode = "rucl",
+    gate: Gate = "none",
 ) -> RewardBreakdown:
     """The reward of one response (see the module docstring for every rule)."""
     if mode not in MODES:
         raise ValueError(f"reward mode: expected one of {MODES}, got {mode!r}")
+    if gate not in GATES:
+        raise ValueError(f"reward gate: expected one of {GATES}, got {gate!r}")
     if not 0.0 <= alpha <= 1.0:
         raise ValueError(f"reward alpha: expected a weight in [0, 1], got {alpha}")
     if not 0.0 <= lambda_t <= 1.0:
@@ -132,7 +147,10 @@ def compute_reward(
         reason = f"no verdict on kept rubric(s) {', '.join(left_out)}: the judge left them out"
         return RewardBreakdown(NAN, outcome, s_f, s_a, NAN, True, lambda_t, n_f, n_a, reason=reason)
     rubric = combine_tiers(s_f, s_a, lambda_t) if mode == "rucl" else sc["all"][0]
-    total = alpha * outcome + (1.0 - alpha) * (0.0 if math.isnan(rubric) else rubric)
+    term = 0.0 if math.isnan(rubric) else rubric
+    if gate == "correct_only":
+        term *= outcome  # the rubric term ranks correct answers only
+    total = alpha * outcome + (1.0 - alpha) * term
     return RewardBreakdown(total, outcome, s_f, s_a, rubric, math.isnan(total), lambda_t, n_f, n_a)
 
 

@@ -11,8 +11,9 @@ One call per training step (the ``rollout_fn`` of ``GRPOTrainer``)::
 Every number the method is judged by is returned as a metric: total reward and each component, lambda_t, S_F,
 S_A, outcome accuracy, judge failures / repairs, completion length, rollout tokens/s, and the judge tokens of the
 step (``judge/prompt_tokens``, ``judge/completion_tokens``: counted from the server's answers, or for the
-programmatic judge an estimate, ``judge/tokens_estimated = 1``) and the completions judged on the advanced tier
-(``judge/advanced_judged``; a monitoring sample while lambda_t = 0, ``rucl.reward.advanced_monitor``).
+programmatic judge an estimate, ``judge/tokens_estimated = 1``), the completions judged on the advanced tier
+(``judge/advanced_judged``; a monitoring sample while lambda_t = 0, ``rucl.reward.advanced_monitor``) and the
+reward-hacking monitor (``monitor/*``, rubricflow.methods.rucl.monitor).
 
 The call is two phases (``rubricflow.grpo.trainer.PipelinedRollout``): :meth:`RuCLRollout.start` generates and, with
 a server-backed judge and ``grpo.stream_rewards``, sends each group to the judge as soon as the generation batch that
@@ -40,6 +41,7 @@ from rubricflow.judge.stream import JudgeStream, server_backed
 from rubricflow.judge.usage import usage_of
 from rubricflow.methods.rucl.config import RuCLConfig
 from rubricflow.methods.rucl.curriculum import CurriculumScheduler
+from rubricflow.methods.rucl.monitor import step_monitor
 from rubricflow.methods.rucl.scoring import Item, RubricScorer
 
 
@@ -64,7 +66,7 @@ class RuCLRollout:
         start of every sequential step, and by the trainer between steps under one-step-off pipelining)."""
         try:
             self.scorer = RubricScorer(judge, rubrics, scheduler, rcfg.reward.alpha, rcfg.reward.mode,
-                                       rcfg.reward.advanced_monitor)
+                                       rcfg.reward.advanced_monitor, rcfg.reward.gate)
         except ValueError as e:
             raise ValueError(f"rucl.reward.mode: {e} (rucl.tiers_path names the tiers)") from None
         self.gen, self.processor, self.judge = generator, processor, judge
@@ -188,6 +190,10 @@ class RuCLRollout:
             "rollout/tokens_per_s": n_tok / gen_s if gen_s > 0 else 0.0,
             "rollout/gen_time_s": gen_s,
         }
+        # the reward-hacking monitor (rubricflow.methods.rucl.monitor): what the rubric term paid for, against the
+        # independent answer-relevant readout
+        metrics.update(step_monitor([(s.facts, c.text, b) for (s, _, c), b in zip(flat, breakdowns)],
+                                    self.rcfg.reward.alpha))
         if self.usage is not None:
             (p0, c0), (p1, c1) = self._usage_mark, self.usage.snapshot()
             self._usage_mark = (p1, c1)

@@ -1,5 +1,5 @@
 """Score completions with rubricflow's judge and RuCL's hybrid reward: the one scorer of RuCL's own rollouts
-(``rubricflow.methods.rucl.rollout``) and of the integrations with other trainers (``rubricflow.integrations``:
+(``rubricflow.methods.rucl.rollout``) and of the integrations with other trainers (``rubricflow.methods.rucl.integrations``:
 TRL, verl).
 
 ``RubricScorer`` holds a judge (any backend of ``rubricflow.judge``: programmatic, openai, local; cached and
@@ -84,7 +84,7 @@ def as_facts(value: Any, where: str = "facts") -> dict:
 
 class RubricScorer:
     def __init__(self, judge, rubrics: Sequence[Rubric], scheduler: CurriculumScheduler | None = None,
-                 alpha: float = 0.7, mode: str = "rucl", advanced_monitor: int | None = None):
+                 alpha: float = 0.7, mode: str = "rucl", advanced_monitor: int | None = None, gate: str = "none"):
         """``advanced_monitor``: the size of the advanced tier's monitoring sample while ``lambda_t = 0`` (None: every
         completion is judged on every rubric); see the module docstring."""
         if mode != "outcome" and judge is None:
@@ -95,7 +95,7 @@ class RubricScorer:
         self.rubrics = list(rubrics)
         self.tiers = tier_map(self.rubrics) if self.rubrics else {}
         self.scheduler = scheduler
-        self.alpha, self.mode = alpha, mode
+        self.alpha, self.mode, self.gate = alpha, mode, gate
         self._pending: list[RewardBreakdown] = []
         self.total_failures = 0
         self.last_judgments: list = []  # the judgments of the last call (None per item in mode "outcome")
@@ -113,7 +113,7 @@ class RubricScorer:
         judge = None if rucl.reward.mode == "outcome" else make_judge(judge_cfg, secret_resolver, image_root=image_root)
         rubrics = load_tiers(rucl.tiers_path) if rucl.reward.mode != "outcome" else []
         return cls(judge, rubrics, CurriculumScheduler.from_config(rucl.curriculum), rucl.reward.alpha,
-                   rucl.reward.mode, rucl.reward.advanced_monitor)
+                   rucl.reward.mode, rucl.reward.advanced_monitor, rucl.reward.gate)
 
     @property
     def lambda_t(self) -> float:
@@ -184,7 +184,7 @@ class RubricScorer:
     def _breakdowns(self, items: Sequence[Item], judgments) -> list[RewardBreakdown]:
         lam = self.lambda_t
         out = [compute_reward(outcome_score(it.response, it.answer, it.answer_type), j, self.tiers, lam,
-                              self.alpha, self.mode) for it, j in zip(items, judgments)]
+                              self.alpha, self.mode, self.gate) for it, j in zip(items, judgments)]
         self._pending.extend(out)
         self.last_judgments = list(judgments)
         # judged on the advanced tier: a verdict on, or a left-out, advanced rubric (counted here, per scored batch)

@@ -6,8 +6,10 @@ rucl``, DVC, Prefect) resolves the judge and the tiers and calls it.
 Outputs:
 
 * ``rcfg.out_dir``: the trained policy (HF format, loadable by models.loader.load_policy);
-* ``<reports>/rucl/steps.jsonl``: one metrics line per step; ``curriculum.json`` (lambda_t, S_F, S_A per step,
-  for ``dvc plots``), ``curriculum.png``, ``transition.json`` (this run's curriculum switch: ``switched``, the step and the event, or
+* ``<reports>/rucl/steps.jsonl``: one metrics line per step (the reward-hacking monitor's ``monitor/*`` included;
+  the run's ``hacking`` summary warns when the rubric reward rose while the independent readout fell);
+  ``curriculum.json`` (lambda_t, S_F, S_A per step, for ``dvc plots``), ``curriculum.png`` (with the monitor
+  panel), ``transition.json`` (this run's curriculum switch: ``switched``, the step and the event, or
   none; rewritten by every run),
   ``samples_last_step.json`` (responses and reward breakdowns of the last batch);
 * MLflow (through ``run``): per-step metrics, the transition as an event, the plot as an artifact.
@@ -119,6 +121,7 @@ def train_rucl(
     from rubricflow.grpo.export import save_policy
     from rubricflow.grpo.trainer import GRPOTrainer
     from rubricflow.grpo.updater import GRPOUpdater
+    from rubricflow.methods.rucl.monitor import hacking_warning
     from rubricflow.methods.rucl.plots import plot_curriculum
     from rubricflow.progress import progress
     from rubricflow.methods.rucl.rollout import RuCLRollout
@@ -227,14 +230,21 @@ def train_rucl(
         series = [{k: r.get(k) for k in ("step", "curriculum/lambda_t", "reward/s_f", "reward/s_a",
                                          "reward/total", "outcome_accuracy")} for r in rows]
         (reports / "curriculum.json").write_text(json.dumps(series, indent=1))
-        png = plot_curriculum(rows, reports / "curriculum.png", sched.transition_step, c.threshold,
+        png = plot_curriculum(rows, reports / "curriculum.png", sched.transition_step, sched.active_threshold,
                               title=f"RuCL curriculum (mode {rcfg.reward.mode})")
         run.log_artifact(png)
         (reports / "samples_last_step.json").write_text(json.dumps(_json_safe(rollout.last), indent=1))
         # written on every run (a DVC output): the switch of this run, or none; never an older run's switch
         write_json(reports / "transition.json", _json_safe({
             "switched": sched.transitioned, "transition_step": sched.transition_step,
-            "event": sched.event if sched.transitioned else None, "threshold": c.threshold, "window": c.window}))
+            "event": sched.event if sched.transitioned else None, "threshold": sched.active_threshold,
+            "threshold_rule": c.threshold_rule, "baseline": sched.baseline, "window": c.window,
+            "lambda_positive_share": (sum(1 for r in rows if (r.get("curriculum/lambda_t") or 0) > 0) / len(rows))
+            if rows else None}))
+        hacking = hacking_warning(rows)
+        result["hacking"] = hacking
+        if hacking["warn"]:
+            print(f"warning: {rcfg.name}: {hacking['message']}", flush=True)
         tail = rows[-min(5, len(rows)):] if rows else []
 
         def mean_of(key):
@@ -249,6 +259,11 @@ def train_rucl(
             "final/outcome_accuracy": mean_of("outcome_accuracy"),
             "final/s_f": mean_of("reward/s_f"),
             "final/s_a": mean_of("reward/s_a"),
+            "final/rubric_to_wrong": mean_of("monitor/rubric_to_wrong"),
+            "final/relevant_sound": mean_of("monitor/relevant_sound"),
+            "lambda_positive_share": (sum(1 for r in rows if (r.get("curriculum/lambda_t") or 0) > 0) / len(rows))
+            if rows else None,
+            "curriculum_threshold": sched.active_threshold,
             "first/reward_total": rows[0].get("reward/total") if rows else None,
             "judge_failures_total": sum(r.get("judge/failures", 0.0) for r in rows),
             "samples_per_s": n_samples / (t_roll + t_upd) if (t_roll + t_upd) > 0 else None,
@@ -258,7 +273,7 @@ def train_rucl(
         if val:
             result["accuracy_before"] = before
             result["accuracy_after"] = after
-        keep = ("sampled_accuracy", "pass_at_k", "clean_pass_at_k")
+        keep = ("sampled_accuracy", "pass_at_k", "clean_pass_at_k", "relevant_flaw_rate")
         if sampled_before:
             result["sampled_before"] = {k: v for k, v in sampled_before.items() if k.startswith(keep) and "/" in k}
             result["sampled_after"] = {k: v for k, v in sampled_after.items() if k.startswith(keep) and "/" in k}
