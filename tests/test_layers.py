@@ -2,8 +2,8 @@
 
 * models <- rubricflow <- tasks <- flows: nothing imports upward, and the core packages never import Prefect (they
   must run without an orchestrator);
-* inside rubricflow, the kernel (everything but ``rubricflow/methods/`` and ``rubricflow/integrations/``) never
-  imports a method: it iterates the registry (``rubricflow.registry``);
+* inside rubricflow, the kernel (everything but ``rubricflow/methods/``) never imports a method: it iterates the
+  registry (``rubricflow.registry``);
 * a method never imports another method (``methods/<a>`` -> ``methods/<b>``), except smol -> rucl (the smol pipeline
   is RuCL on real weights); a pipeline names another method's stages by name instead;
 * only entry points and tests import the composition root ``rubricflow.config``;
@@ -63,7 +63,7 @@ def method_violations(root: Path | None = None) -> list[str]:
     for f in _files(root, "rubricflow"):
         rel = f.relative_to(root)
         own = _method_of(rel)
-        kernel = own is None and rel.parts[1] not in ("methods", "integrations")
+        kernel = own is None and rel.parts[1] != "methods"
         for mod, line in imports_of(f):
             parts = mod.split(".")
             if parts[:2] != ["rubricflow", "methods"] or len(parts) < 3:

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import pytest
 
-from rubricflow.integrations import RewardsMissing
-from rubricflow.integrations.trl import RubricflowReward
-from rubricflow.integrations.verl import VerlScorer
 from rubricflow.judge.programmatic import ProgrammaticJudge
+from rubricflow.methods.rucl.integrations import RewardsMissing
+from rubricflow.methods.rucl.integrations.trl import RubricflowReward
+from rubricflow.methods.rucl.integrations.verl import VerlScorer
 from rubricflow.methods.rucl.scoring import RubricScorer
 from tests.integrations.test_trl import RUBRICS, call_kwargs, rows, scheduler
 

@@ -10,10 +10,10 @@ import pytest
 
 from rubricflow.data.arith import gen_arith
 from rubricflow.data.traces import render_trace
-from rubricflow.integrations import mlflow as rf_mlflow
 from rubricflow.judge.config import JudgeConfig
 from rubricflow.judge.programmatic import ProgrammaticJudge
 from rubricflow.judge.protocol import Judgment, Rubric, Verdict
+from rubricflow.methods.rucl.integrations import mlflow as rf_mlflow
 from rubricflow.methods.rucl.rubrics.pool import DEFAULT_POOL_PATH, load_pool
 from rubricflow.testing.judge_server import LoopbackJudgeServer, loopback_verdict
 

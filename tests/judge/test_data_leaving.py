@@ -215,7 +215,7 @@ def _png(path):
 
 @pytest.mark.parametrize("images", [["/etc/hostname"], ["../secret.txt"], ["notes.txt"], "img.png", ["missing.png"]])
 def test_a_scorer_row_cannot_send_a_local_non_image_file(tmp_path, images):
-    from rubricflow.integrations.mlflow import build_request
+    from rubricflow.methods.rucl.integrations.mlflow import build_request
 
     root = tmp_path / "root"
     _png(root / "img.png")

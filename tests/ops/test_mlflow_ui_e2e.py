@@ -71,7 +71,7 @@ def test_datasets_and_rubric_assessments_in_the_mlflow_ui(tmp_path, monkeypatch)
 
     from rubricflow import tracking
     from rubricflow.data.synthetic import build_synthetic_dataset
-    from rubricflow.integrations.mlflow import build_request, rubric_scorer
+    from rubricflow.methods.rucl.integrations.mlflow import build_request, rubric_scorer
     from rubricflow.judge.programmatic import ProgrammaticJudge
     from rubricflow.judge.config import JudgeConfig
     from rubricflow.methods.rucl.rubrics.pool import load_pool

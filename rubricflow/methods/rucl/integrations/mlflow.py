@@ -3,7 +3,7 @@
 ::
 
     import mlflow
-    from rubricflow.integrations.mlflow import rubric_scorer
+    from rubricflow.methods.rucl.integrations.mlflow import rubric_scorer
     from rubricflow.judge.config import JudgeConfig
 
     scorer = rubric_scorer(JudgeConfig(), "artifacts/rubrics/tiers.json")    # or a pool file, or a list of Rubric

@@ -3,7 +3,7 @@
 ::
 
     from rubricflow.methods.rucl.scoring import RubricScorer
-    from rubricflow.integrations.trl import RubricflowReward, RubricflowCallback
+    from rubricflow.methods.rucl.integrations.trl import RubricflowReward, RubricflowCallback
 
     scorer = RubricScorer(judge, tiered_rubrics, CurriculumScheduler.from_config(curriculum), alpha=0.7)
     trainer = GRPOTrainer(model=..., reward_funcs=RubricflowReward(scorer), args=GRPOConfig(...),
@@ -23,7 +23,7 @@ functions concurrently on its event loop; the judge's ``ajudge`` is used).
 Through TRL's ``log_metric`` hook every call logs ``rubricflow/lambda_t`` (the weight used), ``rubricflow/s_f``,
 ``rubricflow/s_a``, ``rubricflow/outcome`` and ``rubricflow/judge_failures``; they reach every logger TRL reports
 to (MLflow included). A batch whose every reward is missing is warned about; ``max_missing_batches`` (3) of them in
-a row raise ``RewardsMissing`` (``rubricflow.integrations.MissingRewardsGuard``).
+a row raise ``RewardsMissing`` (``rubricflow.methods.rucl.integrations.MissingRewardsGuard``).
 
 **The callback** calls ``scorer.step()`` at every optimizer step's end: the step's mean S_F goes to the
 curriculum scheduler, which updates lambda for the next step (RuCL's performance-triggered switch: S_F above the
@@ -42,7 +42,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rubricflow.integrations import MAX_MISSING_BATCHES, IntegrationUnavailable, MissingRewardsGuard
+from rubricflow.methods.rucl.integrations import MAX_MISSING_BATCHES, IntegrationUnavailable, MissingRewardsGuard
 from rubricflow.methods.rucl.scoring import Item, RubricScorer, as_facts
 
 
@@ -52,8 +52,8 @@ def require_trl() -> str:
         import trl
     except ImportError:
         raise IntegrationUnavailable(
-            "rubricflow.integrations.trl needs `trl` (pinned: `.venv/bin/pip install -c requirements/constraints.txt "
-            "torch==2.13.0 trl==1.16.0`, or `pip install -e '.[dev]'`)"
+            "rubricflow.methods.rucl.integrations.trl needs `trl` (pinned: `.venv/bin/pip install -c "
+            "requirements/constraints.txt torch==2.13.0 trl==1.16.0`, or `pip install -e '.[dev]'`)"
         ) from None
     return trl.__version__
 

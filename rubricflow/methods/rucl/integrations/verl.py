@@ -40,7 +40,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
 
-from rubricflow.integrations import MAX_MISSING_BATCHES, MissingRewardsGuard
+from rubricflow.methods.rucl.integrations import MAX_MISSING_BATCHES, MissingRewardsGuard
 from rubricflow.methods.rucl.scoring import Item, RubricScorer, as_facts
 
 NAN = float("nan")
