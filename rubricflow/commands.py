@@ -30,6 +30,7 @@ class CommandContext:
     run_stage: Callable[..., dict]  # run_stage(stage name, **kw) -> metrics; errors end the command
     echo: Callable[[str], None]
     secret_resolver: Callable[[str], str] | None = None
+    track: bool = True  # log to MLflow (False under `rubricflow --no-track`)
 
 
 class CommandError(Exception):

@@ -2,8 +2,9 @@
 
 * models <- rubricflow <- tasks <- flows: nothing imports upward, and the core packages never import Prefect (they
   must run without an orchestrator);
-* inside rubricflow, the kernel (everything but ``rubricflow/methods/``) never imports a method: it iterates the
-  registry (``rubricflow.registry``);
+* the kernel (``models/``, ``tasks/``, ``flows/`` and everything in ``rubricflow/`` but ``rubricflow/methods/``)
+  never imports a method: it iterates the registry (``rubricflow.registry``); a method's own command (a CLI
+  command over its data) is a ``Command`` of its ``Method``;
 * a method never imports another method (``methods/<a>`` -> ``methods/<b>``), except smol -> rucl (the smol pipeline
   is RuCL on real weights); a pipeline names another method's stages by name instead;
 * only entry points and tests import the composition root ``rubricflow.config``;
@@ -60,10 +61,10 @@ def _method_of(rel: Path) -> str | None:
 def method_violations(root: Path | None = None) -> list[str]:
     root = root or ROOT
     bad = []
-    for f in _files(root, "rubricflow"):
+    for f in [f for pkg in RANK if (root / pkg).is_dir() for f in _files(root, pkg)]:
         rel = f.relative_to(root)
         own = _method_of(rel)
-        kernel = own is None and rel.parts[1] != "methods"
+        kernel = own is None and rel.parts[:2] != ("rubricflow", "methods")
         for mod, line in imports_of(f):
             parts = mod.split(".")
             if parts[:2] != ["rubricflow", "methods"] or len(parts) < 3:
@@ -157,10 +158,17 @@ def test_the_method_checker_catches_a_kernel_import_and_a_cross_method_import(tm
         (m / d).mkdir(parents=True)
     (tmp_path / "rubricflow" / "judge").mkdir()
     (tmp_path / "rubricflow" / "judge" / "x.py").write_text("def f():\n    from rubricflow.methods.rucl import train\n")
+    (tmp_path / "flows" / "cli").mkdir(parents=True)
+    (tmp_path / "flows" / "cli" / "j.py").write_text("from rubricflow.methods.rucl.rubrics import pool\n")
+    (tmp_path / "models").mkdir()
+    (tmp_path / "models" / "m.py").write_text("import rubricflow.methods.roro.router\n")
     (m / "roro" / "y.py").write_text("from rubricflow.methods.rucl.config import RuCLConfig\n")
     (m / "smol" / "z.py").write_text("from rubricflow.methods.rucl.config import RuCLConfig\n")  # allowed
     (m / "rucl" / "w.py").write_text("from rubricflow.methods.rucl.train import x\n")  # its own method
     assert method_violations(tmp_path) == [
+        "flows/cli/j.py:1 imports rubricflow.methods.rucl.rubrics (the kernel names no method)",
+        "flows/cli/j.py:1 imports rubricflow.methods.rucl.rubrics.pool (the kernel names no method)",
+        "models/m.py:1 imports rubricflow.methods.roro.router (the kernel names no method)",
         "rubricflow/judge/x.py:2 imports rubricflow.methods.rucl (the kernel names no method)",
         "rubricflow/judge/x.py:2 imports rubricflow.methods.rucl.train (the kernel names no method)",
         "rubricflow/methods/roro/y.py:1 imports rubricflow.methods.rucl.config (method roro -> method rucl)",

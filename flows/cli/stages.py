@@ -13,7 +13,7 @@ from typing import Annotated, get_args, get_origin, get_type_hints
 
 import typer
 
-from flows.cli.base import _reflow, load_cfg, run_stage
+from flows.cli.base import _reflow, load_cfg, run_stage, state
 from rubricflow import registry
 from rubricflow.commands import Command, CommandContext, CommandError, Opt
 
@@ -21,7 +21,8 @@ from rubricflow.commands import Command, CommandContext, CommandError, Opt
 def _context() -> CommandContext:
     from tasks.secrets import load_secret
 
-    return CommandContext(load_config=load_cfg, run_stage=run_stage, echo=typer.echo, secret_resolver=load_secret)
+    return CommandContext(load_config=load_cfg, run_stage=run_stage, echo=typer.echo, secret_resolver=load_secret,
+                          track=state.track)
 
 
 def typer_command(cmd: Command):

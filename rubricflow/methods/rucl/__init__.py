@@ -7,6 +7,7 @@ foundational / advanced tiers. Phase II: GRPO with the hybrid reward ``alpha * o
 """
 
 from rubricflow.methods.rucl import stages
+from rubricflow.methods.rucl.commands import COMMANDS
 from rubricflow.methods.rucl.config import RuCLConfig
 from rubricflow.methods.rucl.rubrics import stages as rubric_stages
 from rubricflow.methods.rucl.rubrics.config import RubricsConfig
@@ -48,4 +49,5 @@ METHOD = Method(
     adapters=(ADAPTER,),
     studies=STUDIES,
     summary=summary_lines,
+    commands=COMMANDS,
 )

@@ -1,4 +1,5 @@
-"""Judge commands of the ``rubricflow`` CLI: ``judge-agreement`` (``rubricflow.judge.agreement``).
+"""RuCL's extra CLI command: ``rubricflow judge-agreement`` (the evaluation is the kernel's
+``rubricflow.judge.agreement``; the rubrics the labels name are RuCL's pool, ``rubrics.default_pool_path``).
 
 * ``rubricflow judge-agreement --labels L.jsonl``  judge every line of a labelled set with the configured judge
   (``judge`` section; ``--set judge.backend=openai`` picks another) and report per-rubric agreement and Cohen's
@@ -15,9 +16,7 @@ import json
 from pathlib import Path
 from typing import Annotated, Optional
 
-import typer
-
-from flows.cli.base import app, load_cfg, state, usage_error
+from rubricflow.commands import Command, CommandContext, CommandError, Opt
 
 
 def _pool(cfg, rubrics: Path | None) -> dict:
@@ -27,17 +26,17 @@ def _pool(cfg, rubrics: Path | None) -> dict:
     return {r.id: r for r in pool.rubrics}
 
 
-@app.command("judge-agreement")
 def judge_agreement(
-    labels: Annotated[Optional[Path], typer.Option(help="Labelled set (JSONL) to judge and compare with.")] = None,
-    rubrics: Annotated[Optional[Path], typer.Option(
-        help="Rubric pool or tiers file the labels name (default: rubrics.default_pool_path).")] = None,
-    out: Annotated[Path, typer.Option(help="Report (JSON) with the judgments.")] = Path("reports/judge_agreement.json"),
-    write_labels: Annotated[Optional[Path], typer.Option(
-        help="Write a labelled set here instead (probe responses labelled by the programmatic judge).")] = None,
-    data: Annotated[Optional[Path], typer.Option(help="--write-labels: data set folder (default: data.out_dir).")] = None,
-    split: Annotated[str, typer.Option(help="--write-labels: split of the problems.")] = "calib",
-    n: Annotated[int, typer.Option(help="--write-labels: problems (each gets every probe response).")] = 8,
+    ctx: CommandContext,
+    labels: Annotated[Optional[Path], Opt("Labelled set (JSONL) to judge and compare with.")] = None,
+    rubrics: Annotated[Optional[Path], Opt(
+        "Rubric pool or tiers file the labels name (default: rubrics.default_pool_path).")] = None,
+    out: Annotated[Path, Opt("Report (JSON) with the judgments.")] = Path("reports/judge_agreement.json"),
+    write_labels: Annotated[Optional[Path], Opt(
+        "Write a labelled set here instead (probe responses labelled by the programmatic judge).")] = None,
+    data: Annotated[Optional[Path], Opt("--write-labels: data set folder (default: data.out_dir).")] = None,
+    split: Annotated[str, Opt("--write-labels: split of the problems.")] = "calib",
+    n: Annotated[int, Opt("--write-labels: problems (each gets every probe response).")] = 8,
 ):
     """Judge agreement: per-rubric agreement and Cohen's kappa of the configured judge against reference labels,
     logged to MLflow (or, with --write-labels, make a labelled set from the programmatic judge)."""
@@ -46,8 +45,8 @@ def judge_agreement(
     from rubricflow.judge.errors import JudgeError
 
     if (labels is None) == (write_labels is None):
-        raise usage_error("give exactly one of --labels (evaluate) and --write-labels (make a labelled set)")
-    cfg = load_cfg()
+        raise CommandError("give exactly one of --labels (evaluate) and --write-labels (make a labelled set)", code=2)
+    cfg = ctx.load_config()
     try:
         pool = _pool(cfg, rubrics)
         if write_labels is not None:
@@ -61,21 +60,19 @@ def judge_agreement(
             reqs = probe_requests(samples, list(KINDS), usable)
             ref = ProgrammaticJudge(applicability=cfg.judge.applicability).judge(reqs)
             written = write_labelled(write_labels, reqs, ref)
-            typer.echo(f"wrote {written} labelled responses ({len(samples)} problems, kinds {', '.join(KINDS)} where "
-                       f"the problem allows them, {len(usable)} rubrics) to {write_labels}")
+            ctx.echo(f"wrote {written} labelled responses ({len(samples)} problems, kinds {', '.join(KINDS)} where "
+                     f"the problem allows them, {len(usable)} rubrics) to {write_labels}")
             return
         from rubricflow.io import write_json
         from rubricflow.judge.factory import make_judge
-        from tasks.secrets import load_secret
 
         requests, reference = read_labelled(labels, pool)
-        judge = make_judge(cfg.judge, load_secret)
+        judge = make_judge(cfg.judge, ctx.secret_resolver)
         report = evaluate_agreement(judge, requests, reference, max_failed_frac=cfg.judge.max_failed_frac)
     except (FileNotFoundError, ValueError, JudgeError) as e:
-        typer.echo(f"error: {e}", err=True)
-        raise typer.Exit(1) from None
+        raise CommandError(str(e)) from None
     write_json(out, report, default=str)
-    if state.track:
+    if ctx.track:
         from rubricflow.tracking import stage_run
 
         with stage_run("judge_agreement", experiment=cfg.tracking.experiment, tracking_uri=cfg.tracking.tracking_uri,
@@ -83,8 +80,11 @@ def judge_agreement(
             log_agreement(run, report, labels)
             report["mlflow_run_id"] = run.run_id
     o = report["overall"]
-    typer.echo(f"judge {report['judge']} on {labels}: {report['n_requests']} responses, statuses "
-               f"{report['statuses']}; agree {o['agree']}, kappa {o['kappa']} over {o['n']} verdicts")
+    ctx.echo(f"judge {report['judge']} on {labels}: {report['n_requests']} responses, statuses "
+             f"{report['statuses']}; agree {o['agree']}, kappa {o['kappa']} over {o['n']} verdicts")
     for rid, row in report["agreement"].items():
-        typer.echo(f"  {rid}: n={row['n']} agree={row['agree']} majority={row['majority']} kappa={row['kappa']}")
-    typer.echo(json.dumps({"report": str(out), "mlflow_run_id": report.get("mlflow_run_id")}))
+        ctx.echo(f"  {rid}: n={row['n']} agree={row['agree']} majority={row['majority']} kappa={row['kappa']}")
+    ctx.echo(json.dumps({"report": str(out), "mlflow_run_id": report.get("mlflow_run_id")}))
+
+
+COMMANDS = (Command("judge-agreement", judge_agreement),)
