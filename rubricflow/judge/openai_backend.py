@@ -43,7 +43,7 @@ from rubricflow.judge.prompt import (
 )
 from rubricflow.judge.protocol import JudgeRequest, Judgment
 from rubricflow.judge.retry import RequestFailed
-from rubricflow.judge.transport import AttemptStats, ChatTransport, frozen_heap, run_sync
+from rubricflow.judge.transport import SHARED_SLOTS, AttemptStats, ChatTransport, frozen_heap, run_sync
 from rubricflow.judge.usage import TokenUsage
 
 log = logging.getLogger("rubricflow.judge.openai")
@@ -77,6 +77,7 @@ class CallStats(AttemptStats):
 
 class OpenAIJudge:
     name = "openai"
+    shares_slots = True  # a call inside transport.SHARED_SLOTS takes its concurrency slots from there
 
     def __init__(
         self,
@@ -178,7 +179,8 @@ class OpenAIJudge:
     async def ajudge(self, requests: list[JudgeRequest]) -> list[Judgment]:
         if not requests:
             return []
-        sem = asyncio.Semaphore(self.cfg.concurrency)
+        shared = SHARED_SLOTS.get()  # calls streamed together share one bound (JudgeStream)
+        sem = shared if shared is not None else asyncio.Semaphore(self.cfg.concurrency)
         n = len(requests)
         # the batch alone decides the failure budget (BudgetedJudge: a call of failure_window or more counts
         # whole): past this many failures it fails whatever the rest answers

@@ -7,8 +7,11 @@ group of completions as soon as it is generated and collects the futures when th
 works while the policy generates instead of after it.
 
 Bounds: at most ``max_in_flight`` requests are in flight over all submitted calls together (the judge section's
-``judge.openai.concurrency`` by default): a call of ``k`` requests waits for ``min(k, max_in_flight)`` free slots, so
-streaming never asks the server for more concurrency than one batched call would. Everything the wrapped judge does
+``judge.openai.concurrency`` by default), so streaming never asks the server for more concurrency than one batched
+call would. A backend that shares slots (``shares_slots``: the openai backend, through
+``rubricflow.judge.transport.SHARED_SLOTS``) holds one slot per request while it is in flight and frees it with its
+answer, so a call's fast answers make room for the next call's requests at once; any other backend's call of ``k``
+requests waits for ``min(k, max_in_flight)`` free slots and holds them until the call returns. Everything the wrapped judge does
 per call is unchanged (cache, failure budget, deadlines, retries); an exception of a call (the failure budget, the
 stage deadline) is raised by its future's ``result()``. ``close()`` cancels what is still queued or in flight and
 stops the thread.
@@ -25,6 +28,7 @@ import threading
 from collections.abc import Sequence
 
 from rubricflow.judge.protocol import JudgeRequest, Judgment
+from rubricflow.judge.transport import SHARED_SLOTS
 
 SERVER_BACKENDS = frozenset({"openai"})  # backends whose judgments are computed elsewhere (a server)
 
@@ -43,6 +47,25 @@ def default_concurrency(judge, fallback: int = 16) -> int:
     return int(c) if isinstance(c, int) and c > 0 else fallback
 
 
+class _CountingSlots(asyncio.Semaphore):
+    """A semaphore that records how many slots are held, and the most held at once."""
+
+    def __init__(self, n: int):
+        super().__init__(n)
+        self.held = 0
+        self.peak = 0
+
+    async def acquire(self) -> bool:
+        await super().acquire()
+        self.held += 1
+        self.peak = max(self.peak, self.held)
+        return True
+
+    def release(self) -> None:
+        self.held -= 1
+        super().release()
+
+
 class JudgeStream:
     """``with JudgeStream(judge) as s: fut = s.submit(requests); ...; judgments = fut.result()``."""
 
@@ -54,9 +77,16 @@ class JudgeStream:
         self._lock = threading.Lock()
         self._free = self.max_in_flight
         self._cond: asyncio.Condition | None = None
+        self._slots: _CountingSlots | None = None
         self._futures: set[concurrent.futures.Future] = set()
+        self.shares_slots = getattr(judge, "shares_slots", False) is True  # through the wrappers
         self.submitted = 0  # requests submitted
-        self.peak_in_flight = 0  # most requests in flight at once (for tests)
+        self._peak_reserved = 0
+
+    @property
+    def peak_in_flight(self) -> int:
+        """Most requests in flight at once (slots held) so far (for tests)."""
+        return max(self._peak_reserved, self._slots.peak if self._slots is not None else 0)
 
     # -- lifecycle -------------------------------------------------------------------------------------------
     def _ensure_started(self) -> asyncio.AbstractEventLoop:
@@ -68,6 +98,7 @@ class JudgeStream:
                 def run() -> None:
                     asyncio.set_event_loop(loop)
                     self._cond = asyncio.Condition()
+                    self._slots = _CountingSlots(self.max_in_flight)
                     ready.set()
                     loop.run_forever()
 
@@ -129,22 +160,32 @@ class JudgeStream:
             self._futures.discard(fut)
 
     async def _call(self, requests: list[JudgeRequest]) -> list[Judgment]:
+        if self.shares_slots and hasattr(self.judge, "ajudge"):
+            token = SHARED_SLOTS.set(self._slots)  # this task's context (and the tasks it starts) only
+            try:
+                out = await self.judge.ajudge(requests)
+            finally:
+                SHARED_SLOTS.reset(token)
+        else:
+            out = await self._reserved_call(requests)
+        if len(out) != len(requests):
+            raise RuntimeError(f"judge returned {len(out)} judgments for {len(requests)} requests")
+        return list(out)
+
+    async def _reserved_call(self, requests: list[JudgeRequest]) -> list[Judgment]:
+        """A call of a backend that does not share slots: ``min(k, max_in_flight)`` slots for the whole call."""
         need = min(len(requests), self.max_in_flight)
         cond = self._cond
         assert cond is not None
         async with cond:
             await cond.wait_for(lambda: self._free >= need)
             self._free -= need
-            self.peak_in_flight = max(self.peak_in_flight, self.max_in_flight - self._free)
+            self._peak_reserved = max(self._peak_reserved, self.max_in_flight - self._free)
         try:
             if hasattr(self.judge, "ajudge"):
-                out = await self.judge.ajudge(requests)
-            else:
-                out = await asyncio.get_running_loop().run_in_executor(None, self.judge.judge, requests)
+                return await self.judge.ajudge(requests)
+            return await asyncio.get_running_loop().run_in_executor(None, self.judge.judge, requests)
         finally:
             async with cond:
                 self._free += need
                 cond.notify_all()
-        if len(out) != len(requests):
-            raise RuntimeError(f"judge returned {len(out)} judgments for {len(requests)} requests")
-        return list(out)

@@ -33,6 +33,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -95,19 +96,40 @@ def run_sync(coro_fn: Callable[[], Any]) -> Any:
     return box["value"]
 
 
+SHARED_SLOTS: ContextVar[asyncio.Semaphore | None] = ContextVar("rubricflow_judge_shared_slots", default=None)
+"""Concurrency slots shared by every judge call made in this context (``rubricflow.judge.stream.JudgeStream`` sets
+it): a backend that honours it (``OpenAIJudge``: ``shares_slots``) takes one slot per request attempt in flight from
+this semaphore instead of a semaphore of its own per call, so calls that overlap stay within one bound together
+and a slot is free again as soon as its answer is in (not when the slowest answer of its call is)."""
+
+_FREEZE_LOCK = threading.Lock()
+_FREEZE = {"active": 0, "ours": False}  # fan-outs inside frozen_heap now; whether the freeze in force is theirs
+
+
 @contextmanager
 def frozen_heap() -> Iterator[None]:
     """The objects alive now (imports, models, the requests) frozen for a fan-out of calls: a full collection over
     a heap with torch/openai/pydantic loaded stalls the event loop, and every in-flight call with it (measured in
-    docs/bench/README.md). Young collections still run. A heap the process froze itself is kept as it was."""
-    freeze = gc.get_freeze_count() == 0
-    if freeze:
-        gc.freeze()
+    docs/bench/README.md). Young collections still run. A heap the process froze itself is kept as it was.
+
+    Fan-outs that overlap (judge calls streamed from several threads or tasks) share one freeze: the first to enter
+    freezes, the last to leave unfreezes. ``gc.get_freeze_count()`` walks the whole frozen heap holding the GIL
+    (tens of ms with torch loaded, stalling every other thread: generation, the update), so it is asked only when
+    no fan-out of ours is active, when the heap is unfrozen or frozen by the process itself."""
+    with _FREEZE_LOCK:
+        if _FREEZE["active"] == 0:
+            _FREEZE["ours"] = gc.get_freeze_count() == 0
+            if _FREEZE["ours"]:
+                gc.freeze()
+        _FREEZE["active"] += 1
     try:
         yield
     finally:
-        if freeze:
-            gc.unfreeze()
+        with _FREEZE_LOCK:
+            _FREEZE["active"] -= 1
+            if _FREEZE["active"] == 0 and _FREEZE["ours"]:
+                gc.unfreeze()
+                _FREEZE["ours"] = False
 
 
 # -- secrets in echoed text -------------------------------------------------------------------------------------
