@@ -18,11 +18,17 @@ def test_summary_has_a_line_per_pipeline(tmp_path):
                             "majority_baseline": {"overall": 0.32}})
     _write(r / "stratify.json", {"n_candidates": 20, "n_low_coverage": 3, "n_kept": 6, "n_foundational": 2,
                                  "n_advanced": 4, "mean_pass_foundational": 0.84, "mean_pass_advanced": 0.21,
-                                 "n_judge_failed": 0})
+                                 "n_judge_failed": 0, "mean_pass_perception": 0.31, "mean_pass_deduction": 0.34,
+                                 "perception_first": 0.0, "tiers_perception_first": 0.0})
     _write(r / "rubrics" / "stratification.json", [
         {"id": "C08", "tier": "foundational"}, {"id": "C11", "tier": "foundational"},
         {"id": "C01", "tier": "advanced"}, {"id": "C02", "tier": None}])
-    _write(r / "rucl.json", {"steps": 40, "transition_step": 14, "lambda_final": 0.5,
+    _write(r / "rucl.json", {"steps": 40, "transition_step": 14, "lambda_final": 0.5, "curriculum_threshold": 0.62,
+                             "lambda_positive_share": 0.625,
+                             "hacking": {"window": 10, "warn": True, "message": "reward hacking? (...)",
+                                         "rubric_first": 0.5, "rubric_last": 0.8, "relevant_sound_first": 0.9,
+                                         "relevant_sound_last": 0.6, "rubric_to_wrong_first": 0.1,
+                                         "rubric_to_wrong_last": 0.2},
                              "accuracy_before": {"overall": 0.5}, "accuracy_after": {"overall": 0.5625},
                              "sampled_before": {"sampled_accuracy/overall": 0.41, "pass_at_k/overall": 0.9},
                              "sampled_after": {"sampled_accuracy/overall": 0.52}})
@@ -48,7 +54,10 @@ def test_summary_has_a_line_per_pipeline(tmp_path):
     text = "\n".join(key_lines(cfg.reports_dir))
     assert "after:  overall 47%" in text
     assert "foundational C08/C11 (pass 0.84), advanced C01 (pass 0.21)" in text
-    assert "curriculum switch at step 14 (lambda_t at end 0.50)" in text
+    assert "curriculum switch at step 14 (S_F threshold 0.62), lambda_t > 0 on 62.5% of steps (at end 0.50)" in text
+    assert "start passes perception 0.31, deduction 0.34: perception first no; tiers perception-first no" in text
+    assert ("hacking monitor (first -> last 10 steps): rubric reward 0.50 -> 0.80, paid to wrong answers 0.10 -> "
+            "0.20, answer-relevant sound share of correct answers 0.90 -> 0.60  WARNING: reward hacking?") in text
     # greedy and sampled val accuracy before -> after; a number the run did not report reads n/a, never nan
     assert "val greedy 50.0% -> 56.2%, sampled 41.0% -> 52.0%, pass@k 90.0% -> n/a" in text
     assert "sft 46.9% / 40.0% / 70.0%, outcome 47.9% / n/a / n/a, rucl 48.4% / 51.0% / 75.0%" in text

@@ -133,3 +133,31 @@ def test_the_papers_selection_keeps_mostly_passed_rubrics_and_drops_saturated_on
     assert not variance["m"]["kept"] and variance["half"]["kept"]  # keep 2: the earlier reading drops the mastered one
     with pytest.raises(ValueError, match="rank_by"):
         select_and_stratify(table, rank_by="entropy")
+
+
+def test_kind_rule_keeps_grounded_rubrics_perception_first_and_pass_order_says_whether_the_start_agrees():
+    """The perception-first reading: consistency and format rubrics are dropped (a template of zeros passes them),
+    perception foundational, deduction advanced, whatever the pass rates; pass_order reports whether the start
+    passes perception more often than deduction (the premise), and whether a pass-rate rule's tiers came out
+    perception-first."""
+    from rubricflow.methods.rucl.rubrics.stratify import pass_order, rubric_kind
+
+    assert rubric_kind("counts_match_image", "visual_faithfulness") == "perception"
+    assert rubric_kind("no_contradiction", "logical_coherence") == "consistency"
+    assert rubric_kind(None, "mathematical_accuracy") == "deduction"  # a teacher rubric: from its category
+    assert rubric_kind(None, "") is None
+    table = [{**row("read", 1.0, 0.3), "kind": "perception"}, {**row("derive", 0.5, 0.4), "kind": "deduction"},
+             {**row("consistent", 1.0, 0.8), "kind": "consistency"}, {**row("boxed", 1.0, 0.7), "kind": "format"}]
+    kind = by_id(select_and_stratify(table, keep_k=6, coverage_min=0.3, tier_rule="kind", rank_by="coverage"))
+    assert (kind["read"]["tier"], kind["derive"]["tier"]) == ("foundational", "advanced")
+    assert not kind["consistent"]["kept"] and kind["consistent"]["drop_reason"] == "not grounded (kind consistency)"
+    order = pass_order(list(kind.values()))
+    # here the start passes deduction more often (0.4 > 0.3): the premise fails although the tiers are by kind
+    assert order == {"mean_pass_perception": 0.3, "mean_pass_deduction": 0.4, "perception_first": 0.0,
+                     "tiers_perception_first": 1.0}
+    # the pass-rate rule on the same start puts consistency and format first and perception in the advanced tier
+    by_pass = select_and_stratify(table, keep_k=6, coverage_min=0.3, tier_rule="threshold", rank_by="coverage",
+                                  foundational_min_pass=0.6)
+    assert pass_order(by_pass)["tiers_perception_first"] == 0.0 and pass_order(by_pass)["perception_first"] == 0.0
+    table[0]["pass_rate"] = 0.7
+    assert pass_order(select_and_stratify(table, keep_k=6, tier_rule="kind"))["perception_first"] == 1.0

@@ -33,14 +33,31 @@ def summary_lines(r: Path) -> list[str]:
         tiers = _tiers(r / "rubrics" / "stratification.json")
         out.append(f"stratify    {m['n_candidates']} candidates, {m['n_low_coverage']} dropped for coverage, "
                    f"kept {m['n_kept']}: foundational {tiers.get('foundational', m['n_foundational'])} "
-                   f"(pass {m['mean_pass_foundational']:.2f}), advanced {tiers.get('advanced', m['n_advanced'])} "
-                   f"(pass {m['mean_pass_advanced']:.2f}); {m['n_judge_failed']} failed judgments")
+                   f"(pass {_num(m['mean_pass_foundational'])}), advanced {tiers.get('advanced', m['n_advanced'])} "
+                   f"(pass {_num(m['mean_pass_advanced'])}); {m['n_judge_failed']} failed judgments")
+        if m.get("mean_pass_perception") is not None:
+            first = {1.0: "yes", 0.0: "no"}.get(m.get("perception_first"), "n/a")
+            out.append(f"{'':<12}start passes perception {_num(m['mean_pass_perception'])}, deduction "
+                       f"{_num(m.get('mean_pass_deduction'))}: perception first {first}; tiers perception-first "
+                       f"{'yes' if m.get('tiers_perception_first') else 'no'}")
     for name in ("rucl", "rucl_outcome"):
         if (m := load_report(r / f"{name}.json")):
             t = m.get("transition_step")
+            thr = m.get("curriculum_threshold")
+            share = m.get("lambda_positive_share")
             out.append(f"{name + ' ':<12}{m['steps']} GRPO steps, curriculum switch at step "
-                       f"{t if t is not None else 'never'} (lambda_t at end {m['lambda_final']:.2f})"
+                       f"{t if t is not None else 'never'}"
+                       + (f" (S_F threshold {thr:.2f})" if thr is not None else "")
+                       + f", lambda_t > 0 on {_pct(share)} of steps (at end {m['lambda_final']:.2f})"
                        if name == "rucl" else f"{name + ' ':<12}{m['steps']} GRPO steps, outcome reward only")
+            hk = m.get("hacking") or {}
+            if hk.get("rubric_first") is not None or hk.get("relevant_sound_first") is not None:
+                out.append(f"{'':<12}hacking monitor (first -> last {hk.get('window')} steps): rubric reward "
+                           f"{_num(hk.get('rubric_first'))} -> {_num(hk.get('rubric_last'))}, paid to wrong answers "
+                           f"{_num(hk.get('rubric_to_wrong_first'))} -> {_num(hk.get('rubric_to_wrong_last'))}, "
+                           f"answer-relevant sound share of correct answers {_num(hk.get('relevant_sound_first'))} -> "
+                           f"{_num(hk.get('relevant_sound_last'))}" + ("  WARNING: " + hk["message"] if hk.get("warn")
+                                                                      else ""))
             before, after = m.get("accuracy_before") or {}, m.get("accuracy_after") or {}
             sb, sa = m.get("sampled_before") or {}, m.get("sampled_after") or {}
             if before and sa:
@@ -56,4 +73,6 @@ def summary_lines(r: Path) -> list[str]:
                    + ", ".join(f"{n} {_pct(m[n].get('diff_sampled_accuracy'))}" for n in rows)
                    + "; correct but flawed (strict verifier): "
                    + ", ".join(f"{n} {_num(m[n].get('correct_but_flawed'))}" for n in rows))
+        out.append("            answer-relevant flaw rate of correct sampled answers (independent readout): "
+                   + ", ".join(f"{n} {_num(m[n].get('relevant_flaw_rate'))}" for n in rows))
     return out

@@ -62,9 +62,11 @@ class RubricsConfig(Section):
         "informativeness (the earlier reading: coverage x 4p(1-p), the variance of a pass/fail verdict; it drops every "
         "rubric the policy mostly passes, the paper's foundational kind).",
     )
-    tier_rule: Literal["threshold", "half", "count"] = Field(
+    tier_rule: Literal["threshold", "half", "count", "kind"] = Field(
         "threshold",
-        description="How pass rates divide the kept rubrics into tiers. threshold (default): foundational iff the "
+        description="How the kept rubrics are divided into tiers. kind (perception-first, the paper's intent): only "
+        "grounded rubrics are kept, perception (values read off the image) foundational, deduction (values derived "
+        "from the facts) advanced. The pass-rate rules: threshold (default): foundational iff the "
         "calibration pass rate >= foundational_min_pass (already mostly mastered), else advanced, clamped so both "
         "tiers are non-empty when keep_k >= 2; count: the n_foundational highest-pass rubrics are foundational (the "
         "paper's 4 / 2 split of its six rubrics taken as a count: on a weaker policy it makes rarely passed rubrics "
