@@ -1,4 +1,4 @@
-"""Atomic file writes shared by every stage and module of the core package.
+"""Atomic file writes shared by every stage and module of the core package, and the one JSONL reader.
 
 Each writer goes to a temporary file in the destination's directory (``.<name>.tmp``), flushes and fsyncs it and
 ``os.replace``-s it into place, so a reader sees either the previous file or the complete new one. If anything
@@ -14,6 +14,10 @@ message names the file (or output folder) and the free space, and the CLI prints
 The keyword arguments of ``write_json`` / ``write_jsonl`` / ``write_parquet`` exist so each call site keeps its
 file format byte for byte (indent, key order, ASCII escaping, trailing newline). Text is encoded as UTF-8 and
 written without newline translation.
+
+:func:`iter_jsonl` / :func:`read_jsonl` read JSONL back with one error style: a line that is not JSON raises the
+caller's error class with ``<file>:<line>: not valid JSON (<why>)``; blank lines are skipped. A caller checking
+the fields of a row names the same ``<file>:<line>`` (the line number comes with each row).
 """
 
 from __future__ import annotations
@@ -38,6 +42,8 @@ __all__ = [
     "write_json",
     "write_jsonl",
     "write_parquet",
+    "iter_jsonl",
+    "read_jsonl",
     "require_writable",
 ]
 
@@ -167,6 +173,30 @@ def write_jsonl(path: str | Path, rows: Iterable[Any], **dumps_kw: Any) -> Path:
             for row in rows:
                 f.write(json.dumps(row, **dumps_kw) + "\n")
     return path
+
+
+JSON_TOO_DEEP = "JSON nested too deeply to be read (a record is an object of a few levels)"
+
+
+def iter_jsonl(path: str | Path, *, error: Callable[[str], Exception] = ValueError) -> Iterator[tuple[int, Any]]:
+    """``(line number, value)`` for each non-blank line of the JSONL file ``path`` (UTF-8), streamed; a line that is
+    not JSON (or nests too deeply to parse) raises ``error("<path>:<line>: not valid JSON (<why>)")``."""
+    with Path(path).open(encoding="utf-8") as f:
+        for lineno, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                value = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise error(f"{path}:{lineno}: not valid JSON ({e.msg})") from None
+            except RecursionError:
+                raise error(f"{path}:{lineno}: {JSON_TOO_DEEP}") from None
+            yield lineno, value
+
+
+def read_jsonl(path: str | Path, *, error: Callable[[str], Exception] = ValueError) -> list[Any]:
+    """Every value of the JSONL file ``path`` (see :func:`iter_jsonl` for blank lines and errors)."""
+    return [value for _, value in iter_jsonl(path, error=error)]
 
 
 def write_parquet(path: str | Path, table_or_df: Any, **kw: Any) -> Path:

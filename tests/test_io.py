@@ -157,3 +157,20 @@ def test_fsync_is_called(tmp_path, monkeypatch):
     monkeypatch.setattr(rio.os, "fsync", lambda fd: (calls.append(fd), real(fd)))
     rio.write_json(tmp_path / "f.json", {})
     assert calls
+
+
+def test_read_jsonl_round_trips_skips_blank_lines_and_names_a_bad_line(tmp_path):
+    path = rio.write_jsonl(tmp_path / "rows.jsonl", [{"a": 1}, [2], "three"])
+    path.write_text(path.read_text() + "\n  \n")
+    assert rio.read_jsonl(path) == [{"a": 1}, [2], "three"]
+    assert [n for n, _ in rio.iter_jsonl(path)] == [1, 2, 3]
+    path.write_text('{"a": 1}\n\n{"a": \n')
+
+    class Refused(ValueError):
+        pass
+
+    with pytest.raises(Refused, match=r"rows\.jsonl:3: not valid JSON \(Expecting value\)"):
+        rio.read_jsonl(path, error=Refused)
+    path.write_text("[" * 100_000 + "\n")
+    with pytest.raises(ValueError, match=r"rows\.jsonl:1: JSON nested too deeply"):
+        rio.read_jsonl(path)

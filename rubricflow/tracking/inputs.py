@@ -25,10 +25,12 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass
+from itertools import islice
 from pathlib import Path
 
 from rubricflow.env import PROJECT_ROOT
 from rubricflow.hashing import path_hash
+from rubricflow.io import iter_jsonl, read_jsonl
 
 MLFLOW_DIGEST_CHARS = 36  # MLflow's datasets table stores at most 36 characters of a digest
 TABLES = ("samples.parquet", "pairs.parquet")  # the table of a data set folder / a pair folder
@@ -119,7 +121,7 @@ def row_count(path: Path, split: str | None = None) -> int | None:
     if table is None:
         return None
     if table.suffix == ".jsonl":
-        rows = [json.loads(line) for line in table.read_text().splitlines() if line.strip()]
+        rows = read_jsonl(table)
         return sum(1 for r in rows if split is None or not isinstance(r, dict) or r.get("split", split) == split)
     import pyarrow.parquet as pq
 
@@ -143,13 +145,7 @@ def table_schema(path: str | Path):
     if table is None:
         return None
     if table.suffix == ".jsonl":
-        rows = []
-        with open(table) as fh:
-            for line in fh:
-                if line.strip():
-                    rows.append(json.loads(line))
-                if len(rows) >= SCHEMA_ROWS:
-                    break
+        rows = [row for _, row in islice(iter_jsonl(table), SCHEMA_ROWS)]
         frame = pd.DataFrame([r if isinstance(r, dict) else {"value": r} for r in rows])
     else:
         import pyarrow.parquet as pq

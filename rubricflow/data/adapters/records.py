@@ -10,6 +10,8 @@ import re
 from pathlib import Path
 from typing import Any
 
+from rubricflow.io import JSON_TOO_DEEP, read_jsonl
+
 
 class IngestError(ValueError):
     """A source that cannot be converted; the message names the file, the record and the field."""
@@ -33,9 +35,6 @@ def read_records(src: Path) -> list[dict]:
     return rows
 
 
-_TOO_DEEP = "JSON nested too deeply to be read (a record is an object of a few levels)"
-
-
 def _parse_records(src: Path):
     suffix = src.suffix.lower()
     if suffix == ".parquet":
@@ -53,23 +52,13 @@ def _parse_records(src: Path):
             f"{src}: not UTF-8 text (byte 0x{e.object[e.start]:02x} at offset {e.start}); expected UTF-8 JSON"
         ) from None
     if suffix == ".jsonl":
-        rows = []
-        for i, line in enumerate(text.splitlines(), 1):
-            if not line.strip():
-                continue
-            try:
-                rows.append(json.loads(line))
-            except json.JSONDecodeError as e:
-                raise IngestError(f"{src}:{i}: not valid JSON ({e.msg})") from None
-            except RecursionError:
-                raise IngestError(f"{src}:{i}: {_TOO_DEEP}") from None
-        return rows
+        return read_jsonl(src, error=IngestError)
     try:
         data = json.loads(text)
     except json.JSONDecodeError as e:
         raise IngestError(f"{src}: not valid JSON ({e.msg} at line {e.lineno})") from None
     except RecursionError:
-        raise IngestError(f"{src}: {_TOO_DEEP}") from None
+        raise IngestError(f"{src}: {JSON_TOO_DEEP}") from None
     if isinstance(data, dict):
         for key in ("data", "samples", "rows"):
             if isinstance(data.get(key), list):

@@ -28,7 +28,7 @@ import torch
 from models.processor import text_tokenizer
 from rubricflow.data.pairs import PreferencePair, read_pairs
 from rubricflow.generation import generator_for
-from rubricflow.io import write_json
+from rubricflow.io import iter_jsonl, write_json
 from rubricflow.methods.deltarubric.config import DeltaRubricConfig, DRTrainConfig, effective_grpo, role_max_tokens
 from rubricflow.methods.deltarubric.evaluate import evaluate_judge, load_items, planner_probe
 from rubricflow.methods.deltarubric.modes import MODES
@@ -121,10 +121,8 @@ def read_curve(path: Path, steps: int) -> list[dict]:
     logging and checkpointing is logged twice)."""
     rows: dict[int, dict] = {}
     if path.exists():
-        for line in path.read_text().splitlines():
-            if line.strip():
-                r = json.loads(line)
-                rows[int(r["step"])] = r
+        for _, r in iter_jsonl(path):
+            rows[int(r["step"])] = r
     return [rows[k] for k in sorted(rows) if k < steps]
 
 

@@ -7,10 +7,10 @@ rows into problems whose outcome is checkable and whose steps are not (``task.Pr
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 
+from rubricflow.io import iter_jsonl
 from rubricflow.methods.roro.config import RoRoConfig
 from rubricflow.methods.roro.task import FINAL_NUMBER, FINAL_PREFIX, Problem, make_problems
 from rubricflow.splits import check_split
@@ -62,32 +62,25 @@ def read_gsm8k(path: str | Path, split: str = "test", limit: int | None = None) 
     if not p.exists():
         raise FileNotFoundError(f"{p}: GSM8K-style jsonl not found")
     out: list[Problem] = []
-    with p.open() as f:
-        for lineno, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise DataFormatError(f"{p}:{lineno}: not valid JSON ({e.msg})") from None
-            for key in ("question", "answer"):
-                if not isinstance(row.get(key), str):
-                    raise DataFormatError(f"{p}:{lineno}: field `{key}` missing or not a string")
-            m = _GSM_FINAL.search(row["answer"].strip())
-            if not m:
-                raise DataFormatError(
-                    f"{p}:{lineno}: field `answer` does not end with '#### N' (a final number); got "
-                    f"{row['answer'][-40:]!r}"
-                )
-            final = m.group(1).replace(",", "")
-            body = row["answer"].strip()[: m.start()].strip()
-            steps = [_CALC.sub("", s).strip() for s in body.splitlines() if s.strip()]
-            out.append(
-                Problem(
-                    id=str(row.get("id", f"{p.stem}-{lineno:05d}")), question=row["question"].strip(), answer=final,
-                    split=split, source="gsm8k", reference_steps=steps + [f"{FINAL_PREFIX} {final}"],
-                )
+    for lineno, row in iter_jsonl(p, error=DataFormatError):
+        for key in ("question", "answer"):
+            if not isinstance(row.get(key), str):
+                raise DataFormatError(f"{p}:{lineno}: field `{key}` missing or not a string")
+        m = _GSM_FINAL.search(row["answer"].strip())
+        if not m:
+            raise DataFormatError(
+                f"{p}:{lineno}: field `answer` does not end with '#### N' (a final number); got "
+                f"{row['answer'][-40:]!r}"
             )
-            if limit is not None and len(out) >= limit:
-                break
+        final = m.group(1).replace(",", "")
+        body = row["answer"].strip()[: m.start()].strip()
+        steps = [_CALC.sub("", s).strip() for s in body.splitlines() if s.strip()]
+        out.append(
+            Problem(
+                id=str(row.get("id", f"{p.stem}-{lineno:05d}")), question=row["question"].strip(), answer=final,
+                split=split, source="gsm8k", reference_steps=steps + [f"{FINAL_PREFIX} {final}"],
+            )
+        )
+        if limit is not None and len(out) >= limit:
+            break
     return out

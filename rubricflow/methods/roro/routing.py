@@ -28,7 +28,7 @@ from typing import Protocol
 
 import torch
 
-from rubricflow.io import write_jsonl
+from rubricflow.io import iter_jsonl, write_jsonl
 from rubricflow.methods.roro.features import router_state
 from rubricflow.methods.roro.steps import StepModel, StepOutput, prefix_text
 from rubricflow.methods.roro.task import Problem, answer_correct, check_step, is_final
@@ -198,16 +198,14 @@ class StepCache:
     def load(self, path: str | Path) -> int:
         """Add the entries of a saved cache; returns how many were read."""
         n = 0
-        with Path(path).open() as f:
-            for lineno, line in enumerate(f, 1):
-                try:
-                    row = json.loads(line)
-                    self.entries[(row["model"], row["prefix"])] = StepOutput(
-                        row["text"], int(row["n_tokens"]), float(row["uncertainty"]), bool(row["finished"])
-                    )
-                except (ValueError, KeyError) as e:
-                    raise ValueError(f"{path}:{lineno}: not a step-cache row ({e})") from None
-                n += 1
+        for lineno, row in iter_jsonl(path):
+            try:
+                self.entries[(row["model"], row["prefix"])] = StepOutput(
+                    row["text"], int(row["n_tokens"]), float(row["uncertainty"]), bool(row["finished"])
+                )
+            except (ValueError, KeyError, TypeError) as e:
+                raise ValueError(f"{path}:{lineno}: not a step-cache row ({e})") from None
+            n += 1
         return n
 
 

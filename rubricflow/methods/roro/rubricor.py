@@ -4,11 +4,10 @@ problem)."""
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from rubricflow.io import write_jsonl
+from rubricflow.io import iter_jsonl, write_jsonl
 from rubricflow.methods.roro.prompts import rubricor_input
 from rubricflow.methods.roro.rubric import ParsedRubric, parse_rubric
 from rubricflow.methods.roro.rubric_lm import RubricLM
@@ -49,11 +48,9 @@ def save_rubrics(path: str | Path, rubrics: dict[str, ParsedRubric]) -> Path:
 
 def load_rubrics(path: str | Path) -> dict[str, ParsedRubric]:
     out = {}
-    with Path(path).open() as f:
-        for lineno, line in enumerate(f, 1):
-            try:
-                row = json.loads(line)
-                out[row["problem_id"]] = ParsedRubric(row["status"], row["criteria"], row.get("reason"), row.get("raw"))
-            except (ValueError, KeyError) as e:
-                raise ValueError(f"{path}:{lineno}: not a rubric row ({e})") from None
+    for lineno, row in iter_jsonl(path):
+        try:
+            out[row["problem_id"]] = ParsedRubric(row["status"], row["criteria"], row.get("reason"), row.get("raw"))
+        except (KeyError, TypeError, AttributeError) as e:
+            raise ValueError(f"{path}:{lineno}: not a rubric row ({e})") from None
     return out
