@@ -3,7 +3,10 @@
 Each flow takes typed parameters, so the Prefect UI renders a form: the profile (dropdown), the pipeline's knobs
 (``Pipeline.knobs`` in ``rubricflow.registry``: typed fields copied from the config, defaults from params.yaml,
 plus an ``extra`` map for any other dotted key) and ``until`` (a dropdown of the pipeline's stages). The body is
-:func:`tasks.pipeline.run_pipeline`: the stages run as Prefect tasks, the same ``StageSpec``s ``dvc repro`` runs.
+:func:`tasks.pipeline.run_pipeline`: in the project (git + DVC), one task per DVC stage, linked as DVC's graph links
+them, each ``dvc repro --single-item`` (DVC decides what is stale); a form that changes a parameter runs as a DVC
+experiment in a temporary worktree (tasks/dvc_stages.py). Independent stages run side by side, at most
+``$RUBRICFLOW_RUN_JOBS`` (default 2, as ``make run``) at once.
 """
 
 # No `from __future__ import annotations` here: Prefect reads the generated flow's annotations as objects to build
@@ -14,7 +17,10 @@ import tasks  # noqa: F401  (Prefect defaults of the orchestration layer, before
 
 from typing import Literal, Optional
 
+import os
+
 from prefect import Flow, flow
+from prefect.task_runners import ThreadPoolTaskRunner
 from pydantic import Field
 
 from flows.params import Overrides, overrides_model
@@ -40,4 +46,6 @@ def make_flow(name: str, overrides_name: str) -> tuple[Flow, type[Overrides]]:
 
     run.__name__ = run.__qualname__ = name
     run.__doc__ = f"{pipe.description} Stages: {' -> '.join(pipe.stage_names)}."
-    return flow(name=name, description=pipe.description, log_prints=True)(run), overrides_cls
+    jobs = max(1, int(os.environ.get("RUBRICFLOW_RUN_JOBS", "2")))
+    return flow(name=name, description=pipe.description, log_prints=True,
+                task_runner=ThreadPoolTaskRunner(max_workers=jobs))(run), overrides_cls

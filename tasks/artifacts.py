@@ -227,13 +227,15 @@ def publish_plots(flow: str, stages: list[str]) -> list[str]:
     return done
 
 
-def publish_comparison(experiment: str, stage: str, metrics: list[str] | None = None, key_prefix: str = "compare") -> dict:
-    """Table + markdown artifacts of ``rubricflow.tracking.compare.compare_runs``; returns the comparison as a dict."""
+def publish_comparison(experiment: str, stage: str, metrics: list[str] | None = None, key_prefix: str = "compare",
+                       pipeline: str | None = None) -> dict:
+    """Table + markdown artifacts of ``rubricflow.tracking.compare.compare_runs`` (``pipeline``: one pipeline run's
+    runs, its id or ``latest``); returns the comparison as a dict."""
     from prefect.artifacts import create_markdown_artifact, create_table_artifact
 
     from rubricflow.tracking.compare import compare_runs
 
-    cmp = compare_runs(experiment, stage, metrics)
+    cmp = compare_runs(experiment, stage, metrics, pipeline=pipeline)
     rows = [{c: r.get(c) for c in cmp.columns} for r in cmp.rows]
     create_table_artifact(rows, key=artifact_key(key_prefix, stage, "table"),
                           description=f"{stage} runs in MLflow experiment {experiment}: differing params, final metrics")

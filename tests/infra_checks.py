@@ -671,7 +671,8 @@ def check_deepspeed_config(cfg: Any, label: str = "infra/deepspeed/zero3_bf16.js
 # ----------------------------------------------------------------------------------------------------------------
 # prefect.yaml
 
-FLOW_FUNCTIONS = {"rucl", "deltarubric", "roro"}
+FLOW_FUNCTIONS = {"rucl", "deltarubric", "roro", "study", "compare"}
+PROFILE_FREE = {"compare"}  # flows whose form has no profile
 WORK_POOLS = {"rubricflow-local": "process", "rubricflow-k8s": "kubernetes"}
 ENTRYPOINT = re.compile(r"^flows/(?P<module>[a-z_][a-z0-9_]*)\.py:(?P<func>[a-z_][a-z0-9_]*)$")
 
@@ -682,7 +683,7 @@ def _pull_steps(deployment: dict, doc: dict) -> list:
 
 def check_prefect_yaml(doc: Any, label: str = "prefect.yaml", k8s_template: dict | None = None) -> list[str]:
     """Deployments: valid for Prefect's own prefect.yaml model, entrypoints flows/<x>.py:<x> for exactly the
-    three flows, known work pools, a known profile, valid (inactive) cron schedules, a set_working_directory pull
+    five flows, known work pools, a known profile, valid (inactive) cron schedules, a set_working_directory pull
     step, and Kubernetes job variables valid for the pool's base job template (``k8s_template``)."""
     from prefect.cli.deploy._models import PrefectYamlModel
     from prefect.client.schemas.schedules import CronSchedule
@@ -724,7 +725,10 @@ def check_prefect_yaml(doc: Any, label: str = "prefect.yaml", k8s_template: dict
         if pool not in WORK_POOLS:
             problems.append(f"{where}: work_pool.name {pool!r} is not one of {sorted(WORK_POOLS)}")
         profile = (d.get("parameters") or {}).get("profile")
-        if profile not in profiles:
+        if m and m.group("func") in PROFILE_FREE:
+            if "profile" in (d.get("parameters") or {}):
+                problems.append(f"{where}: flow {m.group('func')!r} takes no profile")
+        elif profile not in profiles:
             problems.append(f"{where}: parameters.profile {profile!r} is not one of {sorted(profiles)}")
         tags = d.get("tags")
         if not isinstance(tags, list) or not tags or not all(isinstance(t, str) for t in tags):

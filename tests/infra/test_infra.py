@@ -697,10 +697,12 @@ def test_launch_script_refuses_bad_invocations(args, env, expected):
 def test_prefect_yaml_passes_checks(prefect_yaml, template):
     assert ic.check_prefect_yaml(prefect_yaml, k8s_template=template) == []
     deployments = {d["name"]: d for d in prefect_yaml["deployments"]}
-    assert {d["entrypoint"].split(":")[1] for d in deployments.values()} == {"rucl", "deltarubric", "roro"}
+    assert {d["entrypoint"].split(":")[1] for d in deployments.values()} == {"rucl", "deltarubric", "roro", "study",
+                                                                            "compare"}
     local = {n for n, d in deployments.items() if d["work_pool"]["name"] == "rubricflow-local"}
-    assert local == {"rucl-local", "deltarubric-local", "roro-local"}
-    assert all(deployments[n]["parameters"] == {"profile": "tiny"} for n in local)
+    assert local == {"rucl-local", "deltarubric-local", "roro-local", "study-local", "compare-local"}
+    assert all(deployments[n]["parameters"] == {"profile": "tiny"} for n in ("rucl-local", "deltarubric-local",
+                                                                             "roro-local"))
     assert deployments["rucl-gpu"]["work_pool"]["name"] == "rubricflow-k8s"
     assert deployments["rucl-gpu"]["parameters"] == {"profile": "gpu"}
 
@@ -741,7 +743,7 @@ PREFECT_BREAKAGES = {
     "active schedule": (lambda doc: _deployment("rucl-gpu")(doc)["schedules"][0].update({"active": True}), "must be inactive"),
     "wrong function": (
         lambda doc: _deployment("roro-local")(doc).update({"entrypoint": "flows/roro.py:train"}),
-        "flow function 'train' is not one of ['deltarubric', 'roro', 'rucl']",
+        "flow function 'train' is not one of ['compare', 'deltarubric', 'roro', 'rucl', 'study']",
     ),
     "not a flows/ entrypoint": (
         lambda doc: _deployment("roro-local")(doc).update({"entrypoint": "roro.py:roro"}),
