@@ -50,6 +50,37 @@ HANDLED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 STOP_GRACE_S = 30.0  # how long an interrupted stage may take to stop before it gets SIGTERM, then SIGKILL
 
 
+# Opt-in pipelines: hidden from DVC by the root .dvcignore until an untracked <dir>/.dvcignore re-includes them.
+OPT_IN = {"studies": "studies/dvc.yaml", "smol": "smol/dvc.yaml"}
+OPT_IN_TEXT = ("# Written by `rubricflow opt-in {name}` (untracked): DVC sees this opt-in pipeline "
+               "(the root .dvcignore hides it). `rubricflow opt-in {name} --off` hides it again.\n!dvc.yaml\n!dvc.lock\n")
+
+
+def opt_in(name: str, on: bool = True, root: Path | None = None) -> bool:
+    """Make DVC see (``on``) or no longer see the opt-in pipeline ``name`` (a key of ``OPT_IN``) in the project at
+    ``root`` (default: the current directory, where DVC runs); True if changed."""
+    if name not in OPT_IN:
+        raise ValueError(f"{name!r} is not an opt-in pipeline (one of: {', '.join(sorted(OPT_IN))})")
+    marker = (root or Path.cwd()) / Path(OPT_IN[name]).parent / ".dvcignore"
+    if on:
+        if marker.exists():
+            return False
+        marker.write_text(OPT_IN_TEXT.format(name=name))
+        return True
+    if not marker.exists():
+        return False
+    marker.unlink()
+    return True
+
+
+def opt_in_targets(targets: list[str], report: Callable[[str], None] = print, root: Path | None = None) -> None:
+    """Opt in to every opt-in pipeline a target names (``smol/dvc.yaml``, ``studies/dvc.yaml:rucl_study``)."""
+    for t in targets:
+        for name, dvc_file in OPT_IN.items():
+            if (t == Path(dvc_file).parent.as_posix() or t.split(":")[0] == dvc_file) and opt_in(name, root=root):
+                report(f"opted in to the {name} pipeline ({Path(dvc_file).parent / '.dvcignore'}): DVC sees {dvc_file}")
+
+
 class ReproBusy(RuntimeError):
     """Another ``rubricflow repro`` runs in this project."""
 
@@ -320,6 +351,7 @@ def repro(targets: list[str] | None = None, jobs: int = 2, threads: int | None =
 
 def _repro(targets: list[str] | None, jobs: int, threads: int | None,
            report: Callable[[str], None]) -> list[Outcome]:
+    opt_in_targets(targets or [], report)
     deps = stage_graph(targets or ["dvc.yaml"])
     env = dict(os.environ)
     env["RUBRICFLOW_THREADS"] = str(threads or max(1, len(os.sched_getaffinity(0)) // jobs))

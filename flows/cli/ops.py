@@ -21,6 +21,7 @@ from flows.cli.base import load_cfg, usage_error
 
 def register(app: typer.Typer) -> None:
     app.command("repro")(repro)
+    app.command("opt-in")(opt_in)
     app.command("compare")(compare)
     app.command("plots")(plots)
     app.command("deploy")(deploy)
@@ -58,6 +59,24 @@ def repro(
                f"{counts['not started']} not started, in {time.monotonic() - t0:.0f} s")
     if counts["failed"]:
         raise typer.Exit(1)
+
+
+def opt_in(
+    name: Annotated[str, typer.Argument(help="The opt-in pipeline: studies or smol.")],
+    off: Annotated[bool, typer.Option("--off", help="Hide the pipeline from DVC again.")] = False,
+):
+    """Make DVC see an opt-in pipeline (studies/dvc.yaml, smol/dvc.yaml), hidden by the root .dvcignore so that
+    `dvc status`, `dvc checkout` and `dvc exp show` cover the main pipeline only. Writes (or with --off removes)
+    the untracked <dir>/.dvcignore that re-includes the file; `rubricflow repro smol/dvc.yaml` opts in by itself."""
+    from flows.repro import OPT_IN
+    from flows.repro import opt_in as do_opt_in
+
+    try:
+        changed = do_opt_in(name, on=not off)
+    except ValueError as e:
+        raise usage_error(str(e)) from None
+    state = "hidden from DVC" if off else "visible to DVC"
+    typer.echo(f"{OPT_IN[name]}: {state}{'' if changed else ' (already)'}")
 
 
 def compare(
