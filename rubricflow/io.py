@@ -18,6 +18,9 @@ written without newline translation.
 :func:`iter_jsonl` / :func:`read_jsonl` read JSONL back with one error style: a line that is not JSON raises the
 caller's error class with ``<file>:<line>: not valid JSON (<why>)``; blank lines are skipped. A caller checking
 the fields of a row names the same ``<file>:<line>`` (the line number comes with each row).
+
+:func:`save_figure` is the one way a matplotlib figure reaches a file (laid out, written atomically, closed);
+:func:`figure_bytes` renders one in memory.
 """
 
 from __future__ import annotations
@@ -44,6 +47,8 @@ __all__ = [
     "write_parquet",
     "iter_jsonl",
     "read_jsonl",
+    "save_figure",
+    "figure_bytes",
     "require_writable",
 ]
 
@@ -197,6 +202,37 @@ def iter_jsonl(path: str | Path, *, error: Callable[[str], Exception] = ValueErr
 def read_jsonl(path: str | Path, *, error: Callable[[str], Exception] = ValueError) -> list[Any]:
     """Every value of the JSONL file ``path`` (see :func:`iter_jsonl` for blank lines and errors)."""
     return [value for _, value in iter_jsonl(path, error=error)]
+
+
+def save_figure(fig: Any, path: str | Path, *, dpi: float | None = None) -> Path:
+    """Lay out the matplotlib figure ``fig`` (``tight_layout``), write it atomically to ``path`` (the format from
+    the suffix, which the temporary name keeps) at ``dpi`` (None: matplotlib's default) and close it, also when
+    writing fails."""
+    import matplotlib.pyplot as plt  # only where a figure exists, so pyplot is loaded already
+
+    path = Path(path)
+    try:
+        fig.tight_layout()
+        with atomic_path(path, suffix=path.suffix) as tmp:
+            fig.savefig(tmp, **({} if dpi is None else {"dpi": dpi}))
+    finally:
+        plt.close(fig)
+    return path
+
+
+def figure_bytes(fig: Any, fmt: str = "png") -> bytes:
+    """The matplotlib figure ``fig``, laid out and rendered as ``fmt`` in memory; the figure is closed."""
+    import io
+
+    import matplotlib.pyplot as plt
+
+    try:
+        fig.tight_layout()
+        buf = io.BytesIO()
+        fig.savefig(buf, format=fmt)
+        return buf.getvalue()
+    finally:
+        plt.close(fig)
 
 
 def write_parquet(path: str | Path, table_or_df: Any, **kw: Any) -> Path:

@@ -174,3 +174,22 @@ def test_read_jsonl_round_trips_skips_blank_lines_and_names_a_bad_line(tmp_path)
     path.write_text("[" * 100_000 + "\n")
     with pytest.raises(ValueError, match=r"rows\.jsonl:1: JSON nested too deeply"):
         rio.read_jsonl(path)
+
+
+def test_save_figure_writes_atomically_and_closes_the_figure_even_when_writing_fails(tmp_path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots()
+    ax.plot([0, 1], [1, 0])
+    out = rio.save_figure(fig, tmp_path / "f.png", dpi=50)
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and not plt.fignum_exists(fig.number)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["f.png"]
+    fig, _ = plt.subplots()
+    with pytest.raises(ValueError):
+        rio.save_figure(fig, tmp_path / "f.unknownformat")
+    assert not plt.fignum_exists(fig.number) and sorted(p.name for p in tmp_path.iterdir()) == ["f.png"]
+    fig, _ = plt.subplots()
+    assert rio.figure_bytes(fig, "svg").lstrip().startswith(b"<?xml") and not plt.fignum_exists(fig.number)

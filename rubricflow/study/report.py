@@ -8,7 +8,7 @@ import platform
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from rubricflow.io import atomic_path, atomic_write_text, write_json
+from rubricflow.io import atomic_write_text, save_figure, write_json
 from rubricflow.sections import ConfigError
 from rubricflow.study.provenance import EXPLORATORY_STAMP
 from rubricflow.study.spec import StudySpec
@@ -250,10 +250,7 @@ def plot_study(name: str, agg: Mapping, path: Path) -> Path:
             "t": "t otherwise"}
     methods = "; ".join(said[k] for k in said if k in used) or "none: one seed"
     fig.suptitle(f"study {name}: mean over seeds, {pct}% intervals ({methods})", fontsize=10)
-    fig.tight_layout()
-    with atomic_path(path, suffix=".png") as tmp:  # the temporary name ends in .png: savefig infers the format
-        fig.savefig(tmp, dpi=100)
-    plt.close(fig)
+    save_figure(fig, path, dpi=100)
     return path
 
 

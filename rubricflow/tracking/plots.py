@@ -15,11 +15,12 @@ from __future__ import annotations
 import base64
 import csv
 import html
-import io
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from rubricflow.io import figure_bytes
 
 
 IMAGE_SUFFIXES = {".png", ".svg", ".jpg", ".jpeg", ".gif"}
@@ -206,11 +207,7 @@ def render(spec: PlotSpec, fmt: str = "png") -> bytes:
     ax.set_title(spec.title or spec.id, fontsize=10)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7)
-    fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format=fmt)
-    plt.close(fig)
-    return buf.getvalue()
+    return figure_bytes(fig, fmt)
 
 
 def _render_bars(spec: PlotSpec, fmt: str, plt) -> bytes:
@@ -231,11 +228,7 @@ def _render_bars(spec: PlotSpec, fmt: str, plt) -> bytes:
     ax.set_title(spec.title or spec.id, fontsize=10)
     ax.tick_params(axis="y", labelsize=7)
     ax.grid(alpha=0.3, axis="x")
-    fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format=fmt)
-    plt.close(fig)
-    return buf.getvalue()
+    return figure_bytes(fig, fmt)
 
 
 def data_uri(png: bytes, mime: str = "image/png") -> str:

@@ -31,7 +31,7 @@ from typing import Any
 from rubricflow.data.pairs import read_pairs, validate_pairs
 from rubricflow.generation import generator_for
 from rubricflow.hashing import content_hash
-from rubricflow.io import atomic_path
+from rubricflow.io import save_figure
 from rubricflow.methods.deltarubric.config import role_max_tokens
 from rubricflow.methods.deltarubric.modes import MODES
 from rubricflow.methods.deltarubric.stages import log_train_inputs
@@ -232,10 +232,7 @@ def _plot_probe(name: str, curves: Mapping[str, Mapping[int, Mapping]], path: Pa
     ax.set_ylabel("planner probe accuracy (val)")
     ax.set_title(f"study {name}: planner probe, mean and {pct}% t-interval over seeds", fontsize=9)
     ax.legend(fontsize=7)
-    fig.tight_layout()
-    with atomic_path(path, suffix=".png") as tmp:  # the temporary name ends in .png: savefig infers the format
-        fig.savefig(tmp, dpi=110)
-    plt.close(fig)
+    save_figure(fig, path, dpi=110)
 
 
 ADAPTER = StudyMethod(

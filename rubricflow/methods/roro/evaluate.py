@@ -28,7 +28,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from rubricflow.io import atomic_path, atomic_write_text, write_json
+from rubricflow.io import atomic_path, atomic_write_text, save_figure, write_json
 from rubricflow.methods.roro.config import RoRoConfig, RoRoEvalConfig
 from rubricflow.methods.roro.curves import common_range, curve_metrics, matched_accuracy, select_cost_weights
 from rubricflow.methods.roro.pairs import make_pairs
@@ -135,10 +135,7 @@ def write_curve(rows: list[dict], out_dir: Path) -> dict[str, Path]:
     ax.set_title("RoRo: accuracy vs LRM cost")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    with atomic_path(out_dir / "curve.png", suffix=".png") as tmp:
-        fig.savefig(tmp, dpi=120)
-    plt.close(fig)
+    save_figure(fig, out_dir / "curve.png", dpi=120)
     return {"csv": out_dir / "curve.csv", "json": out_dir / "curve.json", "png": out_dir / "curve.png"}
 
 

@@ -30,7 +30,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from rubricflow.io import atomic_path
+from rubricflow.io import save_figure
 from rubricflow.methods.roro.study import ADAPTER as RORO_ADAPTER
 from rubricflow.methods.roro.study import STUDY_COST_WEIGHTS, run_roro_unit
 from rubricflow.methods.roro.study_report import PAIR_METRICS, _finite, _pair, pair_metric, report_extra
@@ -251,10 +251,7 @@ def plot_dose(table: Mapping[str, Mapping], path: Path) -> Path:
     axes[0].set_ylabel("router - outcome-only, chain-exact over the common range")
     axes[0].legend(fontsize=7, loc="lower right")
     fig.suptitle("Judge-quality dose-response: per seed (dots), mean and 95% t-interval (clipped)", fontsize=10)
-    fig.tight_layout()
-    with atomic_path(path, suffix=".png") as tmp:
-        fig.savefig(tmp, dpi=110)
-    plt.close(fig)
+    save_figure(fig, path, dpi=110)
     return path
 
 

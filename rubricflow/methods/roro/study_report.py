@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from rubricflow.io import atomic_path
+from rubricflow.io import save_figure
 from rubricflow.methods.roro.curves import pair_range_aucs
 from rubricflow.study.spec import StudySpec
 from rubricflow.study.stats import t_interval
@@ -166,10 +166,7 @@ def plot_bands(bands: Mapping[str, Mapping], results: Sequence[Mapping], path: P
     ax.set_title(f"{ylabel} vs LRM cost: upper hull per seed, mean and 95% band")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8, loc="lower right")
-    fig.tight_layout()
-    with atomic_path(path, suffix=".png") as tmp:  # the temporary name ends in .png: savefig infers the format
-        fig.savefig(tmp, dpi=110)
-    plt.close(fig)
+    save_figure(fig, path, dpi=110)
     return path
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from rubricflow.io import atomic_path
+from rubricflow.io import save_figure
 
 
 def plot_curriculum(history: list[dict], path: str | Path, transition_step: int | None = None,
@@ -58,9 +58,6 @@ def plot_curriculum(history: list[dict], path: str | Path, transition_step: int 
         mon.set_xlabel("step")
     else:
         ax.set_xlabel("step")
-    fig.tight_layout()
-    with atomic_path(path, suffix=".png") as tmp:  # the temporary name ends in .png: savefig infers the format
-        fig.savefig(tmp)
-    plt.close(fig)
+    save_figure(fig, path)
     return path
 
