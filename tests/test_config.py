@@ -211,7 +211,7 @@ def test_every_operational_field_declared_by_a_section_is_one_of_its_fields():
 
     walk(Config)
     declared = {m.__name__: m.operational for m in seen if issubclass(m, Section) and m.operational}
-    assert {"GenerationConfig", "JudgeConfig", "OpenAIJudgeConfig", "RoRoConfig"} <= set(declared)
+    assert {"GenerationConfig", "JudgeConfig", "OpenAIJudgeConfig"} <= set(declared)
     for m in seen:
         if issubclass(m, Section):
             assert m.operational <= set(m.model_fields), (m.__name__, m.operational - set(m.model_fields))

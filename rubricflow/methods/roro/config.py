@@ -402,8 +402,6 @@ class RoRoEvalConfig(Section):
 
 
 class RoRoConfig(Section):
-    operational = frozenset({"threads"})
-
     @model_validator(mode="before")
     @classmethod
     def _lm_defaults(cls, data):
@@ -412,12 +410,6 @@ class RoRoConfig(Section):
     data_dir: str = Field("data/roro", description="Problems, trajectories, pairs and the step cache.")
     out_dir: str = Field("artifacts/roro", description="Models, rubrics, routers, metrics and plots.")
     seed: int = Field(1234, description="Seed of model initialisation and training.")
-    threads: int = Field(
-        1, ge=0,
-        description="Torch intra-op threads of the RoRo stages (0: the process default). Its models have under a "
-        "million parameters, where per-operation overhead dominates and a second thread on a loaded 2-core machine "
-        "makes training many times slower (docs/operations.md, 'Measurements behind defaults').",
-    )
     task: RoRoTaskConfig = Field(default_factory=RoRoTaskConfig, description="Problems.")
     slm: StepModelConfig = Field(default_factory=_slm, description="The small step model (cheap, weaker).")
     lrm: StepModelConfig = Field(default_factory=_lrm, description="The large step model (costly, stronger).")

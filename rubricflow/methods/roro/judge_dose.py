@@ -127,18 +127,16 @@ def run_dose_unit(ucfg: Any, unit, udir: Path, run: Any, secret_resolver=None) -
     """The roro study's unit (train what the variant's method needs, route the test split, reduce the curve), then
     the val curve of the same kept routers and, for a scorer variant, the scorer's process-pair accuracies."""
     from rubricflow.methods.roro.paths import cache_path
-    from rubricflow.methods.roro.stages import roro_threads
     from rubricflow.methods.roro.step_models import make_env
     from rubricflow.methods.roro.study import unit_kind
 
     res = run_roro_unit(ucfg, unit, udir, run, secret_resolver)
     rc = ucfg.roro
     kind = unit_kind(rc)
-    with roro_threads(rc):
-        env = make_env(rc, cache_path(rc))
-        val = _val_curve(rc, env, kind)
-        acc = _scorer_accuracy(rc, env, kind, res.get("dose") or {}) if kind in (
-            "oracle-noisy", "oracle-process", "exact-reader") else {}
+    env = make_env(rc, cache_path(rc))
+    val = _val_curve(rc, env, kind)
+    acc = _scorer_accuracy(rc, env, kind, res.get("dose") or {}) if kind in (
+        "oracle-noisy", "oracle-process", "exact-reader") else {}
     metrics = {**res["metrics"], **val.pop("metrics"), **acc}
     return {**res, **val, "metrics": metrics}
 

@@ -32,7 +32,7 @@ from typing import Any
 from rubricflow.hashing import content_hash
 from rubricflow.methods.roro.paths import pairs_path, trajectories_path
 from rubricflow.methods.roro.prompts import FAMILIES
-from rubricflow.methods.roro.stages import log_judge_inputs, roro_threads
+from rubricflow.methods.roro.stages import log_judge_inputs
 from rubricflow.registry import StudyDecl
 from rubricflow.study.adapter import StudyMethod, Unit
 from rubricflow.study.spec import Selection, StudySpec
@@ -153,8 +153,7 @@ def run_unit(ucfg: Any, unit: Unit, udir: Path, run: Any, secret_resolver=None) 
     """One setting and seed: :func:`run_one`, reduced to the study's metrics (the phases kept in the result)."""
     rc = ucfg.roro
     log_judge_inputs(run, rc)
-    with roro_threads(rc):
-        r = run_one(rc, unit.seed)
+    r = run_one(rc, unit.seed)
     by_phase = {p["phase"]: p for p in r["phases"]}
     metrics = {"kept_process": r["kept_process"], "kept_overall": r["kept_overall"],
                "judge_params": float(r["judge_params"]), "warm_steps": float(rc.rubricor_judge.judge.warm_steps),

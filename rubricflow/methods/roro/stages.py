@@ -1,7 +1,7 @@
 """RoRo pipeline stages (``rubricflow roro-models`` ... ``rubricflow roro-eval``, dvc.yaml, Prefect tasks).
 
-Each stage takes the ``roro`` section and calls one function of the module of its concept, with torch's threads set
-to ``roro.threads``:
+Each stage takes the ``roro`` section and calls one function of the module of its concept (torch's threads are the
+process's one setting, ``--threads`` / ``$RUBRICFLOW_THREADS``, default 1):
 
     roro_models          step_models.run_models             train the SLM and the LRM
     roro_trajectories    trajectories.run_trajectories      every route of each train / val problem; the step cache
@@ -17,28 +17,9 @@ the run as they happen. The logic modules import torch, so each stage imports it
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator
-
 from rubricflow.methods.roro.config import RoRoConfig
 from rubricflow.methods.roro.paths import eval_dir, pairs_path, trajectories_path
 from rubricflow.stage import StageContext, stage
-
-
-@contextlib.contextmanager
-def roro_threads(rc: RoRoConfig) -> Iterator[None]:
-    """Torch intra-op threads set to ``rc.threads`` for the block (0: left as they are), restored after."""
-    if not rc.threads:
-        yield
-        return
-    import torch
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(rc.threads)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
 
 
 def log_judge_inputs(run, rc: RoRoConfig) -> None:
@@ -66,8 +47,7 @@ def models_stage(roro: RoRoConfig, ctx: StageContext) -> dict:
     """Train the small (SLM) and large (LRM) step models on step-by-step arithmetic solutions."""
     from rubricflow.methods.roro.step_models import run_models
 
-    with roro_threads(roro):
-        return run_models(roro, log=_logger(ctx.run))
+    return run_models(roro, log=_logger(ctx.run))
 
 
 @stage("roro_trajectories")
@@ -75,8 +55,7 @@ def trajectories_stage(roro: RoRoConfig, ctx: StageContext) -> dict:
     """Every route of each train/val problem (or the routes of all-SLM, all-LRM, random and threshold policies)."""
     from rubricflow.methods.roro.trajectories import run_trajectories
 
-    with roro_threads(roro):
-        return run_trajectories(roro, log=_logger(ctx.run))
+    return run_trajectories(roro, log=_logger(ctx.run))
 
 
 @stage("roro_pairs")
@@ -85,8 +64,7 @@ def pairs_stage(roro: RoRoConfig, ctx: StageContext) -> dict:
     from rubricflow.methods.roro.pairs import run_pairs
 
     ctx.run.log_input(trajectories_path(roro), context="training", name="routes")
-    with roro_threads(roro):
-        return run_pairs(roro, log=_logger(ctx.run))
+    return run_pairs(roro, log=_logger(ctx.run))
 
 
 @stage("roro_rubricor_judge", retries=1, metric_ns="train")
@@ -96,8 +74,7 @@ def rubricor_judge_stage(roro: RoRoConfig, ctx: StageContext) -> dict:
     from rubricflow.methods.roro.rubricor_judge import run_rubricor_judge
 
     log_judge_inputs(ctx.run, roro)
-    with roro_threads(roro):
-        return run_rubricor_judge(roro, log=_logger(ctx.run))
+    return run_rubricor_judge(roro, log=_logger(ctx.run))
 
 
 @stage("roro_router", retries=3, resumable=True, outputs=("roro.out_dir",), metric_ns="train")
@@ -105,8 +82,7 @@ def router_stage(roro: RoRoConfig, ctx: StageContext) -> dict:
     """GRPO routers (RoRo: outcome + process - cost; outcome-only) over the cost-weight sweep."""
     from rubricflow.methods.roro.router_train import run_router
 
-    with roro_threads(roro):
-        return run_router(roro, log=_logger(ctx.run))
+    return run_router(roro, log=_logger(ctx.run))
 
 
 @stage("roro_eval", aliases=("route-eval",), reads_test=True, metric_ns="test")
@@ -115,7 +91,6 @@ def eval_stage(roro: RoRoConfig, ctx: StageContext) -> dict:
     the kept Judge's pairwise accuracy on test pairs."""
     from rubricflow.methods.roro.evaluate import run_eval
 
-    with roro_threads(roro):
-        out = run_eval(roro, log=_logger(ctx.run))
+    out = run_eval(roro, log=_logger(ctx.run))
     ctx.run.log_artifact(eval_dir(roro))
     return out

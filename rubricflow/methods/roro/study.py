@@ -119,35 +119,34 @@ def run_roro_unit(ucfg: Any, unit: Unit, udir: Path, run: Any, secret_resolver=N
     from rubricflow.methods.roro.router_train import run_router
     from rubricflow.methods.roro.rubricor_judge import run_rubricor_judge
     from rubricflow.methods.roro.step_models import make_env
-    from rubricflow.methods.roro.stages import log_judge_inputs, roro_threads
+    from rubricflow.methods.roro.stages import log_judge_inputs
 
     rc = ucfg.roro
     kind = unit_kind(rc)
     out: dict[str, Any] = {"kind": kind}
     if kind == "roro":  # the alternation reads the routes and the pairs
         log_judge_inputs(run, rc)
-    with roro_threads(rc):
-        if kind == "roro":
-            rj = run_rubricor_judge(rc)
-            keep = ("round", "phase", "selected", *PHASE_METRICS, "val_judge_failed_frac", "val_rubric_failed_frac")
-            out["judge_rounds"] = [{k: r[k] for k in keep if k in r} for r in rj["rounds"]]
-        if kind in TRAINED:
-            tr = run_router(rc)
-            out["routers"] = [{k: r[k] for k in ("tag", "cost_weight", "final_train_accuracy", "final_train_cost_frac",
-                                                 "missing_rewards")} for r in tr["runs"]]
-            if tr.get("dose"):  # the dose-response scorers: the calibration and the accuracy reached on val
-                out["dose"] = tr["dose"]
-        probs = problems(rc)[rc.eval.split]
-        env = make_env(rc, cache_path(rc))
-        rows = anchor_rows(env, probs)
-        all_lrm = {r.problem_id: r.lrm_tokens for r in env.rollout(probs, _all_lrm_policy())}
-        if kind in ("threshold", "random"):
-            rows += baseline_rows(rc, env, probs, all_lrm, (kind,))
-        else:
-            keep, out["cost_weights"] = kept_routers(rc, env)  # chosen on val (roro.eval.cost_weight_rule)
-            rows += router_rows(rc, env, probs, all_lrm, keep)
-        curve = method_curves(rows, rc.eval)[kind]
-        judge = judge_test_accuracy(rc, env, probs) if kind == "roro" else {}
+    if kind == "roro":
+        rj = run_rubricor_judge(rc)
+        keep = ("round", "phase", "selected", *PHASE_METRICS, "val_judge_failed_frac", "val_rubric_failed_frac")
+        out["judge_rounds"] = [{k: r[k] for k in keep if k in r} for r in rj["rounds"]]
+    if kind in TRAINED:
+        tr = run_router(rc)
+        out["routers"] = [{k: r[k] for k in ("tag", "cost_weight", "final_train_accuracy", "final_train_cost_frac",
+                                             "missing_rewards")} for r in tr["runs"]]
+        if tr.get("dose"):  # the dose-response scorers: the calibration and the accuracy reached on val
+            out["dose"] = tr["dose"]
+    probs = problems(rc)[rc.eval.split]
+    env = make_env(rc, cache_path(rc))
+    rows = anchor_rows(env, probs)
+    all_lrm = {r.problem_id: r.lrm_tokens for r in env.rollout(probs, _all_lrm_policy())}
+    if kind in ("threshold", "random"):
+        rows += baseline_rows(rc, env, probs, all_lrm, (kind,))
+    else:
+        keep, out["cost_weights"] = kept_routers(rc, env)  # chosen on val (roro.eval.cost_weight_rule)
+        rows += router_rows(rc, env, probs, all_lrm, keep)
+    curve = method_curves(rows, rc.eval)[kind]
+    judge = judge_test_accuracy(rc, env, probs) if kind == "roro" else {}
     metrics = {k: v for k, v in curve.items() if not k.endswith("points")}
     anchors = {r["method"]: r["accuracy"] for r in rows if r["method"] in ("all-slm", "all-lrm")}
     if judge:
