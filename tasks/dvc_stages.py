@@ -187,17 +187,21 @@ def experiment_workspace(root: Path, name: str, overrides: dict[str, Any], env: 
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def save_experiment(ws: Workspace) -> None:
-    """``dvc exp save -n NAME`` in the worktree: the experiment (params, dvc.lock, metrics, outputs in the cache)
-    joins the project's experiments of the baseline commit."""
-    _run([sys.executable, "-m", "dvc", "exp", "save", "-n", str(ws.experiment)], ws.path, env=ws.env)
+def save_experiment(ws: Workspace, targets: list[str]) -> None:
+    """``dvc exp save -n NAME TARGETS`` in the worktree: the experiment (params, dvc.lock, metrics, the outputs of
+    the stages that ran in the cache) joins the project's experiments of the baseline commit. Only ``targets`` are
+    cached: a run ``until`` a stage leaves the later stages' outputs absent, which a plain save refuses."""
+    _run([sys.executable, "-m", "dvc", "exp", "save", "-n", str(ws.experiment), *targets], ws.path, env=ws.env)
 
 
-def stage_env(pipeline_id: str, jobs: int) -> dict[str, str]:
-    """The stages' environment: this one, the pipeline id (one MLflow parent run), the venv's tools on PATH and the
-    CPUs shared between the stages that may run at once (as ``rubricflow repro`` shares them)."""
+def stage_env(pipeline_id: str, jobs: int, flow_run_id: str | None = None) -> dict[str, str]:
+    """The stages' environment: this one, the pipeline id (one MLflow parent run) and the flow run id (its tag
+    ``prefect_flow_run_id``), the venv's tools on PATH and the CPUs shared between the stages that may run at once
+    (as ``rubricflow repro`` shares them)."""
     env = dict(os.environ)
     env["RUBRICFLOW_PIPELINE_ID"] = pipeline_id
+    if flow_run_id:
+        env["RUBRICFLOW_FLOW_RUN_ID"] = flow_run_id
     env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
     env.setdefault("RUBRICFLOW_THREADS", str(max(1, len(os.sched_getaffinity(0)) // max(1, jobs))))
     return env

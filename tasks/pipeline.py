@@ -156,7 +156,10 @@ def _run_dvc(pipe, specs, profile, overrides, flow_run_id, pipeline_id, logger):
     if profile != _params_profile(pipe.dvc_file, pipe.profile):
         changes["profile"] = profile
     jobs = max(1, int(os.environ.get("RUBRICFLOW_RUN_JOBS", "2")))
-    env = stage_env(pipeline_id, jobs)
+    env = stage_env(pipeline_id, jobs, flow_run_id)
+    from flows.repro import opt_in_targets
+
+    opt_in_targets([pipe.dvc_file], logger.info, root)  # an opt-in pipeline (smol/dvc.yaml): make DVC see it
     dag = stage_dag(root, [dvc_address(pipe.dvc_file, s.name) for s in specs])
     logger.info("DVC stage graph: %s", "; ".join(f"{s} <- {', '.join(d) or '-'}" for s, d in dag.items()))
     log_dir = root / ".rubricflow" / "logs" / "flows" / flow_run_id
@@ -173,7 +176,7 @@ def _run_dvc(pipe, specs, profile, overrides, flow_run_id, pipeline_id, logger):
         outcomes = submit_dag(dag, ws, log_dir, judge, retries)
         failure = next((o.pop("error") for o in outcomes if "error" in o), None)
         if failure is None and ws.experiment:
-            save_experiment(ws)
+            save_experiment(ws, list(dag))
             logger.info("saved DVC experiment %s (baseline %s): `dvc exp show`, `dvc exp apply %s`",
                         ws.experiment, (ws.baseline or "")[:7], ws.experiment)
     return outcomes, failure, (ws.experiment if failure is None else None)

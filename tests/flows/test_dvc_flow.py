@@ -95,8 +95,8 @@ def _toy_flow():
     from tasks.pipeline import run_pipeline
 
     @flow(name="dagtoy", task_runner=ThreadPoolTaskRunner(max_workers=2))
-    def dagtoy(overrides: dict | None = None) -> dict:
-        return run_pipeline("dagtoy", "tiny", overrides or {}, track=False)
+    def dagtoy(overrides: dict | None = None, until: str | None = None) -> dict:
+        return run_pipeline("dagtoy", "tiny", overrides or {}, until, track=False)
 
     return dagtoy
 
@@ -158,6 +158,16 @@ def test_flow_with_an_override_is_a_dvc_experiment_and_leaves_the_workspace_alon
     assert params["data"]["seed"] == 7
     _dvc(dvc_project, "exp", "apply", name)
     assert (dvc_project / "d.txt").read_text() == "7b7c"
+
+
+def test_an_override_run_until_a_stage_saves_the_stages_it_ran(prefect_api, dvc_project):
+    """A fresh project, a run with an override up to toy_b: the later stages' outputs never existed; the experiment
+    holds what ran, and the main workspace still has no outputs at all."""
+    out = _toy_flow()(overrides={"data.seed": 5}, until="toy_b")
+    assert out["stages"] == {"toy_a": "ran", "toy_b": "ran"}, out["stages"]
+    assert out["dvc_experiment"]
+    assert not [p for p in ("a.txt", "b.txt", "dvc.lock") if (dvc_project / p).exists()]
+    assert out["dvc_experiment"] in _dvc(dvc_project, "exp", "list")
 
 
 def test_a_failed_stage_fails_the_flow_and_its_dependents_do_not_start(prefect_api, dvc_project):
