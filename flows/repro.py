@@ -81,6 +81,45 @@ def opt_in_targets(targets: list[str], report: Callable[[str], None] = print, ro
                 report(f"opted in to the {name} pipeline ({Path(dvc_file).parent / '.dvcignore'}): DVC sees {dvc_file}")
 
 
+def _flat_keys(node, prefix: str = "") -> set[str]:
+    if isinstance(node, dict) and node:
+        return set().union(*(_flat_keys(v, f"{prefix}{k}.") for k, v in node.items()))
+    return {prefix[:-1]} if prefix else set()
+
+
+def exp_show_drop(root: Path | None = None) -> str:
+    """The ``dvc exp show --drop`` regex of the readable view: the resolved copies of the params (the keys of the
+    params files other than params.yaml, e.g. ``reports/params/<section>.json``, shown bare or as ``file:key``;
+    params.yaml's keys stay, under the names ``-S`` takes) and the stages' file dependencies (hashes)."""
+    import json
+    import re
+
+    import yaml
+    from dvc.repo import Repo
+
+    root = Path(root or Path.cwd())
+    files, keys, deps = set(), set(), set()
+    with Repo(str(root)) as repo:
+        for d in repo.index.deps:
+            if getattr(d, "PARAM_PARAMS", None) is not None and hasattr(d, "params"):
+                if d.def_path != "params.yaml":
+                    files.add(d.def_path)
+            else:
+                deps.add(d.def_path)
+    for f in sorted(files):
+        try:
+            text = (root / f).read_text()
+            keys |= _flat_keys(json.loads(text) if f.endswith(".json") else yaml.safe_load(text))
+        except (OSError, ValueError, yaml.YAMLError):
+            continue
+    names = "|".join(re.escape(k) for k in sorted(keys))
+    parts = [f"^({'|'.join(re.escape(f) for f in sorted(files))}):"] if files else []
+    if names:
+        parts.append(f"^({names})$")
+    parts += [f"^{re.escape(d)}$" for d in sorted(deps)]
+    return "|".join(parts) or "^$"
+
+
 class ReproBusy(RuntimeError):
     """Another ``rubricflow repro`` runs in this project."""
 

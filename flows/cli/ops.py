@@ -2,6 +2,8 @@
 ``register(app)``).
 
 * ``rubricflow repro``    ``dvc repro`` with independent stages run at once (``flows/repro.py``; what ``make run`` calls);
+* ``rubricflow opt-in``   make DVC see an opt-in pipeline (studies, smol), hidden by the root .dvcignore;
+* ``rubricflow exps``     ``dvc exp show`` with only the columns that differ, params under their ``-S`` names;
 * ``rubricflow compare``  table of MLflow runs of a stage: differing params, final metrics, transition step
   (``--publish`` also creates it as Prefect table/markdown artifacts through the ``compare`` flow);
 * ``rubricflow plots``    every dvc.yaml plot rendered with matplotlib into one offline HTML page (no CDN);
@@ -22,6 +24,7 @@ from flows.cli.base import load_cfg, usage_error
 def register(app: typer.Typer) -> None:
     app.command("repro")(repro)
     app.command("opt-in")(opt_in)
+    app.command("exps", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})(exps)
     app.command("compare")(compare)
     app.command("plots")(plots)
     app.command("deploy")(deploy)
@@ -77,6 +80,24 @@ def opt_in(
         raise usage_error(str(e)) from None
     state = "hidden from DVC" if off else "visible to DVC"
     typer.echo(f"{OPT_IN[name]}: {state}{'' if changed else ' (already)'}")
+
+
+def exps(
+    ctx: typer.Context,
+    all_columns: Annotated[bool, typer.Option("--all-columns", help="Every column (plain `dvc exp show`).")] = False,
+):
+    """`dvc exp show`, readable: only the columns whose values differ between the rows (--only-changed), params.yaml's
+    keys under the names `dvc exp run -S` takes (their resolved copies in reports/params/ and the file-dependency
+    hashes dropped). Other arguments go to `dvc exp show` (e.g. --md, --csv, -A, --sort-by)."""
+    import subprocess
+    import sys
+
+    from flows.repro import exp_show_drop
+
+    cmd = [sys.executable, "-m", "dvc", "exp", "show"]
+    if not all_columns:
+        cmd += ["--only-changed", "--drop", exp_show_drop()]
+    raise typer.Exit(subprocess.call([*cmd, *ctx.args]))
 
 
 def compare(

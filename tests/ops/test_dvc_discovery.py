@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 from tests.ops_helpers import ROOT
 
@@ -71,3 +72,37 @@ def test_opting_in_makes_a_pipeline_visible_and_opting_out_hides_it(proj):
     assert "smol/dvc.yaml:rucl" in _stages(proj)
     with pytest.raises(ValueError, match="not an opt-in pipeline"):
         opt_in("nope", root=proj)
+
+
+def test_exps_shows_only_the_changed_params_yaml_key_and_metric(proj, monkeypatch):
+    """`rubricflow exps` (the readable `dvc exp show`): an experiment that changed one params.yaml key shows that key
+    and the metric it moved, not the unchanged columns, the resolved copies or the dependency hashes."""
+    (proj / "params.yaml").write_text("a:\n  n: 1\n  m: 5\n")
+    (proj / "reports" / "params").mkdir(parents=True)
+    resolve = ("python -c \"import yaml, json; json.dump(yaml.safe_load(open('params.yaml'))['a'], "
+               "open('reports/params/a.json', 'w'))\"")
+    one = ("python -c \"import json; n = json.load(open('reports/params/a.json'))['n']; "
+           "json.dump({'score': n * 2, 'same': 1}, open('m.json', 'w'))\"")
+    (proj / "dvc.yaml").write_text(yaml.safe_dump({"stages": {
+        "resolve": {"cmd": resolve, "params": [{"params.yaml": None}],
+                    "outs": [{"reports/params/a.json": {"cache": False}}]},
+        "one": {"cmd": one, "params": [{"reports/params/a.json": ["n"]}], "metrics": [{"m.json": {"cache": False}}]},
+    }}))
+    subprocess.run(["git", "add", "-A"], cwd=proj, check=True)
+    env = {**dict(__import__("os").environ), "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.invalid",
+           "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.invalid"}
+    subprocess.run(["git", "commit", "-qm", "base"], cwd=proj, check=True, env=env)
+    _dvc(proj, "repro")
+    subprocess.run(["git", "add", "-A"], cwd=proj, check=True)
+    subprocess.run(["git", "commit", "-qm", "run"], cwd=proj, check=True, env=env)
+    subprocess.run([sys.executable, "-m", "dvc", "exp", "run", "-q", "-S", "a.n=4", "-n", "four"], cwd=proj,
+                   check=True, env=env, capture_output=True)
+    monkeypatch.chdir(proj)
+    out = subprocess.run([sys.executable, "-m", "flows.cli", "exps", "--csv"], capture_output=True, text=True,
+                         env={**env, "PYTHONPATH": str(ROOT)})
+    assert out.returncode == 0, out.stderr
+    header = out.stdout.splitlines()[0].split(",")
+    print("\nrubricflow exps --csv:\n" + out.stdout)
+    assert "a.n" in header and "score" in header
+    assert not [c for c in header if c.startswith("reports/params") or c in ("a.m", "same", "m.json")]
+    assert any(line.startswith("four,") or ",four," in line or "four" in line for line in out.stdout.splitlines()[1:])
