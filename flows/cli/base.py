@@ -19,6 +19,25 @@ from typing import Annotated, Optional
 import typer
 import yaml
 
+def _no_flag_metavar() -> None:
+    """Flags take no value: typer's rich help would show their type (``--no-track <bool>``); show nothing."""
+    from typer.core import TyperOption
+
+    if getattr(TyperOption.display_type_rich, "_rubricflow", False):
+        return
+    original = TyperOption.display_type_rich
+
+    def display_type_rich(self, ctx):
+        if self.is_flag and self.metavar is None:
+            return None
+        return original(self, ctx)
+
+    display_type_rich._rubricflow = True
+    TyperOption.display_type_rich = display_type_rich
+
+
+_no_flag_metavar()
+
 app = typer.Typer(
     name="rubricflow",
     help="Rubric-based RL pipelines (RuCL, DeltaRubric, RoRo): stages, evaluation and tools.",

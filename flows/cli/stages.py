@@ -56,11 +56,19 @@ def typer_command(cmd: Command):
     return command
 
 
+def stage_help(spec) -> str:
+    """The stage's help line, whole: its ``doc``, else the first paragraph of its function's docstring with the
+    line breaks joined (``spec.help`` is the first physical line, which can end mid-sentence)."""
+    if spec.doc:
+        return spec.doc
+    return _reflow(inspect.getdoc(spec.fn) or spec.name).partition("\n\n")[0]
+
+
 def _stage_command(spec):
     def command():
         run_stage(spec)
 
-    command.__doc__ = spec.help
+    command.__doc__ = stage_help(spec)
     return command
 
 
@@ -77,9 +85,10 @@ def register(app: typer.Typer) -> None:
         fn = typer_command(cmd) if cmd else _stage_command(spec)
         # the stage's help line, then any further paragraphs of a method command's docstring
         details = _reflow(inspect.getdoc(cmd.fn) or "").partition("\n\n")[2] if cmd else ""
-        app.command(spec.cli, help=spec.help + (f"\n\n{details}" if details else ""))(fn)
+        line = stage_help(spec)
+        app.command(spec.cli, help=line + (f"\n\n{details}" if details else ""))(fn)
         for alias in spec.aliases:
-            app.command(alias, help=f"Alias of `rubricflow {spec.cli}` (kept for one release). {spec.help}")(fn)
+            app.command(alias, help=f"Alias of `rubricflow {spec.cli}` (kept for one release). {line}")(fn)
     for cmd in commands:
         if not cmd.stage:
             app.command(cmd.name, help=_reflow(inspect.getdoc(cmd.fn) or cmd.name))(typer_command(cmd))
