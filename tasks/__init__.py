@@ -1,4 +1,5 @@
-"""Prefect tasks wrapping the rubricflow stage functions (see tasks/stage.py), and what the flows share.
+"""Prefect tasks of the flows: DVC's stages (tasks/dvc_stages.py), the rubricflow stage functions in-process
+(tasks/stage.py), and what the flows share.
 
 Importing this package sets Prefect defaults the orchestration layer relies on (values exported by the user win):
 a temporary Prefect server (a flow run without PREFECT_API_URL) can take far longer than Prefect's default 20 s
