@@ -3,7 +3,11 @@
 Three generators, deterministic by seed (each sample's RNG is seeded from (seed, task, split, index)):
 
 * ``counting``  coloured shapes in the cells of a 2x2 grid; "How many red shapes are there?"
-* ``barchart``  three bars A, B, C of heights 1-8; "Which bar is the tallest?" or "tallest minus shortest?"
+* ``barchart``  three bars A, B, C of heights 1-8; "tallest minus shortest?" or "the sum of the three bars?"
+                (half each; "Which bar is the tallest?" with ``TALLEST_SHARE``). Both are multi-step deductions over
+                the read heights; the sum (``s = A + B``, ``total = s + C``, written with their working as in
+                ``arith``) uses every one. A policy warm-started to read the bars still has them to learn, so
+                perception passes before deduction (RuCL's foundational / advanced order).
 * ``geometry``  two lattice points P (red) and Q (blue) on a 5x5 grid; area of the right triangle
                 P, Q, (xQ, yP): perception P, Q; intermediate dx, dy, area.
 * ``arith``     text only: a multi-step arithmetic word problem (rubricflow.data.arith): given a, b, c;
@@ -82,6 +86,10 @@ def gen_counting(rng: random.Random, size: int) -> tuple[Image.Image, str, str, 
 
 
 BAR_MAX = 8  # bar heights 1..BAR_MAX (distinct): one unit is (size - 8) / 8 = 6 px at 56 px
+# Share of "which bar is the tallest?" questions; the rest split evenly between the difference and the sum. 0: every
+# bar-chart question is a multi-step deduction over the read heights (the tallest question is one comparison, and
+# a 1-in-3 guess), so the deduction rubrics measure deduction rather than a single max.
+TALLEST_SHARE = 0.0
 
 
 def gen_barchart(rng: random.Random, size: int) -> tuple[Image.Image, str, str, str, dict]:
@@ -97,14 +105,22 @@ def gen_barchart(rng: random.Random, size: int) -> tuple[Image.Image, str, str, 
     d.line([(0, base), (size, base)], fill=(120, 120, 120))
     vals = dict(zip(labels, values))
     hi, lo = max(values), min(values)
-    if rng.random() < 0.5:
+    steps = None
+    u = rng.random()
+    if u < TALLEST_SHARE:
         q = "Bars A, B, C from left to right. Which bar is the tallest?"
         ans, atype, qt = labels[values.index(hi)], "choice", "tallest"
         inter = [["max", hi]]
-    else:
+    elif u < TALLEST_SHARE + (1 - TALLEST_SHARE) / 2:
         q = "Bars A, B, C from left to right. What is the tallest bar minus the shortest bar?"
         ans, atype, qt = str(hi - lo), "int", "diff"
         inter = [["max", hi], ["min", lo], ["diff", hi - lo]]
+    else:  # two additions over every read value: the deduction a reading model has still to learn
+        q = "Bars A, B, C from left to right. What is the sum of the three bars?"
+        s = vals["A"] + vals["B"]
+        ans, atype, qt = str(s + vals["C"]), "int", "sum"
+        inter = [["s", s], ["total", s + vals["C"]]]
+        steps = [["s", "+", "A", "B"], ["total", "+", "s", "C"]]
     facts = {
         "task": "barchart",
         "perception": [[k, v] for k, v in vals.items()],
@@ -112,6 +128,8 @@ def gen_barchart(rng: random.Random, size: int) -> tuple[Image.Image, str, str, 
         "target": None,
         "question_type": qt,
     }
+    if steps is not None:
+        facts["steps"] = steps
     return im, q, ans, atype, facts
 
 

@@ -4,6 +4,7 @@ A response is a list of ``key = value`` claims followed by ``\\boxed{answer}``::
 
     counting  red = 2, green = 1, blue = 3. so red = 2. \\boxed{2}
     barchart  A = 3, B = 5, C = 1. max = 5, min = 1. diff = 4. \\boxed{4}
+              A = 3, B = 5, C = 1. s = 3 + 5 = 8, total = 8 + 1 = 9. \\boxed{9}
     geometry  P = (1, 2), Q = (4, 0). dx = 3, dy = 2. area = 3. \\boxed{3}
     arith     a = 4, b = 3, c = 2. s = 3 * 2 = 6, t = 4 + 6 = 10. \\boxed{10}
 
@@ -53,7 +54,7 @@ def render_trace(facts: dict, answer: str) -> str:
     perception = ", ".join(f"{k} = {fmt(v)}" for k, v in facts.get("perception", []))
     parts = [perception + "."] if perception else []
     inter = facts.get("intermediate", [])
-    if facts.get("task") == "arith" and facts.get("steps"):
+    if facts.get("steps"):
         # each computed value with its working: s = 3 * 2 = 6 (a small real model computes better when it writes
         # the operands out; the claim is the value after the last "=")
         values = {k: v for k, v in facts.get("perception", [])} | {k: v for k, v in inter}

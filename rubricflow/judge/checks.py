@@ -17,7 +17,7 @@ from typing import Any
 
 from rubricflow.data.traces import BOXED_RE, claims_in, parse_value, values_equal
 
-CHECKS_VERSION = "checks-v2"  # part of the cache key: bump when a checker changes (the mode is appended)
+CHECKS_VERSION = "checks-v3"  # part of the cache key: bump when a checker changes (the mode is appended)
 _SENTENCE_END = re.compile(r"\.(?=\s|$)")
 _INT_RE = re.compile(r"^-?\d+$")
 _NUM_RE = re.compile(r"^-?\d+(?:\.\d+)?$")
@@ -118,6 +118,7 @@ def answer_format(ctx: Ctx) -> Result:
         "tallest": (b in ctx.perception, f"one of {list(ctx.perception)}"),
         "area": (_NUM_RE.match(b) is not None, "a number"),
         "arith": (_INT_RE.match(b) is not None, "an integer"),
+        "sum": (_INT_RE.match(b) is not None, "an integer"),
     }
     if ctx.qtype not in expected:
         return NA(f"no answer format known for question type {ctx.qtype!r}")
@@ -208,7 +209,7 @@ def _derivations(ctx: Ctx) -> list[tuple[str, Any, Any]]:
     dx, dy = s("dx"), s("dy")
     if s("area") is not None and isinstance(dx, (int, float)) and isinstance(dy, (int, float)):
         out.append(("area", s("area"), dx * dy / 2))
-    if ctx.task == "arith":  # each defined step, from the values the response stated for its inputs
+    if ctx.facts.get("steps"):  # each defined step (arith, the bar sum), from the values stated for its inputs
         from rubricflow.data.arith import OPS
 
         for key, op, x, y in ctx.facts.get("steps", []):
@@ -266,7 +267,7 @@ def answer_from_last_value(ctx: Ctx) -> Result:
 
 
 def question_target_addressed(ctx: Ctx) -> Result:
-    target = {"count": ctx.facts.get("target"), "tallest": "max", "diff": "diff", "area": "area",
+    target = {"count": ctx.facts.get("target"), "tallest": "max", "diff": "diff", "area": "area", "sum": "total",
               "arith": ctx.facts.get("target")}.get(ctx.qtype)
     if not target:
         return NA(f"no target quantity known for question type {ctx.qtype!r}")

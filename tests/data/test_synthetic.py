@@ -54,6 +54,9 @@ def test_facts_determine_the_answer(ds):
             hi, lo = max(per.values()), min(per.values())
             if s.facts["question_type"] == "tallest":
                 assert s.answer == max(per, key=per.get) and inter["max"] == hi
+            elif s.facts["question_type"] == "sum":  # two additions over every read value, with their steps
+                assert int(s.answer) == sum(per.values()) == inter["total"] and inter["s"] == per["A"] + per["B"]
+                assert s.facts["steps"] == [["s", "+", "A", "B"], ["total", "+", "s", "C"]]
             else:
                 assert int(s.answer) == hi - lo == inter["diff"]
         else:

@@ -97,7 +97,7 @@ def test_stratify_pool_on_gold_and_corrupted_responses(dataset, tmp_path):
     assert doc["provenance"]["source"] == "default pool v1"
     assert doc["provenance"]["stratification"]["keep_k"] == 6
     assert doc["provenance"]["stratification"]["ranking"] == "coverage, then pass rate, then id"  # what rank_by did
-    assert doc["provenance"]["stratification"]["judge"] == "programmatic:programmatic:checks-v2+problem"
+    assert doc["provenance"]["stratification"]["judge"] == "programmatic:programmatic:checks-v3+problem"
     assert all("coverage" in r and "pass_rate" in r for r in doc["rubrics"])
 
 

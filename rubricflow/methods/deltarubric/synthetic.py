@@ -52,6 +52,10 @@ def derive(facts: dict, perception: list) -> tuple[dict, str]:
         if facts["question_type"] == "tallest":
             out["intermediate"] = [["max", hi]]
             return out, [k for k, v in vals.items() if v == hi][0]
+        if facts["question_type"] == "sum":
+            part = vals["A"] + vals["B"]
+            out["intermediate"] = [["s", part], ["total", part + vals["C"]]]
+            return out, str(part + vals["C"])
         out["intermediate"] = [["max", hi], ["min", lo], ["diff", hi - lo]]
         return out, str(hi - lo)
     if task == "geometry":
