@@ -61,3 +61,40 @@ def test_a_units_inputs_name_the_judge_server_and_its_failure_settings(tmp_path)
     assert parts(openai={"base_url": "http://127.0.0.1:8000/v1"}, failure_window=8) != base
     # what does not change a verdict still does not re-run a unit
     assert parts(openai={"base_url": "http://127.0.0.1:8000/v1", "concurrency": 3}) == base
+
+
+def test_margin_switches_replay_a_held_run_for_every_margin_of_the_grid(tmp_path):
+    """A run with lambda held at 0 records its batch S_F; every margin's switch step is read off that one series
+    (the trajectories of all margins agree up to their switch)."""
+    import json
+
+    from rubricflow.methods.rucl.config import CurriculumConfig
+    from rubricflow.methods.rucl.study import MARGIN_GRID, margin_metric, margin_switches
+
+    series = [0.5] * 5 + [0.53] * 5 + [0.57] * 5 + [0.61] * 5 + [None] + [0.7] * 5
+    steps = tmp_path / "steps.jsonl"
+    steps.write_text("".join(json.dumps({"step": i, "curriculum/s_f_batch": x}) + "\n" for i, x in enumerate(series)))
+    got = margin_switches(steps, CurriculumConfig(window=5, peak=0.0))
+    assert set(got) == {margin_metric(m) for m in MARGIN_GRID} and margin_metric(0.1) == "switch_m10"
+    # baseline 0.5 (steps 0-4); > 0.52 from step 5 on -> the window of steps 5-9 completes at step 9
+    assert got["switch_m02"] == 9
+    assert got["switch_m04"] == 14 and got["switch_m06"] == 14 and got["switch_m08"] == 19
+    # > 0.65 only from step 21 on (the missing score at step 20 restarts the window): steps 21-25
+    assert got["switch_m10"] == 19
+    assert got["switch_m15"] == 25 and margin_switches(steps, CurriculumConfig(window=30, peak=0.0))[
+        "switch_m02"] is None
+
+
+def test_start_calibration_reads_the_tiers_files_pass_order(tmp_path):
+    from rubricflow.judge.protocol import Rubric
+    from rubricflow.methods.rucl.rubrics.pool import RubricPool, save_pool
+    from rubricflow.methods.rucl.study import start_calibration
+
+    cal = {"mean_pass_perception": 0.8, "mean_pass_deduction": 0.4, "perception_first": 1.0,
+           "tiers_perception_first": 1.0}
+    save_pool(RubricPool([Rubric("C05", "counts", tier="foundational")], {"calibration": cal}), tmp_path / "t.json")
+    assert start_calibration(tmp_path / "t.json") == {
+        "start_pass_perception": 0.8, "start_pass_deduction": 0.4, "start_perception_first": 1.0,
+        "start_tiers_perception_first": 1.0}
+    save_pool(RubricPool([Rubric("C05", "counts", tier="foundational")], {}), tmp_path / "old.json")
+    assert set(start_calibration(tmp_path / "old.json").values()) == {None}  # written before it was recorded

@@ -137,10 +137,50 @@ def run_unit(ucfg: Any, unit: Unit, udir: Path, run: Any, secret_resolver=None) 
     run.log_input(ucfg.data.out_dir, split=ucfg.rucl.eval_split, context="evaluation")
     ev = evaluate_policies(ucfg.rucl, ucfg.judge, ucfg.data.out_dir, ucfg.generation, secret_resolver)
     metrics = dict(ev[EVAL_NAME])
+    metrics.update(start_calibration(ucfg.rucl.tiers_path))
     if train is not None:  # whether and when the curriculum switched (a seed without a switch is reported, not dropped)
         metrics["switched"] = float(train.get("transition_step") is not None)
         metrics["switch_step"] = train.get("transition_step")
+        metrics["lambda_positive_share"] = train.get("lambda_positive_share")
+        metrics["rubric_to_wrong"] = train.get("final/rubric_to_wrong")
+        metrics["hacking_warning"] = float(bool((train.get("hacking") or {}).get("warn")))
+        if ucfg.rucl.curriculum.peak == 0.0:  # lambda held at 0: the switch of any margin replays exactly
+            metrics.update(margin_switches(udir / "train" / "steps.jsonl", ucfg.rucl.curriculum))
     return {"metrics": metrics, "eval_samples": ev["eval_samples"], "rubrics": ev["rubrics"], "train": train}
+
+
+def start_calibration(tiers_path: str | Path) -> dict[str, float | None]:
+    """The start's pass order from its tiers file (``rubricflow.methods.rucl.rubrics.stratify.pass_order``):
+    ``start_pass_perception``, ``start_pass_deduction``, ``start_perception_first`` (1.0 / 0.0; None without both
+    kinds) and ``start_tiers_perception_first``; None each for a tiers file written before it was recorded."""
+    from rubricflow.methods.rucl.rubrics.pool import load_pool
+
+    cal = load_pool(tiers_path).provenance.get("calibration") or {} if Path(tiers_path).exists() else {}
+    return {"start_pass_perception": cal.get("mean_pass_perception"),
+            "start_pass_deduction": cal.get("mean_pass_deduction"),
+            "start_perception_first": cal.get("perception_first"),
+            "start_tiers_perception_first": cal.get("tiers_perception_first")}
+
+
+MARGIN_GRID = (0.02, 0.04, 0.06, 0.08, 0.10, 0.15)  # rucl_switch_tune: the relative threshold's candidate margins
+
+
+def margin_metric(margin: float) -> str:
+    return f"switch_m{round(margin * 100):02d}"
+
+
+def margin_switches(steps_jsonl: Path, curriculum: Any) -> dict[str, float | None]:
+    """``switch_mXX``: the step a relative threshold with margin XX/100 switches at on this run's batch S_F series
+    (:func:`rubricflow.methods.rucl.curriculum.switch_step`), for every margin of :data:`MARGIN_GRID`; None: never.
+    Exact for a run with lambda held at 0 (``peak = 0``), whose trajectory every margin shares up to its switch."""
+    import json
+
+    from rubricflow.methods.rucl.curriculum import switch_step
+
+    rows = [json.loads(line) for line in Path(steps_jsonl).read_text().splitlines() if line.strip()]
+    series = [r.get("curriculum/s_f_batch") for r in rows]
+    return {margin_metric(m): switch_step(series, curriculum, threshold_rule="relative", margin=m)
+            for m in MARGIN_GRID}
 
 
 ADAPTER = StudyMethod(
@@ -251,6 +291,40 @@ def grpo_canary_spec() -> StudySpec:
     )
 
 
+# ----------------------------------------------------------------------------------------------------------------
+# RuCL as the paper intends: perception-first tiers, a curriculum that engages, GRPO with a KL term, an outcome-gated
+# variant, the hacking monitor and the answer-relevant readout. Every unit of these studies (and every seed's start)
+# reads the tiers perception-first and switches on the start-relative threshold; the values chosen on val are written
+# next to the rule that chose them, and the rule was written before its runs.
+
+INTENDED_STEPS = 150  # the GRPO budget of the intended studies, fixed before any run
+INTENDED_BASE: dict[str, Any] = {"rubrics.tier_rule": "kind", "rucl.curriculum.threshold_rule": "relative",
+                                 "rucl.grpo.steps": INTENDED_STEPS}
+SWITCH_BY = INTENDED_STEPS // 3  # the tune's rule: a margin whose switch leaves >= 2/3 of the budget to lambda > 0
+
+
+def rucl_switch_tune_spec() -> StudySpec:
+    """Chooses the relative threshold's margin on val seeds. One run per seed holds lambda at 0 (``peak = 0``) for
+    the whole budget; every margin of :data:`MARGIN_GRID` has the same trajectory up to its own switch, so each
+    unit reports the step each margin would switch at (``switch_mXX``, exact). The rule, written before the runs:
+    the largest margin whose switch comes by step :data:`SWITCH_BY` (a third of the budget) on every tune seed; a
+    larger margin asks for more evidence that the foundational tier improved, and the switch must still leave most of
+    the budget to the advanced tier (the study's precondition asks for lambda > 0 on at least a third of the steps)."""
+    held = {**INTENDED_BASE, "rucl.reward.mode": "rucl", "rucl.curriculum.peak": 0.0}
+    return StudySpec(
+        method="rucl",
+        seeds=[11, 22, 33],
+        variants={"held": held},
+        untrained=[],
+        metrics=[margin_metric(m) for m in MARGIN_GRID] + [
+            "start_pass_perception", "start_pass_deduction", "start_perception_first", "accuracy",
+            "sampled_accuracy", "relevant_flaw_rate"],
+        eval_split="val",
+        per_seed_start=True,
+        out_dir="artifacts/studies/rucl_switch_tune",
+    )
+
+
 STUDIES = (
     StudyDecl("rucl", rucl_spec,
               "The RuCL study: SFT start, outcome-only, uniform rubrics, sigmoid and linear curriculum, and the "
@@ -259,6 +333,10 @@ STUDIES = (
     StudyDecl("grpo_canary", grpo_canary_spec,
               "The GRPO canary (`rubricflow study grpo_canary`): outcome-only GRPO on 32 fixed prompts against the "
               "same run with permuted rewards; sampled accuracy on those prompts before and after."),
+    StudyDecl("rucl_switch_tune", rucl_switch_tune_spec,
+              "Chooses the start-relative curriculum threshold's margin on val seeds 11, 22, 33: lambda held at 0 "
+              "for the 150-step budget, every margin's switch step replayed from the run; the largest margin that "
+              "switches by step 50 on every seed (perception-first tiers)."),
     StudyDecl("rucl_tune", rucl_tune_spec,
               "Chooses the tiny profile's GRPO lr (1e-4, 3e-4, 1e-3; 3e-4 with two passes per batch) on val: each "
               "setting trained with outcome-only and RuCL rewards on seeds 11, 22 (not the study's seeds), scored by "

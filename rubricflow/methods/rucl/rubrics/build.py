@@ -27,7 +27,8 @@ from rubricflow.judge.config import JudgeConfig
 from rubricflow.judge.protocol import JudgeBackend, JudgeRequest, Judgment, Rubric
 from rubricflow.methods.rucl.rubrics.config import RubricsConfig
 from rubricflow.methods.rucl.rubrics.pool import RubricPool, load_default_pool, load_pool, save_pool
-from rubricflow.methods.rucl.rubrics.stratify import TABLE_COLUMNS, coverage_and_pass_rates, select_and_stratify, summarize
+from rubricflow.methods.rucl.rubrics.stratify import (TABLE_COLUMNS, coverage_and_pass_rates, pass_order,
+                                                      select_and_stratify, summarize)
 
 log = logging.getLogger("rubricflow.methods.rucl.rubrics")
 
@@ -183,7 +184,8 @@ def tiers_pool(pool: RubricPool, rows: list[dict], rule: dict) -> RubricPool:
     }
     return RubricPool(
         rubrics,
-        provenance={**pool.provenance, "stratification": rule},
+        # the start's pass order (perception before deduction?), read by studies as a precondition
+        provenance={**pool.provenance, "stratification": rule, "calibration": pass_order(rows)},
         version=f"{pool.version}+stratified",
         extra=extra,
     )
