@@ -148,6 +148,16 @@ def _params_profile(dvc_file: str, pipe_profile: str | None) -> str:
     return str(raw.get("profile") or "tiny")
 
 
+@contextlib.contextmanager
+def _locked(root: Path, ws):
+    """``ws`` under the project's repro lock (``flows.repro``): a second writer of the workspace is refused, naming
+    the first one's pid."""
+    from flows.repro import _ProjectLock
+
+    with _ProjectLock(root / ".rubricflow" / "repro.lock"):
+        yield ws
+
+
 def _run_dvc(pipe, specs, profile, overrides, flow_run_id, pipeline_id, logger):
     """The pipeline's DVC stages as linked Prefect tasks (:mod:`tasks.dvc_stages`): in the main workspace when the
     run changes nothing, else as a DVC experiment in a temporary worktree. Returns (outcomes, failure, experiment)."""
@@ -170,8 +180,8 @@ def _run_dvc(pipe, specs, profile, overrides, flow_run_id, pipeline_id, logger):
         logger.info("overrides %s: the stages run as DVC experiment %s (a worktree of HEAD; the main workspace is "
                     "not touched)", changes, name)
         workspace = experiment_workspace(root, name, changes, env)
-    else:
-        workspace = contextlib.nullcontext(Workspace(root, env=env))
+    else:  # the main workspace: one repro at a time (`rubricflow repro`, `make run` or another flow run)
+        workspace = _locked(root, Workspace(root, env=env))
     with workspace as ws:
         outcomes = submit_dag(dag, ws, log_dir, judge, retries)
         failure = next((o.pop("error") for o in outcomes if "error" in o), None)

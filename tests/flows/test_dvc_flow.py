@@ -180,3 +180,12 @@ def test_a_failed_stage_fails_the_flow_and_its_dependents_do_not_start(prefect_a
         dagtoy()
     assert not (dvc_project / "d.txt").exists()
     assert os.environ.get("RUBRICFLOW_PIPELINE_ID") is None
+
+
+def test_a_flow_run_is_refused_while_a_repro_holds_the_workspace(prefect_api, dvc_project):
+    from flows.repro import ReproBusy, _ProjectLock
+
+    with _ProjectLock(dvc_project / ".rubricflow" / "repro.lock"):
+        with pytest.raises(ReproBusy, match="another rubricflow repro"):
+            _toy_flow()()
+    assert not (dvc_project / "a.txt").exists()
