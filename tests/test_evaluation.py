@@ -46,6 +46,9 @@ def test_answer_facts_are_the_values_the_answer_uses():
     assert answer_facts({**COUNT, "task": "counting"}) == {"red": 2}
     assert answer_facts({**TALLEST, "task": "barchart"}) == {"A": 5, "max": 5}
     assert answer_facts({**DIFF, "task": "barchart"}) == {"A": 5, "B": 2, "max": 5, "min": 2, "diff": 3}
+    bar_sum = {"task": "barchart", "question_type": "sum", "perception": [["A", 5], ["B", 2], ["C", 4]],
+               "intermediate": [["s", 7], ["total", 11]]}
+    assert answer_facts(bar_sum) == {"A": 5, "B": 2, "C": 4, "s": 7, "total": 11}  # every bar feeds the sum
     geo = {"task": "geometry", "perception": [["P", [1, 2]]], "intermediate": [["area", 3]]}
     assert answer_facts(geo) == {"P": [1, 2], "area": 3}  # every fact feeds a geometry answer
 
