@@ -75,7 +75,10 @@ def test_margin_switches_replay_a_held_run_for_every_margin_of_the_grid(tmp_path
     steps = tmp_path / "steps.jsonl"
     steps.write_text("".join(json.dumps({"step": i, "curriculum/s_f_batch": x}) + "\n" for i, x in enumerate(series)))
     got = margin_switches(steps, CurriculumConfig(window=5, peak=0.0))
-    assert set(got) == {margin_metric(m) for m in MARGIN_GRID} and margin_metric(0.1) == "switch_m10"
+    assert set(got) == {margin_metric(m, t) for m in MARGIN_GRID for t in ("every", "mean")}
+    assert margin_metric(0.1) == "switch_m10" and margin_metric(0.1, "mean") == "switch_mean_m10"
+    # the window's mean: (0.5 + 0.53 * 4) / 5 = 0.524 > 0.52 at step 8; (0.57 * 4 + 0.61) / 5 = 0.578, then 0.586 > 0.58
+    assert got["switch_mean_m02"] == 8 and got["switch_mean_m08"] == 16
     # baseline 0.5 (steps 0-4); > 0.52 from step 5 on -> the window of steps 5-9 completes at step 9
     assert got["switch_m02"] == 9
     assert got["switch_m04"] == 14 and got["switch_m06"] == 14 and got["switch_m08"] == 19

@@ -57,6 +57,13 @@ class CurriculumConfig(Section):
         0.9, ge=0, le=1, description="Batch foundational score that must be exceeded at every step of the window "
         "(threshold_rule 'absolute')."
     )
+    window_test: Literal["every", "mean"] = Field(
+        "every",
+        description="'every' (the paper): the batch S_F exceeded the threshold at every step of the window; 'mean': "
+        "the window's mean S_F exceeded it. The paper's batch is 1024 responses; at the tiny profile's 128 a batch "
+        "S_F moves by about +-0.09 from step to step, so 'every' waits for a run of lucky batches, and the mean "
+        "of a 5-step window (640 responses) has about the noise of the paper's one batch.",
+    )
     margin: float = Field(
         0.05, ge=0, le=1, description="threshold_rule 'relative': the gain in batch S_F over the start's level that "
         "must hold at every step of the window."

@@ -31,6 +31,11 @@ Threshold rules (``rucl.curriculum.threshold_rule``):
 Before the switch ``lambda_t = 0`` whatever the threshold, so a run with ``peak = 0`` (lambda held at 0) follows
 exactly the trajectory every threshold shares up to its switch: :func:`switch_step` replays a recorded S_F series
 under any rule and gives the step it would have switched at.
+
+Window tests (``rucl.curriculum.window_test``): ``every`` (the paper) asks that every score of the window exceed the
+threshold; ``mean`` that the window's mean does (a missing score still blocks the switch). With small batches the
+step-to-step noise of S_F makes ``every`` a wait for consecutive lucky batches; the mean of the window keeps the
+paper's guard against one lucky batch at the paper's level of noise.
 """
 
 from __future__ import annotations
@@ -88,7 +93,10 @@ class CurriculumScheduler:
         steepness: float,
         threshold_rule: Rule,
         margin: float,
+        window_test: Literal["every", "mean"],
     ):
+        if window_test not in ("every", "mean"):
+            raise ValueError(f"curriculum window_test: expected 'every' or 'mean', got {window_test!r}")
         if threshold_rule not in ("absolute", "relative"):
             raise ValueError(f"curriculum threshold_rule: expected 'absolute' or 'relative', got {threshold_rule!r}")
         if window < 1:
@@ -100,7 +108,7 @@ class CurriculumScheduler:
         ramp(0.5, shape, steepness)  # validates shape
         self.threshold, self.window, self.ramp_steps = threshold, window, ramp_steps
         self.peak, self.shape, self.steepness = peak, shape, steepness
-        self.threshold_rule, self.margin = threshold_rule, margin
+        self.threshold_rule, self.margin, self.window_test = threshold_rule, margin, window_test
         self.baseline: float | None = None  # relative rule: the start's level (mean S_F of the first window)
         self.t = 0  # update calls so far
         self.recent: deque[float] = deque(maxlen=window)
@@ -120,6 +128,7 @@ class CurriculumScheduler:
             steepness=cfg.steepness,
             threshold_rule=cfg.threshold_rule,
             margin=cfg.margin,
+            window_test=cfg.window_test,
         )
 
     @property
@@ -155,7 +164,9 @@ class CurriculumScheduler:
                 return self.lambda_t
         threshold = self.active_threshold
         if self.transition_step is None and threshold is not None and len(self.recent) == self.window:
-            if all(not math.isnan(x) and x > threshold for x in self.recent):
+            measured = not any(math.isnan(x) for x in self.recent)
+            if measured and (all(x > threshold for x in self.recent) if self.window_test == "every"
+                             else sum(self.recent) / len(self.recent) > threshold):
                 self.transition_step = self.t
                 self.event = {
                     "step": self.t,
@@ -181,6 +192,7 @@ class CurriculumScheduler:
                 "steepness": self.steepness,
                 "threshold_rule": self.threshold_rule,
                 "margin": self.margin,
+                "window_test": self.window_test,
             },
             "baseline": self.baseline,
             "t": self.t,
@@ -208,7 +220,7 @@ def switch_step(scores, cfg: "CurriculumConfig", **overrides) -> int | None:
     ``scores`` (None: never). Exact for any run whose trajectory up to that step had lambda 0 (see the module
     docstring), e.g. a run with ``peak = 0``."""
     fields = {k: getattr(cfg, k) for k in ("threshold", "window", "ramp_steps", "peak", "shape", "steepness",
-                                            "threshold_rule", "margin")}
+                                            "threshold_rule", "margin", "window_test")}
     sched = CurriculumScheduler(**{**fields, **overrides})
     for x in scores:
         sched.update(float("nan") if x is None else x)
