@@ -110,7 +110,8 @@ def run_mode(root: Path, tag: str, mode: str, base_url: str, args) -> dict:
     def mean(k):
         return statistics.fmean(r[k] for r in rows)
 
-    return {"step_s": mean("step_time_s"), "cpu_s": mean("step_cpu_s"), "gen_s": mean("rollout/gen_time_s"), "judge_wait_s": mean("judge/time_s"),
+    return {"step_s": mean("step_time_s"), "cpu_s": mean("step_cpu_s"), "gen_s": mean("rollout/gen_time_s"),
+            "judge_wait_s": mean("judge/time_s"),
             "update_s": mean("update_time_s"), "lag": max(r["pipeline/policy_lag"] for r in rows),
             "prompt_tok": mean("judge/prompt_tokens"), "completion_tok": mean("judge/completion_tokens"),
             "advanced_judged": mean("judge/advanced_judged"), "wall_s": wall}
@@ -143,7 +144,8 @@ def main(argv: list[str] | None = None) -> None:
                 for mode in modes[r % len(modes):] + modes[: r % len(modes)]:  # each mode first in turn
                     res = run_mode(root, f"r{r}-{mode.replace('+', '-')}", mode, base_url, args)
                     results[mode].append(res)
-                    print(f"# round {r} {mode}: step {res['step_s']:.3f}s, cpu {res['cpu_s']:.3f}s (run {res['wall_s']:.1f}s, "
+                    print(f"# round {r} {mode}: step {res['step_s']:.3f}s, cpu {res['cpu_s']:.3f}s "
+                          f"(run {res['wall_s']:.1f}s, "
                           f"load {os.getloadavg()[0]:.2f})", flush=True)
     finally:
         server.kill()
@@ -161,11 +163,13 @@ def main(argv: list[str] | None = None) -> None:
           f"{args.rounds} rounds; tiers {sum(t == 'foundational' for t in TIERS.values())} foundational + "
           f"{sum(t == 'advanced' for t in TIERS.values())} advanced rubrics")
     print(f"load average (1 min) at start {load0:.2f}, at end {os.getloadavg()[0]:.2f}; {os.cpu_count()} CPUs")
-    print(f"{'mode':18s} {'step_s':>7s} {'ratio':>6s} {'per-round ratio':>16s} {'cpu_s':>6s} {'gen_s':>6s} {'judge_wait_s':>12s} "
+    print(f"{'mode':18s} {'step_s':>7s} {'ratio':>6s} {'per-round ratio':>16s} {'cpu_s':>6s} {'gen_s':>6s} "
+          f"{'judge_wait_s':>12s} "
           f"{'update_s':>8s} {'lag':>3s} {'adv_judged':>10s} {'prompt_tok/step':>15s} {'compl_tok/step':>14s}")
     for m, x in med.items():
         rr = per_round[m]
-        print(f"{m:18s} {x['step_s']:7.3f} {base / x['step_s']:6.2f} {statistics.median(rr):5.2f} ({min(rr):.2f}-{max(rr):.2f}) {x['cpu_s']:6.3f} "
+        print(f"{m:18s} {x['step_s']:7.3f} {base / x['step_s']:6.2f} {statistics.median(rr):5.2f} "
+              f"({min(rr):.2f}-{max(rr):.2f}) {x['cpu_s']:6.3f} "
               f"{x['gen_s']:6.3f} "
               f"{x['judge_wait_s']:12.3f} {x['update_s']:8.3f} {x['lag']:3.0f} {x['advanced_judged']:10.1f} "
               f"{x['prompt_tok']:15.0f} {x['completion_tok']:14.0f}")

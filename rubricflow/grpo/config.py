@@ -111,9 +111,10 @@ class GRPOConfig(Section):
         "groups incrementally (a server-backed judge): judging overlaps generation, and the rewards, advantages and "
         "update are the same as scoring the whole batch after generation. It has something to overlap when a "
         "step's rollouts span several generation batches (generation.eval_batch_size below prompts_per_step * "
-        "group_size completions). Off by default: where the judge client shares the CPU with generation (the "
-        "2-core bench, docs/bench/judge_pipeline-epyc2.txt) streamed steps were slower than sequential ones; turn "
-        "it on where generation runs on an accelerator and the judge is remote.",
+        "group_size completions). Streamed judge calls share judge.openai.concurrency and run on an event loop in "
+        "a thread of the trainer, waiting on non-blocking HTTP. Off by default (it changes nothing but the step "
+        "time); with a server-backed judge and a step that spans several generation batches streamed steps are "
+        "faster (bench/judge_pipeline.py, docs/bench/judge_pipeline-epyc2.txt).",
     )
     one_step_off: bool = Field(
         False,

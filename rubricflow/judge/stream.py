@@ -11,10 +11,10 @@ Bounds: at most ``max_in_flight`` requests are in flight over all submitted call
 call would. A backend that shares slots (``shares_slots``: the openai backend, through
 ``rubricflow.judge.transport.SHARED_SLOTS``) holds one slot per request while it is in flight and frees it with its
 answer, so a call's fast answers make room for the next call's requests at once; any other backend's call of ``k``
-requests waits for ``min(k, max_in_flight)`` free slots and holds them until the call returns. Everything the wrapped judge does
-per call is unchanged (cache, failure budget, deadlines, retries); an exception of a call (the failure budget, the
-stage deadline) is raised by its future's ``result()``. ``close()`` cancels what is still queued or in flight and
-stops the thread.
+requests waits for ``min(k, max_in_flight)`` free slots and holds them until the call returns. Everything the
+wrapped judge does per call is unchanged (cache, failure budget, deadlines, retries); an exception of a call (the
+failure budget, the stage deadline) is raised by its future's ``result()``. ``close()`` cancels what is still queued
+or in flight and stops the thread.
 
 Only a server-backed judge (:func:`server_backed`) gains from this: an in-process judge (programmatic checks, a
 local model) runs on the same CPU as generation.
