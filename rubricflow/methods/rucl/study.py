@@ -329,6 +329,44 @@ def rucl_switch_tune_spec() -> StudySpec:
     )
 
 
+# The margin chosen by rucl_switch_tune's rule (reports/studies/rucl_switch_tune.md): the window-mean switch by step 50
+# on seeds 11, 22, 33 holds for 0.02 (steps 15, 15, 6) and 0.04 (28, 19, 45), not for 0.06 (seed 33: 83).
+INTENDED_MARGIN = 0.04
+# One setting at a time from the current GRPO (no KL, group std): the KL term at the GRPO paper's weight, and batch-std
+# advantages (RoRo's and DeltaRubric's choice); the interaction is not tuned (the CPU budget of a tune).
+GRPO_SETTINGS = {"kl0-group": {"rucl.grpo.beta": 0.0, "rucl.grpo.scale_rewards": "group"},
+                 "kl04-group": {"rucl.grpo.beta": 0.04, "rucl.grpo.scale_rewards": "group"},
+                 "kl0-batch": {"rucl.grpo.beta": 0.0, "rucl.grpo.scale_rewards": "batch"}}
+
+
+def rucl_grpo_tune_spec() -> StudySpec:
+    """Chooses the KL weight and the advantage scaling on val seeds 11, 22 with the intended configuration
+    (perception-first tiers, the tuned margin, 150 steps). The rule, written before the runs, is rucl_tune's: each
+    setting trained with outcome-only and RuCL rewards (so the choice favours neither), scored by the mean val sampled
+    accuracy (the RL objective), eligible only if its greedy val accuracy stays within 0.02 of the SFT start's; ties
+    go to the first setting listed (the current one)."""
+    base = {**INTENDED_BASE, "rucl.curriculum.margin": INTENDED_MARGIN}
+    variants: dict[str, dict[str, Any]] = {"sft": dict(base)}
+    settings: dict[str, list[str]] = {}
+    for setting, over in GRPO_SETTINGS.items():
+        for mode in ("outcome", "rucl"):
+            variants[f"{mode}-{setting}"] = {**base, "rucl.reward.mode": mode, **over}
+            settings.setdefault(setting, []).append(f"{mode}-{setting}")
+    return StudySpec(
+        method="rucl",
+        seeds=[11, 22],
+        variants=variants,
+        untrained=["sft"],
+        metrics=["sampled_accuracy", "accuracy", "relevant_flaw_rate", "lambda_positive_share", "switch_step",
+                 "rubric_to_wrong", "start_perception_first"],
+        eval_split="val",
+        selection=Selection(metric="sampled_accuracy", direction="higher", settings=settings,
+                            guard_metric="accuracy", guard_baseline="sft", guard_margin=0.02),
+        per_seed_start=True,
+        out_dir="artifacts/studies/rucl_switch_tune",  # the tune seeds' starts, built once
+    )
+
+
 STUDIES = (
     StudyDecl("rucl", rucl_spec,
               "The RuCL study: SFT start, outcome-only, uniform rubrics, sigmoid and linear curriculum, and the "
@@ -341,6 +379,11 @@ STUDIES = (
               "Chooses the start-relative curriculum threshold's margin on val seeds 11, 22, 33: lambda held at 0 "
               "for the 150-step budget, every margin's switch step replayed from the run; the largest margin that "
               "switches by step 50 on every seed (perception-first tiers)."),
+    StudyDecl("rucl_grpo_tune", rucl_grpo_tune_spec,
+              "Chooses the KL weight (0 or 0.04) and the advantage scaling (group or batch std) on val seeds 11, 22 "
+              "with perception-first tiers and the tuned switch: each setting with outcome-only and RuCL rewards, "
+              "the best mean val sampled accuracy among those whose greedy val accuracy stays within 0.02 of the "
+              "start's."),
     StudyDecl("rucl_tune", rucl_tune_spec,
               "Chooses the tiny profile's GRPO lr (1e-4, 3e-4, 1e-3; 3e-4 with two passes per batch) on val: each "
               "setting trained with outcome-only and RuCL rewards on seeds 11, 22 (not the study's seeds), scored by "
