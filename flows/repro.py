@@ -45,6 +45,7 @@ from datetime import datetime
 from pathlib import Path
 
 from rubricflow.env import PROJECT_ROOT, STATE_DIR
+from rubricflow.workspace import OPT_IN, OPT_IN_TEXT, ProjectLock, ReproBusy, opt_in, opt_in_targets  # noqa: F401
 
 TIMES_FILE = STATE_DIR / "repro-times.json"
 PRIOR_TIMES_FILE = PROJECT_ROOT / "infra" / "local" / "repro-times.json"
@@ -53,37 +54,6 @@ LOCK_FILE = STATE_DIR / "repro.lock"
 UNCHANGED = "didn't change, skipping"
 HANDLED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 STOP_GRACE_S = 30.0  # how long an interrupted stage may take to stop before it gets SIGTERM, then SIGKILL
-
-
-# Opt-in pipelines: hidden from DVC by the root .dvcignore until an untracked <dir>/.dvcignore re-includes them.
-OPT_IN = {"studies": "studies/dvc.yaml", "smol": "smol/dvc.yaml"}
-OPT_IN_TEXT = ("# Written by `rubricflow opt-in {name}` (untracked): DVC sees this opt-in pipeline "
-               "(the root .dvcignore hides it). `rubricflow opt-in {name} --off` hides it again.\n!dvc.yaml\n!dvc.lock\n")
-
-
-def opt_in(name: str, on: bool = True, root: Path | None = None) -> bool:
-    """Make DVC see (``on``) or no longer see the opt-in pipeline ``name`` (a key of ``OPT_IN``) in the project at
-    ``root`` (default: the current directory, where DVC runs); True if changed."""
-    if name not in OPT_IN:
-        raise ValueError(f"{name!r} is not an opt-in pipeline (one of: {', '.join(sorted(OPT_IN))})")
-    marker = (root or Path.cwd()) / Path(OPT_IN[name]).parent / ".dvcignore"
-    if on:
-        if marker.exists():
-            return False
-        marker.write_text(OPT_IN_TEXT.format(name=name))
-        return True
-    if not marker.exists():
-        return False
-    marker.unlink()
-    return True
-
-
-def opt_in_targets(targets: list[str], report: Callable[[str], None] = print, root: Path | None = None) -> None:
-    """Opt in to every opt-in pipeline a target names (``smol/dvc.yaml``, ``studies/dvc.yaml:rucl_study``)."""
-    for t in targets:
-        for name, dvc_file in OPT_IN.items():
-            if (t == Path(dvc_file).parent.as_posix() or t.split(":")[0] == dvc_file) and opt_in(name, root=root):
-                report(f"opted in to the {name} pipeline ({Path(dvc_file).parent / '.dvcignore'}): DVC sees {dvc_file}")
 
 
 def _flat_keys(node, prefix: str = "") -> set[str]:
@@ -123,10 +93,6 @@ def exp_show_drop(root: Path | None = None) -> str:
         parts.append(f"^({names})$")
     parts += [f"^{re.escape(d)}$" for d in sorted(deps)]
     return "|".join(parts) or "^$"
-
-
-class ReproBusy(RuntimeError):
-    """Another ``rubricflow repro`` runs in this project."""
 
 
 class Interrupted(SystemExit):
@@ -326,39 +292,6 @@ def last_progress_line(log: Path, width: int = 100) -> str:
     return last if len(last) <= width else last[: width - 3] + "..."
 
 
-class _ProjectLock:
-    """An exclusive, non-blocking lock on ``path`` holding the owner's pid; ``ReproBusy`` when another holds it."""
-
-    def __init__(self, path: Path):
-        self.path = path
-        self.fh = None
-
-    def __enter__(self) -> "_ProjectLock":
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fh = open(self.path, "a+")
-        try:
-            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            fh.seek(0)
-            owner = fh.read().strip() or "unknown"
-            fh.close()
-            raise ReproBusy(f"another rubricflow repro is running in this project (pid {owner}; lock {self.path}); "
-                            "wait for it to finish or stop it, then run again") from None
-        fh.seek(0)
-        fh.truncate()
-        fh.write(str(os.getpid()))
-        fh.flush()
-        self.fh = fh
-        return self
-
-    def __exit__(self, *exc) -> None:
-        assert self.fh is not None
-        self.fh.seek(0)
-        self.fh.truncate()
-        fcntl.flock(self.fh, fcntl.LOCK_UN)
-        self.fh.close()
-
-
 class _Signals:
     """In the main thread: the first SIGTERM/SIGINT/SIGHUP raises ``Interrupted`` (later ones are ignored while the
     stages stop); the previous handlers come back on exit."""
@@ -389,7 +322,7 @@ def repro(targets: list[str] | None = None, jobs: int = 2, threads: int | None =
     """Reproduce ``targets`` (default: dvc.yaml) with up to ``jobs`` stages at once, each with ``threads`` torch
     threads (default: the CPUs shared between the jobs). One at a time per project (``ReproBusy``); a signal stops
     every running stage's process group and raises ``Interrupted`` (exit status ``128 + signal``)."""
-    with _ProjectLock(LOCK_FILE), _Signals(report):
+    with ProjectLock(LOCK_FILE), _Signals(report):
         return _repro(targets, jobs, threads, report)
 
 

@@ -183,9 +183,9 @@ def test_a_failed_stage_fails_the_flow_and_its_dependents_do_not_start(prefect_a
 
 
 def test_a_flow_run_is_refused_while_a_repro_holds_the_workspace(prefect_api, dvc_project):
-    from flows.repro import ReproBusy, _ProjectLock
+    from rubricflow.workspace import ProjectLock, ReproBusy
 
-    with _ProjectLock(dvc_project / ".rubricflow" / "repro.lock"):
+    with ProjectLock(dvc_project / ".rubricflow" / "repro.lock"):
         with pytest.raises(ReproBusy, match="another rubricflow repro"):
             _toy_flow()()
     assert not (dvc_project / "a.txt").exists()
