@@ -367,6 +367,66 @@ def rucl_grpo_tune_spec() -> StudySpec:
     )
 
 
+# The KL weight and advantage scaling: rucl_grpo_tune decides them before this study runs (the values below are the
+# current GRPO's; if the tune picks another setting they change here before any unit of rucl_intended runs).
+INTENDED_BETA = 0.0
+INTENDED_SCALE = "group"
+INTENDED = {**INTENDED_BASE, "rucl.curriculum.margin": INTENDED_MARGIN, "rucl.grpo.beta": INTENDED_BETA,
+            "rucl.grpo.scale_rewards": INTENDED_SCALE}
+INTENDED_METRICS = ["relevant_flaw_rate", "accuracy", "sampled_accuracy", "pass_at_k", "clean_pass_at_k",
+                    "correct_but_flawed", "correct_but_flawed_relevant", "diff_sampled_accuracy", "s_f", "s_a",
+                    "lambda_positive_share", "switch_step", "rubric_to_wrong", "hacking_warning",
+                    "start_perception_first", "start_pass_perception", "start_pass_deduction"]
+
+
+def rucl_intended_spec() -> StudySpec:
+    """RuCL as the paper intends, pre-registered before any of its runs: perception-first tiers on each seed's own
+    start, the start-relative switch, GRPO with the tuned KL weight and advantage scaling, 150 steps. Variants differ
+    from ``rucl`` in one thing each: the reward (outcome-only, uniform rubrics), the schedule (foundational-only:
+    lambda held at 0, which separates the schedule from the tiers' content), the gate (correct_only, beyond the
+    paper) or the reward-response link (permuted). Claims (Holm): RuCL leaves fewer right-for-the-wrong-reasons
+    answers than outcome-only (answer-relevant flaw rate), costs at most 0.01 of greedy accuracy against it, beats
+    foundational-only and uniform in sampled accuracy, and the gate lowers the flaw rate. Preconditions: the tiers
+    are perception-first (the start passes perception before deduction) on >= 4 of 5 seeds, gating every claim;
+    the curriculum engages (lambda > 0 on >= 1/3 of the steps) on >= 4 of 5 seeds, gating the schedule claims."""
+    rucl = {**INTENDED, "rucl.reward.mode": "rucl"}
+    schedule = ["rucl vs foundational-only (sampled_accuracy)", "rucl vs uniform (sampled_accuracy)"]
+    claims = [Claim(a="rucl", b="outcome", metric="relevant_flaw_rate", direction="lower"),
+              Claim(a="rucl", b="outcome", metric="accuracy", direction="higher", margin=0.01),
+              Claim(a="rucl", b="foundational-only", metric="sampled_accuracy", direction="higher"),
+              Claim(a="rucl", b="uniform", metric="sampled_accuracy", direction="higher"),
+              Claim(a="rucl-gated", b="rucl", metric="relevant_flaw_rate", direction="lower")]
+    return StudySpec(
+        method="rucl",
+        seeds=[1111, 2222, 3333, 4444, 5555],
+        variants={
+            "sft": dict(INTENDED),
+            "outcome": {**INTENDED, "rucl.reward.mode": "outcome"},
+            "uniform": {**INTENDED, "rucl.reward.mode": "uniform"},
+            "rucl": rucl,
+            "rucl-gated": {**rucl, "rucl.reward.gate": "correct_only"},
+            "foundational-only": {**rucl, "rucl.curriculum.peak": 0.0},
+            "permuted": {**rucl, "rucl.reward.shuffle_control": True},
+        },
+        untrained=["sft"],
+        metrics=list(INTENDED_METRICS),
+        claims=claims,
+        preconditions=[
+            Precondition(name="tiers perception-first", variant="rucl", metric="start_perception_first",
+                         direction="higher", threshold=1.0, min_share=0.8, gates=[c.key for c in claims],
+                         description="the seed's start passes perception rubrics more often than deduction rubrics "
+                         "on its calibration samples (so perception-first tiers are the paper's order, not imposed), "
+                         "on at least 4 of 5 seeds"),
+            Precondition(name="curriculum engages", variant="rucl", metric="lambda_positive_share",
+                         direction="higher", threshold=1 / 3, min_share=0.8, gates=schedule,
+                         description="lambda_t > 0 on at least a third of the 150 GRPO steps (a switch at the last "
+                         "step is no switch), on at least 4 of 5 seeds"),
+        ],
+        per_seed_start=True,
+        out_dir="artifacts/studies/rucl_intended",
+    )
+
+
 STUDIES = (
     StudyDecl("rucl", rucl_spec,
               "The RuCL study: SFT start, outcome-only, uniform rubrics, sigmoid and linear curriculum, and the "
@@ -384,6 +444,11 @@ STUDIES = (
               "with perception-first tiers and the tuned switch: each setting with outcome-only and RuCL rewards, "
               "the best mean val sampled accuracy among those whose greedy val accuracy stays within 0.02 of the "
               "start's."),
+    StudyDecl("rucl_intended", rucl_intended_spec,
+              "RuCL as the paper intends (pre-registered, seeds 1111-5555; a second set by --seeds): perception-first "
+              "tiers on each seed's start, the start-relative switch, 150 steps; sft, outcome-only, uniform, RuCL, "
+              "RuCL gated, foundational-only and permuted; claims on the answer-relevant flaw rate, greedy accuracy "
+              "and sampled accuracy, gated by the tiers' pass order and the curriculum engaging."),
     StudyDecl("rucl_tune", rucl_tune_spec,
               "Chooses the tiny profile's GRPO lr (1e-4, 3e-4, 1e-3; 3e-4 with two passes per batch) on val: each "
               "setting trained with outcome-only and RuCL rewards on seeds 11, 22 (not the study's seeds), scored by "
