@@ -41,7 +41,8 @@ class FlakyJudge:
 
 
 def scheduler(window=2, ramp=2):
-    return CurriculumScheduler(threshold=0.5, window=window, ramp_steps=ramp, peak=0.5, shape="sigmoid", steepness=10.0, threshold_rule="absolute", margin=0.0, window_test="every")
+    return CurriculumScheduler(threshold=0.5, window=window, ramp_steps=ramp, peak=0.5, shape="sigmoid", steepness=10.0,
+                               threshold_rule="absolute", margin=0.0, window_test="every")
 
 
 def rows(n, seed=0):

@@ -62,7 +62,8 @@ def problems(n):
 
 
 def scorer(judge):
-    sched = CurriculumScheduler(threshold=0.5, window=1, ramp_steps=0, peak=0.5, shape="linear", steepness=10.0, threshold_rule="absolute", margin=0.0, window_test="every")
+    sched = CurriculumScheduler(threshold=0.5, window=1, ramp_steps=0, peak=0.5, shape="linear", steepness=10.0,
+                                threshold_rule="absolute", margin=0.0, window_test="every")
     return VerlScorer(RubricScorer(judge, RUBRICS, sched, alpha=0.7))
 
 

@@ -19,7 +19,8 @@ def test_rucl_stops_on_a_judge_that_answers_one_rubric_na_and_leaves_out_the_res
     with LoopbackJudgeServer(content_fn=lambda body: '{"verdicts": {"R01": "n/a"}}') as srv:
         cfg = JudgeConfig(backend="openai", cache_path=str(tmp_path / "c.sqlite"), openai=OpenAIJudgeConfig(
             base_url=srv.base_url, model="loopback-judge", verdict_format="compact", timeout_s=2.0, max_retries=0))
-        sched = CurriculumScheduler(threshold=0.5, window=2, ramp_steps=2, peak=0.5, shape="linear", steepness=1.0)
+        sched = CurriculumScheduler(threshold=0.5, window=2, ramp_steps=2, peak=0.5, shape="linear", steepness=1.0,
+                                    threshold_rule="absolute", margin=0.0, window_test="every")
         scorer = RubricScorer(make_judge(cfg), TIERED, sched, alpha=0.7)
         items = [Item(f"s{i}", "What is 2 + 3?", "\\boxed{5}", "5", "int") for i in range(8)]
         with pytest.raises(JudgeFailureBudgetExceeded, match="left out a requested rubric") as e:
@@ -67,7 +68,8 @@ class Recording:
 
 def _sched(**kw):
     return CurriculumScheduler(**{"threshold": 0.5, "window": 1, "ramp_steps": 0, "peak": 0.5, "shape": "linear",
-                                  "steepness": 1.0, **kw})
+                                  "steepness": 1.0, "threshold_rule": "absolute", "margin": 0.0,
+                                  "window_test": "every", **kw})
 
 
 def _items(n=10, step=0):
