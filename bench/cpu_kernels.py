@@ -1,6 +1,8 @@
 """Does a warm start survive another CPU? The same seed's base model and warm start built under torch's kernel
 choices (``ATEN_CPU_CAPABILITY``: ``default`` / ``avx2`` / ``avx512``), each in a fresh process, compared on val and
-by the weights' content hash: RuCL's SFT start (``--method rucl``, val accuracy per task) or DeltaRubric's warm start
+by the weights' content hash: RuCL's SFT start (``--method rucl``, val accuracy per task), RuCL's make-run demo end to
+end (``--method rucl_switch``: the start's perception / deduction pass rates, then the rucl stage's GRPO run: the
+curriculum's switch step and the share of steps with lambda > 0) or DeltaRubric's warm start
 (``--method deltarubric``, the study's per-seed start and its val readout: accuracy per judge mode, the separating
 share, the flat planner groups of a step-0 rollout).
 
@@ -11,7 +13,7 @@ the same run.
 Prints one line per capability: ``cpu_kernels method=<m> capability=<c> seed=<s> val_<name>=<x> ...
 weights=<hash>`` and a final ``cpu_kernels max_abs_diff_vs_<baseline>=<d> identical_weights=<n>/<m>``.
 
-    RUBRICFLOW_THREADS=1 .venv/bin/python bench/cpu_kernels.py [--method rucl|deltarubric] [--seed 101] \
+    RUBRICFLOW_THREADS=1 .venv/bin/python bench/cpu_kernels.py [--method rucl|rucl_switch|deltarubric] [--seed 101] \
         [--capabilities default,avx2]
 """
 
@@ -56,7 +58,29 @@ val = {k[len("val_"):] if k.startswith("val_") else k: v for k, v in r.items() i
        and k not in ("sft_seconds", "sft_final_loss")}
 print("RESULT " + json.dumps({"val": val, "weights": content_hash(out / "sft" / "model.safetensors")}))
 """
+# RuCL's make-run demo end to end: the seed's start and tiers (the study's per-seed start recipe), then the rucl
+# stage's GRPO run on them: does the start still pass perception first, and does the curriculum still switch?
+_CHILD_SWITCH = """
+import json, sys
+from pathlib import Path
+import rubricflow.env  # noqa: F401
+from rubricflow.config import load_config
+from rubricflow.hashing import content_hash
+from rubricflow.methods.rucl.study import build_start
+from rubricflow.methods.rucl.train import run_training
+cfg = load_config("params.yaml")
+seed, out = int(sys.argv[1]), Path(sys.argv[2])
+start = build_start(cfg, seed, out, out)
+rcfg = cfg.rucl.model_copy(update={"init_from": str(out / "sft"), "tiers_path": str(out / "tiers.json"),
+                                   "out_dir": str(out / "rucl"), "checkpoint_dir": str(out / "ck"), "eval_samples": 0})
+train = run_training(rcfg, cfg.judge, cfg.data, cfg.generation, out / "reports", seed=seed)
+val = {k[len("sft_val_"):]: v for k, v in start.items() if k.startswith("sft_val_")}
+val.update({"pass_perception": start["pass_foundational"], "pass_deduction": start["pass_advanced"],
+            "switch_step": train["transition_step"], "lambda_positive_share": train["lambda_positive_share"]})
+print("RESULT " + json.dumps({"val": val, "weights": content_hash(out / "sft" / "model.safetensors")}))
+"""
 CHILDREN = {"rucl": (_CHILD, "data/synthetic/manifest.json", "dvc repro validate"),
+            "rucl_switch": (_CHILD_SWITCH, "data/synthetic/manifest.json", "dvc repro validate"),
             "deltarubric": (_CHILD_DR, "data/deltarubric/pairs/manifest.json", "dvc repro deltarubric_pairs")}
 
 
@@ -85,7 +109,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="rubricflow-cpu-kernels-") as tmp:
         for cap in caps:
             r = results[cap] = build(cap, args.seed, Path(tmp) / cap, args.method)
-            vals = " ".join(f"val_{k}={v:.3f}" for k, v in r["val"].items() if v is not None)
+            vals = " ".join(f"val_{k}={v:.3f}" if isinstance(v, float) else f"val_{k}={v}" for k, v in r["val"].items())
             print(f"cpu_kernels method={args.method} capability={cap} seed={args.seed} {vals} "
                   f"weights={r['weights']}", flush=True)
     base = results[caps[0]]
