@@ -367,12 +367,15 @@ def rucl_grpo_tune_spec() -> StudySpec:
     )
 
 
-# The KL weight and advantage scaling: rucl_grpo_tune decides them before this study runs (the values below are the
-# current GRPO's; if the tune picks another setting they change here before any unit of rucl_intended runs).
-INTENDED_BETA = 0.0
+# The lr, KL weight and advantage scaling, chosen on val before any unit of this study ran (docs/rucl_intended.md):
+# at lr 1e-4 no setting of rucl_grpo_tune kept greedy val accuracy within 0.02 of the start's; lr 3e-5 did
+# (reports/studies/rucl_lr_tune.md), and at 3e-5 the rule picked beta 0.04 with group std
+# (reports/studies/rucl_grpo_tune-lr3e-5.md; the three settings' scores within 0.004).
+INTENDED_LR = 3e-5
+INTENDED_BETA = 0.04
 INTENDED_SCALE = "group"
-INTENDED = {**INTENDED_BASE, "rucl.curriculum.margin": INTENDED_MARGIN, "rucl.grpo.beta": INTENDED_BETA,
-            "rucl.grpo.scale_rewards": INTENDED_SCALE}
+INTENDED = {**INTENDED_BASE, "rucl.curriculum.margin": INTENDED_MARGIN, "rucl.grpo.lr": INTENDED_LR,
+            "rucl.grpo.beta": INTENDED_BETA, "rucl.grpo.scale_rewards": INTENDED_SCALE}
 INTENDED_METRICS = ["relevant_flaw_rate", "accuracy", "sampled_accuracy", "pass_at_k", "clean_pass_at_k",
                     "correct_but_flawed", "correct_but_flawed_relevant", "diff_sampled_accuracy", "s_f", "s_a",
                     "lambda_positive_share", "switch_step", "rubric_to_wrong", "hacking_warning",
