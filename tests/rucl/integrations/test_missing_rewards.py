@@ -11,7 +11,7 @@ from rubricflow.methods.rucl.integrations import RewardsMissing
 from rubricflow.methods.rucl.integrations.trl import RubricflowReward
 from rubricflow.methods.rucl.integrations.verl import VerlScorer
 from rubricflow.methods.rucl.scoring import RubricScorer
-from tests.integrations.test_trl import RUBRICS, call_kwargs, rows, scheduler
+from tests.rucl.integrations.test_trl import RUBRICS, call_kwargs, rows, scheduler
 
 
 def _no_facts(n):
