@@ -1,6 +1,8 @@
-"""One factory for the pipeline flows: ``make_flow("rucl")`` is the Prefect flow of the manifest's ``rucl`` pipeline.
+"""One factory for the pipeline flows: ``make_flow("rucl")`` is the Prefect flow of the registered ``rucl`` pipeline
+(flows/pipelines.py makes one per registered pipeline).
 
-Each flow takes typed parameters, so the Prefect UI renders a form: the profile (dropdown), the pipeline's knobs
+Each flow takes typed parameters, so the Prefect UI renders a form: the profile (a dropdown of the ``profiles`` of
+params.yaml; default: the pipeline's own profile, else the default one), the pipeline's knobs
 (``Pipeline.knobs`` in ``rubricflow.registry``: typed fields copied from the config, defaults from params.yaml,
 plus an ``extra`` map for any other dotted key) and ``until`` (a dropdown of the pipeline's stages). The body is
 :func:`tasks.pipeline.run_pipeline`: in the project (git + DVC), one task per DVC stage, linked as DVC's graph links
@@ -23,26 +25,33 @@ from prefect import Flow, flow
 from prefect.task_runners import ThreadPoolTaskRunner
 from pydantic import Field
 
-from flows.params import Overrides, overrides_model
-from rubricflow.config import Profile
+from flows.params import Overrides, overrides_model, profile_choice
+from rubricflow.config import DEFAULT_PROFILE
 from rubricflow.registry import pipeline
 from tasks.pipeline import run_pipeline
 
 
-def make_flow(name: str, overrides_name: str) -> tuple[Flow, type[Overrides]]:
-    """The flow of pipeline ``name`` and its parameter model (named ``overrides_name`` in the UI form)."""
+def overrides_name(name: str) -> str:
+    """The name of pipeline ``name``'s parameter model in the UI form: ``rucl`` -> ``RuclOverrides``."""
+    return "".join(part.title() for part in name.split("_")) + "Overrides"
+
+
+def make_flow(name: str) -> tuple[Flow, type[Overrides]]:
+    """The flow of pipeline ``name`` and its parameter model (:func:`overrides_name`; defaults: params.yaml under
+    the pipeline's profile)."""
     pipe = pipeline(name)
-    overrides_cls = overrides_model(overrides_name, pipe.knobs, pipe.knobs_help)
+    default_profile = pipe.profile or DEFAULT_PROFILE
+    overrides_cls = overrides_model(overrides_name(name), pipe.knobs, pipe.knobs_help, profile=pipe.profile)
     stage_choice = Literal[tuple(pipe.stage_names)]  # type: ignore[valid-type]
 
     def run(
-        profile: Profile = Field(Profile.tiny, description="Profile overlay of params.yaml (tiny: CPU; gpu: cluster)."),
+        profile: profile_choice() = Field(default_profile, description="Profile overlay of params.yaml (its `profiles`: "
+                                          "tiny is CPU, gpu a cluster)."),
         overrides: overrides_cls = Field(overrides_cls(), description="Method parameters (defaults: params.yaml)."),
         until: Optional[stage_choice] = Field(None, description="Stop after this stage (empty: run the whole pipeline)."),
     ) -> dict:
-        profile = Profile(profile)
         changed = overrides.changed()
-        return run_pipeline(name, profile.value, changed, until, params_for_report={"profile": profile.value, **changed})
+        return run_pipeline(name, profile, changed, until, params_for_report={"profile": profile, **changed})
 
     run.__name__ = run.__qualname__ = name
     run.__doc__ = f"{pipe.description} Stages: {' -> '.join(pipe.stage_names)}."

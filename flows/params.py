@@ -1,6 +1,6 @@
 """Typed flow parameters: the knobs each flow exposes in the Prefect UI form, built from the Config fields.
 
-``overrides_model("RuCLOverrides", {"reward_mode": "rucl.reward.mode", ...})`` makes a pydantic model whose
+``overrides_model("RuclOverrides", {"reward_mode": "rucl.reward.mode", ...})`` makes a pydantic model whose
 fields copy the type (a ``Literal`` becomes a dropdown), bounds and description of the config field at each
 dotted path; the default is the value params.yaml gives for the default profile. Only values that differ from
 those defaults are applied (``changed()``), as ``--set``-style dotted overrides, so an untouched form changes
@@ -11,12 +11,17 @@ nothing and a profile overlay is never pinned to another profile's value. ``extr
 from __future__ import annotations
 
 import copy
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
 from pydantic.fields import FieldInfo
 
-from rubricflow.config import Config, ConfigError, load_config
+from rubricflow.config import Config, ConfigError, load_config, profile_names
+
+
+def profile_choice() -> Any:
+    """The type of a flow's ``profile`` field: a dropdown (``Literal``) of the profiles params.yaml defines."""
+    return Literal[profile_names()]  # type: ignore[valid-type]
 
 
 def field_at(path: str) -> FieldInfo:

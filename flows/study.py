@@ -28,7 +28,8 @@ from prefect.context import FlowRunContext
 from prefect.futures import wait
 from pydantic import Field
 
-from rubricflow.config import ConfigError, Profile, load_config
+from flows.params import profile_choice
+from rubricflow.config import DEFAULT_PROFILE, ConfigError, load_config
 from rubricflow.env import configure_threads
 from rubricflow.study.harness import (
     SharedOutputsMissing,
@@ -189,7 +190,8 @@ def units_on_ray(address: str, name: str, units: list[Unit], args: dict, cluster
 @flow(name="study", log_prints=True)
 def study(
     name: str = Field("rucl", description="Study: a sub-section of `study` in params.yaml."),
-    profile: Profile = Field(Profile.tiny, description="Profile overlay of params.yaml (tiny: CPU; gpu: cluster)."),
+    profile: profile_choice() = Field(DEFAULT_PROFILE, description="Profile overlay of params.yaml (its `profiles`: "
+                                      "tiny is CPU, gpu a cluster)."),
     seeds: Optional[list[int]] = Field(None, description="Seeds (empty: study.<name>.seeds)."),
     variants: Optional[list[str]] = Field(None, description="Variants (empty: all of study.<name>.variants)."),
     overrides: dict = Field({}, description="Dotted config overrides applied to every unit."),
@@ -210,7 +212,6 @@ def study(
     from rubricflow.study.provenance import code_state, require_clean
     from tasks.ray_runner import check_address
 
-    profile = Profile(profile).value
     address = check_address(ray) if ray else None
     cfg = load_config(profile=profile, overrides=overrides)
     spec = study_spec(cfg, name)

@@ -39,8 +39,8 @@ from rubricflow.sections import (
     DataConfig,
     GenerationConfig,
     ModelsConfig,
+    DEFAULT_PROFILE,
     ModelSpec,
-    Profile,
     Section,
     SFTConfig,
     SplitSizes,
@@ -48,9 +48,9 @@ from rubricflow.sections import (
 )
 
 __all__ = [
-    "BaseConfig", "Config", "ConfigError", "DataConfig", "GenerationConfig", "ModelSpec", "ModelsConfig", "Profile",
+    "BaseConfig", "Config", "ConfigError", "DataConfig", "GenerationConfig", "ModelSpec", "ModelsConfig",
     "SFTConfig", "SplitSizes", "TrackingConfig", "compose", "config_from_dict", "config_hash", "load_config",
-    "recompose", "write_resolved",
+    "params_path", "profile_names", "recompose", "write_resolved",
 ]
 
 
@@ -62,7 +62,8 @@ class BaseConfig(Section):
     """The run-level settings and the sections every pipeline shares; the methods' sections are added by
     :func:`compose`."""
 
-    profile: Profile = Field(Profile.tiny, description="Active profile (overlay from `profiles`).")
+    profile: str = Field(DEFAULT_PROFILE, min_length=1,
+                         description="Active profile: a key of `profiles`, whose overlay applies.")
     seed: int = Field(1234, description="Global seed for training and sampling.")
     artifacts_dir: str = Field("artifacts", description="Root of model/rubric artifacts (DVC outputs).")
     reports_dir: str = Field("reports", description="Root of metrics, plots and validation stamps (DVC metrics).")
@@ -133,7 +134,7 @@ def resolve_raw(raw: dict, profile: str | None = None, source: str = "params.yam
     """Apply the profile overlay: ``profiles[profile] <- top-level``; returns the effective dict."""
     raw = dict(raw or {})
     profiles = raw.pop("profiles", {}) or {}
-    name = profile or raw.get("profile") or Profile.tiny.value
+    name = profile or raw.get("profile") or DEFAULT_PROFILE
     if profiles and name not in profiles:
         raise ConfigError(f"{source}: key `profile`: unknown profile {name!r}; expected one of {sorted(profiles)}")
     merged = deep_merge(profiles.get(name, {}) or {}, raw)
@@ -175,6 +176,22 @@ def read_params(path: Path) -> Any:
     return raw
 
 
+def params_path(path: str | os.PathLike | None = None) -> Path:
+    """``path``, else ``$RUBRICFLOW_PARAMS``, else ./params.yaml."""
+    return Path(path or os.environ.get("RUBRICFLOW_PARAMS", "params.yaml"))
+
+
+def profile_names(path: str | os.PathLike | None = None) -> tuple[str, ...]:
+    """The profiles ``params.yaml`` defines (the keys of ``profiles``, in file order): the names ``profile``
+    accepts. ConfigError naming the file when it has none or they are not a mapping."""
+    path = params_path(path)
+    raw = read_params(path)
+    profiles = raw.get("profiles") if isinstance(raw, dict) else None
+    if not isinstance(profiles, dict) or not profiles:
+        raise ConfigError(f"{path}: key `profiles`: expected a mapping of profile name -> overlay, got {profiles!r}")
+    return tuple(str(k) for k in profiles)
+
+
 def load_config(
     path: str | os.PathLike | None = None, profile: str | None = None, overrides: dict[str, Any] | None = None
 ) -> Config:
@@ -183,7 +200,7 @@ def load_config(
     ``overrides`` maps dotted keys to values (``{"rucl.reward.mode": "outcome"}``), applied last.
     Raises ConfigError naming the file and the dotted key on any problem.
     """
-    path = Path(path or os.environ.get("RUBRICFLOW_PARAMS", "params.yaml"))
+    path = params_path(path)
     raw = read_params(path)
     if not isinstance(raw, dict):
         raise ConfigError(f"{path}: expected a mapping at the top level, got {type(raw).__name__}")

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import types
 from collections.abc import Mapping, Sequence
-from enum import Enum
 from typing import Annotated, Any, ClassVar, Literal, Union, get_args, get_origin
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
@@ -18,7 +17,7 @@ from pydantic_core import PydanticCustomError
 
 __all__ = [
     "MAX_BATCH", "MAX_COUNT", "MAX_GROUP", "MAX_TOKENS",
-    "ConfigError", "Section", "DataConfig", "GenerationConfig", "LoRAConfig", "ModelSpec", "ModelsConfig", "Profile", "SFTConfig",
+    "ConfigError", "Section", "DataConfig", "GenerationConfig", "LoRAConfig", "ModelSpec", "ModelsConfig", "DEFAULT_PROFILE", "SFTConfig",
     "SplitSizes", "TrackingConfig",
 ]
 
@@ -202,10 +201,9 @@ def _merge_explicit(default: Section, given: Mapping) -> dict:
 # Profiles
 
 
-class Profile(str, Enum):
-    tiny = "tiny"
-    gpu = "gpu"
-    smol = "smol"
+# A profile is a name: one of the ``profiles`` keys of params.yaml (rubricflow.config.resolve_raw checks it,
+# rubricflow.config.profile_names lists them). This one is used where params.yaml names none.
+DEFAULT_PROFILE = "tiny"
 
 
 # ----------------------------------------------------------------------------------------------------------------

@@ -671,8 +671,20 @@ def check_deepspeed_config(cfg: Any, label: str = "infra/deepspeed/zero3_bf16.js
 # ----------------------------------------------------------------------------------------------------------------
 # prefect.yaml
 
-FLOW_FUNCTIONS = {"rucl", "deltarubric", "roro", "study", "compare"}
+OWN_MODULE_FLOWS = {"study", "compare"}  # flows/<x>.py:<x>; the pipelines' flows are flows/pipelines.py:<pipeline>
 PROFILE_FREE = {"compare"}  # flows whose form has no profile
+
+
+def registered_pipelines() -> dict[str, str]:
+    """Each registered pipeline (rubricflow.registry) -> the profile its flow's form defaults to."""
+    from rubricflow.config import DEFAULT_PROFILE
+    from rubricflow.registry import methods
+
+    return {p.name: p.profile or DEFAULT_PROFILE for m in methods().values() for p in m.pipelines}
+
+
+def flow_functions() -> set[str]:
+    return set(registered_pipelines()) | OWN_MODULE_FLOWS
 WORK_POOLS = {"rubricflow-local": "process", "rubricflow-k8s": "kubernetes"}
 ENTRYPOINT = re.compile(r"^flows/(?P<module>[a-z_][a-z0-9_]*)\.py:(?P<func>[a-z_][a-z0-9_]*)$")
 
@@ -682,15 +694,17 @@ def _pull_steps(deployment: dict, doc: dict) -> list:
 
 
 def check_prefect_yaml(doc: Any, label: str = "prefect.yaml", k8s_template: dict | None = None) -> list[str]:
-    """Deployments: valid for Prefect's own prefect.yaml model, entrypoints flows/<x>.py:<x> for exactly the
-    five flows, known work pools, a known profile, valid (inactive) cron schedules, a set_working_directory pull
-    step, and Kubernetes job variables valid for the pool's base job template (``k8s_template``)."""
+    """Deployments: valid for Prefect's own prefect.yaml model; entrypoints flows/pipelines.py:<pipeline> for every
+    registered pipeline (each with a ``<pipeline>-local`` deployment under its own profile) and flows/<x>.py:<x> for
+    ``study`` and ``compare``; known work pools; a profile params.yaml defines; valid (inactive) cron schedules; a
+    set_working_directory pull step; Kubernetes job variables valid for the pool's base job template
+    (``k8s_template``)."""
     from prefect.cli.deploy._models import PrefectYamlModel
     from prefect.client.schemas.schedules import CronSchedule
     from prefect.utilities.schema_tools.validation import validate
     from pydantic import ValidationError
 
-    from rubricflow.config import Profile
+    from rubricflow.config import profile_names
 
     if not isinstance(doc, dict):
         return [f"{label}: expected a mapping"]
@@ -703,7 +717,9 @@ def check_prefect_yaml(doc: Any, label: str = "prefect.yaml", k8s_template: dict
     if not deployments:
         return [f"{label}: no deployments"]
     seen_names, funcs = set(), set()
-    profiles = {p.value for p in Profile}
+    profiles = set(profile_names(ROOT / "params.yaml"))
+    pipelines = registered_pipelines()
+    functions = flow_functions()
     for i, d in enumerate(deployments):
         where = f"{label}: deployments[{i}] ({d.get('name')})"
         for key in ("name", "entrypoint"):
@@ -717,10 +733,13 @@ def check_prefect_yaml(doc: Any, label: str = "prefect.yaml", k8s_template: dict
             problems.append(f"{where}: entrypoint {d.get('entrypoint')!r} is not flows/<module>.py:<function>")
         else:
             funcs.add(m.group("func"))
-            if m.group("func") not in FLOW_FUNCTIONS:
-                problems.append(f"{where}: flow function {m.group('func')!r} is not one of {sorted(FLOW_FUNCTIONS)}")
-            if m.group("module") != m.group("func"):
-                problems.append(f"{where}: flows/{m.group('module')}.py should hold flow {m.group('module')!r}")
+            if m.group("func") not in functions:
+                problems.append(f"{where}: flow function {m.group('func')!r} is not one of {sorted(functions)} "
+                                "(the registered pipelines, study and compare)")
+            module = "pipelines" if m.group("func") in pipelines else m.group("func")
+            if m.group("module") != module:
+                problems.append(f"{where}: flow {m.group('func')!r} lives in flows/{module}.py, "
+                                f"not flows/{m.group('module')}.py")
         pool = (d.get("work_pool") or {}).get("name")
         if pool not in WORK_POOLS:
             problems.append(f"{where}: work_pool.name {pool!r} is not one of {sorted(WORK_POOLS)}")
@@ -758,7 +777,16 @@ def check_prefect_yaml(doc: Any, label: str = "prefect.yaml", k8s_template: dict
                 problems.append(f"{where}: job_variables {sorted(unknown)} are not variables of the pool template")
             for err in validate({**template_defaults(k8s_template), **job_vars}, variables):
                 problems.append(f"{where}: job_variables invalid for the pool template: {err.message}")
-    missing = FLOW_FUNCTIONS - funcs
+    missing = functions - funcs
     if missing:
         problems.append(f"{label}: no deployment for flows {sorted(missing)}")
+    by_name = {d.get("name"): d for d in deployments}
+    for name, profile in pipelines.items():
+        d = by_name.get(f"{name}-local")
+        want = {"entrypoint": f"flows/pipelines.py:{name}", "profile": profile, "pool": "rubricflow-local"}
+        got = d and {"entrypoint": d.get("entrypoint"), "profile": (d.get("parameters") or {}).get("profile"),
+                     "pool": (d.get("work_pool") or {}).get("name")}
+        if got != want:
+            problems.append(f"{label}: registered pipeline {name!r} needs a deployment `{name}-local` with {want} "
+                            f"(got {got})")
     return problems

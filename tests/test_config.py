@@ -1,6 +1,8 @@
 import textwrap
+from pathlib import Path
 
 import pytest
+import yaml
 
 from rubricflow.config import ConfigError, config_from_dict, load_config
 
@@ -243,3 +245,23 @@ def test_a_partial_nested_section_keeps_its_owners_defaults():
     assert config_from_dict({"rucl": {"grpo": {"lr": 0.5}}}).rucl.grpo.lr == 0.5
     cfg = config_from_dict({"study": {"rucl": {"variants": {"a": {}}, "claims": [], "untrained": []}}})
     assert list(cfg.study.rucl.variants) == ["a"]
+
+
+def test_a_profile_is_a_name_from_params_yaml(tmp_path):
+    from rubricflow.config import profile_names
+
+    assert profile_names() == ("tiny", "gpu", "smol")  # the project's params.yaml, in file order
+    cfg = load_config(profile="smol")
+    assert cfg.profile == "smol" and str(cfg.profile) == "smol" and f"{cfg.profile}" == "smol"
+    with pytest.raises(ConfigError, match=r"unknown profile 'huge'; expected one of \['gpu', 'smol', 'tiny'\]"):
+        load_config(profile="huge")
+    # a profile added to params.yaml is a profile: no code names the set
+    raw = yaml.safe_load(Path("params.yaml").read_text())
+    raw.pop("seed", None)  # (top-level keys win over the profile)
+    raw["profiles"]["edge"] = {"seed": 7}
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(raw, sort_keys=False))
+    assert profile_names(tmp_path / "params.yaml")[-1] == "edge"
+    assert load_config(tmp_path / "params.yaml", profile="edge").seed == 7
+    (tmp_path / "bare.yaml").write_text("seed: 1\n")
+    with pytest.raises(ConfigError, match=r"bare.yaml: key `profiles`: expected a mapping"):
+        profile_names(tmp_path / "bare.yaml")

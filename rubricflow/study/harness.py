@@ -74,10 +74,10 @@ def study_spec(cfg: Any, name: str) -> StudySpec:
     if not isinstance(spec, StudySpec):
         known = sorted(type(cfg.study).model_fields)
         raise ConfigError(f"unknown study {name!r}; studies in the `study` section: {known}")
-    if spec.profile is not None and str(getattr(cfg.profile, "value", cfg.profile)) != spec.profile:
+    if spec.profile is not None and cfg.profile != spec.profile:
         raise ConfigError(f"study {name} belongs to profile {spec.profile!r} (study.{name}.profile); run it with "
                           f"`rubricflow --profile {spec.profile} study {name}` (the profile now is "
-                          f"{str(getattr(cfg.profile, 'value', cfg.profile))!r})")
+                          f"{cfg.profile!r})")
     return spec
 
 

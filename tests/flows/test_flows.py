@@ -50,7 +50,9 @@ def _mlflow_runs(experiment: str = "rubricflow"):
 
 
 def test_rucl_flow_runs_stages_once_then_reuses_them(prefect_api, project):
-    from flows.rucl import RuCLOverrides, rucl
+    from flows.pipelines import OVERRIDES, rucl
+
+    RuCLOverrides = OVERRIDES["rucl"]
 
     first = rucl(until="validate")
     assert first["stages"] == {"data": "ran", "validate": "ran"}
@@ -95,7 +97,9 @@ def test_rucl_flow_runs_stages_once_then_reuses_them(prefect_api, project):
 
 
 def test_bad_parameter_fails_the_flow_naming_the_key(prefect_api, project):
-    from flows.rucl import RuCLOverrides, rucl
+    from flows.pipelines import OVERRIDES, rucl
+
+    RuCLOverrides = OVERRIDES["rucl"]
     from rubricflow.config import ConfigError
 
     with pytest.raises(ConfigError, match="data.nope"):
@@ -108,18 +112,20 @@ def test_flow_parameters_are_a_typed_form_with_params_yaml_defaults(project):
 
     from prefect.utilities.callables import parameter_schema
 
-    import flows.rucl
+    import flows.pipelines
     from rubricflow.config import load_config
 
     # the form's defaults are read from the working directory's params.yaml when the module is imported; another
     # test may have imported it from the repository root first
-    mod = importlib.reload(flows.rucl)
-    rucl, RuCLOverrides = mod.rucl, mod.RuCLOverrides
+    mod = importlib.reload(flows.pipelines)
+    rucl, RuCLOverrides = mod.rucl, mod.OVERRIDES["rucl"]
 
     schema = parameter_schema(rucl).model_dump()
     defs = schema["definitions"]
-    assert defs["Profile"]["enum"] == ["tiny", "gpu", "smol"]
-    knobs = defs["RuCLOverrides"]["properties"]
+    assert schema["properties"]["profile"]["enum"] == ["tiny", "gpu", "smol"]  # the profiles of params.yaml
+    assert schema["properties"]["profile"]["default"] == "tiny"
+    assert parameter_schema(mod.smol).model_dump()["properties"]["profile"]["default"] == "smol"  # its own
+    knobs = defs["RuclOverrides"]["properties"]
     assert knobs["reward_mode"]["enum"] == ["rucl", "uniform", "outcome"]
     assert knobs["curriculum_shape"]["enum"] == ["sigmoid", "linear"]
     assert "rucl.reward.mode" in knobs["reward_mode"]["description"]
@@ -254,7 +260,7 @@ def test_deltarubric_training_retry_resumes_from_checkpoint(prefect_api, tmp_pat
     monkeypatch.setenv("RUBRICFLOW_RETRY_DELAY_S", "0")
     monkeypatch.setenv("RUBRICFLOW_INJECT_CRASH", "deltarubric_train:2")
 
-    from flows.deltarubric import deltarubric
+    from flows.pipelines import deltarubric
 
     out = deltarubric(until="deltarubric_train")
     m = out["metrics"]["deltarubric_train"]

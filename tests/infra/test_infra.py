@@ -697,10 +697,11 @@ def test_launch_script_refuses_bad_invocations(args, env, expected):
 def test_prefect_yaml_passes_checks(prefect_yaml, template):
     assert ic.check_prefect_yaml(prefect_yaml, k8s_template=template) == []
     deployments = {d["name"]: d for d in prefect_yaml["deployments"]}
-    assert {d["entrypoint"].split(":")[1] for d in deployments.values()} == {"rucl", "deltarubric", "roro", "study",
-                                                                            "compare"}
+    assert {d["entrypoint"].split(":")[1] for d in deployments.values()} == {"rucl", "deltarubric", "roro", "smol",
+                                                                            "study", "compare"}
     local = {n for n, d in deployments.items() if d["work_pool"]["name"] == "rubricflow-local"}
-    assert local == {"rucl-local", "deltarubric-local", "roro-local", "study-local", "compare-local"}
+    assert local == {"rucl-local", "deltarubric-local", "roro-local", "smol-local", "study-local", "compare-local"}
+    assert deployments["smol-local"]["parameters"] == {"profile": "smol"}
     assert all(deployments[n]["parameters"] == {"profile": "tiny"} for n in ("rucl-local", "deltarubric-local",
                                                                              "roro-local"))
     assert deployments["rucl-gpu"]["work_pool"]["name"] == "rubricflow-k8s"
@@ -742,8 +743,16 @@ PREFECT_BREAKAGES = {
     "bad timezone": (lambda doc: _deployment("rucl-gpu")(doc)["schedules"][0].update({"timezone": "Mars/Base"}), "invalid cron/timezone"),
     "active schedule": (lambda doc: _deployment("rucl-gpu")(doc)["schedules"][0].update({"active": True}), "must be inactive"),
     "wrong function": (
-        lambda doc: _deployment("roro-local")(doc).update({"entrypoint": "flows/roro.py:train"}),
-        "flow function 'train' is not one of ['compare', 'deltarubric', 'roro', 'rucl', 'study']",
+        lambda doc: _deployment("roro-local")(doc).update({"entrypoint": "flows/pipelines.py:train"}),
+        "flow function 'train' is not one of ['compare', 'deltarubric', 'roro', 'rucl', 'smol', 'study']",
+    ),
+    "pipeline flow outside flows/pipelines.py": (
+        lambda doc: _deployment("roro-local")(doc).update({"entrypoint": "flows/roro.py:roro"}),
+        "flow 'roro' lives in flows/pipelines.py, not flows/roro.py",
+    ),
+    "registered pipeline under another profile": (
+        lambda doc: _deployment("smol-local")(doc).update({"parameters": {"profile": "tiny"}}),
+        "registered pipeline 'smol' needs a deployment `smol-local`",
     ),
     "not a flows/ entrypoint": (
         lambda doc: _deployment("roro-local")(doc).update({"entrypoint": "roro.py:roro"}),

@@ -407,7 +407,10 @@ def test_rubricflow_compare_prints_the_table(mlflow_runs, proj):
 def test_local_deployments_come_from_prefect_yaml():
     from flows.serve import local_deployments
 
-    assert local_deployments() == ["rucl-local", "deltarubric-local", "roro-local", "study-local", "compare-local"]
+    from rubricflow.registry import methods
+
+    pipelines = [p.name for m in methods().values() for p in m.pipelines]
+    assert local_deployments() == [f"{p}-local" for p in pipelines] + ["study-local", "compare-local"]
     doc = yaml.safe_load((ROOT / "prefect.yaml").read_text())
     import importlib
 
