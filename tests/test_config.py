@@ -247,6 +247,36 @@ def test_a_partial_nested_section_keeps_its_owners_defaults():
     assert list(cfg.study.rucl.variants) == ["a"]
 
 
+@pytest.mark.parametrize("path", ["rucl.grpo", "deltarubric.train.grpo", "roro.router.grpo", "roro.slm", "roro.lrm",
+                                  "roro.rubricor_judge.judge", "roro.rubricor_judge.rubricor"])
+def test_every_methods_nested_defaults_survive_a_partial_override(path):
+    """The same mechanism for the three methods: one key given under a nested section changes that key only."""
+    from rubricflow.config import config_from_dict
+    from rubricflow.sections import Section
+
+    def at(cfg, dotted):
+        for part in dotted.split("."):
+            cfg = getattr(cfg, part)
+        return cfg
+
+    whole = at(config_from_dict({}), path)
+    assert isinstance(whole, Section)
+    fields = type(whole).model_fields
+    own = {k for k, f in fields.items()
+           if f.is_required() or getattr(whole, k) != f.get_default(call_default_factory=True)}
+    assert own, f"{path}: its owner sets no defaults of its own"  # else the test would prove nothing
+    key = next(k for k in type(whole).model_fields if k not in own and isinstance(getattr(whole, k), int)
+               and not isinstance(getattr(whole, k), bool))
+    raw: dict = {}
+    node = raw
+    for part in path.split("."):
+        node = node.setdefault(part, {})
+    node[key] = getattr(whole, key) + 1
+    part = at(config_from_dict(raw), path)
+    assert getattr(part, key) == getattr(whole, key) + 1
+    assert {k: getattr(part, k) for k in own} == {k: getattr(whole, k) for k in own}
+
+
 def test_a_profile_is_a_name_from_params_yaml(tmp_path):
     from rubricflow.config import profile_names
 

@@ -108,28 +108,13 @@ class DRSFTConfig(Section):
     )
 
 
-class DRGRPOConfig(GRPOConfig):
-    """``GRPOConfig`` with DeltaRubric's defaults. A subclass (not a default instance), so a partial
-    ``deltarubric.train.grpo`` in params.yaml or ``--set deltarubric.train.grpo.seed=1`` keeps these defaults
-    instead of silently reverting to the generic GRPO ones."""
-
-    group_size: int = Field(
-        5, ge=1, le=MAX_GROUP, description="Unused by DeltaRubric: groups are the N checklists of a pair and the M verdicts of a "
-        "checklist (train.n_checklists / train.m_verdicts)."
+def _dr_grpo() -> GRPOConfig:
+    """DeltaRubric's GRPO defaults (a partial ``deltarubric.train.grpo`` keeps them: rubricflow.sections.Section)."""
+    return GRPOConfig(
+        group_size=5,  # unused: a role's groups are the N checklists of a pair and the M verdicts of a checklist
+        prompts_per_step=2, steps=20, lr=1e-3, scale_rewards="batch", loss_agg="grpo", max_new_tokens=128,
+        checkpoint_every=0,
     )
-    prompts_per_step: int = Field(2, ge=1, le=MAX_BATCH, description="Preference pairs per training step (per process).")
-    steps: int = Field(20, ge=0, description="Training steps (one multi-role rollout batch + one update each).")
-    lr: float = Field(1e-3, gt=0, description="AdamW learning rate (constant after warmup).")
-    scale_rewards: Literal["group", "batch", "none"] = Field(
-        "batch",
-        description="Advantage scaling per role: 'batch' (centre per group, divide by the role's batch std; keeps the "
-        "guidance bonus effective, see rubricflow.methods.deltarubric.rewards), 'group' (per-group std) or 'none'.",
-    )
-    loss_agg: Literal["grpo", "dr_grpo", "dapo"] = Field(
-        "grpo", description="Token-loss aggregation (overridden by train.algorithm)."
-    )
-    max_new_tokens: int = Field(128, ge=1, le=MAX_TOKENS, description="Completion cap used as the dr_grpo normaliser.")
-    checkpoint_every: int = Field(0, ge=0, description="Save a checkpoint every N steps (0 = only at the end).")
 
 
 class DRTrainConfig(Section):
@@ -175,9 +160,13 @@ class DRTrainConfig(Section):
     )
     probe_every: int = Field(5, ge=0, description="Planner probe on validation pairs every N steps (0 = start and end only).")
     probe_pairs: int = Field(16, ge=1, description="Validation pairs in the planner probe.")
-    grpo: DRGRPOConfig = Field(
-        default_factory=DRGRPOConfig,
-        description="GRPO optimiser / engine settings (prompts_per_step = pairs per step).",
+    grpo: GRPOConfig = Field(
+        default_factory=_dr_grpo,
+        description="GRPO optimiser / engine settings. prompts_per_step = preference pairs per step; group_size is "
+        "unused (a role's groups are the N checklists of a pair and the M verdicts of a checklist: n_checklists, "
+        "m_verdicts); scale_rewards 'batch' centres per group and divides by the role's batch std, which keeps the "
+        "guidance bonus effective (rubricflow.methods.deltarubric.rewards); loss_agg and the clip are set by "
+        "`algorithm`; max_new_tokens is the dr_grpo normaliser.",
     )
 
 

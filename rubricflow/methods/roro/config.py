@@ -29,19 +29,6 @@ from rubricflow.sections import MAX_BATCH, MAX_GROUP, MAX_TOKENS, Section
 from rubricflow.grpo.config import GRPOConfig
 
 
-def _with_defaults(data, factories: dict):
-    """Partial nested sections (``--set roro.slm.sft_steps=100``, a profile listing a few keys) are merged onto
-    that model's own defaults, not the class defaults: the SLM and the LRM share a class but not their sizes."""
-    if not isinstance(data, dict):
-        return data
-    out = dict(data)
-    for key, factory in factories.items():
-        v = out.get(key)
-        if isinstance(v, dict):
-            out[key] = {**factory().model_dump(), **v}
-    return out
-
-
 class RoRoTaskConfig(Section):
     source: Literal["synthetic", "gsm8k"] = Field(
         "synthetic",
@@ -223,11 +210,6 @@ def _rubricor() -> RubricLMConfig:
 
 
 class RubricorJudgeConfig(Section):
-    @model_validator(mode="before")
-    @classmethod
-    def _lm_defaults(cls, data):
-        return _with_defaults(data, {"judge": _judge, "rubricor": _rubricor})
-
     rounds: int = Field(2, ge=0, description="Alternation rounds (each: a Judge phase, then a Rubricor phase).")
     optimizer: Literal["rft"] = Field(
         "rft",
@@ -283,11 +265,6 @@ def _router_grpo() -> GRPOConfig:
 
 
 class RouterConfig(Section):
-    @model_validator(mode="before")
-    @classmethod
-    def _grpo_defaults(cls, data):
-        return _with_defaults(data, {"grpo": _router_grpo})
-
     hidden: int = Field(128, ge=1, description="Router MLP hidden units (paper: 128).")
     init_call_bias: float = Field(0.0, description="Initial logit of 'call LRM' (0: P = 0.5 at the start).")
     grpo: GRPOConfig = Field(default_factory=_router_grpo, description="GRPO for the router (shared updater).")
@@ -402,11 +379,6 @@ class RoRoEvalConfig(Section):
 
 
 class RoRoConfig(Section):
-    @model_validator(mode="before")
-    @classmethod
-    def _lm_defaults(cls, data):
-        return _with_defaults(data, {"slm": _slm, "lrm": _lrm})
-
     data_dir: str = Field("data/roro", description="Problems, trajectories, pairs and the step cache.")
     out_dir: str = Field("artifacts/roro", description="Models, rubrics, routers, metrics and plots.")
     seed: int = Field(1234, description="Seed of model initialisation and training.")
