@@ -2,7 +2,7 @@
 
 A method is a folder ``rubricflow/methods/<name>/`` whose ``__init__.py`` exposes ``METHOD``: its config sections,
 its stages, the pipelines those stages form, its study adapters and default studies, its lines of the run summary
-and its extra CLI commands. The kernel (config composition, the manifest, the CLI, the study harness, the summary)
+and of a flow's run report, its columns of ``rubricflow compare`` and its extra CLI commands. The kernel (config composition, the manifest, the CLI, the study harness, the summary)
 reads them from here and names no method.
 
 Where methods come from, in order:
@@ -114,6 +114,12 @@ class Method:
     summary: Callable[[Path], list[str]] | None = None
     # extra CLI commands, and stage commands that print more than their metrics (Command.stage)
     commands: tuple[Command, ...] = ()
+    # stage outcomes ({"stage", "status", "metrics", "seconds"} each) -> this method's lines of a pipeline flow's run
+    # report (RuCL: the curriculum transition step)
+    report_lines: Callable[[list[dict]], list[str]] | None = None
+    # columns of `rubricflow compare` when the compared stage is this method's: name -> its value read off one MLflow
+    # run record (a `mlflow.search_runs` row: "metrics.<name>", "tags.<name>", ...; None shows as "-")
+    compare_columns: Mapping[str, Callable[[Mapping[str, Any]], Any]] = field(default_factory=dict)
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -234,3 +240,17 @@ def study_adapters() -> dict[str, Any]:
 
 def commands() -> list[Command]:
     return [c for m in methods().values() for c in m.commands]
+
+
+def owner(stage_name: str) -> Method:
+    """The method that registers stage ``stage_name`` (a KeyError names the known stages)."""
+    for m in methods().values():
+        if any(s.name == stage_name for s in m.stages):
+            return m
+    stage(stage_name)  # raises, naming the known stages
+    raise AssertionError("unreachable")
+
+
+def report_lines(outcomes: list[dict]) -> list[str]:
+    """Every method's lines of a run report for these stage outcomes (:attr:`Method.report_lines`)."""
+    return [line for m in methods().values() if m.report_lines is not None for line in m.report_lines(outcomes)]

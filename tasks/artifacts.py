@@ -3,7 +3,8 @@
 * :class:`ProgressMirror` is a ``rubricflow.progress`` listener: every ``with progress(desc, total)`` block inside a
   stage (SFT steps, GRPO steps, data generation ...) gets a Prefect progress artifact that follows it.
 * :func:`report_markdown` builds the run report: per stage whether it ran, was cached or is not registered yet,
-  its duration and key metrics, the curriculum transition step when a stage reports one, and links to the MLflow
+  its duration and key metrics, the lines the methods add (``Method.report_lines``: RuCL's curriculum transition
+  step), and links to the MLflow
   runs (``$RUBRICFLOW_MLFLOW_UI``, default http://127.0.0.1:5000, the UI ``make ui`` starts).
 * :func:`publish_plots` turns the dvc.yaml plots of the stages that ran into a table artifact (down-sampled rows)
   and an image artifact (a PNG data URI, rendered by rubricflow.tracking.plots).
@@ -17,6 +18,8 @@ from pathlib import Path
 import os
 import re
 from typing import Any
+
+from rubricflow import registry
 
 log = logging.getLogger("rubricflow.tasks")
 
@@ -170,16 +173,7 @@ def report_markdown(
     if parent_run_id:
         url = links.get(parent_run_id)
         lines.append(f"- MLflow parent run: [{parent_run_id}]({url})" if url else f"- MLflow parent run: `{parent_run_id}`")
-    transition = None
-    for o in outcomes:  # RuCL's training stage reports `transition_step` (None: never switched)
-        if "transition_step" in (o.get("metrics") or {}):
-            transition = (o["stage"], o["metrics"]["transition_step"])
-    if transition is not None:
-        stage, t = transition
-        lines.append(
-            f"- curriculum transition: step **{t}** (stage {stage})" if t is not None
-            else f"- curriculum transition: none (stage {stage} never switched to the advanced rubrics)"
-        )
+    lines += registry.report_lines(outcomes)
     lines += ["", "| stage | status | seconds | key metrics | MLflow |", "|---|---|---|---|---|"]
     for o in outcomes:
         m = o.get("metrics") or {}

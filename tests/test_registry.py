@@ -60,3 +60,31 @@ def test_loading_every_method_the_config_and_the_cli_imports_no_torch():
     out = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip() == "[]"
+
+
+def test_a_methods_report_lines_and_compare_columns_reach_the_kernels_views(register_method, tmp_path, monkeypatch):
+    """The run report and `rubricflow compare` name no method: each shows what the registered methods add
+    (RuCL's transition step through the same hooks)."""
+    from rubricflow import tracking
+    from rubricflow.tracking.compare import compare_runs
+    from tasks.artifacts import report_markdown
+
+    toy_stage = stage("toy_train")(_noop)
+    register_method(registry.Method(
+        "toy", "toy", stages=(toy_stage,),
+        report_lines=lambda outcomes: [f"- toy temperature: {o['metrics']['temp']}" for o in outcomes
+                                       if "temp" in (o.get("metrics") or {})],
+        compare_columns={"temp_tag": lambda rec: rec.get("tags.toy.temp")},
+    ))
+    outcomes = [{"stage": "toy_train", "status": "ran", "seconds": 1.0, "metrics": {"temp": 0.7}},
+                {"stage": "rucl", "status": "ran", "seconds": 2.0, "metrics": {"transition_step": 5}}]
+    md = report_markdown("toy", "fr", "pid", outcomes)
+    assert "- toy temperature: 0.7" in md and "- curriculum transition: step **5** (stage rucl)" in md
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'ml.db'}")
+    with tracking.stage_run("toy_train", experiment="toy", params={"x": 1}) as run:
+        run.log_summary({"train/steps": 3})
+        run.set_tags({"toy.temp": "hot"})
+    cmp = compare_runs("toy", "toy_train", tracking_uri=f"sqlite:///{tmp_path / 'ml.db'}")
+    assert cmp.columns[-1] == "temp_tag" and "transition_step" not in cmp.columns  # only the owner's columns
+    assert [r["temp_tag"] for r in cmp.rows] == ["hot"]

@@ -5,23 +5,22 @@ pipeline run, the newest pipeline run first, and inside one pipeline run in the 
 after ``make run`` the first rows are ``rucl`` and ``rucl_outcome`` of that run, side by side. ``pipeline`` limits
 the rows to one pipeline run (its id, or ``latest``). Columns are the run, its stage, its pipeline id, the
 parameters whose values differ between the rows (the ablation knobs, e.g. ``rucl.reward.mode``), the selected final
-metrics (MLflow names: ``rubricflow.tracking.names``) and the curriculum transition step (the
-``curriculum/transition_step`` metric, else the ``curriculum.switched`` / ``curriculum.transition_step`` tags, else
-the ``step`` of the ``event.curriculum_transition`` tag, else ``-`` = never switched). No Prefect import: the CLI
+metrics (MLflow names: ``rubricflow.tracking.names``) and the columns the stage's method adds
+(``Method.compare_columns``: RuCL's curriculum transition step). No Prefect import: the CLI
 prints the table, the ``compare`` flow (flows/compare.py) and the pipeline flows publish it as a table artifact.
 """
 
 from __future__ import annotations
 
 import fnmatch
-import json
 import math
 import os
 from dataclasses import dataclass, field
 from typing import Any
 
+from rubricflow import registry
+
 DEFAULT_METRICS = ["train/final/*", "val/accuracy_after/*", "train/steps", "judge/failures_total"]
-TRANSITION_METRIC = "curriculum/transition_step"
 
 
 @dataclass
@@ -49,27 +48,9 @@ def _fmt(v: Any) -> str:
     return str(v)
 
 
-def _transition(row: dict) -> Any:
-    v = row.get(f"metrics.{TRANSITION_METRIC}")
-    if v is not None and not (isinstance(v, float) and math.isnan(v)):
-        return int(v)
-    step = row.get("tags.curriculum.transition_step")
-    if isinstance(step, str) and step.isdigit():
-        return int(step)
-    tag = row.get("tags.event.curriculum_transition")
-    if isinstance(tag, str) and tag:
-        try:
-            return json.loads(tag).get("step")
-        except (json.JSONDecodeError, AttributeError):
-            return tag[:40]
-    return None
-
-
 def stage_family(stage: str) -> list[str]:
     """``stage`` and the registered stages that are variants of it (``rucl`` -> ``rucl``, ``rucl_outcome``), in
     the registry's order; ``[stage]`` for a name the registry does not know."""
-    from rubricflow import registry
-
     known = registry.stages()
     family = [n for n, s in known.items() if n != stage and s.base == stage]
     return [stage, *family]
@@ -121,9 +102,10 @@ def compare_runs(
     out.differing_params = sorted(c[len("params."):] for c in params if df[c].astype(str).nunique(dropna=False) > 1)
     patterns = metric_patterns or DEFAULT_METRICS
     mcols = [c[len("metrics."):] for c in df.columns if c.startswith("metrics.")]
-    out.metrics = [m for m in mcols if any(fnmatch.fnmatch(m, p) for p in patterns) and m != TRANSITION_METRIC]
+    out.metrics = [m for m in mcols if any(fnmatch.fnmatch(m, p) for p in patterns)]
     out.metrics.sort(key=lambda m: next(i for i, p in enumerate(patterns) if fnmatch.fnmatch(m, p)))
-    out.columns = ["run", "stage", "pipeline", "started", *out.differing_params, *out.metrics, "transition_step"]
+    extra = dict(registry.owner(stage).compare_columns) if stage in registry.stages() else {}
+    out.columns = ["run", "stage", "pipeline", "started", *out.differing_params, *out.metrics, *extra]
     for rec in df.to_dict("records"):
         row: dict[str, Any] = {
             "run": f"{rec.get('tags.mlflow.runName') or stage} {rec['run_id'][:8]}",
@@ -136,6 +118,7 @@ def compare_runs(
             row[p] = rec.get(f"params.{p}")
         for m in out.metrics:
             row[m] = rec.get(f"metrics.{m}")
-        row["transition_step"] = _transition(rec)
+        for name, read in extra.items():
+            row[name] = read(rec)
         out.rows.append(row)
     return out

@@ -12,7 +12,7 @@ from rubricflow.methods.rucl.config import RuCLConfig
 from rubricflow.methods.rucl.rubrics import stages as rubric_stages
 from rubricflow.methods.rucl.rubrics.config import RubricsConfig
 from rubricflow.methods.rucl.study import ADAPTER, STUDIES
-from rubricflow.methods.rucl.summary import summary_lines
+from rubricflow.methods.rucl.summary import summary_lines, transition_column, transition_report_lines
 from rubricflow.registry import Method, Pipeline, SectionDecl
 
 METHOD = Method(
@@ -50,4 +50,6 @@ METHOD = Method(
     studies=STUDIES,
     summary=summary_lines,
     commands=COMMANDS,
+    report_lines=transition_report_lines,
+    compare_columns={"transition_step": transition_column},
 )

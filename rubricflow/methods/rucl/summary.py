@@ -1,9 +1,13 @@
 """RuCL's lines of the run summary: the tiers, the GRPO runs (switch step, greedy and sampled val accuracy before and
-after) and the held-out evaluation."""
+after) and the held-out evaluation; the curriculum transition in a flow's run report and in `rubricflow compare`."""
 
 from __future__ import annotations
 
+import json
+import math
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from rubricflow.summary import load_report
 
@@ -76,3 +80,34 @@ def summary_lines(r: Path) -> list[str]:
         out.append("            answer-relevant flaw rate of correct sampled answers (independent readout): "
                    + ", ".join(f"{n} {_num(m[n].get('relevant_flaw_rate'))}" for n in rows))
     return out
+
+
+def transition_report_lines(outcomes: list[dict]) -> list[str]:
+    """The run report's transition line: the last outcome whose metrics report ``transition_step`` (the GRPO
+    stage; None = never switched)."""
+    found = [(o["stage"], o["metrics"]["transition_step"]) for o in outcomes
+             if "transition_step" in (o.get("metrics") or {})]
+    if not found:
+        return []
+    stage, t = found[-1]
+    return [f"- curriculum transition: step **{t}** (stage {stage})" if t is not None
+            else f"- curriculum transition: none (stage {stage} never switched to the advanced rubrics)"]
+
+
+def transition_column(rec: Mapping[str, Any]) -> Any:
+    """The transition step of one MLflow run (``rubricflow compare``): the ``curriculum/transition_step`` metric,
+    else the ``curriculum.transition_step`` tag, else the ``step`` of the ``event.curriculum_transition`` tag, else
+    None (never switched)."""
+    v = rec.get("metrics.curriculum/transition_step")
+    if v is not None and not (isinstance(v, float) and math.isnan(v)):
+        return int(v)
+    step = rec.get("tags.curriculum.transition_step")
+    if isinstance(step, str) and step.isdigit():
+        return int(step)
+    tag = rec.get("tags.event.curriculum_transition")
+    if isinstance(tag, str) and tag:
+        try:
+            return json.loads(tag).get("step")
+        except (json.JSONDecodeError, AttributeError):
+            return tag[:40]
+    return None
