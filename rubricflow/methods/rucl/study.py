@@ -253,13 +253,22 @@ TUNE_SETTINGS = {"lr1e-4": {"rucl.grpo.lr": 1e-4}, "lr3e-4": {"rucl.grpo.lr": 3e
                  "lr3e-4-ep2": {"rucl.grpo.lr": 3e-4, "rucl.grpo.inner_epochs": 2}}
 
 
-def rucl_tune_spec() -> StudySpec:
-    variants: dict[str, dict[str, Any]] = {"sft": {}}
+def tune_variants(tune: dict[str, dict[str, Any]], base: dict[str, Any] | None = None
+                  ) -> tuple[dict[str, dict[str, Any]], dict[str, list[str]]]:
+    """A tune's variants and its selection's settings: the untrained ``sft`` start, then each setting trained with
+    the outcome-only and the RuCL reward (``<mode>-<setting>``, so the choice favours neither), all over ``base``."""
+    base = dict(base or {})
+    variants: dict[str, dict[str, Any]] = {"sft": dict(base)}
     settings: dict[str, list[str]] = {}
-    for setting, over in TUNE_SETTINGS.items():
+    for setting, over in tune.items():
         for mode in ("outcome", "rucl"):
-            variants[f"{mode}-{setting}"] = {"rucl.reward.mode": mode, **over}
+            variants[f"{mode}-{setting}"] = {**base, "rucl.reward.mode": mode, **over}
             settings.setdefault(setting, []).append(f"{mode}-{setting}")
+    return variants, settings
+
+
+def rucl_tune_spec() -> StudySpec:
+    variants, settings = tune_variants(TUNE_SETTINGS)
     return StudySpec(
         method="rucl",
         seeds=[11, 22],
@@ -345,13 +354,7 @@ def rucl_grpo_tune_spec() -> StudySpec:
     setting trained with outcome-only and RuCL rewards (so the choice favours neither), scored by the mean val sampled
     accuracy (the RL objective), eligible only if its greedy val accuracy stays within 0.02 of the SFT start's; ties
     go to the first setting listed (the current one)."""
-    base = {**INTENDED_BASE, "rucl.curriculum.margin": INTENDED_MARGIN}
-    variants: dict[str, dict[str, Any]] = {"sft": dict(base)}
-    settings: dict[str, list[str]] = {}
-    for setting, over in GRPO_SETTINGS.items():
-        for mode in ("outcome", "rucl"):
-            variants[f"{mode}-{setting}"] = {**base, "rucl.reward.mode": mode, **over}
-            settings.setdefault(setting, []).append(f"{mode}-{setting}")
+    variants, settings = tune_variants(GRPO_SETTINGS, {**INTENDED_BASE, "rucl.curriculum.margin": INTENDED_MARGIN})
     return StudySpec(
         method="rucl",
         seeds=[11, 22],

@@ -234,13 +234,13 @@ def train_rucl(
                               title=f"RuCL curriculum (mode {rcfg.reward.mode})")
         run.log_artifact(png)
         (reports / "samples_last_step.json").write_text(json.dumps(_json_safe(rollout.last), indent=1))
+        lambda_share = sum(1 for r in rows if (r.get("curriculum/lambda_t") or 0) > 0) / len(rows) if rows else None
         # written on every run (a DVC output): the switch of this run, or none; never an older run's switch
         write_json(reports / "transition.json", _json_safe({
             "switched": sched.transitioned, "transition_step": sched.transition_step,
             "event": sched.event if sched.transitioned else None, "threshold": sched.active_threshold,
             "threshold_rule": c.threshold_rule, "baseline": sched.baseline, "window": c.window,
-            "lambda_positive_share": (sum(1 for r in rows if (r.get("curriculum/lambda_t") or 0) > 0) / len(rows))
-            if rows else None}))
+            "lambda_positive_share": lambda_share}))
         hacking = hacking_warning(rows)
         result["hacking"] = hacking
         if hacking["warn"]:
@@ -261,8 +261,7 @@ def train_rucl(
             "final/s_a": mean_of("reward/s_a"),
             "final/rubric_to_wrong": mean_of("monitor/rubric_to_wrong"),
             "final/relevant_sound": mean_of("monitor/relevant_sound"),
-            "lambda_positive_share": (sum(1 for r in rows if (r.get("curriculum/lambda_t") or 0) > 0) / len(rows))
-            if rows else None,
+            "lambda_positive_share": lambda_share,
             "curriculum_threshold": sched.active_threshold,
             "first/reward_total": rows[0].get("reward/total") if rows else None,
             "judge_failures_total": sum(r.get("judge/failures", 0.0) for r in rows),
