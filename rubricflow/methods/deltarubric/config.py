@@ -13,6 +13,7 @@ from pydantic import Field
 
 from rubricflow.sections import MAX_BATCH, MAX_GROUP, MAX_TOKENS, Section
 from rubricflow.grpo.config import GRPOConfig
+from rubricflow.methods.deltarubric.modes import TrainedJudge
 
 
 class PairsConfig(Section):
@@ -125,7 +126,7 @@ class DRTrainConfig(Section):
         5, ge=1, le=MAX_GROUP, description="K: no-rubric verdicts per pair, the baseline of both rewards (verifier verdict m is "
         "paired with no-rubric sample m mod K; K = M pairs each verdict with its own sample)."
     )
-    judge: Literal["deltarubric", "no_rubric", "static", "reading"] = Field(
+    judge: TrainedJudge = Field(
         "deltarubric",
         description="What GRPO trains: 'deltarubric' (planner + verifier, no-rubric verdicts sampled as the rewards' "
         "baseline), or one single-step judge mode alone (N*M verdicts per pair, reward = correctness, same steps, "

@@ -26,6 +26,14 @@ from typing import Literal
 from pydantic import Field, model_validator
 
 from rubricflow.sections import MAX_BATCH, MAX_GROUP, MAX_TOKENS, Section
+
+# The routers, in the order of every table and plot: those GRPO trains (`router.methods`), then the untrained
+# baselines. CHECKED_ROUTERS read their process score off the checked steps (synthetic problems only).
+TRAINED_ROUTERS = ("roro", "oracle-process", "oracle-noisy", "exact-reader", "outcome-only")
+BASELINE_ROUTERS = ("threshold", "random")
+ROUTERS = TRAINED_ROUTERS + BASELINE_ROUTERS
+CHECKED_ROUTERS = ("oracle-process", "oracle-noisy", "exact-reader")
+TrainedRouter = Literal[TRAINED_ROUTERS]  # type: ignore[valid-type]
 from rubricflow.grpo.config import GRPOConfig
 
 
@@ -268,7 +276,7 @@ class RouterConfig(Section):
     hidden: int = Field(128, ge=1, description="Router MLP hidden units (paper: 128).")
     init_call_bias: float = Field(0.0, description="Initial logit of 'call LRM' (0: P = 0.5 at the start).")
     grpo: GRPOConfig = Field(default_factory=_router_grpo, description="GRPO for the router (shared updater).")
-    methods: list[Literal["roro", "outcome-only", "oracle-process", "oracle-noisy", "exact-reader"]] = Field(
+    methods: list[TrainedRouter] = Field(
         default_factory=lambda: ["roro", "outcome-only"],
         description="Routers trained at every swept cost weight: 'roro' (outcome + the learned Judge's process score "
         "- cost), 'outcome-only' (outcome - cost, no Judge) and 'oracle-process' (outcome + the process score an "

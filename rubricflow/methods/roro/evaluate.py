@@ -29,7 +29,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from rubricflow.io import atomic_path, atomic_write_text, save_figure, write_json
-from rubricflow.methods.roro.config import RoRoConfig, RoRoEvalConfig
+from rubricflow.methods.roro.config import ROUTERS, TRAINED_ROUTERS, RoRoConfig, RoRoEvalConfig
 from rubricflow.methods.roro.curves import common_range, curve_metrics, matched_accuracy, select_cost_weights
 from rubricflow.methods.roro.pairs import make_pairs
 from rubricflow.methods.roro.pairwise import pairwise_accuracy
@@ -80,8 +80,6 @@ def summarize(method: str, param: float | str | None, trajs: list[Trajectory], a
     }
 
 
-CURVE_METHODS = ("roro", "oracle-process", "oracle-noisy", "exact-reader", "outcome-only", "threshold", "random")
-TRAINED_METHODS = ("roro", "oracle-process", "oracle-noisy", "exact-reader", "outcome-only")
 
 
 def format_table(rows: list[dict]) -> str:
@@ -221,7 +219,7 @@ def method_curves(rows: list[dict], ec: RoRoEvalConfig | None = None) -> dict[st
         anchors += [(1.0, r[key]) for r in rows if r["method"] == "all-lrm"]
         if any(a is None for _, a in anchors):
             continue
-        for m in CURVE_METHODS:
+        for m in ROUTERS:
             pts = [(min(1.0, r["lrm_cost_frac"]), r[key]) for r in rows if r["method"] == m]
             if pts and all(a is not None for _, a in pts):
                 out.setdefault(m, {})[f"{prefix}points"] = pts
@@ -283,7 +281,7 @@ def run_eval(rc: RoRoConfig, log: Callable[[str, dict], None] | None = None) -> 
     atomic_write_text(eval_dir(rc) / "table.txt", table + "\n")
     main = next((m for m in matched if m["cost_weight"] == rc.router.cost_weight), matched[0] if matched else {})
     judge = judge_test_accuracy(rc, env, test) if "roro" in rc.router.methods else {}
-    trained = {m: c["points"] for m, c in curves.items() if m in TRAINED_METHODS}
+    trained = {m: c["points"] for m, c in curves.items() if m in TRAINED_ROUTERS}
     out = {
         "rows": rows, "matched": matched, "split": rc.eval.split, "n_test": len(test), "source": rc.task.source,
         "answer": rc.task.answer, "main_cost_weight": rc.router.cost_weight,

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from rubricflow.io import save_figure
+from rubricflow.methods.roro.config import CHECKED_ROUTERS
 from rubricflow.methods.roro.study import ADAPTER as RORO_ADAPTER
 from rubricflow.methods.roro.study import STUDY_COST_WEIGHTS, run_roro_unit
 from rubricflow.methods.roro.study_report import PAIR_METRICS, _finite, _pair, pair_metric, report_extra
@@ -135,8 +136,7 @@ def run_dose_unit(ucfg: Any, unit, udir: Path, run: Any, secret_resolver=None) -
     kind = unit_kind(rc)
     env = make_env(rc, cache_path(rc))
     val = _val_curve(rc, env, kind)
-    acc = _scorer_accuracy(rc, env, kind, res.get("dose") or {}) if kind in (
-        "oracle-noisy", "oracle-process", "exact-reader") else {}
+    acc = _scorer_accuracy(rc, env, kind, res.get("dose") or {}) if kind in CHECKED_ROUTERS else {}
     metrics = {**res["metrics"], **val.pop("metrics"), **acc}
     return {**res, **val, "metrics": metrics}
 

@@ -40,7 +40,7 @@ from rubricflow.grpo.trainer import GRPOTrainer
 from rubricflow.grpo.types import Episode
 from rubricflow.grpo.updater import GRPOUpdater
 from rubricflow.io import write_json
-from rubricflow.methods.roro.config import RoRoConfig
+from rubricflow.methods.roro.config import CHECKED_ROUTERS, TRAINED_ROUTERS, RoRoConfig
 from rubricflow.methods.roro.judge import process_scores
 from rubricflow.methods.roro.paths import cache_path, router_dir, rubrics_path
 from rubricflow.methods.roro.problems import problems as problem_sets
@@ -284,8 +284,6 @@ def _mean(xs) -> float:
 
 RUN_PREFIX = {"roro": "roro", "oracle-process": "oracle", "outcome-only": "outcome", "oracle-noisy": "noisy",
               "exact-reader": "reader"}
-# methods whose process score is read off the checked steps (synthetic problems only)
-CHECKED_METHODS = ("oracle-process", "oracle-noisy", "exact-reader")
 
 
 def run_prefix(method: str, rcfg) -> str:
@@ -302,7 +300,7 @@ def router_runs(rc: RoRoConfig) -> list[RouterRun]:
     ``cost_weight`` included)."""
     weights = sorted(set(rc.router.sweep_cost_weights) | {rc.router.cost_weight})
     runs = []
-    for m in ("roro", "oracle-process", "oracle-noisy", "exact-reader", "outcome-only"):
+    for m in TRAINED_ROUTERS:
         if m in rc.router.methods:
             pw = 0.0 if m == "outcome-only" else rc.router.process_weight
             runs += [RouterRun(f"{run_prefix(m, rc.router)}-cw{w:g}", pw, w, m) for w in weights]
@@ -360,7 +358,7 @@ def run_router(rc: RoRoConfig, log: Callable[[str, dict], None] | None = None) -
     probs = problem_sets(rc)["train"]
     env = make_env(rc, cache_path(rc))
     runs = router_runs(rc)
-    checked = sorted({r.method for r in runs} & set(CHECKED_METHODS))
+    checked = sorted({r.method for r in runs} & set(CHECKED_ROUTERS))
     if checked and not all(p.checkable for p in probs):
         raise ValueError(f"roro.router.methods: {', '.join(checked)} read the checked steps; the training problems "
                          "have no step structure (roro.task.source)")

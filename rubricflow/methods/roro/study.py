@@ -37,15 +37,13 @@ from pathlib import Path
 from typing import Any
 
 from rubricflow.hashing import content_hash
-from rubricflow.methods.roro.config import RoRoEvalConfig
+from rubricflow.methods.roro.config import ROUTERS, TRAINED_ROUTERS, RoRoEvalConfig
 from rubricflow.methods.roro.study_report import PAIR_METRICS, PHASE_METRICS, pair_metric, report_extra
 from rubricflow.registry import StudyDecl
 from rubricflow.sections import ConfigError
 from rubricflow.study.adapter import StudyMethod, Unit
 from rubricflow.study.spec import Claim, Precondition, Selection, StudySpec
 
-KINDS = ("roro", "oracle-process", "oracle-noisy", "exact-reader", "outcome-only", "threshold", "random")
-TRAINED = ("roro", "oracle-process", "oracle-noisy", "exact-reader", "outcome-only")
 
 
 def unit_kind(rc) -> str:
@@ -130,7 +128,7 @@ def run_roro_unit(ucfg: Any, unit: Unit, udir: Path, run: Any, secret_resolver=N
         rj = run_rubricor_judge(rc)
         keep = ("round", "phase", "selected", *PHASE_METRICS, "val_judge_failed_frac", "val_rubric_failed_frac")
         out["judge_rounds"] = [{k: r[k] for k in keep if k in r} for r in rj["rounds"]]
-    if kind in TRAINED:
+    if kind in TRAINED_ROUTERS:
         tr = run_router(rc)
         out["routers"] = [{k: r[k] for k in ("tag", "cost_weight", "final_train_accuracy", "final_train_cost_frac",
                                              "missing_rewards")} for r in tr["runs"]]

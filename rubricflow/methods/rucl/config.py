@@ -16,14 +16,21 @@ from rubricflow.sections import LoRAConfig  # rucl.lora; shared with sft.lora
 from rubricflow.grpo.config import GRPOConfig
 
 
+# The reward's vocabulary, once (rubricflow.methods.rucl.rewards checks its arguments against it).
+REWARD_MODES = ("rucl", "uniform", "outcome")
+REWARD_GATES = ("none", "correct_only")
+RewardMode = Literal[REWARD_MODES]  # type: ignore[valid-type]
+Gate = Literal[REWARD_GATES]  # type: ignore[valid-type]
+
+
 class RewardConfig(Section):
-    mode: Literal["rucl", "uniform", "outcome"] = Field(
+    mode: RewardMode = Field(
         "rucl",
         description="'rucl': outcome + tiered rubrics with the curriculum weight; 'uniform': all kept rubrics "
         "weighted equally (no tiers); 'outcome': final-answer correctness only (alpha = 1, no judge calls).",
     )
     alpha: float = Field(0.7, ge=0, le=1, description="Weight of the outcome term (paper: 0.7 best).")
-    gate: Literal["none", "correct_only"] = Field(
+    gate: Gate = Field(
         "none",
         description="'none': the paper's composition (every response earns its rubric term); 'correct_only' (beyond "
         "the paper): r = outcome * (alpha + (1 - alpha) * rubric), the rubric term only ranks correct answers, so a "

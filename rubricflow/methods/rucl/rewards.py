@@ -47,14 +47,11 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
-from typing import Literal
 
 from rubricflow.judge.protocol import Judgment, Rubric
+from rubricflow.methods.rucl.config import REWARD_GATES, REWARD_MODES, Gate, RewardMode
 
-RewardMode = Literal["rucl", "uniform", "outcome"]
-MODES = ("rucl", "uniform", "outcome")
-Gate = Literal["none", "correct_only"]
-GATES = ("none", "correct_only")
+MODES, GATES = REWARD_MODES, REWARD_GATES
 TIERS = ("foundational", "advanced")
 NAN = float("nan")
 
