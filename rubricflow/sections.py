@@ -113,23 +113,40 @@ class Section(BaseModel):
 
     model_config = ConfigDict(extra="forbid", validate_assignment=True, use_enum_values=True, allow_inf_nan=False)
 
-    # Fields that change how a result is fetched or served (concurrency, timeouts, caches, server addresses), not
-    # what is computed: resume keys and study-unit hashes leave them out (:meth:`essential_dump`). One declaration
-    # per section; tests check every name is a field.
+    # What a key (a resume key, a study unit's or start's hash) leaves out, declared once per section; tests check
+    # every name is a field.
+    # - operational: how a result is fetched or served (concurrency, timeouts, caches, server addresses), not what
+    #   is computed; no key includes them (:meth:`essential_dump`).
+    # - outputs: where results go or what is read out afterwards (paths, run names, evaluation sizes); inputs of
+    #   nothing the key covers (:meth:`input_dump`).
+    # - resumable: what may change between an interrupted run and its resumption without changing what is trained
+    #   (the step budget, the checkpoint cadence) (:meth:`resume_dump`).
     operational: ClassVar[frozenset[str]] = frozenset()
+    outputs: ClassVar[frozenset[str]] = frozenset()
+    resumable: ClassVar[frozenset[str]] = frozenset()
 
-    def essential_dump(self) -> dict[str, Any]:
-        """``model_dump(mode="json")`` without the operational fields, at every level of nested sections."""
+    def essential_dump(self, leave_out: tuple[str, ...] = ("operational",)) -> dict[str, Any]:
+        """``model_dump(mode="json")`` without the fields the declarations named in ``leave_out`` list, at every
+        level of nested sections."""
         out: dict[str, Any] = {}
         for name in type(self).model_fields:
-            if name in self.operational:
+            if any(name in getattr(self, decl) for decl in leave_out):
                 continue
             value = getattr(self, name)
             if isinstance(value, Section):
-                out[name] = value.essential_dump()
+                out[name] = value.essential_dump(leave_out)
             else:
                 out[name] = self.model_dump(mode="json", include={name})[name]
         return out
+
+    def input_dump(self) -> dict[str, Any]:
+        """What a result computed from this section depends on: no operational and no output fields."""
+        return self.essential_dump(("operational", "outputs"))
+
+    def resume_dump(self) -> dict[str, Any]:
+        """What a resumed run must share with the interrupted one: :meth:`input_dump` without the resumable
+        fields."""
+        return self.essential_dump(("operational", "outputs", "resumable"))
 
     # Partial nested sections keep the defaults their owner gave them (below); a section whose keys replace the
     # default's whole (the composed `study` section) opts out.

@@ -216,7 +216,23 @@ def test_every_operational_field_declared_by_a_section_is_one_of_its_fields():
     assert {"GenerationConfig", "JudgeConfig", "OpenAIJudgeConfig"} <= set(declared)
     for m in seen:
         if issubclass(m, Section):
-            assert m.operational <= set(m.model_fields), (m.__name__, m.operational - set(m.model_fields))
+            for decl in ("operational", "outputs", "resumable"):
+                names = getattr(m, decl)
+                assert names <= set(m.model_fields), (m.__name__, decl, names - set(m.model_fields))
+    assert {"RuCLConfig", "RubricsConfig", "DRSFTConfig"} <= {m.__name__ for m in seen if getattr(m, "outputs", ())}
+
+
+def test_the_key_dumps_leave_out_what_each_section_declares_at_every_level():
+    """Resume keys and study hashes are derived from the declarations (no hand lists): input_dump drops outputs,
+    resume_dump the resumable fields too, each at every level of nested sections."""
+    from rubricflow.config import config_from_dict
+
+    r = config_from_dict({}).rucl
+    full, inputs, resume = r.model_dump(mode="json"), r.input_dump(), r.resume_dump()
+    assert {"out_dir", "checkpoint_dir", "eval_samples"} <= set(full) and not {"out_dir", "eval_samples"} & set(inputs)
+    assert inputs["grpo"]["steps"] == full["grpo"]["steps"] and "steps" not in resume["grpo"]
+    assert "stream_rewards" not in inputs["grpo"]  # operational, at the nested level
+    assert resume["grpo"]["lr"] == full["grpo"]["lr"] and resume["reward"] == full["reward"]
 
 
 def test_essential_dump_leaves_out_operational_fields_at_every_level():

@@ -105,6 +105,8 @@ class GRPOConfig(Section):
 
     # the judge off the critical path (docs/operations.md, "Judging off the critical path")
     operational = frozenset({"stream_rewards"})  # the same rewards and update either way
+    # the lr is constant after warmup, so a longer budget continues the same trajectory
+    resumable = frozenset({"steps", "checkpoint_every", "keep_checkpoints", "eval_every"})
     stream_rewards: bool = Field(
         False,
         description="Score each group of completions as soon as it is generated when the method's reward takes "

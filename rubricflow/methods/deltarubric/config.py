@@ -17,6 +17,8 @@ from rubricflow.methods.deltarubric.modes import TrainedJudge
 
 
 class PairsConfig(Section):
+    outputs = frozenset({"out_dir"})  # the pairs are hashed by content where they matter
+
     out_dir: str = Field("data/deltarubric/pairs", description="Where the synthetic pairs (parquet + images) are written.")
     tasks: list[Literal["counting", "barchart", "geometry"]] = Field(
         default_factory=lambda: ["counting", "barchart"],
@@ -36,6 +38,8 @@ class PairsConfig(Section):
 
 
 class DRSFTConfig(Section):
+    outputs = frozenset({"out_dir", "base_dir"})
+
     out_dir: str = Field("artifacts/deltarubric/sft", description="Where the warm-started checkpoint is saved.")
     base_dir: str = Field(
         "artifacts/deltarubric/base",
@@ -119,6 +123,8 @@ def _dr_grpo() -> GRPOConfig:
 
 
 class DRTrainConfig(Section):
+    outputs = frozenset({"out_dir"})
+
     out_dir: str = Field("artifacts/deltarubric/policy", description="Where the GRPO-trained policy is saved.")
     n_checklists: int = Field(5, ge=1, le=MAX_GROUP, description="N: checklists sampled from the planner per pair.")
     m_verdicts: int = Field(5, ge=1, le=MAX_GROUP, description="M: checklist-guided verifier samples per checklist.")

@@ -56,7 +56,6 @@ def _unit_overrides(vcfg: Any, name: str, spec: StudySpec, unit: Unit, udir: Pat
 # ----------------------------------------------------------------------------------------------------------------
 # a seed that covers the warm start (study.<name>.per_seed_start)
 
-_SFT_OUTPUTS = {"out_dir", "base_dir"}  # set per seed, not inputs of the start
 # the train settings the start's readout samples with (the variants' rewards, lambdas and budgets are not among them)
 _READOUT_TRAIN = ("n_checklists", "m_verdicts", "k_no_rubric", "planner_max_tokens", "verifier_max_tokens",
                   "probe_pairs")
@@ -71,8 +70,7 @@ def start_inputs(ucfg: Any, seed: int) -> dict[str, Any]:
     tr = dr.train
     readout = {k: getattr(tr, k) for k in _READOUT_TRAIN}
     readout.update(temperature=tr.grpo.temperature, top_p=tr.grpo.top_p, eval_pairs=dr.eval.test_pairs)
-    return {"config": {"pairs": dr.pairs.model_dump(mode="json"),
-                       "sft": {k: v for k, v in dr.sft.model_dump(mode="json").items() if k not in _SFT_OUTPUTS},
+    return {"config": {"pairs": dr.pairs.input_dump(), "sft": dr.sft.input_dump(),
                        "models.policy": ucfg.models.policy.model_dump(mode="json"),
                        "generation": ucfg.generation.essential_dump(), "readout": readout},
             "seed": seed, "pairs_set": content_hash(dr.pairs.out_dir)}

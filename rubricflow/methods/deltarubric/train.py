@@ -134,11 +134,12 @@ TRAINING_CODE = ("rubricflow.methods.deltarubric", "rubricflow.data.pairs", "rub
 
 
 def resume_parts(dr: DeltaRubricConfig, models: ModelsConfig, generation: GenerationConfig, seed: int) -> dict:
-    """The resume key's parts: the pairs / sft / train sections, the policy model settings, the generation section,
-    the seed, the contents of the SFT policy folder and the pairs folder, and the training code."""
+    """The resume key's parts: the pairs / sft / train sections (without their operational, output and resumable
+    fields: ``Section``), the policy model settings, the generation section, the seed, the contents of the SFT policy
+    folder and the pairs folder, and the training code."""
     from rubricflow.grpo.checkpoint import code_hash, content_hash
 
-    parts = {k: getattr(dr, k).model_dump(mode="json") for k in ("pairs", "sft", "train")}
+    parts = {k: getattr(dr, k).resume_dump() for k in ("pairs", "sft", "train")}
     parts.update({
         "models.policy": models.policy.model_dump(mode="json"),
         "generation": generation.essential_dump(),

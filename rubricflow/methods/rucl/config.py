@@ -83,6 +83,9 @@ class CurriculumConfig(Section):
 
 
 class RuCLConfig(Section):
+    outputs = frozenset({"name", "out_dir", "checkpoint_dir", "eval_samples", "eval_policies", "eval_split", "eval_k",
+                         "eval_seed"})
+
     name: str = Field(
         "rucl",
         pattern=r"^[a-z][a-z0-9_]*$",

@@ -65,16 +65,13 @@ def shared_outputs(cfg: Any) -> dict[str, Path]:
 # ----------------------------------------------------------------------------------------------------------------
 # a seed that covers the chain: its own base model, SFT warm start and tiers (study.<name>.per_seed_start)
 
-_RUBRICS_OUTPUTS = {"policy_path", "tiers_path", "table_dir"}  # set by the build, not inputs of the start
-
-
 def start_overrides(vcfg: Any, sdir: Path) -> dict[str, Any]:
     return {"rucl.init_from": str(sdir / "sft"), "rucl.tiers_path": str(sdir / "tiers.json")}
 
 
 def start_inputs(ucfg: Any, seed: int) -> dict[str, Any]:
-    rubrics = {k: v for k, v in ucfg.rubrics.essential_dump().items() if k not in _RUBRICS_OUTPUTS}
-    return {"config": {"models": ucfg.models.essential_dump(), "sft": ucfg.sft.essential_dump(), "rubrics": rubrics,
+    return {"config": {"models": ucfg.models.essential_dump(), "sft": ucfg.sft.essential_dump(),
+                       "rubrics": ucfg.rubrics.input_dump(),
                        "judge": ucfg.judge.essential_dump(), "generation": ucfg.generation.essential_dump(),
                        "data": ucfg.data.essential_dump()},
             "seed": seed, "data_set": content_hash(ucfg.data.out_dir), "pool": content_hash(ucfg.rubrics.pool_path)}

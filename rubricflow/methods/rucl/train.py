@@ -36,25 +36,9 @@ from rubricflow.methods.rucl.evaluate import per_task
 from rubricflow.sections import GenerationConfig
 from rubricflow.stage import NullRun
 
-# Settings that may change between an interrupted run and its resumption without changing what is trained.
-_RESUMABLE_FIELDS = {"grpo": {"steps", "checkpoint_every", "keep_checkpoints", "eval_every", "stream_rewards"}}
-_OUTPUT_FIELDS = {"name", "out_dir", "checkpoint_dir", "eval_samples", "eval_policies", "eval_split", "eval_k",
-                  "eval_seed"}
-
-
 # The training code whose edits change a trajectory: the method (its rewards and curriculum included), the GRPO core
 # and the answer matching.
 TRAINING_CODE = ("rubricflow.methods.rucl", "rubricflow.grpo", "rubricflow.answers")
-
-
-def _rucl_section(rcfg: RuCLConfig) -> dict:
-    d = rcfg.model_dump(mode="json")
-    for k in _OUTPUT_FIELDS:
-        d.pop(k, None)
-    for sec, keys in _RESUMABLE_FIELDS.items():
-        for k in keys:
-            d[sec].pop(k, None)
-    return d
 
 
 def _judge_part(rcfg: RuCLConfig, judge, judge_cfg) -> dict | None:
@@ -68,13 +52,13 @@ def _judge_part(rcfg: RuCLConfig, judge, judge_cfg) -> dict | None:
 def resume_parts(rcfg: RuCLConfig, seed: int, data_dir: str | Path, gen_cfg: GenerationConfig | None = None,
                  judge=None, judge_cfg=None, rubrics: list | None = None) -> dict[str, Any]:
     """Everything that decides the trajectory, one entry per part (``rubricflow.grpo.checkpoint.resume_key``):
-    the ``rucl`` section (without output fields and step counts), the seed, the ``generation`` and ``judge``
+    the ``rucl`` section (without its operational, output and resumable fields: ``Section``), the seed, the ``generation`` and ``judge``
     sections (no judge in outcome mode; operational judge settings such as concurrency, timeouts and the cache are
     left out), the contents of the initial policy folder, the tiers file (and the rubrics handed in) and the data
     set folder, and the hash of the training code."""
     gen = (gen_cfg or GenerationConfig()).essential_dump()
     return {
-        "rucl": _rucl_section(rcfg),
+        "rucl": rcfg.resume_dump(),
         "seed": seed,
         "generation": gen,
         "judge": _judge_part(rcfg, judge, judge_cfg),

@@ -14,6 +14,9 @@ from rubricflow.sections import Section
 
 
 class RubricsConfig(Section):
+    # the policy calibrated on is hashed by content where it matters (a study start builds it)
+    outputs = frozenset({"policy_path", "tiers_path", "table_dir"})
+
     # -- candidate pool ----------------------------------------------------------------------------------------
     pool_path: str = Field(
         "artifacts/rubrics/candidates.json",
