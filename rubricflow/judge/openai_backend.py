@@ -23,6 +23,7 @@ import asyncio
 import base64
 import logging
 import mimetypes
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -106,8 +107,30 @@ class OpenAIJudge:
         self.max_failed_frac = bounds.max_failed_frac if bounds is not None else 1.0  # 1: no budget
         self.failure_window = bounds.failure_window if bounds is not None else 0
         self.stage_deadline_s = bounds.stage_deadline_s if bounds is not None else None
-        self.judging_s = 0.0  # time spent in judge calls so far (what stage_deadline_s bounds)
+        # wall time with at least one call of this judge in flight (what stage_deadline_s bounds): calls that
+        # overlap (streamed scoring, one-step-off) count their common time once
+        self.judging_s = 0.0
+        self._in_flight = 0
+        self._busy_since = 0.0
+        self._busy_lock = threading.Lock()
         self.usage = TokenUsage()  # prompt / completion tokens of the answers (``usage`` of each body)
+
+    def busy_s(self) -> float:
+        """Wall time so far with at least one call of this judge in flight."""
+        with self._busy_lock:
+            return self.judging_s + (time.monotonic() - self._busy_since if self._in_flight else 0.0)
+
+    def _call_started(self) -> None:
+        with self._busy_lock:
+            if self._in_flight == 0:
+                self._busy_since = time.monotonic()
+            self._in_flight += 1
+
+    def _call_ended(self) -> None:
+        with self._busy_lock:
+            self._in_flight -= 1
+            if self._in_flight == 0:
+                self.judging_s += time.monotonic() - self._busy_since
 
     def __repr__(self) -> str:  # never the key
         c = self.cfg
@@ -191,7 +214,7 @@ class OpenAIJudge:
         # the failure window for a call smaller than it, stops every call, small ones too
         allowed_streak = self.max_failed_frac * max(n, self.failure_window)
         self.stats.failed_streak = 0
-        t0 = time.monotonic()
+        self._call_started()
         client = UsageCountingClient(self.transport.client(), self.usage)
         out: list[Judgment | None] = [None] * n
         tasks: dict[asyncio.Task, int] = {}
@@ -203,7 +226,7 @@ class OpenAIJudge:
                 while pending:
                     timeout = None
                     if self.stage_deadline_s is not None:
-                        timeout = self.stage_deadline_s - self.judging_s - (time.monotonic() - t0)
+                        timeout = self.stage_deadline_s - self.busy_s()
                         if timeout <= 0:
                             raise JudgeDeadlineExceeded(
                                 f"{self._where()}: judge.stage_deadline_s={self.stage_deadline_s:g} passed with "
@@ -240,7 +263,7 @@ class OpenAIJudge:
             if tasks:
                 await asyncio.gather(*tasks, return_exceptions=True)
             await client.close()
-            self.judging_s += time.monotonic() - t0
+            self._call_ended()
             done_js = [j for j in out if j is not None]
             self.stats.requests += len(done_js)
             for j in done_js:

@@ -199,3 +199,26 @@ def test_a_judge_answer_larger_than_the_cap_is_refused_unread_and_not_retried(ht
         assert time.monotonic() - t0 < 5
     assert out.status == "failed" and "judge.openai.max_response_bytes=262144" in out.reason
     assert srv.faults[fault] == 1  # not retried: the server would answer the same
+
+
+def test_overlapping_calls_count_their_common_time_once_against_the_stage_deadline():
+    """Streamed scoring sends one call per finished group, so calls overlap; each added its own duration, and two
+    overlapping 0.4 s calls spent 0.8 s of the deadline in 0.4 s of wall time."""
+    import asyncio
+
+    with LoopbackJudgeServer(latency_s=0.4) as srv:
+        judge = OpenAIJudge(OpenAIJudgeConfig(base_url=srv.base_url, model="loopback-judge", timeout_s=5.0,
+                                              max_retries=0, concurrency=8))
+
+        async def both():
+            t0 = time.monotonic()
+            await asyncio.gather(judge.ajudge([req(1), req(2)]), judge.ajudge([req(3), req(4)]),
+                                 judge.ajudge([req(5)]))
+            return time.monotonic() - t0
+
+        wall = asyncio.run(both())
+        assert srv.requests == 5 and judge.busy_s() == judge.judging_s
+        assert 0.4 <= judge.judging_s <= wall + 0.05  # once, not 3 x 0.4 s
+        before = judge.judging_s
+        judge.judge([req(6)])  # a later call adds its own time
+        assert judge.judging_s >= before + 0.4
