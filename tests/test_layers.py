@@ -161,14 +161,14 @@ def test_the_method_checker_catches_a_kernel_import_and_a_cross_method_import(tm
     (tmp_path / "flows" / "cli").mkdir(parents=True)
     (tmp_path / "flows" / "cli" / "j.py").write_text("from rubricflow.methods.rucl.rubrics import pool\n")
     (tmp_path / "models").mkdir()
-    (tmp_path / "models" / "m.py").write_text("import rubricflow.methods.roro.router\n")
+    (tmp_path / "models" / "m.py").write_text("import rubricflow.methods.roro.router.mlp\n")
     (m / "roro" / "y.py").write_text("from rubricflow.methods.rucl.config import RuCLConfig\n")
     (m / "smol" / "z.py").write_text("from rubricflow.methods.rucl.config import RuCLConfig\n")  # allowed
     (m / "rucl" / "w.py").write_text("from rubricflow.methods.rucl.train import x\n")  # its own method
     assert method_violations(tmp_path) == [
         "flows/cli/j.py:1 imports rubricflow.methods.rucl.rubrics (the kernel names no method)",
         "flows/cli/j.py:1 imports rubricflow.methods.rucl.rubrics.pool (the kernel names no method)",
-        "models/m.py:1 imports rubricflow.methods.roro.router (the kernel names no method)",
+        "models/m.py:1 imports rubricflow.methods.roro.router.mlp (the kernel names no method)",
         "rubricflow/judge/x.py:2 imports rubricflow.methods.rucl (the kernel names no method)",
         "rubricflow/judge/x.py:2 imports rubricflow.methods.rucl.train (the kernel names no method)",
         "rubricflow/methods/roro/y.py:1 imports rubricflow.methods.rucl.config (method roro -> method rucl)",

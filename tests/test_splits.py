@@ -58,7 +58,7 @@ def test_a_guarded_stage_that_reads_test_fails_and_an_evaluation_stage_may(tmp_p
 def test_deltarubric_pairs_and_roro_problems_are_guarded():
     from rubricflow.data.pairs import read_pairs
     from rubricflow.methods.roro.config import RoRoConfig
-    from rubricflow.methods.roro.problems import problems
+    from rubricflow.methods.roro.env.problems import problems
 
     probs = problems(RoRoConfig())
     with forbid_test_split("roro_router"):

@@ -7,7 +7,7 @@
   always joined.
 
 ``hf_generate`` is the one ``model.generate`` call behind it: ``TransformersGenerator`` applies the stop-token
-contract to its tokens; RoRo's step models (``rubricflow.methods.roro.steps``) stop at a newline and read the raw
+contract to its tokens; RoRo's step models (``rubricflow.methods.roro.env.step_lm``) stop at a newline and read the raw
 logits of every generated token.
 """
 

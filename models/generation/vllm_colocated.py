@@ -20,7 +20,8 @@ Refused by name: a missing ``vllm`` package, sleep mode where vLLM's platform ha
 cannot be imported (it needs ``torchvision``).
 
 ``build_engine`` (the package check, the Qwen-VL check, the in-process executor) also builds the engines of RoRo's
-vLLM step models (``rubricflow.methods.roro.steps``), which sample with their own stop strings and top-k log-probs.
+vLLM step models (``rubricflow.methods.roro.env.step_lm``), which sample with their own stop strings and top-k
+log-probs.
 """
 
 from __future__ import annotations

@@ -312,9 +312,9 @@ def test_deltarubric_key_covers_the_sft_policy_pairs_and_generation(tmp_path):
 
 def test_roro_router_key_covers_the_problems_models_and_sections():
     from rubricflow.methods.roro.config import RouterConfig
-    from rubricflow.methods.roro.router_train import RouterRun
-    from rubricflow.methods.roro.router_train import resume_parts as router_parts
-    from rubricflow.methods.roro.task import make_problems
+    from rubricflow.methods.roro.router.train import RouterRun
+    from rubricflow.methods.roro.router.train import resume_parts as router_parts
+    from rubricflow.methods.roro.env.task import make_problems
 
     run, rcfg = RouterRun("roro-cw0.4", 0.5, 0.4), RouterConfig()
     probs = make_problems(4, "train", 0)

@@ -139,7 +139,7 @@ def test_zero3_deltarubric_trains_on_two_ranks_and_saves_the_consolidated_policy
 
 @pytest.mark.slow
 def test_zero3_roro_router_trains_on_two_ranks_and_is_saved_whole(work):
-    from rubricflow.methods.roro.router import RouterMLP, load_router
+    from rubricflow.methods.roro.router.mlp import RouterMLP, load_router
     from tests.grpo.zero3_train import roro_cfg
 
     ro = ranks(work, "roro")

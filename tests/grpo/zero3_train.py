@@ -99,7 +99,7 @@ def prepare(work: Path) -> None:
     from rubricflow.data.synthetic import build_synthetic_dataset
     from rubricflow.data.traces import render_trace
     from rubricflow.methods.deltarubric.stages import pairs_stage, sft_stage
-    from rubricflow.methods.roro.step_models import run_models
+    from rubricflow.methods.roro.env.step_models import run_models
     from rubricflow.methods.rucl.rubrics.pool import RubricPool, load_default_pool, save_pool
     from rubricflow.sft import SFTExample, train_sft
 
@@ -175,7 +175,7 @@ def run_job(work: Path, kind: str, name: str, steps: int) -> dict:
         result = train_stage.fn(**deltarubric_sections(work, name, steps),
                                 log_fn=lambda s, m: rec.log_metrics(m, step=s))
     elif kind == "roro":
-        from rubricflow.methods.roro.router_train import run_router
+        from rubricflow.methods.roro.router.train import run_router
 
         result = run_router(roro_cfg(work, name, steps), log=lambda tag, row: rec.log_metrics(
             {f"{tag}/{k}": v for k, v in row.items()}, step=int(row["step"])))

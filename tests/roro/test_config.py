@@ -39,10 +39,10 @@ def test_engine_device_errors_name_the_key():
 
 
 def test_tiny_profile_judge_warm_start_is_the_val_chosen_one_and_the_old_one_stays_reachable():
-    """params.yaml's tiny profile carries the Judge warm start chosen on val by rubricflow.methods.roro.judge_tune
+    """params.yaml's tiny profile carries the Judge warm start chosen on val by rubricflow.methods.roro.study.judge_tune
     (1500 steps at lr 1e-3); the previous one (500 at 3e-3) is the code default and one override away."""
     from rubricflow.config import load_config
-    from rubricflow.methods.roro.judge_tune import SETTINGS
+    from rubricflow.methods.roro.study.judge_tune import SETTINGS
 
     j = load_config("params.yaml").roro.rubricor_judge.judge
     assert (j.warm_steps, j.lr, j.hidden_size, j.num_layers) == (1500, 1e-3, 64, 2)

@@ -3,7 +3,7 @@
 import pytest
 
 from rubricflow.config import ConfigError, config_from_dict
-from rubricflow.methods.roro.curves import (
+from rubricflow.methods.roro.router.curves import (
     accuracy_at_cost,
     common_range,
     curve_auc,
@@ -13,7 +13,7 @@ from rubricflow.methods.roro.curves import (
     range_auc,
     select_cost_weights,
 )
-from rubricflow.methods.roro.evaluate import method_curves
+from rubricflow.methods.roro.router.evaluate import method_curves
 
 ENDS = [(0.0, 0.3), (1.0, 1.0)]  # all-SLM, all-LRM
 

@@ -3,11 +3,11 @@ option."""
 
 import pytest
 
-from rubricflow.methods.roro.judge import criterion_expected, expected_scores, mean_score, process_scores
-from rubricflow.methods.roro.routing import LRM, SLM, StepRecord, Trajectory
-from rubricflow.methods.roro.rubric_lm import RubricLM
-from rubricflow.methods.roro.rubricor import problem_views
-from rubricflow.methods.roro.rubricor_judge import routing_tokenizer_corpus
+from rubricflow.methods.roro.judge.scoring import criterion_expected, expected_scores, mean_score, process_scores
+from rubricflow.methods.roro.env.routing import LRM, SLM, StepRecord, Trajectory
+from rubricflow.methods.roro.judge.lm import RubricLM
+from rubricflow.methods.roro.judge.rubricor import problem_views
+from rubricflow.methods.roro.judge.alternation import routing_tokenizer_corpus
 
 
 def _traj(writers=(SLM, LRM, SLM), us=(0.12, 0.71, 0.0), policy="all-slm"):
@@ -68,7 +68,7 @@ def test_expected_score_takes_the_written_score_and_the_verdict_probability():
     # a tiny real tokenizer and a model with flat logits: P(true) = P(false), so each criterion counts
     # weight * score * 0.5 with the score as written ("0.25" is 0.25, not the 0.5 its first digit would give)
     from models.tiny import TinyDims, build_tiny_text
-    from rubricflow.methods.roro.prompts import ADDED_TOKENS
+    from rubricflow.methods.roro.judge.prompts import ADDED_TOKENS
 
     corpus = routing_tokenizer_corpus(problem_views([_traj(writers=(SLM, SLM, SLM))]),
                                       [_traj(writers=(SLM, SLM, SLM))], 0)

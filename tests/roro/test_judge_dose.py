@@ -1,4 +1,4 @@
-"""The Judge-quality dose-response's scorers (``process_oracles``, ``roro.router.methods: [oracle-noisy |
+"""The Judge-quality dose-response's scorers (``env.oracles``, ``roro.router.methods: [oracle-noisy |
 exact-reader]``): the corrupted oracle hits its calibrated accuracy, its noise is fixed per route and seed, target 1.0
 is the oracle, the exact reader reads a rubric literally, and the noisy scorer is what the router loop reads."""
 
@@ -8,9 +8,9 @@ from dataclasses import dataclass
 import pytest
 
 from rubricflow.config import config_from_dict
-from rubricflow.methods.roro.judge_dose import dose_table, judge_dose_spec
-from rubricflow.methods.roro.pairs import Pair
-from rubricflow.methods.roro.process_oracles import (
+from rubricflow.methods.roro.study.judge_dose import dose_table, judge_dose_spec
+from rubricflow.methods.roro.judge.pairs import Pair
+from rubricflow.methods.roro.env.oracles import (
     NoisyOracleScorer,
     ReaderScorer,
     calibrate_sigma,
@@ -20,8 +20,8 @@ from rubricflow.methods.roro.process_oracles import (
     process_accuracy,
     route_noise,
 )
-from rubricflow.methods.roro.router_train import OracleScorer, RouterRun, router_runs, train_router
-from rubricflow.methods.roro.rubric import ParsedRubric
+from rubricflow.methods.roro.router.train import OracleScorer, RouterRun, router_runs, train_router
+from rubricflow.methods.roro.judge.rubric import ParsedRubric
 from tests.roro.test_oracle import _routes
 from tests.roro.test_parity import KEEPS, Chain, _problem
 
@@ -148,7 +148,7 @@ def test_the_router_loop_reads_the_noisy_score(tmp_path):
     """Same seed, same first rollouts: the oracle and the noisy routers see the same routes at step 1 and differ
     only in the process score the loop read for them."""
     env_routes = [_problem(*KEEPS, "parity"), _problem(2, [("add", 1), ("add", 2), ("add", 1)], "parity")]
-    from rubricflow.methods.roro.routing import RoutingEnv
+    from rubricflow.methods.roro.env.routing import RoutingEnv
 
     env = RoutingEnv(Chain("slm", slip=1), Chain("lrm"), "slm:x", "lrm:x", max_steps=6)
     rcfg = config_from_dict({}, overrides={"roro.router.grpo.steps": 2, "roro.router.grpo.group_size": 4,

@@ -1,14 +1,14 @@
-"""The val-only choice of the Judge setting (the selection study `roro_judge_tune`, rubricflow.methods.roro.judge_tune):
-the rule, the spec and the literal-agreement probe."""
+"""The val-only choice of the Judge setting (the selection study `roro_judge_tune`,
+rubricflow.methods.roro.study.judge_tune): the rule, the spec and the literal-agreement probe."""
 
 import random
 
-from rubricflow.methods.roro.judge_tune import SETTINGS, judge_tune_spec, literal_agreement
+from rubricflow.methods.roro.study.judge_tune import SETTINGS, judge_tune_spec, literal_agreement
 from rubricflow.study.stats import aggregate, select
-from rubricflow.methods.roro.prompts import FAMILIES, literal_satisfied, random_rubric
-from rubricflow.methods.roro.rubric import render_judgment_json
-from rubricflow.methods.roro.rubricor_judge import ProblemView
-from rubricflow.methods.roro.routing import LRM, SLM, StepRecord, Trajectory
+from rubricflow.methods.roro.judge.prompts import FAMILIES, literal_satisfied, random_rubric
+from rubricflow.methods.roro.judge.rubric import render_judgment_json
+from rubricflow.methods.roro.judge.alternation import ProblemView
+from rubricflow.methods.roro.env.routing import LRM, SLM, StepRecord, Trajectory
 
 
 def _select(results: dict[str, tuple[int, int, float, float]]) -> str:
@@ -87,7 +87,7 @@ def test_literal_agreement_counts_verdicts_against_the_literal_reading():
 
 
 def test_guidance_params_read_back_the_family_templates():
-    from rubricflow.methods.roro.process_oracles import guidance_params
+    from rubricflow.methods.roro.env.oracles import guidance_params
 
     rubric = random_rubric(random.Random(5), 4)
     for c in rubric:
@@ -98,10 +98,10 @@ def test_guidance_params_read_back_the_family_templates():
 
 
 def test_exact_reader_scores_the_literal_reading_and_orders_pairs():
-    from rubricflow.methods.roro.judge_tune import oracle_accuracy
-    from rubricflow.methods.roro.process_oracles import literal_score
-    from rubricflow.methods.roro.pairs import Pair
-    from rubricflow.methods.roro.rubric import ParsedRubric
+    from rubricflow.methods.roro.study.judge_tune import oracle_accuracy
+    from rubricflow.methods.roro.env.oracles import literal_score
+    from rubricflow.methods.roro.judge.pairs import Pair
+    from rubricflow.methods.roro.judge.rubric import ParsedRubric
 
     # weight only on "risky step to LRM" with k=2: a route that called the LRM at step 2 scores 1, others 0
     rubric = [{"criterion": "risky step to LRM", "weight": 1.0, "score_guidance": "1.0 if step 2 is by the LRM"},

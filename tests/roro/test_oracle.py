@@ -4,8 +4,8 @@ that the outcome cannot (a lucky accepted error under the parity reading) and ch
 import pytest
 
 from rubricflow.config import config_from_dict
-from rubricflow.methods.roro.router_train import OracleScorer, oracle_process_score, router_runs, trajectory_reward
-from rubricflow.methods.roro.routing import RoutingEnv
+from rubricflow.methods.roro.router.train import OracleScorer, oracle_process_score, router_runs, trajectory_reward
+from rubricflow.methods.roro.env.routing import RoutingEnv
 from tests.roro.test_parity import KEEPS, Chain, _problem
 
 

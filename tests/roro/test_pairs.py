@@ -2,8 +2,8 @@
 
 import pytest
 
-from rubricflow.methods.roro.routing import LRM, SLM, StepRecord, Trajectory
-from rubricflow.methods.roro.pairs import build_trajectory_pairs, compare
+from rubricflow.methods.roro.env.routing import LRM, SLM, StepRecord, Trajectory
+from rubricflow.methods.roro.judge.pairs import build_trajectory_pairs, compare
 
 
 def traj(pid, writers, slm_correct, outcome, lrm_tokens_per_call=5, policy="p"):
@@ -72,7 +72,7 @@ def test_build_trajectory_pairs_orders_and_caps_per_problem():
 
 
 def test_same_number_of_calls_is_the_same_cost_and_process_decides():
-    from rubricflow.methods.roro.pairs import category
+    from rubricflow.methods.roro.judge.pairs import category
 
     # both wrong, one call each: A called the op step where the SLM erred (8 tokens), B the final restatement (4)
     a = traj("a", [S, L, S], [True, False, False], False, lrm_tokens_per_call=8)
@@ -89,7 +89,7 @@ def test_same_number_of_calls_is_the_same_cost_and_process_decides():
 
 
 def test_split_balance_gives_each_reason_an_equal_share_of_the_budget():
-    from rubricflow.methods.roro.pairs import category_counts
+    from rubricflow.methods.roro.judge.pairs import category_counts
 
     # problem a: 1 outcome pair + 1 cost pair + 1 process pair available (4 routes, 6 pairs: see below)
     # problem b: outcome and cost pairs only

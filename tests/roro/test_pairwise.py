@@ -2,8 +2,8 @@
 
 import pytest
 
-from rubricflow.methods.roro.pairs import Pair
-from rubricflow.methods.roro.pairwise import pair_accuracy, pair_credit
+from rubricflow.methods.roro.judge.pairs import Pair
+from rubricflow.methods.roro.judge.pairwise import pair_accuracy, pair_credit
 from tests.roro.test_judge import _traj
 
 

@@ -6,11 +6,11 @@ import re
 import pytest
 
 from rubricflow.config import ConfigError, config_from_dict
-from rubricflow.methods.roro.evaluate import chain_exact_accuracy, summarize
-from rubricflow.methods.roro.problems import problems
-from rubricflow.methods.roro.routing import ConstantPolicy, RoutingEnv
-from rubricflow.methods.roro.steps import StepOutput
-from rubricflow.methods.roro.task import (
+from rubricflow.methods.roro.router.evaluate import chain_exact_accuracy, summarize
+from rubricflow.methods.roro.env.problems import problems
+from rubricflow.methods.roro.env.routing import ConstantPolicy, RoutingEnv
+from rubricflow.methods.roro.env.step_lm import StepOutput
+from rubricflow.methods.roro.env.task import (
     OPS,
     Problem,
     answer_correct,

@@ -8,13 +8,13 @@ import pyarrow.parquet as pq
 import pytest
 
 from rubricflow.methods.roro.config import RoRoConfig
-from rubricflow.methods.roro.evaluate import run_eval
-from rubricflow.methods.roro.pairs import run_pairs
+from rubricflow.methods.roro.router.evaluate import run_eval
+from rubricflow.methods.roro.judge.pairs import run_pairs
 from rubricflow.methods.roro.paths import cache_path, eval_dir, pairs_path, router_dir, rubrics_path, trajectories_path
-from rubricflow.methods.roro.router_train import run_router
-from rubricflow.methods.roro.rubricor_judge import run_rubricor_judge
-from rubricflow.methods.roro.step_models import run_models
-from rubricflow.methods.roro.trajectories import read_trajectories, run_trajectories
+from rubricflow.methods.roro.router.train import run_router
+from rubricflow.methods.roro.judge.alternation import run_rubricor_judge
+from rubricflow.methods.roro.env.step_models import run_models
+from rubricflow.methods.roro.env.trajectories import read_trajectories, run_trajectories
 
 
 def tiny_roro_dict(tmp_path) -> dict:
@@ -164,7 +164,7 @@ def test_roro_pipeline_end_to_end(tmp_path):
     assert (out["units"], out["ran"]) == (2, 2)
     unit = json.loads((tmp_path / "studies" / "roro" / "roro" / "seed5" / "result.json").read_text())
     assert unit["kind"] == "roro" and [r["phase"] for r in unit["judge_rounds"]] == ["warm", "judge", "rubricor"]
-    from rubricflow.methods.roro.study import STUDY_COST_WEIGHTS
+    from rubricflow.methods.roro.study.specs import STUDY_COST_WEIGHTS
 
     swept = sorted(set(STUDY_COST_WEIGHTS) | {0.5})
     assert [r["tag"] for r in unit["routers"]] == [f"roro-cw{w:g}" for w in swept]  # its own method's, the study grid

@@ -4,8 +4,8 @@ import json
 
 import pytest
 
-from rubricflow.methods.roro.problems import DataFormatError, read_gsm8k
-from rubricflow.methods.roro.task import answer_correct, check_step
+from rubricflow.methods.roro.env.problems import DataFormatError, read_gsm8k
+from rubricflow.methods.roro.env.task import answer_correct, check_step
 
 
 def test_gsm8k_adapter(tmp_path):

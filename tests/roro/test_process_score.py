@@ -2,7 +2,7 @@
 
 import pytest
 
-from rubricflow.methods.roro.rubric import (
+from rubricflow.methods.roro.judge.rubric import (
     parse_criterion_judgments,
     parse_rubric,
     process_score,

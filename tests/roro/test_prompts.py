@@ -2,8 +2,8 @@
 
 import random
 
-from rubricflow.methods.roro.prompts import judge_input, random_rubric, rubricor_input, u_digit
-from rubricflow.methods.roro.rubric import parse_rubric, render_rubric_json
+from rubricflow.methods.roro.judge.prompts import judge_input, random_rubric, rubricor_input, u_digit
+from rubricflow.methods.roro.judge.rubric import parse_rubric, render_rubric_json
 from tests.roro.test_judge import _traj
 
 
@@ -24,7 +24,7 @@ def test_rubricor_input_is_label_free():
 
 
 def test_literal_readings_of_the_criterion_families():
-    from rubricflow.methods.roro.prompts import literal_satisfied, noisy_judgments, steps_look_right
+    from rubricflow.methods.roro.judge.prompts import literal_satisfied, noisy_judgments, steps_look_right
 
     t = _traj()  # SLM u=1, LRM u=7, SLM u=0; 7 + 5 = 12 / 12 * 2 = 24 / #### 24
     assert literal_satisfied("risky step to LRM", {"k": 2}, t) and not literal_satisfied("risky step to LRM", {"k": 1}, t)

@@ -6,9 +6,9 @@ import pytest
 import torch
 
 from rubricflow.grpo.types import Episode
-from rubricflow.methods.roro.features import FEATURE_NAMES, router_state
-from rubricflow.methods.roro.router import CALL_LRM, KEEP_SLM, STATE_DIM, RouterMLP, load_router, save_router
-from rubricflow.methods.roro.router_train import RouterAdapter, trajectory_reward
+from rubricflow.methods.roro.router.features import FEATURE_NAMES, router_state
+from rubricflow.methods.roro.router.mlp import CALL_LRM, KEEP_SLM, STATE_DIM, RouterMLP, load_router, save_router
+from rubricflow.methods.roro.router.train import RouterAdapter, trajectory_reward
 
 
 def test_mlp_is_two_layers_of_128_on_5_features():

@@ -3,9 +3,16 @@
 
 import pytest
 
-from rubricflow.methods.roro.routing import ConstantPolicy, RandomPolicy, RoutingEnv, StepCache, ThresholdPolicy, Trajectory
-from rubricflow.methods.roro.steps import StepOutput, step_uncertainty
-from rubricflow.methods.roro.task import (
+from rubricflow.methods.roro.env.routing import (
+    ConstantPolicy,
+    RandomPolicy,
+    RoutingEnv,
+    StepCache,
+    ThresholdPolicy,
+    Trajectory,
+)
+from rubricflow.methods.roro.env.step_lm import StepOutput, step_uncertainty
+from rubricflow.methods.roro.env.task import (
     Problem,
     answer_correct,
     check_step,
@@ -183,7 +190,7 @@ def test_vllm_step_model_reports_what_is_missing():
     import importlib.util
 
     from models.generation import BackendUnavailable
-    from rubricflow.methods.roro.steps import VLLMStepModel
+    from rubricflow.methods.roro.env.step_lm import VLLMStepModel
 
     with pytest.raises(ValueError, match=r"roro.lrm.n_params"):
         VLLMStepModel("Qwen/Qwen2.5-14B-Instruct", "lrm", n_params=0)

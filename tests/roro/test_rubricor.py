@@ -2,7 +2,7 @@
 
 import pytest
 
-from rubricflow.methods.roro.rubricor import problem_views
+from rubricflow.methods.roro.judge.rubricor import problem_views
 from tests.roro.test_judge import _traj
 
 

@@ -4,12 +4,17 @@ import random
 
 import pytest
 
-from rubricflow.methods.roro.prompts import ADDED_TOKENS, FAMILIES, random_judgments, random_rubric
-from rubricflow.methods.roro.routing import SLM
-from rubricflow.methods.roro.rubric import parse_criterion_judgments, parse_rubric, render_judgment_json, render_rubric_json
-from rubricflow.methods.roro.rubricor import ProblemView, problem_views
-from rubricflow.methods.roro.pairs import Pair
-from rubricflow.methods.roro.rubricor_judge import alternate, select_phase, warm_start_examples
+from rubricflow.methods.roro.judge.prompts import ADDED_TOKENS, FAMILIES, random_judgments, random_rubric
+from rubricflow.methods.roro.env.routing import SLM
+from rubricflow.methods.roro.judge.rubric import (
+    parse_criterion_judgments,
+    parse_rubric,
+    render_judgment_json,
+    render_rubric_json,
+)
+from rubricflow.methods.roro.judge.rubricor import ProblemView, problem_views
+from rubricflow.methods.roro.judge.pairs import Pair
+from rubricflow.methods.roro.judge.alternation import alternate, select_phase, warm_start_examples
 from tests.roro.test_judge import _traj
 
 

@@ -1,6 +1,6 @@
 """Trajectories of different policies that made the same decisions are one trajectory."""
 
-from rubricflow.methods.roro.trajectories import dedupe
+from rubricflow.methods.roro.env.trajectories import dedupe
 from tests.roro.test_pairs import L, S, traj
 
 

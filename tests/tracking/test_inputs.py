@@ -146,7 +146,7 @@ def test_roro_and_deltarubric_stages_log_routes_and_pairs(mlflow_tmp, tmp_path, 
     from rubricflow.config import load_config
     from rubricflow.methods.deltarubric import stages as dr_stages
     from rubricflow.methods.deltarubric import train as dr_train
-    from rubricflow.methods.roro import rubricor_judge
+    from rubricflow.methods.roro.judge import alternation
     from rubricflow.methods.roro import stages as roro_stages
 
     roro_dir, pairs_dir = tmp_path / "roro", tmp_path / "pairs"
@@ -157,7 +157,7 @@ def test_roro_and_deltarubric_stages_log_routes_and_pairs(mlflow_tmp, tmp_path, 
     pd.DataFrame({"split": ["train", "val", "val", "test"]}).to_parquet(pairs_dir / "pairs.parquet")
     cfg = load_config(overrides={"reports_dir": str(tmp_path / "r"), "roro.data_dir": str(roro_dir),
                                  "deltarubric.pairs.out_dir": str(pairs_dir), "tracking.experiment": "wiring2"})
-    monkeypatch.setattr(rubricor_judge, "run_rubricor_judge", lambda *a, **k: {"rounds": 0})
+    monkeypatch.setattr(alternation, "run_rubricor_judge", lambda *a, **k: {"rounds": 0})
     monkeypatch.setattr(dr_stages, "_gate", lambda *a, **k: None)
     monkeypatch.setattr(dr_train, "run_training", lambda *a, **k: {"steps": 0})
     got = {spec.name: _logged_inputs(spec, cfg) for spec in (roro_stages.rubricor_judge_stage, dr_stages.train_stage)}

@@ -11,7 +11,7 @@ Readings of what the paper leaves open (each alternative is a named value next t
 * the Judge's process score is the paper's ``sum weight * score * 1[satisfied]`` over sampled judgments
   (``rubricor_judge.score_mode: sampled``); the probability-weighted reading is ``expected``;
 * each alternation round is rejection-sampling fine-tuning (expert iteration), not RL
-  (``rubricor_judge.optimizer: rft``; why: ``rubricflow.methods.roro.rubricor_judge``);
+  (``rubricor_judge.optimizer: rft``; why: ``rubricflow.methods.roro.judge.alternation``);
 * on the tiny profile the Rubricor fills a fixed list of criterion families (``rubricor_judge.fixed_families``);
 * the router's fifth state feature is the step index (``steps.fifth_feature: step_index``; ``none`` keeps the four
   features the paper names);
@@ -131,7 +131,7 @@ class StepsConfig(Section):
     max_step_tokens: int = Field(12, ge=1, description="Token cap of one step (a tiny arithmetic step is a few tokens).")
     max_steps: int = Field(6, ge=1, description="Steps after which a solution is cut off (no final answer).")
     uncertainty: Literal["one_minus_min_maxprob", "one_minus_mean_maxprob", "mean_entropy", "max_entropy"] = Field(
-        "one_minus_min_maxprob", description="SLM step uncertainty (see rubricflow.methods.roro.steps)."
+        "one_minus_min_maxprob", description="SLM step uncertainty (see rubricflow.methods.roro.env.step_lm)."
     )
     token_norm: float = Field(16.0, gt=0, description="Router feature: step tokens are divided by this constant.")
     step_norm: float = Field(8.0, gt=0, description="Router feature: the step index is divided by this constant.")
@@ -224,7 +224,7 @@ class RubricorJudgeConfig(Section):
         description="How each phase optimises: 'rft' = rejection-sampling fine-tuning (expert iteration: sample K "
         "candidates, keep those that order the training pairs correctly, fine-tune on them), not RL (GRPO). Why: "
         "the signal is a pairwise order known only after both trajectories of a pair are judged; RFT optimises it "
-        "with one SFT pass per phase, affordable on CPU (rubricflow.methods.roro.rubricor_judge).",
+        "with one SFT pass per phase, affordable on CPU (rubricflow.methods.roro.judge.alternation).",
     )
     judge: RubricLMConfig = Field(default_factory=_judge, description="The Judge LM.")
     rubricor: RubricLMConfig = Field(default_factory=_rubricor, description="The Rubricor LM.")
@@ -240,13 +240,13 @@ class RubricorJudgeConfig(Section):
         description="How a trajectory's process score is read. 'sampled' (the paper): each of `score_samples` sampled "
         "judgments scores sum(weight * score * 1[satisfied]) with score parsed as a number in [0, 1], and the score "
         "is their mean. 'expected': one greedy judgment, each criterion's score as written (parsed) times "
-        "P(satisfied = true) from the Judge's token probabilities (judge.expected_scores).",
+        "P(satisfied = true) from the Judge's token probabilities (judge.scoring.expected_scores).",
     )
     score_samples: int = Field(4, ge=1, le=MAX_GROUP, description="score_mode=sampled: judgments sampled per trajectory.")
     score_temperature: float = Field(1.0, ge=0, description="Sampling temperature of those judgments (0 = greedy).")
     fixed_families: bool = Field(
         True,
-        description="Rubricor candidates must list the criterion families of rubricflow.methods.roro.prompts.FAMILIES in "
+        description="Rubricor candidates must list the criterion families of rubricflow.methods.roro.judge.prompts.FAMILIES in "
         "order; the rubric is query-specific through its weights and the parameters of the score guidance. The paper "
         "writes free-form criteria; a tiny Rubricor and Judge cannot copy free text into judgments within the CPU "
         "budget, so the tiny profile fills this template. Off (the gpu profile): free-form rubrics of real models.",
@@ -285,7 +285,7 @@ class RouterConfig(Section):
         "quality dose-response (`rubricflow study roro_judge_dose`) adds 'oracle-noisy' (the oracle's score plus "
         "per-route Gaussian noise, clipped to [0, 1], its scale calibrated so the score orders `noisy_target_acc` "
         "of the val process pairs) and 'exact-reader' (an exact code-level reader of the warm Rubricor's rubrics: "
-        "the best a Judge can do under them); both synthetic problems only (rubricflow.methods.roro.process_oracles).",
+        "the best a Judge can do under them); both synthetic problems only (rubricflow.methods.roro.env.oracles).",
     )
     noisy_target_acc: float = Field(
         0.8, gt=0.5, le=1.0,

@@ -3,12 +3,12 @@
 Each stage takes the ``roro`` section and calls one function of the module of its concept (torch's threads are the
 process's one setting, ``--threads`` / ``$RUBRICFLOW_THREADS``, default 1):
 
-    roro_models          step_models.run_models             train the SLM and the LRM
-    roro_trajectories    trajectories.run_trajectories      every route of each train / val problem; the step cache
-    roro_pairs           pairs.run_pairs                    preference pairs (outcome, then cost, then process)
-    roro_rubricor_judge  rubricor_judge.run_rubricor_judge  warm start + alternating rejection-sampling fine-tuning
-    roro_router          router_train.run_router            GRPO routers over the cost-weight sweep
-    roro_eval            evaluate.run_eval                  accuracy vs LRM cost; the kept Judge on test pairs
+    roro_models          env.step_models.run_models            train the SLM and the LRM
+    roro_trajectories    env.trajectories.run_trajectories     every route of each train / val problem; the step cache
+    roro_pairs           judge.pairs.run_pairs                 preference pairs (outcome, then cost, then process)
+    roro_rubricor_judge  judge.alternation.run_rubricor_judge  warm start + alternating rejection-sampling fine-tuning
+    roro_router          router.train.run_router               GRPO routers over the cost-weight sweep
+    roro_eval            router.evaluate.run_eval              accuracy vs LRM cost; the kept Judge on test pairs
 
 Outputs are at ``paths``. Tracking (an MLflow child run, ``reports/<stage>.json``) comes from the ``@stage``
 framework (``rubricflow.stage``); per-step training curves (Judge/Rubricor phases, router GRPO steps) are logged to
@@ -45,7 +45,7 @@ def _logger(run):
 @stage("roro_models", retries=1, metric_ns="train")
 def models_stage(roro: RoRoConfig, ctx: StageContext) -> dict:
     """Train the small (SLM) and large (LRM) step models on step-by-step arithmetic solutions."""
-    from rubricflow.methods.roro.step_models import run_models
+    from rubricflow.methods.roro.env.step_models import run_models
 
     return run_models(roro, log=_logger(ctx.run))
 
@@ -53,7 +53,7 @@ def models_stage(roro: RoRoConfig, ctx: StageContext) -> dict:
 @stage("roro_trajectories")
 def trajectories_stage(roro: RoRoConfig, ctx: StageContext) -> dict:
     """Every route of each train/val problem (or the routes of all-SLM, all-LRM, random and threshold policies)."""
-    from rubricflow.methods.roro.trajectories import run_trajectories
+    from rubricflow.methods.roro.env.trajectories import run_trajectories
 
     return run_trajectories(roro, log=_logger(ctx.run))
 
@@ -61,7 +61,7 @@ def trajectories_stage(roro: RoRoConfig, ctx: StageContext) -> dict:
 @stage("roro_pairs")
 def pairs_stage(roro: RoRoConfig, ctx: StageContext) -> dict:
     """Preference pairs by outcome, then LRM cost, then process quality; counts per pair category."""
-    from rubricflow.methods.roro.pairs import run_pairs
+    from rubricflow.methods.roro.judge.pairs import run_pairs
 
     ctx.run.log_input(trajectories_path(roro), context="training", name="routes")
     return run_pairs(roro, log=_logger(ctx.run))
@@ -71,7 +71,7 @@ def pairs_stage(roro: RoRoConfig, ctx: StageContext) -> dict:
 def rubricor_judge_stage(roro: RoRoConfig, ctx: StageContext) -> dict:
     """Warm start + alternating rejection-sampling fine-tuning of the Judge and the Rubricor; the phase with the best
     val pairwise accuracy is kept."""
-    from rubricflow.methods.roro.rubricor_judge import run_rubricor_judge
+    from rubricflow.methods.roro.judge.alternation import run_rubricor_judge
 
     log_judge_inputs(ctx.run, roro)
     return run_rubricor_judge(roro, log=_logger(ctx.run))
@@ -80,7 +80,7 @@ def rubricor_judge_stage(roro: RoRoConfig, ctx: StageContext) -> dict:
 @stage("roro_router", retries=3, resumable=True, outputs=("roro.out_dir",), metric_ns="train")
 def router_stage(roro: RoRoConfig, ctx: StageContext) -> dict:
     """GRPO routers (RoRo: outcome + process - cost; outcome-only) over the cost-weight sweep."""
-    from rubricflow.methods.roro.router_train import run_router
+    from rubricflow.methods.roro.router.train import run_router
 
     return run_router(roro, log=_logger(ctx.run))
 
@@ -89,7 +89,7 @@ def router_stage(roro: RoRoConfig, ctx: StageContext) -> dict:
 def eval_stage(roro: RoRoConfig, ctx: StageContext) -> dict:
     """Accuracy vs LRM cost on test problems: routers and baselines, curve PNG + data, the table, AUC per method;
     the kept Judge's pairwise accuracy on test pairs."""
-    from rubricflow.methods.roro.evaluate import run_eval
+    from rubricflow.methods.roro.router.evaluate import run_eval
 
     out = run_eval(roro, log=_logger(ctx.run))
     ctx.run.log_artifact(eval_dir(roro))

@@ -4,7 +4,7 @@
 * ``rubricflow roro-eval``            accuracy vs LRM cost on held-out problems: prints the table, writes the curve
                                       (``--from-file`` prints the last saved table); alias ``route-eval``.
 
-The Judge's warm start is chosen by the selection study ``rubricflow study roro_judge_tune`` (``judge_tune``).
+The Judge's warm start is chosen by the selection study ``rubricflow study roro_judge_tune`` (``study/judge_tune.py``).
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ def roro_eval(
     from_file: Annotated[bool, Opt("Print the last saved table instead of evaluating.", flag="--from-file")] = False,
 ) -> None:
     """Evaluate routers and baselines on held-out problems; print the accuracy-vs-LRM-cost table."""
-    from rubricflow.methods.roro.evaluate import format_table
+    from rubricflow.methods.roro.router.evaluate import format_table
     from rubricflow.methods.roro.paths import eval_dir
 
     if from_file:

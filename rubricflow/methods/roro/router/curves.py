@@ -1,7 +1,7 @@
 """Accuracy-vs-cost curves as numbers: the upper concave hull of a method's (LRM cost fraction, accuracy) points,
 its area, the accuracy at a matched cost and over a cost range, and the val rule that picks the cost weights whose
 routers span that range. Pure functions of the points (no models, no files); the reasons behind each n/a are in
-:mod:`rubricflow.methods.roro.evaluate`'s docstring."""
+:mod:`rubricflow.methods.roro.router.evaluate`'s docstring."""
 
 from __future__ import annotations
 

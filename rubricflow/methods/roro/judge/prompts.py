@@ -48,7 +48,7 @@ import re
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # types only: importing routing (torch) here would load torch with the config
-    from rubricflow.methods.roro.routing import Trajectory
+    from rubricflow.methods.roro.env.routing import Trajectory
 
 RUBRICOR_TASK = "Write a routing rubric."
 JUDGE_TASK = "Judge the routing."

@@ -15,14 +15,14 @@ A trained unit keeps, per method, the routers chosen on val by ``roro.eval.cost_
 spanning ``roro.eval.cost_range``), routes the evaluation split (``roro.eval.split``: test for these reporting
 studies) and reduces its curves (LRM cost as a fraction of the all-LRM cost against chain-exact accuracy, the
 primary metric, and against the outcome; anchored at all-SLM and all-LRM) to the scalars the harness aggregates
-(``rubricflow.methods.roro.curves.curve_metrics``): the hull's mean over the common range (``range_auc``), the
+(``rubricflow.methods.roro.router.curves.curve_metrics``): the hull's mean over the common range (``range_auc``), the
 accuracy at the matched costs (``acc_at_cost_<pct>``), each n/a where the method has no points of its own on each
 side, the descriptive area over [0, 1] (``auc``) and the cost range of its points; chain-exact ones are named
 ``chain_...``. The claims compare two methods over the costs inside the range that both units' own points span
 (the pair metrics ``chain_pair_range_auc`` / ``pair_range_auc``, computed per seed from both units' points). A
 ``roro`` unit also reports its kept Judge's pairwise accuracy on the evaluation split's route pairs
 (``judge_test_acc``, ``judge_test_process_acc``) and keeps the alternation's per-phase val accuracies in its result.
-:func:`~rubricflow.methods.roro.study_report.report_extra` adds to the report the per-phase Judge table (mean and 95% t-interval over seeds, overall and
+:func:`~rubricflow.methods.roro.study.report.report_extra` adds to the report the per-phase Judge table (mean and 95% t-interval over seeds, overall and
 per pair category, each against chance 0.5) and the accuracy-vs-cost curves with their 95% bands over seeds
 (``<stem>-curves.png``).
 
@@ -38,7 +38,7 @@ from typing import Any
 
 from rubricflow.hashing import content_hash
 from rubricflow.methods.roro.config import ROUTERS, TRAINED_ROUTERS, RoRoEvalConfig
-from rubricflow.methods.roro.study_report import PAIR_METRICS, PHASE_METRICS, pair_metric, report_extra
+from rubricflow.methods.roro.study.report import PAIR_METRICS, PHASE_METRICS, pair_metric, report_extra
 from rubricflow.registry import StudyDecl
 from rubricflow.sections import ConfigError
 from rubricflow.study.adapter import StudyMethod, Unit
@@ -104,7 +104,7 @@ def _input_parts(ucfg: Any, unit: Unit) -> dict[str, Any]:
 def run_roro_unit(ucfg: Any, unit: Unit, udir: Path, run: Any, secret_resolver=None) -> dict:
     """One unit: train what its method needs (the alternation for ``roro``, routers for the two trained methods),
     then route the evaluation split and reduce the curve to scalars."""
-    from rubricflow.methods.roro.evaluate import (
+    from rubricflow.methods.roro.router.evaluate import (
         anchor_rows,
         baseline_rows,
         judge_test_accuracy,
@@ -113,10 +113,10 @@ def run_roro_unit(ucfg: Any, unit: Unit, udir: Path, run: Any, secret_resolver=N
         router_rows,
     )
     from rubricflow.methods.roro.paths import cache_path
-    from rubricflow.methods.roro.problems import problems
-    from rubricflow.methods.roro.router_train import run_router
-    from rubricflow.methods.roro.rubricor_judge import run_rubricor_judge
-    from rubricflow.methods.roro.step_models import make_env
+    from rubricflow.methods.roro.env.problems import problems
+    from rubricflow.methods.roro.router.train import run_router
+    from rubricflow.methods.roro.judge.alternation import run_rubricor_judge
+    from rubricflow.methods.roro.env.step_models import make_env
     from rubricflow.methods.roro.stages import log_judge_inputs
 
     rc = ucfg.roro
@@ -159,7 +159,7 @@ def run_roro_unit(ucfg: Any, unit: Unit, udir: Path, run: Any, secret_resolver=N
 
 
 def _all_lrm_policy():
-    from rubricflow.methods.roro.routing import ConstantPolicy
+    from rubricflow.methods.roro.env.routing import ConstantPolicy
 
     return ConstantPolicy(1)
 
@@ -203,7 +203,7 @@ def _curve_metrics() -> list[str]:
 
 METRICS = [*_curve_metrics(), "judge_test_acc", "judge_test_process_acc"]
 # The primary comparisons: chain-exact accuracy over the costs both methods' own points span inside the fixed range
-# (a pair metric, study_report.PAIR_METRICS) and at half the all-LRM cost. The range mean of each unit alone
+# (a pair metric, report.PAIR_METRICS) and at half the all-LRM cost. The range mean of each unit alone
 # (chain_range_auc) stays in the table: it is n/a for a method whose points do not reach both ends of the range.
 PRIMARY = ("chain_pair_range_auc", "chain_acc_at_cost_50")
 

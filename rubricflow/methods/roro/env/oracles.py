@@ -1,6 +1,6 @@
 """Process scores of known quality for the router's reward: the exact oracle, the oracle corrupted to a chosen
 process-pair accuracy, and an exact reader of a Rubricor's rubrics (the Judge-quality dose-response,
-``rubricflow study roro_judge_dose``; ``rubricflow.methods.roro.judge_dose``).
+``rubricflow study roro_judge_dose``; ``rubricflow.methods.roro.study.judge_dose``).
 
 * :func:`oracle_process_score`: ``1 - (accepted SLM errors + wasted LRM calls) / steps``, read off the route's
   checked steps (the ``oracle-process`` routers; the upper bound on what any Judge could give).
@@ -13,7 +13,7 @@ process-pair accuracy, and an exact reader of a Rubricor's rubrics (the Judge-qu
   the learned Judge's memoised scores are, so its errors are systematic, not averaged away over steps.
   ``sigma`` is calibrated by bisection (:func:`calibrate_sigma`) so that the scorer orders, in expectation over
   the noise (the mean over fixed calibration draws), a target share of the val process pairs
-  (``pairwise.pair_accuracy``'s ``acc_process``: ties 0.5, the measure the learned Judge is kept and reported
+  (``judge.pairwise.pair_accuracy``'s ``acc_process``: ties 0.5, the measure the learned Judge is kept and reported
   by); the accuracy the unit's own draw reaches on them is reported beside the target. A target at or above the
   oracle's own accuracy gives ``sigma = 0``: the oracle itself.
 * ``exact-reader`` (:class:`ReaderScorer`): the score an exact code-level reader of a rubric gives
@@ -30,10 +30,10 @@ import re
 from collections.abc import Callable, Sequence
 from statistics import NormalDist
 
-from rubricflow.methods.roro.pairs import Pair, category
-from rubricflow.methods.roro.pairwise import pair_accuracy
-from rubricflow.methods.roro.prompts import FAMILIES
-from rubricflow.methods.roro.routing import Trajectory
+from rubricflow.methods.roro.judge.pairs import Pair, category
+from rubricflow.methods.roro.judge.pairwise import pair_accuracy
+from rubricflow.methods.roro.judge.prompts import FAMILIES
+from rubricflow.methods.roro.env.routing import Trajectory
 
 SIGMA_MAX = 64.0  # far beyond the [0, 1] score range: clipped to its ends, the order is a coin flip
 BISECT_STEPS = 40
@@ -176,7 +176,7 @@ def guidance_params(criterion: str, guidance: str) -> dict | None:
 def literal_score(rubric: list[dict], t: Trajectory) -> float | None:
     """An exact reader's process score of ``t`` under a parsed rubric: ``sum weight * 1.0 * literal reading``
     (score 1.0, the families' guidance); None when a criterion is not a family template."""
-    from rubricflow.methods.roro.prompts import literal_satisfied
+    from rubricflow.methods.roro.judge.prompts import literal_satisfied
 
     total = 0.0
     for c in rubric:
@@ -211,12 +211,12 @@ def warm_rubricor_rubrics(rc, trajectories: list[Trajectory], train_pids: Sequen
     """The rubric the warm-started Rubricor writes (greedy) for each problem of ``views`` (problem id ->
     ``rubricor.ProblemView``): the same Rubricor as round 0 of the alternation with ``rc.rubricor_judge`` (built
     from the stored routes' tokenizer corpus, warm-started on random rubrics of the ``train_pids`` problems:
-    ``rubricor_judge.warm_start``)."""
+    ``judge.alternation.warm_start``)."""
     import torch
 
-    from rubricflow.methods.roro.rubric_lm import build_rubric_lms
-    from rubricflow.methods.roro.rubricor import problem_views, write_rubrics
-    from rubricflow.methods.roro.rubricor_judge import routing_tokenizer_corpus, warm_start
+    from rubricflow.methods.roro.judge.lm import build_rubric_lms
+    from rubricflow.methods.roro.judge.rubricor import problem_views, write_rubrics
+    from rubricflow.methods.roro.judge.alternation import routing_tokenizer_corpus, warm_start
 
     rj = rc.rubricor_judge
     stored = problem_views(trajectories)

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from rubricflow.methods.roro.judge import process_scores
-from rubricflow.methods.roro.pairs import Pair, category
-from rubricflow.methods.roro.routing import Trajectory
-from rubricflow.methods.roro.rubric import ParsedRubric
-from rubricflow.methods.roro.rubric_lm import RubricLM
-from rubricflow.methods.roro.rubricor import ProblemView
+from rubricflow.methods.roro.judge.scoring import process_scores
+from rubricflow.methods.roro.judge.pairs import Pair, category
+from rubricflow.methods.roro.env.routing import Trajectory
+from rubricflow.methods.roro.judge.rubric import ParsedRubric
+from rubricflow.methods.roro.judge.lm import RubricLM
+from rubricflow.methods.roro.judge.rubricor import ProblemView
 
 
 def pair_credit(s_chosen: float | None, s_rejected: float | None) -> float:

@@ -1,20 +1,20 @@
 """The Judge-quality dose-response (issue 40, item 1): ``rubricflow study roro_judge_dose``.
 
 How good must the Judge's process score be for the router's reward to beat outcome-only? Each variant replaces the
-Judge's score in the router's reward (``router_train.trajectory_reward``) by a score of known quality and trains the
+Judge's score in the router's reward (``router.train.trajectory_reward``) by a score of known quality and trains the
 routers exactly as the oracle-process routers are trained (the same reward, process weight, GRPO settings, cost-weight
 sweep and keep-on-val rule, ``roro.eval.cost_weight_rule``):
 
 * ``noisy-0.6`` ... ``noisy-0.9`` (``roro.router.methods: [oracle-noisy]``): the oracle's process score corrupted
   by per-route Gaussian noise, clipped to [0, 1], whose scale is calibrated so that the score orders 0.6 ... 0.9 of
-  the val process pairs in expectation over the noise (``process_oracles.calibrate_sigma``);
+  the val process pairs in expectation over the noise (``env.oracles.calibrate_sigma``);
 * ``oracle-process``: the oracle itself (the dose at accuracy 1.0: its val process-pair accuracy is 1.0 on the
   stored pairs, and ``oracle-noisy`` at target 1.0 is the same scorer);
 * ``exact-reader``: an exact code-level reader of the warm Rubricor's rubrics (the best any Judge can do under the
   four fixed criterion families as the warm Rubricor fills them);
 * references: ``outcome-only`` routers and the uncertainty ``threshold`` router.
 
-Per unit, beside the roro study's test metrics (``study.run_roro_unit``): the same curve metrics on the val problems
+Per unit, beside the roro study's test metrics (``specs.run_roro_unit``): the same curve metrics on the val problems
 (``val_`` names; the routers are the ones kept on val), and for the scorer variants the scorer's process-pair accuracy
 on the stored train and val pairs and on the test route pairs (built like the training pairs from every route of the
 first ``roro.eval.judge_problems`` test problems, as the kept Judge is measured), with the noise scale. The report
@@ -32,9 +32,9 @@ from typing import Any
 
 from rubricflow.io import save_figure
 from rubricflow.methods.roro.config import CHECKED_ROUTERS
-from rubricflow.methods.roro.study import ADAPTER as RORO_ADAPTER
-from rubricflow.methods.roro.study import STUDY_COST_WEIGHTS, run_roro_unit
-from rubricflow.methods.roro.study_report import PAIR_METRICS, _finite, _pair, pair_metric, report_extra
+from rubricflow.methods.roro.study.specs import ADAPTER as RORO_ADAPTER
+from rubricflow.methods.roro.study.specs import STUDY_COST_WEIGHTS, run_roro_unit
+from rubricflow.methods.roro.study.report import PAIR_METRICS, _finite, _pair, pair_metric, report_extra
 from rubricflow.registry import StudyDecl
 from rubricflow.study.spec import Claim, StudySpec
 from rubricflow.study.stats import t_interval
@@ -49,8 +49,8 @@ SCORER_METRICS = ("scorer_train_process_acc", "scorer_val_process_acc", "scorer_
 
 
 def _scorer(rc, kind: str, dose: Mapping, rubrics: Mapping | None = None):
-    """The unit's scorer (rebuilt as ``router_train.run_router`` built it), or None for the references."""
-    from rubricflow.methods.roro.process_oracles import NoisyOracleScorer, ReaderScorer, oracle_process_score
+    """The unit's scorer (rebuilt as ``router.train.run_router`` built it), or None for the references."""
+    from rubricflow.methods.roro.env.oracles import NoisyOracleScorer, ReaderScorer, oracle_process_score
 
     if kind == "oracle-process":
         return oracle_process_score
@@ -64,9 +64,15 @@ def _scorer(rc, kind: str, dose: Mapping, rubrics: Mapping | None = None):
 def _val_curve(rc, env, kind: str) -> dict:
     """The kept routers (or the threshold router) on the val problems: curve metrics (``val_`` names), points and
     anchors, as the unit's test ones."""
-    from rubricflow.methods.roro.evaluate import anchor_rows, baseline_rows, kept_routers, method_curves, router_rows
-    from rubricflow.methods.roro.problems import problems
-    from rubricflow.methods.roro.routing import ConstantPolicy
+    from rubricflow.methods.roro.router.evaluate import (
+        anchor_rows,
+        baseline_rows,
+        kept_routers,
+        method_curves,
+        router_rows,
+    )
+    from rubricflow.methods.roro.env.problems import problems
+    from rubricflow.methods.roro.env.routing import ConstantPolicy
 
     val = problems(rc)["val"]
     rows = anchor_rows(env, val)
@@ -85,14 +91,14 @@ def _val_curve(rc, env, kind: str) -> dict:
 
 def _scorer_accuracy(rc, env, kind: str, dose: Mapping) -> dict:
     """The scorer's process-pair accuracy on the stored train and val pairs and on the test route pairs."""
-    from rubricflow.methods.roro.pairs import make_pairs, read_trajectory_pairs
-    from rubricflow.methods.roro.pairwise import pair_accuracy
+    from rubricflow.methods.roro.judge.pairs import make_pairs, read_trajectory_pairs
+    from rubricflow.methods.roro.judge.pairwise import pair_accuracy
     from rubricflow.methods.roro.paths import pairs_path, trajectories_path
-    from rubricflow.methods.roro.problems import problems
-    from rubricflow.methods.roro.process_oracles import process_accuracy, warm_rubricor_rubrics
-    from rubricflow.methods.roro.routing import ConstantPolicy
-    from rubricflow.methods.roro.rubricor import problem_views
-    from rubricflow.methods.roro.trajectories import dedupe, read_trajectories
+    from rubricflow.methods.roro.env.problems import problems
+    from rubricflow.methods.roro.env.oracles import process_accuracy, warm_rubricor_rubrics
+    from rubricflow.methods.roro.env.routing import ConstantPolicy
+    from rubricflow.methods.roro.judge.rubricor import problem_views
+    from rubricflow.methods.roro.env.trajectories import dedupe, read_trajectories
 
     trajs = read_trajectories(trajectories_path(rc))
     pairs = read_trajectory_pairs(pairs_path(rc))
@@ -128,8 +134,8 @@ def run_dose_unit(ucfg: Any, unit, udir: Path, run: Any, secret_resolver=None) -
     """The roro study's unit (train what the variant's method needs, route the test split, reduce the curve), then
     the val curve of the same kept routers and, for a scorer variant, the scorer's process-pair accuracies."""
     from rubricflow.methods.roro.paths import cache_path
-    from rubricflow.methods.roro.step_models import make_env
-    from rubricflow.methods.roro.study import unit_kind
+    from rubricflow.methods.roro.env.step_models import make_env
+    from rubricflow.methods.roro.study.specs import unit_kind
 
     res = run_roro_unit(ucfg, unit, udir, run, secret_resolver)
     rc = ucfg.roro
@@ -328,5 +334,5 @@ STUDY = StudyDecl(
     "routers trained with the oracle's process score corrupted to val process-pair accuracies 0.6-0.9 "
     "(oracle-noisy), the oracle itself and an exact reader of the warm Rubricor's rubrics, against outcome-only and "
     "the threshold router; chain-exact accuracy over the common cost range on val and test against the scorer's "
-    "accuracy (rubricflow.methods.roro.judge_dose).",
+    "accuracy (rubricflow.methods.roro.study.judge_dose).",
 )

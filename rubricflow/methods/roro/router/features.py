@@ -1,4 +1,4 @@
-"""The router's 5-dimensional state (pure functions; ``rubricflow.methods.roro.router.RouterMLP`` consumes it).
+"""The router's 5-dimensional state (pure functions; ``rubricflow.methods.roro.router.mlp.RouterMLP`` consumes it).
 
 At step k (0-based) the SLM has proposed a step; with ``u_1..u_k+1`` the SLM uncertainties of its proposals at
 steps 1..k+1 (every step's SLM proposal, whether or not it was kept; the prefix includes the current step so the

@@ -1,4 +1,4 @@
-"""The Rubricor and the Judge (both tiny LMs, ``rubric_lm``) and their alternating optimisation on preference
+"""The Rubricor and the Judge (both tiny LMs, ``lm``) and their alternating optimisation on preference
 pairs (``roro_rubricor_judge``).
 
 Method: rejection-sampling fine-tuning (expert iteration), not RL (``roro.rubricor_judge.optimizer: rft``). Why:
@@ -23,7 +23,7 @@ Round r >= 1:
   when it orders at least one pair correctly; SFT the Rubricor on them.
 
 A trajectory's process score is the Judge's, read as ``score_mode`` says (``sampled``, the paper's, or ``expected``;
-``judge.process_scores``).
+``scoring.process_scores``).
 
 After warm start and after every phase, the pairwise accuracy is measured on the pairs of the val problems (rubrics
 written greedily by the current Rubricor, scores from the current Judge), overall and per pair category
@@ -43,16 +43,22 @@ import torch
 
 from rubricflow.io import write_json
 from rubricflow.methods.roro.config import RoRoConfig, RubricLMConfig, RubricorJudgeConfig
-from rubricflow.methods.roro.judge import judge_scores, process_scores
-from rubricflow.methods.roro.pairs import Pair, read_trajectory_pairs
-from rubricflow.methods.roro.pairwise import pair_credit, pairwise_accuracy
+from rubricflow.methods.roro.judge.scoring import judge_scores, process_scores
+from rubricflow.methods.roro.judge.pairs import Pair, read_trajectory_pairs
+from rubricflow.methods.roro.judge.pairwise import pair_credit, pairwise_accuracy
 from rubricflow.methods.roro.paths import pairs_path, rounds_path, rubrics_path, trajectories_path
-from rubricflow.methods.roro.prompts import FAMILIES, judge_input, noisy_judgments, random_rubric, rubricor_input
-from rubricflow.methods.roro.routing import Trajectory
-from rubricflow.methods.roro.rubric import ParsedJudgment, ParsedRubric, parse_rubric, render_judgment_json, render_rubric_json
-from rubricflow.methods.roro.rubric_lm import RubricLM, build_rubric_lms
-from rubricflow.methods.roro.rubricor import ProblemView, problem_views, save_rubrics, write_rubrics
-from rubricflow.methods.roro.trajectories import read_trajectories
+from rubricflow.methods.roro.judge.prompts import FAMILIES, judge_input, noisy_judgments, random_rubric, rubricor_input
+from rubricflow.methods.roro.env.routing import Trajectory
+from rubricflow.methods.roro.judge.rubric import (
+    ParsedJudgment,
+    ParsedRubric,
+    parse_rubric,
+    render_judgment_json,
+    render_rubric_json,
+)
+from rubricflow.methods.roro.judge.lm import RubricLM, build_rubric_lms
+from rubricflow.methods.roro.judge.rubricor import ProblemView, problem_views, save_rubrics, write_rubrics
+from rubricflow.methods.roro.env.trajectories import read_trajectories
 
 # ----------------------------------------------------------------------------------------------------------------
 # Warm start

@@ -3,8 +3,8 @@
 At step k of a problem:
 
 1. the SLM proposes the next step from the current prefix (greedy; uncertainty from its token probabilities);
-2. the router sees the 5-dim state of that proposal (``features.router_state``) and picks 0 (keep the SLM's step)
-   or 1 (call the LRM, whose step replaces it);
+2. the router sees the 5-dim state of that proposal (``router.features.router_state``) and picks 0 (keep the SLM's
+   step) or 1 (call the LRM, whose step replaces it);
 3. the kept step is appended; it is checked against the problem (``task.check_step``), its written result is the
    value carried into the next step, so an accepted error propagates.
 
@@ -29,9 +29,9 @@ from typing import Protocol
 import torch
 
 from rubricflow.io import iter_jsonl, write_jsonl
-from rubricflow.methods.roro.features import router_state
-from rubricflow.methods.roro.steps import StepModel, StepOutput, prefix_text
-from rubricflow.methods.roro.task import Problem, answer_correct, check_step, is_final
+from rubricflow.methods.roro.router.features import router_state
+from rubricflow.methods.roro.env.step_lm import StepModel, StepOutput, prefix_text
+from rubricflow.methods.roro.env.task import Problem, answer_correct, check_step, is_final
 
 SLM, LRM = "SLM", "LRM"
 

@@ -1,10 +1,10 @@
 """The RoRo router: a 2-layer MLP (128 hidden units) over a 5-dimensional routing state.
 
 At every solution step the small model (SLM) proposes the next step; the router reads the state of that proposal
-(see ``rubricflow.methods.roro.features``: current-step uncertainty, min and mean uncertainty over the prefix, the step's
-token count normalised by a constant, the normalised step index) and picks an action: ``0`` keep the SLM's step,
-``1`` have the large model (LRM) write the step instead. It is trained with GRPO on sampled actions
-(``rubricflow.methods.roro.router_train``), so it exposes action log-probs and sampling; evaluation acts greedily.
+(see ``rubricflow.methods.roro.router.features``: current-step uncertainty, min and mean uncertainty over the
+prefix, the step's token count normalised by a constant, the normalised step index) and picks an action: ``0`` keep
+the SLM's step, ``1`` have the large model (LRM) write the step instead. It is trained with GRPO on sampled actions
+(``rubricflow.methods.roro.router.train``), so it exposes action log-probs and sampling; evaluation acts greedily.
 """
 
 from __future__ import annotations

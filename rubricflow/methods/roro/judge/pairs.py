@@ -16,7 +16,7 @@ answer (``process-right``: one of them accepted an error the LRM later repaired,
 an error) or both failed (``process-wrong``: one of them let more SLM errors through).
 
 Trajectories that no criterion separates form no pair. Identical trajectories (same steps by the same writers,
-``Trajectory.key``) are merged first (``trajectories.dedupe``).
+``Trajectory.key``) are merged first (``env.trajectories.dedupe``).
 
 ``make_pairs`` pairs the trajectories of each split under ``roro.pairs``; ``run_pairs`` stores the pairs of the
 stored trajectories with their split (``paths.pairs_path``), ``read_trajectory_pairs`` reads them back.
@@ -36,8 +36,8 @@ import pyarrow.parquet as pq
 from rubricflow.io import write_parquet
 from rubricflow.methods.roro.config import RoRoConfig
 from rubricflow.methods.roro.paths import pairs_path, trajectories_path
-from rubricflow.methods.roro.routing import Trajectory
-from rubricflow.methods.roro.trajectories import read_trajectories
+from rubricflow.methods.roro.env.routing import Trajectory
+from rubricflow.methods.roro.env.trajectories import read_trajectories
 
 CRITERIA = ("outcome", "cost", "process")
 COST_UNITS = ("lrm_calls", "lrm_tokens")

@@ -15,10 +15,10 @@ import pyarrow.parquet as pq
 from rubricflow.io import write_parquet
 from rubricflow.methods.roro.config import RoRoConfig
 from rubricflow.methods.roro.paths import cache_path, trajectories_path
-from rubricflow.methods.roro.problems import problems
-from rubricflow.methods.roro.routing import ConstantPolicy, RandomPolicy, RoutingEnv, ThresholdPolicy, Trajectory
-from rubricflow.methods.roro.step_models import make_env
-from rubricflow.methods.roro.task import Problem
+from rubricflow.methods.roro.env.problems import problems
+from rubricflow.methods.roro.env.routing import ConstantPolicy, RandomPolicy, RoutingEnv, ThresholdPolicy, Trajectory
+from rubricflow.methods.roro.env.step_models import make_env
+from rubricflow.methods.roro.env.task import Problem
 
 
 def collection_policies(rc: RoRoConfig) -> list:

@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import torch
 
-from rubricflow.methods.roro.prompts import chat, judge_input
-from rubricflow.methods.roro.routing import Trajectory
-from rubricflow.methods.roro.rubric import ParsedJudgment, parse_criterion_judgments, render_judgment_json
-from rubricflow.methods.roro.rubric_lm import RubricLM
+from rubricflow.methods.roro.judge.prompts import chat, judge_input
+from rubricflow.methods.roro.env.routing import Trajectory
+from rubricflow.methods.roro.judge.rubric import ParsedJudgment, parse_criterion_judgments, render_judgment_json
+from rubricflow.methods.roro.judge.lm import RubricLM
 from rubricflow.sft import encode_pairs
 
 

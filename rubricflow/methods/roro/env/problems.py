@@ -12,7 +12,7 @@ from pathlib import Path
 
 from rubricflow.io import iter_jsonl
 from rubricflow.methods.roro.config import RoRoConfig
-from rubricflow.methods.roro.task import FINAL_NUMBER, FINAL_PREFIX, Problem, make_problems
+from rubricflow.methods.roro.env.task import FINAL_NUMBER, FINAL_PREFIX, Problem, make_problems
 from rubricflow.splits import check_split
 
 

@@ -12,7 +12,7 @@ test-split guard):
 * the val process-pair accuracy of an exact reader of the Rubricor's rubrics after each phase (the ceiling a Judge
   reaches under those rubrics; ``oracle_process_warm`` is the warm Rubricor's);
 * after the warm start, how often the Judge's greedy verdict agrees with each criterion family's literal reading
-  (``prompts.literal_satisfied``) on the val problems' routes under random rubrics (the warm start's own targets).
+  (``judge.prompts.literal_satisfied``) on the val problems' routes under random rubrics (the warm start's own targets).
 
 Rule, fixed before any setting was run (the study's ``Selection``): the highest mean over seeds of ``kept_process``
 wins; a setting within 0.01 of the best loses to a cheaper one (fewer Judge parameters, then fewer warm-start
@@ -31,7 +31,7 @@ from typing import Any
 
 from rubricflow.hashing import content_hash
 from rubricflow.methods.roro.paths import pairs_path, trajectories_path
-from rubricflow.methods.roro.prompts import FAMILIES
+from rubricflow.methods.roro.judge.prompts import FAMILIES
 from rubricflow.methods.roro.stages import log_judge_inputs
 from rubricflow.registry import StudyDecl
 from rubricflow.study.adapter import StudyMethod, Unit
@@ -57,9 +57,10 @@ def family_key(name: str) -> str:
 
 def literal_agreement(judge, views, trajectories, seed: int) -> dict[str, float]:
     """Per criterion family: the fraction of val routes whose greedy verdict equals the literal reading, under one
-    random rubric per route (``prompts.random_rubric``); a failed parse or a missing criterion counts as disagreement."""
-    from rubricflow.methods.roro.judge import judge_scores
-    from rubricflow.methods.roro.prompts import literal_satisfied, random_rubric
+    random rubric per route (``judge.prompts.random_rubric``); a failed parse or a missing criterion counts as
+    disagreement."""
+    from rubricflow.methods.roro.judge.scoring import judge_scores
+    from rubricflow.methods.roro.judge.prompts import literal_satisfied, random_rubric
 
     rng = random.Random(seed)
     items, rubrics = [], []
@@ -80,12 +81,12 @@ def literal_agreement(judge, views, trajectories, seed: int) -> dict[str, float]
 def oracle_accuracy(rubrics: dict, trajectories, pairs) -> dict[str, float]:
     """Val pairwise accuracy (``pair_accuracy``) of an exact reader of ``rubrics``: the ceiling a Judge reaches
     under these rubrics when it reads every criterion literally."""
-    from rubricflow.methods.roro import process_oracles  # imports torch (routing): not at CLI start
-    from rubricflow.methods.roro.pairwise import pair_accuracy
+    from rubricflow.methods.roro.env import oracles  # imports torch (routing): not at CLI start
+    from rubricflow.methods.roro.judge.pairwise import pair_accuracy
 
     need = {i for p in pairs for i in (p.chosen, p.rejected)}
     scores = {i: (None if rubrics[trajectories[i].problem_id].failed
-                  else process_oracles.literal_score(rubrics[trajectories[i].problem_id].criteria, trajectories[i]))
+                  else oracles.literal_score(rubrics[trajectories[i].problem_id].criteria, trajectories[i]))
              for i in need}
     return pair_accuracy(pairs, trajectories, scores)
 
@@ -95,12 +96,12 @@ def run_one(rc, seed: int) -> dict:
     val (see the module docstring)."""
     import torch
 
-    from rubricflow.methods.roro.pairs import read_trajectory_pairs
+    from rubricflow.methods.roro.judge.pairs import read_trajectory_pairs
     from rubricflow.methods.roro.paths import pairs_path, trajectories_path
-    from rubricflow.methods.roro.rubric_lm import build_rubric_lms
-    from rubricflow.methods.roro.rubricor import problem_views, write_rubrics
-    from rubricflow.methods.roro.rubricor_judge import alternate, routing_tokenizer_corpus
-    from rubricflow.methods.roro.trajectories import read_trajectories
+    from rubricflow.methods.roro.judge.lm import build_rubric_lms
+    from rubricflow.methods.roro.judge.rubricor import problem_views, write_rubrics
+    from rubricflow.methods.roro.judge.alternation import alternate, routing_tokenizer_corpus
+    from rubricflow.methods.roro.env.trajectories import read_trajectories
 
     rj = rc.rubricor_judge
     trajs = read_trajectories(trajectories_path(rc))

@@ -6,7 +6,7 @@ metric under ``roro.task.answer: parity``, where the outcome can be right by luc
 the LRM cost as a fraction of the all-LRM route, the LRM call rate per step and the FLOPs estimates
 (``2 * params * tokens``: LRM only, and SLM + LRM).
 
-Curves (:mod:`rubricflow.methods.roro.curves`, ``hull``): a method's points (LRM cost as a fraction of the all-LRM cost, accuracy), anchored at all-SLM
+Curves (:mod:`rubricflow.methods.roro.router.curves`, ``hull``): a method's points (LRM cost as a fraction of the all-LRM cost, accuracy), anchored at all-SLM
 (cost 0) and all-LRM (cost 1), span their upper concave hull: every point on it is achievable by routing each
 problem with one of two of the method's settings at random, so a setting below the hull costs the method nothing.
 
@@ -30,13 +30,13 @@ from pathlib import Path
 
 from rubricflow.io import atomic_path, atomic_write_text, save_figure, write_json
 from rubricflow.methods.roro.config import ROUTERS, TRAINED_ROUTERS, RoRoConfig, RoRoEvalConfig
-from rubricflow.methods.roro.curves import common_range, curve_metrics, matched_accuracy, select_cost_weights
-from rubricflow.methods.roro.pairs import make_pairs
-from rubricflow.methods.roro.pairwise import pairwise_accuracy
+from rubricflow.methods.roro.router.curves import common_range, curve_metrics, matched_accuracy, select_cost_weights
+from rubricflow.methods.roro.judge.pairs import make_pairs
+from rubricflow.methods.roro.judge.pairwise import pairwise_accuracy
 from rubricflow.methods.roro.paths import cache_path, eval_dir, router_dir
-from rubricflow.methods.roro.problems import problems
-from rubricflow.methods.roro.router import load_router
-from rubricflow.methods.roro.routing import (
+from rubricflow.methods.roro.env.problems import problems
+from rubricflow.methods.roro.router.mlp import load_router
+from rubricflow.methods.roro.env.routing import (
     ConstantPolicy,
     RandomPolicy,
     RouterPolicy,
@@ -44,11 +44,11 @@ from rubricflow.methods.roro.routing import (
     ThresholdPolicy,
     Trajectory,
 )
-from rubricflow.methods.roro.rubric_lm import load_rubric_lm
-from rubricflow.methods.roro.rubricor import problem_views, write_rubrics
-from rubricflow.methods.roro.step_models import make_env
-from rubricflow.methods.roro.task import Problem
-from rubricflow.methods.roro.trajectories import dedupe
+from rubricflow.methods.roro.judge.lm import load_rubric_lm
+from rubricflow.methods.roro.judge.rubricor import problem_views, write_rubrics
+from rubricflow.methods.roro.env.step_models import make_env
+from rubricflow.methods.roro.env.task import Problem
+from rubricflow.methods.roro.env.trajectories import dedupe
 
 COLUMNS = ("method", "param", "accuracy", "chain_exact", "lrm_tokens", "lrm_cost_frac", "lrm_call_rate", "lrm_flops",
            "total_flops", "n")
@@ -230,7 +230,7 @@ def method_curves(rows: list[dict], ec: RoRoEvalConfig | None = None) -> dict[st
 def judge_test_accuracy(rc: RoRoConfig, env: RoutingEnv, test: list[Problem]) -> dict:
     """The kept Judge's pairwise accuracy on test pairs, overall and per category: every route of the first
     ``rc.eval.judge_problems`` problems of ``test`` (the evaluation split), paired by the training rules
-    (``pairs.make_pairs``), each problem's rubric written by the kept Rubricor, scored as in training
+    (``judge.pairs.make_pairs``), each problem's rubric written by the kept Rubricor, scored as in training
     (``score_mode``). A final evaluation: nothing is chosen on it."""
     probs = test[: rc.eval.judge_problems]
     if not probs:

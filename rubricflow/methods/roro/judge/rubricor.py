@@ -8,10 +8,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rubricflow.io import iter_jsonl, write_jsonl
-from rubricflow.methods.roro.prompts import rubricor_input
-from rubricflow.methods.roro.rubric import ParsedRubric, parse_rubric
-from rubricflow.methods.roro.rubric_lm import RubricLM
-from rubricflow.methods.roro.routing import SLM, Trajectory
+from rubricflow.methods.roro.judge.prompts import rubricor_input
+from rubricflow.methods.roro.judge.rubric import ParsedRubric, parse_rubric
+from rubricflow.methods.roro.judge.lm import RubricLM
+from rubricflow.methods.roro.env.routing import SLM, Trajectory
 
 
 @dataclass

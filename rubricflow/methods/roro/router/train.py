@@ -41,10 +41,10 @@ from rubricflow.grpo.types import Episode
 from rubricflow.grpo.updater import GRPOUpdater
 from rubricflow.io import write_json
 from rubricflow.methods.roro.config import CHECKED_ROUTERS, TRAINED_ROUTERS, RoRoConfig
-from rubricflow.methods.roro.judge import process_scores
+from rubricflow.methods.roro.judge.scoring import process_scores
 from rubricflow.methods.roro.paths import cache_path, router_dir, rubrics_path
-from rubricflow.methods.roro.problems import problems as problem_sets
-from rubricflow.methods.roro.process_oracles import (  # noqa: F401 (oracle_process_score: re-exported)
+from rubricflow.methods.roro.env.problems import problems as problem_sets
+from rubricflow.methods.roro.env.oracles import (  # noqa: F401 (oracle_process_score: re-exported)
     NoisyOracleScorer,
     ReaderScorer,
     calibrate_sigma,
@@ -52,17 +52,17 @@ from rubricflow.methods.roro.process_oracles import (  # noqa: F401 (oracle_proc
     oracle_process_score,
     warm_rubricor_rubrics,
 )
-from rubricflow.methods.roro.router import RouterMLP, save_router
-from rubricflow.methods.roro.routing import ConstantPolicy, RouterPolicy, RoutingEnv, Trajectory, model_fingerprint
-from rubricflow.methods.roro.rubric_lm import load_rubric_lm
-from rubricflow.methods.roro.rubricor import load_rubrics
-from rubricflow.methods.roro.step_models import make_env
-from rubricflow.methods.roro.task import Problem
+from rubricflow.methods.roro.router.mlp import RouterMLP, save_router
+from rubricflow.methods.roro.env.routing import ConstantPolicy, RouterPolicy, RoutingEnv, Trajectory, model_fingerprint
+from rubricflow.methods.roro.judge.lm import load_rubric_lm
+from rubricflow.methods.roro.judge.rubricor import load_rubrics
+from rubricflow.methods.roro.env.step_models import make_env
+from rubricflow.methods.roro.env.task import Problem
 from rubricflow.ranks import process_rank
 
 
 class RouterAdapter:
-    """``PolicyAdapter`` for ``rubricflow.methods.roro.router.RouterMLP``: log-prob of each recorded decision."""
+    """``PolicyAdapter`` for ``rubricflow.methods.roro.router.mlp.RouterMLP``: log-prob of each recorded decision."""
 
     def __init__(self, module: torch.nn.Module):
         self.module = module
@@ -309,13 +309,13 @@ def router_runs(rc: RoRoConfig) -> list[RouterRun]:
 
 def dose_scorers(rc: RoRoConfig, methods: set[str], env: RoutingEnv) -> tuple[dict, dict]:
     """The scorers of the dose-response methods among ``methods`` and what they were built from: ``oracle-noisy``
-    with its noise scale calibrated on the stored val process pairs (``process_oracles.calibrate_sigma``, noise
+    with its noise scale calibrated on the stored val process pairs (``env.oracles.calibrate_sigma``, noise
     seeded by ``rc.seed``), ``exact-reader`` under the warm Rubricor's rubrics (``rubricor_judge.seed``) for the
     train, val and test problems. Returns ``(scorers, info)``; ``info`` goes into the resume key and the summary."""
-    from rubricflow.methods.roro.pairs import read_trajectory_pairs
+    from rubricflow.methods.roro.judge.pairs import read_trajectory_pairs
     from rubricflow.methods.roro.paths import pairs_path, trajectories_path
-    from rubricflow.methods.roro.rubricor import problem_views
-    from rubricflow.methods.roro.trajectories import read_trajectories
+    from rubricflow.methods.roro.judge.rubricor import problem_views
+    from rubricflow.methods.roro.env.trajectories import read_trajectories
 
     scorers, info = {}, {}
     if not methods & {"oracle-noisy", "exact-reader"}:

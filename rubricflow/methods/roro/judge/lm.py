@@ -10,7 +10,7 @@ from models.generation import GenRequest, TransformersGenerator
 from models.loader import load_policy
 from models.tiny import TinyDims, build_tiny_text, save
 from rubricflow.methods.roro.config import RubricLMConfig
-from rubricflow.methods.roro.prompts import ADDED_TOKENS, chat
+from rubricflow.methods.roro.judge.prompts import ADDED_TOKENS, chat
 from rubricflow.sft import SFTExample, train_sft
 
 

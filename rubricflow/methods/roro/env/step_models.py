@@ -13,16 +13,16 @@ import torch
 from models.loader import load_policy
 from models.tiny import TinyDims, build_tiny_text, save
 from rubricflow.methods.roro.config import RoRoConfig, StepModelConfig
-from rubricflow.methods.roro.problems import problems
-from rubricflow.methods.roro.routing import RoutingEnv, StepCache, model_fingerprint
-from rubricflow.methods.roro.steps import (
+from rubricflow.methods.roro.env.problems import problems
+from rubricflow.methods.roro.env.routing import RoutingEnv, StepCache, model_fingerprint
+from rubricflow.methods.roro.env.step_lm import (
     INSTRUCTION,
     TransformersStepModel,
     VLLMStepModel,
     prefix_text,
     solution_prompt,
 )
-from rubricflow.methods.roro.task import Problem, check_step
+from rubricflow.methods.roro.env.task import Problem, check_step
 from rubricflow.sft import SFTExample, train_sft
 
 

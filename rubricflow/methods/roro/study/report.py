@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from rubricflow.io import save_figure
-from rubricflow.methods.roro.curves import pair_range_aucs
+from rubricflow.methods.roro.router.curves import pair_range_aucs
 from rubricflow.study.spec import StudySpec
 from rubricflow.study.stats import t_interval
 
@@ -126,7 +126,7 @@ def _end_points(anchors: Mapping) -> list[tuple[float, float]]:
 def curve_bands(results: Sequence[Mapping], points: str = "points", anchors: str = "anchors") -> dict[str, dict]:
     """Per variant: each seed's hull read on ``COST_GRID``, and the mean and 95% t-interval per grid cost (outcome
     accuracy; ``points="chain_points", anchors="chain_anchors"``: chain-exact accuracy)."""
-    from rubricflow.methods.roro.curves import hull, interpolate
+    from rubricflow.methods.roro.router.curves import hull, interpolate
 
     by: dict[str, list[list[float]]] = {}
     for r in results:
