@@ -129,3 +129,21 @@ def test_the_routers_advantage_scaling_keeps_the_cost_weight_acting():
     assert small[0] < 0.1 * small[1]  # at a small weight the cost-only group barely moves the router
     assert big[0] / small[0] > 10  # and it grows with the weight
     assert config_from_dict({}).roro.router.grpo.scale_rewards == "batch"
+
+
+def test_the_router_resume_key_follows_the_sections_declarations():
+    """What may differ between an interrupted router run and its resumption comes from the section's declarations
+    (outputs, resumable GRPO fields), not a hand list; the cost weights travel with the run."""
+    from rubricflow.config import config_from_dict
+    from rubricflow.grpo.checkpoint import resume_key
+    from rubricflow.methods.roro.router.train import RouterRun, resume_parts
+
+    rc = config_from_dict({}).roro.router
+    run = RouterRun("roro-cw0.2", 1.0, 0.2, "roro")
+    base = resume_key(resume_parts(run, rc, 1, ["m"], []))
+    same = rc.model_copy(update={"checkpoint_dir": "elsewhere", "cost_weight": 0.5, "sweep_cost_weights": [0.1],
+                                 "grpo": rc.grpo.model_copy(update={"steps": 999, "checkpoint_every": 3})})
+    assert resume_key(resume_parts(run, same, 1, ["m"], [])) == base
+    other = rc.model_copy(update={"grpo": rc.grpo.model_copy(update={"lr": 0.5})})
+    assert resume_key(resume_parts(run, other, 1, ["m"], [])) != base
+    assert resume_key(resume_parts(RouterRun("roro-cw0.5", 1.0, 0.5, "roro"), rc, 1, ["m"], [])) != base

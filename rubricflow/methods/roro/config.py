@@ -273,6 +273,8 @@ def _router_grpo() -> GRPOConfig:
 
 
 class RouterConfig(Section):
+    outputs = frozenset({"checkpoint_dir"})
+
     hidden: int = Field(128, ge=1, description="Router MLP hidden units (paper: 128).")
     init_call_bias: float = Field(0.0, description="Initial logit of 'call LRM' (0: P = 0.5 at the start).")
     grpo: GRPOConfig = Field(default_factory=_router_grpo, description="GRPO for the router (shared updater).")

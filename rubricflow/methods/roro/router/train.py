@@ -177,12 +177,11 @@ TRAINING_CODE = ("rubricflow.methods.roro", "rubricflow.grpo")
 def resume_parts(run: RouterRun, rcfg, seed: int, fingerprints: list[str], problems: list[Problem],
                  extra: dict | None = None) -> dict:
     """The resume key's parts (``rubricflow.grpo.checkpoint.resume_key``): the run (tag, weights), the seed, the
-    router section (without output fields and the checkpoint cadence), the model fingerprints (step models, Judge,
+    router section (without its operational, output and resumable fields: ``Section``; and without the cost weights,
+    which ``run`` carries), the model fingerprints (step models, Judge,
     rubrics), the training problems, the training code, and ``extra`` (the task / steps / Judge-scoring sections
     the caller built the environment and the scorer from)."""
-    router = rcfg.model_dump(mode="json", exclude={"checkpoint_dir", "sweep_cost_weights", "cost_weight"})
-    for k in ("checkpoint_every", "keep_checkpoints"):
-        router["grpo"].pop(k, None)
+    router = {k: v for k, v in rcfg.resume_dump().items() if k not in ("sweep_cost_weights", "cost_weight")}
     return {"run": [run.tag, run.process_weight, run.cost_weight, run.method], "seed": seed, "router": router,
             "models": list(fingerprints), "problems": [asdict(p) for p in problems],
             "code": code_hash(*TRAINING_CODE), **(extra or {})}
