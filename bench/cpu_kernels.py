@@ -30,10 +30,10 @@ from pathlib import Path
 _CHILD = """
 import json, sys
 from pathlib import Path
-import rubricflow.env  # noqa: F401
+import rubricflow.util.env  # noqa: F401
 from rubricflow.config import load_config
-from rubricflow.hashing import content_hash
-from rubricflow.policy_start import build_base, warm_start
+from rubricflow.util.hashing import content_hash
+from rubricflow.training.policy_start import build_base, warm_start
 cfg = load_config("params.yaml")
 seed, out = int(sys.argv[1]), Path(sys.argv[2])
 build_base(cfg.models, cfg.data, out / "base", seed)
@@ -46,11 +46,11 @@ print("RESULT " + json.dumps({"val": sft["accuracy_after"], "weights": content_h
 _CHILD_DR = """
 import json, sys
 from pathlib import Path
-import rubricflow.env  # noqa: F401
+import rubricflow.util.env  # noqa: F401
 from rubricflow.config import load_config
-from rubricflow.hashing import content_hash
+from rubricflow.util.hashing import content_hash
 from rubricflow.methods.deltarubric.study import BUDGET, build_start
-from rubricflow.stage import apply_overrides
+from rubricflow.pipeline.stage import apply_overrides
 seed, out = int(sys.argv[1]), Path(sys.argv[2])
 cfg = apply_overrides(load_config("params.yaml"), {"seed": seed, **BUDGET})
 r = build_start(cfg, seed, out, out)
@@ -63,9 +63,9 @@ print("RESULT " + json.dumps({"val": val, "weights": content_hash(out / "sft" / 
 _CHILD_SWITCH = """
 import json, sys
 from pathlib import Path
-import rubricflow.env  # noqa: F401
+import rubricflow.util.env  # noqa: F401
 from rubricflow.config import load_config
-from rubricflow.hashing import content_hash
+from rubricflow.util.hashing import content_hash
 from rubricflow.methods.rucl.study import build_start
 from rubricflow.methods.rucl.train import run_training
 cfg = load_config("params.yaml")

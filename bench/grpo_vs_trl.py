@@ -32,9 +32,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 os.environ.setdefault("RUBRICFLOW_THREADS", "1")
 
-import rubricflow.env  # noqa: E402
+import rubricflow.util.env  # noqa: E402
 
-rubricflow.env.configure_threads()
+rubricflow.util.env.configure_threads()
 
 import torch  # noqa: E402
 

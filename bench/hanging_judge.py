@@ -19,7 +19,7 @@ from __future__ import annotations
 import argparse
 import time
 
-import rubricflow.env  # noqa: F401  (project-local caches before anything else)
+import rubricflow.util.env  # noqa: F401  (project-local caches before anything else)
 from rubricflow.judge import JudgeConfig, JudgeRequest, Rubric, make_judge
 from rubricflow.judge.config import OpenAIJudgeConfig
 from rubricflow.testing.judge_server import LoopbackJudgeServer

@@ -46,7 +46,7 @@ import tempfile
 import time
 from pathlib import Path
 
-import rubricflow.env  # noqa: F401  (project-local caches before anything else)
+import rubricflow.util.env  # noqa: F401  (project-local caches before anything else)
 
 TIERS = {"W11": "foundational", "W14": "foundational", "W01": "foundational", "W06": "foundational",
          "W02": "foundational", "W04": "advanced", "W05": "advanced", "W07": "advanced", "W09": "advanced"}
@@ -130,7 +130,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--monitor", type=int, default=16, help="rucl.reward.advanced_monitor of streamed+monitor")
     ap.add_argument("--modes", nargs="+", choices=MODES, default=list(MODES), help="modes to run (sequential always)")
     args = ap.parse_args(argv)
-    rubricflow.env.configure_threads()
+    rubricflow.util.env.configure_threads()
     load0 = os.getloadavg()[0]
 
     server, base_url = start_server(*args.latency_ms, args.concurrency)

@@ -28,7 +28,7 @@ import subprocess
 import sys
 import time
 
-import rubricflow.env  # noqa: F401  (project-local caches before anything else)
+import rubricflow.util.env  # noqa: F401  (project-local caches before anything else)
 from rubricflow.judge.config import OpenAIJudgeConfig
 from rubricflow.judge.openai_backend import OpenAIJudge
 from rubricflow.judge.protocol import JudgeRequest, Rubric, status_counts

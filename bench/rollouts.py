@@ -40,9 +40,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("RUBRICFLOW_THREADS", "1")
 
-import rubricflow.env  # noqa: E402
+import rubricflow.util.env  # noqa: E402
 
-rubricflow.env.configure_threads()
+rubricflow.util.env.configure_threads()
 
 VLLM_PY = ROOT / ".venv-vllm" / "bin" / "python"
 

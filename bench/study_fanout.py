@@ -36,7 +36,7 @@ from pathlib import Path
 
 import yaml
 
-import rubricflow.env  # noqa: F401  (project-local caches before anything else)
+import rubricflow.util.env  # noqa: F401  (project-local caches before anything else)
 from rubricflow.testing.study_units import FROM_ENV, SECONDS_VAR, attempts
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -7,7 +7,7 @@ run of the stage), ``metrics`` are fnmatch patterns. Deployed as ``compare/compa
 
 # No `from __future__ import annotations`: Prefect reads the annotations as objects to build the form's schema.
 
-import rubricflow.env  # noqa: F401  (project-local state before prefect loads)
+import rubricflow.util.env  # noqa: F401  (project-local state before prefect loads)
 import tasks  # noqa: F401  (Prefect defaults of the orchestration layer, before prefect loads)
 
 from typing import Literal, Optional

@@ -14,7 +14,7 @@ experiment in a temporary worktree (tasks/dvc_stages.py). Independent stages run
 # No `from __future__ import annotations` here: Prefect reads the generated flow's annotations as objects to build
 # its parameter schema, and they refer to models created inside make_flow.
 
-import rubricflow.env  # noqa: F401  (project-local state before prefect loads)
+import rubricflow.util.env  # noqa: F401  (project-local state before prefect loads)
 import tasks  # noqa: F401  (Prefect defaults of the orchestration layer, before prefect loads)
 
 from typing import Literal, Optional

@@ -20,14 +20,14 @@ and exits 130), then DVC fails the stage, writes no ``dvc.lock`` entry for it an
 command started, DVC unwinds on the interrupt. A group still running after ``STOP_GRACE_S`` gets SIGTERM, then
 SIGKILL. ``repro`` then exits with ``128 + signal``; a rerun resumes (DVC reruns the interrupted stages).
 
-Opt-in pipelines (``rubricflow.workspace.OPT_IN``: studies/dvc.yaml, smol/dvc.yaml) are hidden from DVC by the root
-.dvcignore, so that ``dvc status``, ``dvc checkout`` and ``dvc exp show`` cover the main pipeline;
-``rubricflow.workspace.opt_in`` writes the untracked ``<dir>/.dvcignore`` that re-includes one, and a target in one
-opts in by itself. ``exp_show_drop`` is the column
+Opt-in pipelines (``rubricflow.pipeline.workspace.OPT_IN``: studies/dvc.yaml, smol/dvc.yaml) are hidden from DVC by the
+root .dvcignore, so that ``dvc status``, ``dvc checkout`` and ``dvc exp show`` cover the main pipeline;
+``rubricflow.pipeline.workspace.opt_in`` writes the untracked ``<dir>/.dvcignore`` that re-includes one, and a target in
+one opts in by itself. ``exp_show_drop`` is the column
 filter of ``rubricflow exps`` (the readable ``dvc exp show``).
 
 One ``repro`` at a time per project: a second one started while the first runs is refused with the first one's pid
-(``rubricflow.workspace.ReproBusy``) before it opens a log, so it can't clobber the first run's stage logs.
+(``rubricflow.pipeline.workspace.ReproBusy``) before it opens a log, so it can't clobber the first run's stage logs.
 """
 
 from __future__ import annotations
@@ -45,8 +45,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-from rubricflow.env import PROJECT_ROOT, STATE_DIR
-from rubricflow.workspace import ProjectLock, opt_in_targets
+from rubricflow.pipeline.workspace import ProjectLock, opt_in_targets
+from rubricflow.util.env import PROJECT_ROOT, STATE_DIR
 
 TIMES_FILE = STATE_DIR / "repro-times.json"
 PRIOR_TIMES_FILE = PROJECT_ROOT / "infra" / "local" / "repro-times.json"

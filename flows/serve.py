@@ -16,7 +16,7 @@ background (infra/local/ui.sh).
 
 from __future__ import annotations
 
-import rubricflow.env  # noqa: F401  (project-local state before prefect loads)
+import rubricflow.util.env  # noqa: F401  (project-local state before prefect loads)
 import tasks  # noqa: F401  (Prefect defaults of the orchestration layer, before prefect loads)
 
 import os
@@ -26,7 +26,7 @@ from pathlib import Path
 
 import yaml
 
-from rubricflow.env import PROJECT_ROOT
+from rubricflow.util.env import PROJECT_ROOT
 
 POOL = "rubricflow-local"
 

@@ -13,7 +13,7 @@ Every unit logs an MLflow child run under one parent run per flow run; the repor
 written when all units are done. Run it directly: ``python -m flows.study``.
 """
 
-import rubricflow.env  # noqa: F401  (project-local state before prefect loads)
+import rubricflow.util.env  # noqa: F401  (project-local state before prefect loads)
 import tasks  # noqa: F401  (Prefect defaults of the orchestration layer, before prefect loads)
 
 import contextlib
@@ -30,7 +30,7 @@ from pydantic import Field
 
 from flows.params import profile_choice
 from rubricflow.config import DEFAULT_PROFILE, ConfigError, load_config
-from rubricflow.env import configure_threads
+from rubricflow.util.env import configure_threads
 from rubricflow.study.harness import (
     SharedOutputsMissing,
     Unit,

@@ -4,7 +4,7 @@
 method declares (``rubricflow.registry``: ``Method.sections``, defined in ``rubricflow/methods/<name>/config.py``)
 and the ``study`` section made of every method's declared studies. Only entry points (``tasks/``, ``flows/``) and
 tests import this module; core code receives the section(s) it needs from the stage framework
-(``rubricflow.stage``), which ``tests/test_layers.py`` checks. The model is built when this module is first
+(``rubricflow.pipeline.stage``), which ``tests/test_layers.py`` checks. The model is built when this module is first
 imported: a method registered at run time (``rubricflow.registry.register``) must be registered before, or the
 config recomposed with :func:`compose`.
 
@@ -29,10 +29,10 @@ import yaml
 from pydantic import BaseModel, Field, ValidationError, create_model
 
 from rubricflow import registry
-from rubricflow.io import atomic_write_text
 from rubricflow.judge.config import JudgeConfig
 from rubricflow.study.spec import compose_study_config
-from rubricflow.yamlload import AliasExpansionError, DuplicateKeyError, load_yaml, yaml_error_line
+from rubricflow.util.io import atomic_write_text
+from rubricflow.util.yamlload import AliasExpansionError, DuplicateKeyError, load_yaml, yaml_error_line
 from rubricflow.sections import (
     ClusterConfig,
     ConfigError,
@@ -268,7 +268,7 @@ def config_sources(root: str | os.PathLike | None = None) -> list[str]:
     default study. DVC's ``params`` stages depend on exactly these (tests/ops/test_dvc.py checks it)."""
     import inspect
 
-    from rubricflow.env import PROJECT_ROOT
+    from rubricflow.util.env import PROJECT_ROOT
 
     root = Path(root or PROJECT_ROOT).resolve()
     modules: set = {inspect.getmodule(compose), inspect.getmodule(compose_study_config)}

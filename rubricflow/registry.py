@@ -25,8 +25,8 @@ from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
 
-from rubricflow.commands import Command
-from rubricflow.stage import StageSpec
+from rubricflow.pipeline.commands import Command
+from rubricflow.pipeline.stage import StageSpec
 
 ENTRY_POINT_GROUP = "rubricflow.methods"
 

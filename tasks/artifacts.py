@@ -1,7 +1,7 @@
 """What a flow run shows in the Prefect UI: live progress, the run report, the plots.
 
-* :class:`ProgressMirror` is a ``rubricflow.progress`` listener: every ``with progress(desc, total)`` block inside a
-  stage (SFT steps, GRPO steps, data generation ...) gets a Prefect progress artifact that follows it.
+* :class:`ProgressMirror` is a ``rubricflow.pipeline.progress`` listener: every ``with progress(desc, total)`` block
+  inside a stage (SFT steps, GRPO steps, data generation ...) gets a Prefect progress artifact that follows it.
 * :func:`report_markdown` builds the run report: per stage whether it ran, was cached or is not registered yet,
   its duration and key metrics, the lines the methods add (``Method.report_lines``: RuCL's curriculum transition
   step), and links to the MLflow
@@ -36,7 +36,7 @@ def artifact_key(*parts: str) -> str:
 
 
 class ProgressMirror:
-    """rubricflow.progress listener -> one Prefect progress artifact per progress description.
+    """rubricflow.pipeline.progress listener -> one Prefect progress artifact per progress description.
 
     A failing Prefect API call must not stop training: it is logged once per description and the mirror stops
     updating that artifact.
@@ -82,8 +82,8 @@ class InjectedCrash(RuntimeError):
 class CrashHook:
     """Raise :class:`InjectedCrash` the first time the stage reports progress ``done >= k`` (first attempt only).
 
-    Progress reports reach listeners at most every ~2 s (rubricflow.progress), so the crash happens at the first
-    report at or after step ``k``; checkpoints written before it are what the retry resumes from.
+    Progress reports reach listeners at most every ~2 s (rubricflow.pipeline.progress), so the crash happens at the
+    first report at or after step ``k``; checkpoints written before it are what the retry resumes from.
     """
 
     def __init__(self, stage: str, at: int):

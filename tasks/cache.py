@@ -1,12 +1,12 @@
 """The stage tasks' Prefect cache policy: rerunning a flow with the same inputs skips finished stages.
 
 ``STAGE_CACHE = (INPUTS - "cfg" - "pipeline") + StageInputsPolicy()``: the task's plain inputs (stage name, tracking
-flag) plus the key of :mod:`rubricflow.stage_inputs` (declared params, dep file contents, stage source), computed when the task
-starts, i.e. after the upstream stages wrote their outputs. The whole ``Config`` is *not* hashed: changing
+flag) plus the key of :mod:`rubricflow.pipeline.inputs` (declared params, dep file contents, stage source), computed
+when the task starts, i.e. after the upstream stages wrote their outputs. The whole ``Config`` is *not* hashed: changing
 ``rucl.reward.mode`` must not rerun ``data``.
 
 Results (the stage's metrics dict) and cache records are persisted under ``$PREFECT_HOME/storage`` (inside
-``.rubricflow/`` by ``rubricflow.env``), so the cache works across flow runs and across (temporary) servers.
+``.rubricflow/`` by ``rubricflow.util.env``), so the cache works across flow runs and across (temporary) servers.
 A cache hit whose declared outputs were deleted meanwhile is not trusted: :func:`tasks.pipeline.run_pipeline`
 runs such a stage with ``refresh_cache=True``, which recomputes it and overwrites the record under the same key.
 """
@@ -19,7 +19,7 @@ from typing import Any
 from prefect.cache_policies import INPUTS, CachePolicy
 
 from rubricflow import registry
-from rubricflow.stage_inputs import spec_inputs
+from rubricflow.pipeline.inputs import spec_inputs
 
 
 def inputs_for(stage: str, cfg):
@@ -29,7 +29,7 @@ def inputs_for(stage: str, cfg):
 
 @dataclass
 class StageInputsPolicy(CachePolicy):
-    """Key = hash of the stage's declared inputs (see rubricflow.stage_inputs)."""
+    """Key = hash of the stage's declared inputs (see rubricflow.pipeline.inputs)."""
 
     def compute_key(self, task_ctx, inputs: dict[str, Any], flow_parameters: dict[str, Any], **kwargs) -> str | None:
         stage, cfg = inputs.get("stage"), inputs.get("cfg")

@@ -150,9 +150,9 @@ def _params_profile(dvc_file: str, pipe_profile: str | None) -> str:
 
 @contextlib.contextmanager
 def _locked(root: Path, ws):
-    """``ws`` under the project's repro lock (``rubricflow.workspace``): a second writer of the workspace is refused, naming
-    the first one's pid."""
-    from rubricflow.workspace import ProjectLock
+    """``ws`` under the project's repro lock (``rubricflow.pipeline.workspace``): a second writer of the workspace is
+    refused, naming the first one's pid."""
+    from rubricflow.pipeline.workspace import ProjectLock
 
     with ProjectLock(root / ".rubricflow" / "repro.lock"):
         yield ws
@@ -167,7 +167,7 @@ def _run_dvc(pipe, specs, profile, overrides, flow_run_id, pipeline_id, logger):
         changes["profile"] = profile
     jobs = max(1, int(os.environ.get("RUBRICFLOW_RUN_JOBS", "2")))
     env = stage_env(pipeline_id, jobs, flow_run_id)
-    from rubricflow.workspace import opt_in_targets
+    from rubricflow.pipeline.workspace import opt_in_targets
 
     opt_in_targets([pipe.dvc_file], logger.info, root)  # an opt-in pipeline (smol/dvc.yaml): make DVC see it
     dag = stage_dag(root, [dvc_address(pipe.dvc_file, s.name) for s in specs])

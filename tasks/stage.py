@@ -5,7 +5,7 @@
 the pipeline's parent, keyed by ``$RUBRICFLOW_PIPELINE_ID`` which the flow sets; a variant applies its own
 overrides). Around the call it
 
-* mirrors ``rubricflow.progress`` into Prefect progress artifacts (:class:`tasks.artifacts.ProgressMirror`);
+* mirrors ``rubricflow.pipeline.progress`` into Prefect progress artifacts (:class:`tasks.artifacts.ProgressMirror`);
 * holds a ``judge-calls`` global concurrency slot when the stage calls judges (:mod:`tasks.concurrency`);
 * installs the crash hook ``RUBRICFLOW_INJECT_CRASH=<stage>:<k>`` (first attempt only; tests and drills);
 * is cached by :data:`tasks.cache.STAGE_CACHE` (declared params + dep file contents + stage source).
@@ -28,8 +28,8 @@ from prefect.context import TaskRunContext
 from prefect.tasks import exponential_backoff
 
 from rubricflow import registry
-from rubricflow import progress as rf_progress
 from rubricflow.config import Config
+from rubricflow.pipeline import progress as rf_progress
 from tasks.artifacts import CrashHook, ProgressMirror
 from tasks.cache import STAGE_CACHE, inputs_for
 from tasks.concurrency import JUDGE_LIMIT

@@ -7,9 +7,9 @@ os.environ.setdefault("RUBRICFLOW_THREADS", "1")
 # Ray tests' clusters stay on loopback (tests/flows/test_study_ray.py)
 os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
 
-import rubricflow.env  # noqa: E402  (sets cache/state variables before torch, prefect or mlflow load)
+import rubricflow.util.env  # noqa: E402  (sets cache/state variables before torch, prefect or mlflow load)
 
-rubricflow.env.configure_threads()
+rubricflow.util.env.configure_threads()
 
 
 import pytest  # noqa: E402

@@ -4,7 +4,7 @@ import threading
 
 import pytest
 
-from rubricflow.answers import answers_match, normalize_choice, outcome_score
+from rubricflow.evaluation.answers import answers_match, normalize_choice, outcome_score
 
 
 @pytest.mark.parametrize(

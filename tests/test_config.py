@@ -139,7 +139,7 @@ def test_duplicate_keys_are_refused_in_every_mapping_with_both_lines(tmp_path):
 
 
 def test_merge_keys_and_overrides_next_to_them_are_not_duplicates(tmp_path):
-    from rubricflow.yamlload import load_yaml
+    from rubricflow.util.yamlload import load_yaml
 
     doc = load_yaml("base: &b {steps: 2, lr: 0.1}\nsft:\n  <<: *b\n  steps: 5\n")
     assert doc["sft"] == {"steps": 5, "lr": 0.1}

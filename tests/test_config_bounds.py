@@ -8,7 +8,7 @@ from typer.testing import CliRunner
 
 from flows.cli import app
 from rubricflow.config import ConfigError, config_from_dict, load_config
-from rubricflow.yamlload import AliasExpansionError, NestingTooDeepError, load_yaml
+from rubricflow.util.yamlload import AliasExpansionError, NestingTooDeepError, load_yaml
 
 
 def laughs(levels: int = 9, width: int = 9) -> str:

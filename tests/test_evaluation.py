@@ -1,10 +1,10 @@
-"""The sampled readouts RL moves first (rubricflow.evaluation): sampled accuracy, pass@k and clean pass@k by hand,
-per task and per question type."""
+"""The sampled readouts RL moves first (rubricflow.evaluation.heldout): sampled accuracy, pass@k and clean pass@k by
+hand, per task and per question type."""
 
 import pytest
 
 from rubricflow.data.schema import Sample
-from rubricflow.evaluation import group_keys, greedy_metrics, sampled_metrics
+from rubricflow.evaluation.heldout import group_keys, greedy_metrics, sampled_metrics
 
 COUNT = {"perception": [["red", 2], ["blue", 1]], "intermediate": [], "target": "red", "question_type": "count"}
 DIFF = {"perception": [["A", 5], ["B", 2], ["C", 4]], "intermediate": [["max", 5], ["min", 2], ["diff", 3]],
@@ -41,7 +41,7 @@ TALLEST = {"perception": [["A", 5], ["B", 2], ["C", 4]], "intermediate": [["max"
 
 
 def test_answer_facts_are_the_values_the_answer_uses():
-    from rubricflow.trace_check import answer_facts
+    from rubricflow.evaluation.trace_check import answer_facts
 
     assert answer_facts({**COUNT, "task": "counting"}) == {"red": 2}
     assert answer_facts({**TALLEST, "task": "barchart"}) == {"A": 5, "max": 5}
@@ -54,7 +54,7 @@ def test_answer_facts_are_the_values_the_answer_uses():
 
 
 def test_answer_relevant_flaws_ignore_unused_misreads_and_catch_shortcuts():
-    from rubricflow.trace_check import answer_relevant_flaws, trace_flaws
+    from rubricflow.evaluation.trace_check import answer_relevant_flaws, trace_flaws
 
     count = {**COUNT, "task": "counting"}
     off_target = r"red = 2, blue = 3. so red = 2. \boxed{2}"  # misreads blue, which the answer does not use

@@ -1,12 +1,12 @@
-"""The ``generation`` section bound to the factory (rubricflow.generation.generator_for)."""
+"""The ``generation`` section bound to the factory (rubricflow.training.generation.generator_for)."""
 
 import pytest
 
 from models.generation.cached import CachedSampler
 from models.generation.hf import TransformersGenerator
-from rubricflow.generation import generator_for
 from rubricflow.sections import GenerationConfig
 from rubricflow.testing.toy_task import build_toy_policy
+from rubricflow.training.generation import generator_for
 
 
 def test_generation_backend_cached_builds_the_cached_backend_for_a_text_policy():

@@ -1,11 +1,11 @@
-"""rubricflow.io: atomic writers and staged directories."""
+"""rubricflow.util.io: atomic writers and staged directories."""
 
 import json
 import os
 
 import pytest
 
-from rubricflow import io as rio
+from rubricflow.util import io as rio
 
 
 def _leftovers(d):

@@ -10,8 +10,8 @@ import pytest
 import torch
 import typer
 
-from rubricflow import io as rio
-from rubricflow.stage import StageContext, stage
+from rubricflow.pipeline.stage import StageContext, stage
+from rubricflow.util import io as rio
 
 
 @pytest.fixture
@@ -98,7 +98,7 @@ def test_a_self_referencing_yaml_alias_is_one_line_naming_the_key(tmp_path):
     msg = str(e.value)
     assert msg.startswith(f"{p}: not valid YAML: key `judge.openai.extra_body.nested` (line 5) refers to an anchor")
     assert "\n" not in msg
-    from rubricflow.yamlload import load_yaml
+    from rubricflow.util.yamlload import load_yaml
 
     assert load_yaml("base: &b {x: 1}\nc: *b\nd: {<<: *b, y: 2}\n") == {"base": {"x": 1}, "c": {"x": 1},
                                                                        "d": {"x": 1, "y": 2}}
@@ -152,7 +152,7 @@ def test_the_cli_prints_a_missing_backend_a_failed_fetch_and_a_taken_port_as_one
 def test_every_declared_stage_output_names_a_folder_setting_of_the_config():
     from rubricflow import registry
     from rubricflow.config import load_config
-    from rubricflow.stage import _dotted
+    from rubricflow.pipeline.stage import _dotted
 
     cfg = load_config("params.yaml")
     declared = {spec.name: spec.outputs for spec in registry.stages().values() if spec.outputs}

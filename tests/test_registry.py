@@ -4,8 +4,8 @@ registration that cannot work."""
 import pytest
 
 from rubricflow import registry
+from rubricflow.pipeline.stage import StageContext, stage
 from rubricflow.sections import Section
-from rubricflow.stage import StageContext, stage
 
 
 def test_the_built_in_methods_in_registration_order():

@@ -1,11 +1,12 @@
-"""The SFT learning-rate schedule (rubricflow.sft.lr_factor), by hand; the SFT stage on a text policy with LoRA."""
+"""The SFT learning-rate schedule (rubricflow.training.sft.lr_factor), by hand; the SFT stage on a text policy with
+LoRA."""
 
 import math
 import re
 
 import pytest
 
-from rubricflow.sft import lr_factor
+from rubricflow.training.sft import lr_factor
 
 
 def test_warmup_then_constant():
@@ -35,12 +36,12 @@ def test_the_sft_stage_warm_starts_a_text_policy_with_lora_and_saves_a_plain_che
 
     from models.tiny import TinyDims, build_tiny_text, save
     from rubricflow.methods.foundation import stages as foundation
-    from rubricflow.policy_start import sft_examples
+    from rubricflow.training.policy_start import sft_examples
     from rubricflow.data.arith import DEMO
     from rubricflow.data.schema import read_dataset
     from rubricflow.data.traces import render_trace
     from rubricflow.sections import DataConfig, GenerationConfig, ModelsConfig, SFTConfig
-    from rubricflow.stage import StageContext
+    from rubricflow.pipeline.stage import StageContext
 
     ctx = StageContext(reports_dir=tmp_path / "reports", artifacts_dir=tmp_path / "artifacts")
     data = DataConfig.model_validate({"out_dir": str(tmp_path / "data"), "tasks": ["arith"], "min_split_size": 4,

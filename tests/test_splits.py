@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from rubricflow.data.synthetic import build_synthetic_dataset
-from rubricflow.splits import TestSplitAccess, check_split, forbid_test_split
+from rubricflow.pipeline.splits import TestSplitAccess, check_split, forbid_test_split
 
 # Stages allowed to read test: generating and gating the data, and the final evaluations. A stage added here must be
 # an evaluation that chooses nothing.
@@ -40,8 +40,8 @@ def test_the_guard_refuses_test_rows_and_all_rows_naming_the_stage(tmp_path):
 def test_a_guarded_stage_that_reads_test_fails_and_an_evaluation_stage_may(tmp_path):
     from rubricflow.config import load_config
     from rubricflow.data.schema import read_dataset
+    from rubricflow.pipeline.stage import StageContext, stage
     from rubricflow.sections import DataConfig
-    from rubricflow.stage import StageContext, stage
 
     build_synthetic_dataset(tmp_path / "d", ["counting"], {"train": 1, "val": 1, "test": 1, "calib": 0}, 0, 56)
 

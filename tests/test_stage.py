@@ -7,8 +7,8 @@ import json
 
 def _stage_and_cfg(tmp_path):
     from rubricflow.config import load_config
+    from rubricflow.pipeline.stage import StageContext, stage
     from rubricflow.sections import DataConfig
-    from rubricflow.stage import StageContext, stage
 
     calls = []
 
@@ -43,7 +43,7 @@ def test_other_ranks_run_the_stage_but_publish_nothing(tmp_path, monkeypatch):
 
 
 def test_process_rank_prefers_the_initialised_process_group(monkeypatch):
-    from rubricflow.ranks import process_rank
+    from rubricflow.training.ranks import process_rank
 
     monkeypatch.setenv("RANK", "3")
     assert process_rank() == 3  # no process group in this test process: the launcher's RANK

@@ -3,7 +3,7 @@
 import json
 
 from rubricflow.config import load_config
-from rubricflow.summary import key_lines
+from rubricflow.pipeline.summary import key_lines
 
 
 def _write(path, obj):
@@ -81,7 +81,7 @@ def test_summary_skips_pipelines_that_did_not_run(tmp_path):
 def test_the_readme_block_is_rewritten_between_its_markers_only(tmp_path):
     import pytest
 
-    from rubricflow.summary import README_BEGIN, README_END, readme_block, write_readme_block
+    from rubricflow.pipeline.summary import README_BEGIN, README_END, readme_block, write_readme_block
 
     reports = tmp_path / "reports"
     reports.mkdir()

@@ -5,7 +5,7 @@ the methods' own commands, studies, operations and tools.
 way: command modules -> app), and this package imports them all.
 """
 
-import rubricflow.env  # noqa: F401  (project-local caches and telemetry off, before anything heavy)
+import rubricflow.util.env  # noqa: F401  (project-local caches and telemetry off, before anything heavy)
 
 from flows.cli import ops, stages, study, tools  # noqa: F401  (each registers its commands)
 from flows.cli.base import app, load_cfg, run_stage, state, usage_error

@@ -8,7 +8,7 @@ any work with a message naming the key.
 
 from __future__ import annotations
 
-import rubricflow.env  # noqa: F401  (project-local caches and telemetry off, before anything heavy)
+import rubricflow.util.env  # noqa: F401  (project-local caches and telemetry off, before anything heavy)
 
 import errno
 import inspect
@@ -69,7 +69,7 @@ def _parse_set(items: list[str]) -> dict:
     A value that is not valid YAML (or repeats a key) is an error naming the item, and so is a key given twice
     (``--set seed=1 --set seed=2`` would silently keep the last); type checks are the config's.
     """
-    from rubricflow.yamlload import load_yaml, yaml_error_line
+    from rubricflow.util.yamlload import load_yaml, yaml_error_line
 
     out = {}
     for item in items:
@@ -97,7 +97,7 @@ def main(
         raise usage_error(f"--threads: expected a positive integer, got {threads}")
     state.params, state.profile, state.overrides, state.track = params, profile, _parse_set(set_), not no_track
     try:
-        rubricflow.env.configure_threads(threads)
+        rubricflow.util.env.configure_threads(threads)
     except ValueError as e:  # $RUBRICFLOW_THREADS is not a positive integer
         raise usage_error(str(e)) from None
 
@@ -116,7 +116,7 @@ def run_stage(spec, **kw) -> dict:
     """Run a stage (a ``StageSpec`` or a stage name) with uniform error reporting: known errors print their message
     and exit non-zero."""
     from models.errors import RunFailed  # a missing backend, a server that did not start, a fetch that failed
-    from rubricflow.io import NotWritable
+    from rubricflow.util.io import NotWritable
     from rubricflow.config import ConfigError
     from rubricflow.data.validate import ValidationFailed
     from rubricflow.judge.errors import JudgeError  # preflight failed, failure budget exceeded
@@ -130,7 +130,7 @@ def run_stage(spec, **kw) -> dict:
     except (ValidationFailed, ConfigError, FileNotFoundError, ValueError, JudgeError, RunFailed, NotWritable) as e:
         typer.echo(f"error: {e}", err=True)
         raise typer.Exit(1) from None
-    except OSError as e:  # a full disk (rubricflow.io.DiskFull, a checkpoint save) names its file: one line
+    except OSError as e:  # a full disk (rubricflow.util.io.DiskFull, a checkpoint save) names its file: one line
         if e.errno != errno.ENOSPC:
             raise
         typer.echo(f"error: {e}", err=True)

@@ -42,7 +42,7 @@ def repro(
     running stage (no output written after it, no dvc.lock entry) and exit 128+signal; one repro per project."""
     import time
 
-    from rubricflow.workspace import ReproBusy
+    from rubricflow.pipeline.workspace import ReproBusy
     from flows.repro import repro as do_repro
 
     if jobs < 1:
@@ -71,8 +71,8 @@ def opt_in(
     """Make DVC see an opt-in pipeline (studies/dvc.yaml, smol/dvc.yaml), hidden by the root .dvcignore so that
     `dvc status`, `dvc checkout` and `dvc exp show` cover the main pipeline only. Writes (or with --off removes)
     the untracked <dir>/.dvcignore that re-includes the file; `rubricflow repro smol/dvc.yaml` opts in by itself."""
-    from rubricflow.workspace import OPT_IN
-    from rubricflow.workspace import opt_in as do_opt_in
+    from rubricflow.pipeline.workspace import OPT_IN
+    from rubricflow.pipeline.workspace import opt_in as do_opt_in
 
     try:
         changed = do_opt_in(name, on=not off)

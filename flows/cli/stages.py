@@ -2,8 +2,8 @@
 
 Every registered stage gets ``rubricflow <spec.cli>`` (and its older names as aliases), which runs the stage and
 prints its metrics. A method's ``Command`` (``Method.commands``) is a plain function taking a ``CommandContext`` and
-options annotated ``Annotated[type, Opt(...)]`` (``rubricflow.commands``); :func:`typer_command` turns it into a typer
-command. One with ``stage=`` replaces that stage's generated command (under the stage's CLI name and aliases).
+options annotated ``Annotated[type, Opt(...)]`` (``rubricflow.pipeline.commands``); :func:`typer_command` turns it into
+a typer command. One with ``stage=`` replaces that stage's generated command (under the stage's CLI name and aliases).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import typer
 
 from flows.cli.base import _reflow, load_cfg, run_stage, state
 from rubricflow import registry
-from rubricflow.commands import Command, CommandContext, CommandError, Opt
+from rubricflow.pipeline.commands import Command, CommandContext, CommandError, Opt
 
 
 def _context() -> CommandContext:

@@ -67,7 +67,7 @@ def summary(
         "(between its make-run-summary markers).")] = None,
 ):
     """Summarise the last pipeline run: stages, key metrics, how to open MLflow (back-fills dvc.lock tags)."""
-    from rubricflow.summary import print_summary, write_readme_block
+    from rubricflow.pipeline.summary import print_summary, write_readme_block
 
     cfg = load_cfg()
     if readme is not None:

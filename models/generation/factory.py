@@ -1,7 +1,7 @@
 """``make_generator``: the one place a generation backend is chosen by name.
 
-``rubricflow.generation.generator_for`` hands it the fields of the ``generation`` config section (this layer does
-not know the config sections).
+``rubricflow.training.generation.generator_for`` hands it the fields of the ``generation`` config section (this layer
+does not know the config sections).
 """
 
 from __future__ import annotations

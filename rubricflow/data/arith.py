@@ -7,7 +7,7 @@ A problem gives three named quantities and defines two computed ones, each by on
     gold trace:  a = 4, b = 3, c = 2. s = 3 * 2 = 6, t = 4 + 6 = 10. \\boxed{10}
 
 The names are given, the operations are stated, the numbers must be computed: every step of the solution is a
-``name = value`` claim that the programmatic judge and the strict verifier (``rubricflow.trace_check``) check
+``name = value`` claim that the programmatic judge and the strict verifier (``rubricflow.evaluation.trace_check``) check
 exactly. ``facts`` follow the synthetic tasks' layout (``rubricflow.data.traces``): the given quantities are the
 ``perception`` (what the problem states; for an image task what the image shows), the computed ones the
 ``intermediate`` values, plus ``steps``: ``[[key, op, x, y], ...]`` so a computed value can be checked against the
@@ -23,7 +23,7 @@ from __future__ import annotations
 import random
 
 # The task's one-shot demonstration: every prompt starts with this solved problem as an earlier user/assistant
-# exchange (rubricflow.evaluation.policy_requests), which shows the response format the checks read. Measured on
+# exchange (rubricflow.evaluation.heldout.policy_requests), which shows the response format the checks read. Measured on
 # SmolLM2-135M-Instruct (greedy): with only a written format instruction it answered in free prose (0 of 16 restated
 # a, b, c); with this exchange it restated them in most answers. With the working written out (s = 2 + 3 = 5) the
 # untrained model's val accuracy was 4 of 32 (12.5%), against 1 of 32 with bare values (s = 5): it computes better

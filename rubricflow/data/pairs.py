@@ -35,8 +35,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from rubricflow.data.schema import MANIFEST, SPLITS
-from rubricflow.io import write_json, write_parquet
-from rubricflow.splits import check_split
+from rubricflow.pipeline.splits import check_split
+from rubricflow.util.io import write_json, write_parquet
 
 PAIRS_PARQUET = "pairs.parquet"
 VERDICTS = ("A", "B")

@@ -15,8 +15,8 @@ from typing import Any, Literal
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from rubricflow.io import write_json, write_parquet
-from rubricflow.splits import check_split
+from rubricflow.pipeline.splits import check_split
+from rubricflow.util.io import write_json, write_parquet
 
 SPLITS = ("train", "val", "test", "calib")
 ANSWER_TYPES = ("int", "float", "choice", "text")
@@ -95,7 +95,7 @@ def read_table(data_dir: str | Path):
 
 def read_dataset(data_dir: str | Path, split: str | None = None, task: str | None = None) -> list[Sample]:
     """The samples of ``data_dir`` (of one split / task). Raises ``TestSplitAccess`` when a stage that may not read
-    the test split asks for it (rubricflow.splits)."""
+    the test split asks for it (rubricflow.pipeline.splits)."""
     check_split(split, str(data_dir))
     path = Path(data_dir) / PARQUET
     if not path.exists():

@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rubricflow.data.schema import ANSWER_TYPES, COLUMNS, PARQUET, SPLITS
-from rubricflow.io import write_json
 from rubricflow.sections import DataConfig
+from rubricflow.util.io import write_json
 
 
 class ValidationFailed(ValueError):

@@ -43,7 +43,7 @@ import numpy as np
 import torch
 
 from rubricflow.grpo.engine import Engine
-from rubricflow.hashing import code_hash, content_hash, part_hashes, resume_key  # noqa: F401  (re-exported)
+from rubricflow.util.hashing import code_hash, content_hash, part_hashes, resume_key  # noqa: F401  (re-exported)
 
 _STEP_RE = re.compile(r"^step-(\d{8})$")
 KEY_FILE = "key.json"
@@ -154,7 +154,7 @@ class CheckpointManager:
                 os.rename(self.root, aside)
                 log.warning("checkpoint %s %s; starting fresh (the old checkpoints were moved to %s)",
                             self.root, why, aside)
-            from rubricflow.io import write_json
+            from rubricflow.util.io import write_json
 
             self.root.mkdir(parents=True, exist_ok=True)
             write_json(key_f, current)

@@ -16,7 +16,7 @@ DeepSpeed on CPU (see ../shared/notes/cpu-stack.md):
 * ``gloo`` is the CPU backend; gradient accumulation is *unmanaged* (``managed_gradient_accumulation=false``), so
   ``step()`` is the one accumulation boundary whatever the number of micro-batches;
 * first use JIT-compiles ops (the shm all-reduce op on every ``deepspeed.comm`` start, cpu_adam when offloading)
-  into ``TORCH_EXTENSIONS_DIR``, which ``rubricflow.env`` points into ``.rubricflow/`` so the cost is paid once.
+  into ``TORCH_EXTENSIONS_DIR``, which ``rubricflow.util.env`` points into ``.rubricflow/`` so the cost is paid once.
 """
 
 from __future__ import annotations

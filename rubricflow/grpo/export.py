@@ -51,7 +51,7 @@ def save_policy(module: torch.nn.Module, processor, out_dir: str | Path) -> Path
     """Collective: write ``module`` (consolidated) and ``processor`` to ``out_dir`` from rank 0 only; the other ranks
     wait until it is there. Returns the folder on rank 0, None elsewhere."""
     from models.tiny import save
-    from rubricflow.io import staged_dir
+    from rubricflow.util.io import staged_dir
 
     sd = full_state_dict(module)
     rank, world = _rank_world()

@@ -156,7 +156,7 @@ def probe_requests(samples: Sequence[Any], kinds: Sequence[str], rubrics: Sequen
 def write_labelled(path: str | Path, requests: Sequence[JudgeRequest], reference: Sequence[Judgment]) -> int:
     """Write the labelled set of ``requests`` with the verdicts of ``reference`` as labels; a failed reference
     judgment (or a rubric without a verdict) is left out. Returns the lines written."""
-    from rubricflow.io import write_jsonl
+    from rubricflow.util.io import write_jsonl
 
     rows = []
     for req, j in zip(requests, reference, strict=True):

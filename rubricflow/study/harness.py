@@ -31,12 +31,12 @@ from pathlib import Path
 from typing import Any
 
 from rubricflow import registry, tracking
-from rubricflow.hashing import code_hash, part_hashes
-from rubricflow.io import write_json as write_json_file
-from rubricflow.progress import progress
+from rubricflow.util.hashing import code_hash, part_hashes
+from rubricflow.util.io import write_json as write_json_file
+from rubricflow.pipeline.progress import progress
 from rubricflow.sections import ConfigError
-from rubricflow.splits import forbid_test_split
-from rubricflow.stage import NullRun, apply_overrides, flat_metrics
+from rubricflow.pipeline.splits import forbid_test_split
+from rubricflow.pipeline.stage import NullRun, apply_overrides, flat_metrics
 from rubricflow.study.adapter import StudyMethod, Unit, UnitFn
 from rubricflow.study import provenance
 from rubricflow.study.report import json_safe, machine, write_report

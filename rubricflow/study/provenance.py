@@ -25,8 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rubricflow.io import write_json
 from rubricflow.sections import ConfigError
+from rubricflow.util.io import write_json
 
 LEDGER_FILE = "seed_ledger.json"
 EXPLORATORY_STAMP = ("**Exploratory report** (written with `--exploratory`{why}): not a record; its verdicts "

@@ -8,11 +8,11 @@ import platform
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from rubricflow.io import atomic_write_text, save_figure, write_json
 from rubricflow.sections import ConfigError
 from rubricflow.study.provenance import EXPLORATORY_STAMP
 from rubricflow.study.spec import StudySpec
 from rubricflow.study.stats import aggregate, select
+from rubricflow.util.io import atomic_write_text, save_figure, write_json
 
 
 def machine() -> str:

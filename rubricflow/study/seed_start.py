@@ -20,9 +20,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from rubricflow.hashing import code_hash, part_hashes
-from rubricflow.io import write_json
 from rubricflow.study.adapter import SeedStart
+from rubricflow.util.hashing import code_hash, part_hashes
+from rubricflow.util.io import write_json
 
 START_FILE = "start.json"
 

@@ -26,9 +26,9 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from rubricflow.io import write_json
 from rubricflow.sections import ConfigError
 from rubricflow.study.spec import MAX_SEED
+from rubricflow.util.io import write_json
 
 CHECKSUM_KEY = "sha256"
 CORRUPT_FILE = "result.corrupt.json"

@@ -43,7 +43,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from rubricflow.env import PROJECT_ROOT, STATE_DIR
+from rubricflow.util.env import PROJECT_ROOT, STATE_DIR
 
 TAG_PIPELINE = "rubricflow.pipeline_id"
 TAG_STAGE = "rubricflow.stage"

@@ -28,9 +28,9 @@ from dataclasses import dataclass
 from itertools import islice
 from pathlib import Path
 
-from rubricflow.env import PROJECT_ROOT
-from rubricflow.hashing import path_hash
-from rubricflow.io import iter_jsonl, read_jsonl
+from rubricflow.util.env import PROJECT_ROOT
+from rubricflow.util.hashing import path_hash
+from rubricflow.util.io import iter_jsonl, read_jsonl
 
 MLFLOW_DIGEST_CHARS = 36  # MLflow's datasets table stores at most 36 characters of a digest
 TABLES = ("samples.parquet", "pairs.parquet")  # the table of a data set folder / a pair folder
@@ -62,7 +62,7 @@ class DataInput:
 def dvc_md5(path: Path) -> str:
     """DVC's content hash of ``path``: the md5 of a file; for a folder, the md5 of the JSON list of its files'
     ``{"md5", "relpath"}`` sorted by path, plus ``.dir`` (``dvc_data``'s ``Tree.digest``). File md5s are memoised
-    (``rubricflow.hashing.path_hash``)."""
+    (``rubricflow.util.hashing.path_hash``)."""
     if path.is_file():
         return path_hash(path)
     entries = [{"md5": path_hash(f), "relpath": f.relative_to(path).as_posix()}

@@ -19,15 +19,15 @@ from statistics import mean, pstdev
 
 import pytest
 
-from rubricflow.answers import outcome_score
 from rubricflow.data.arith import DEMO, OPS, gen_arith, task_demo
 from rubricflow.data.synthetic import build_synthetic_dataset
 from rubricflow.data.traces import parse_claims, render_trace
+from rubricflow.evaluation.answers import outcome_score
+from rubricflow.evaluation.trace_check import trace_flaws
 from rubricflow.judge.programmatic import ProgrammaticJudge
 from rubricflow.judge.protocol import JudgeRequest
 from rubricflow.methods.rucl.rewards import compute_reward, tier_map
 from rubricflow.methods.rucl.rubrics.pool import load_default_pool
-from rubricflow.trace_check import trace_flaws
 
 TEXT_POOL = "rubricflow/methods/rucl/resources/rubric_pool_text.json"
 

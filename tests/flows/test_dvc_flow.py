@@ -60,7 +60,7 @@ def _dvc(proj: Path, *args: str) -> str:
 @pytest.fixture
 def dvc_project(tmp_path, monkeypatch, register_method):
     from rubricflow import registry
-    from rubricflow.stage import stage
+    from rubricflow.pipeline.stage import stage
 
     def noop(ctx) -> dict:
         """A stage DVC runs (its command is in the project's dvc.yaml)."""
@@ -183,7 +183,7 @@ def test_a_failed_stage_fails_the_flow_and_its_dependents_do_not_start(prefect_a
 
 
 def test_a_flow_run_is_refused_while_a_repro_holds_the_workspace(prefect_api, dvc_project):
-    from rubricflow.workspace import ProjectLock, ReproBusy
+    from rubricflow.pipeline.workspace import ProjectLock, ReproBusy
 
     with ProjectLock(dvc_project / ".rubricflow" / "repro.lock"):
         with pytest.raises(ReproBusy, match="another rubricflow repro"):

@@ -159,7 +159,7 @@ def _toy_grpo_stage(ctx) -> dict:
     from rubricflow.grpo.trainer import GRPOTrainer
     from rubricflow.grpo.types import Episode
     from rubricflow.grpo.updater import GRPOUpdater
-    from rubricflow.progress import progress
+    from rubricflow.pipeline.progress import progress
 
     g = GRPOConfig(group_size=4, prompts_per_step=2, steps=TOY_STEPS, lr=2e-2, max_new_tokens=4,
                    checkpoint_every=2, seed=0, engine=EngineConfig(kind="torch"))
@@ -192,7 +192,7 @@ def test_retry_resumes_training_from_its_checkpoint(prefect_api, project, monkey
     from prefect import flow
 
     from rubricflow import registry
-    from rubricflow.stage import stage
+    from rubricflow.pipeline.stage import stage
     from tasks.concurrency import JUDGE_LIMIT
 
     spec = stage("toy_grpo", retries=2, judge=True, resumable=True)(_toy_grpo_stage)

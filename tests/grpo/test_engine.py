@@ -110,9 +110,9 @@ def test_reference_module_follows_the_policy_device():
 
 def child(out: str) -> None:
     """Run in a fresh process: torch vs DeepSpeed ZeRO 0-3 on the same tiny policy and episodes."""
-    import rubricflow.env
+    import rubricflow.util.env
 
-    rubricflow.env.configure_threads()
+    rubricflow.util.env.configure_threads()
     import copy
     import time
 

@@ -26,7 +26,7 @@ DIST_VARS = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "
 pytestmark = pytest.mark.skipif(not Path("/proc/self/net/tcp").exists(), reason="reads listeners from /proc (Linux)")
 
 ENGINE_CHILD = """
-import rubricflow.env, json, sys
+import rubricflow.util.env, json, sys
 import torch
 from rubricflow.grpo.config import GRPOConfig
 from rubricflow.grpo.engine import make_engine

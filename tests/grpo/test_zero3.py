@@ -79,7 +79,7 @@ def test_zero3_rucl_resume_continues_bit_for_bit_against_an_uninterrupted_run(wo
 def test_zero3_rucl_saves_full_weights_and_every_rank_evaluates(work):
     from models.loader import load_policy
     from rubricflow.data.schema import read_dataset
-    from rubricflow.evaluation import evaluate_policy
+    from rubricflow.evaluation.heldout import evaluate_policy
     from rubricflow.sections import GenerationConfig
 
     full = ranks(work, "full")

@@ -25,7 +25,7 @@ import os
 import time
 from pathlib import Path
 
-import rubricflow.env  # noqa: F401  (project-local caches before torch)
+import rubricflow.util.env  # noqa: F401  (project-local caches before torch)
 
 
 def param_digest(module, engine_cfg=None) -> tuple[float, str]:
@@ -66,7 +66,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--step-sleep", type=float, default=0.0, help="sleep after each step (to kill mid-run)")
     args = ap.parse_args(argv)
 
-    rubricflow.env.configure_threads()
+    rubricflow.util.env.configure_threads()
 
     from models.generation import GenRequest
     from models.generation.hf import TransformersGenerator

@@ -24,7 +24,7 @@ import json
 import os
 from pathlib import Path
 
-import rubricflow.env  # noqa: F401  (project-local caches before torch)
+import rubricflow.util.env  # noqa: F401  (project-local caches before torch)
 
 TIERS = {"C17": "foundational", "C18": "foundational", "C05": "foundational",
          "C08": "advanced", "C11": "advanced", "C20": "advanced"}
@@ -51,8 +51,8 @@ def rucl_cfg(work: Path, name: str, steps: int):
 def deltarubric_sections(work: Path, name: str, steps: int) -> dict:
     """DeltaRubric's stage sections and context (the stage functions take them by name)."""
     from rubricflow.methods.deltarubric.config import DeltaRubricConfig
+    from rubricflow.pipeline.stage import StageContext
     from rubricflow.sections import GenerationConfig, ModelsConfig
-    from rubricflow.stage import StageContext
 
     dr = DeltaRubricConfig.model_validate({
         "pairs": {"out_dir": str(work / "dr-pairs"), "tasks": ["counting"], "train": 12, "val": 4, "test": 6,
@@ -101,7 +101,7 @@ def prepare(work: Path) -> None:
     from rubricflow.methods.deltarubric.stages import pairs_stage, sft_stage
     from rubricflow.methods.roro.env.step_models import run_models
     from rubricflow.methods.rucl.rubrics.pool import RubricPool, load_default_pool, save_pool
-    from rubricflow.sft import SFTExample, train_sft
+    from rubricflow.training.sft import SFTExample, train_sft
 
     samples = build_synthetic_dataset(work / "data", ["counting"], {"train": 16, "val": 5}, seed=1, image_size=56)
     corpus = [s.question for s in samples] + [render_trace(s.facts, s.answer) for s in samples]
@@ -197,7 +197,7 @@ def main(argv: list[str] | None = None) -> None:
     r.add_argument("--work", required=True)
     r.add_argument("--job", action="append", required=True, help="<kind>:<name>:<steps>")
     args = ap.parse_args(argv)
-    rubricflow.env.configure_threads()
+    rubricflow.util.env.configure_threads()
     work = Path(args.work)
     if args.cmd == "prepare":
         work.mkdir(parents=True, exist_ok=True)

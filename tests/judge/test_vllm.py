@@ -16,11 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from rubricflow.env import PROJECT_ROOT
 from rubricflow.judge import CachedJudge, JudgeConfig, JudgeRequest, make_judge
 from rubricflow.judge.budget import BudgetedJudge
 from rubricflow.judge.config import OpenAIJudgeConfig
 from rubricflow.methods.rucl.rubrics import load_default_pool
+from rubricflow.util.env import PROJECT_ROOT
 
 VLLM_PY = Path(PROJECT_ROOT) / ".venv-vllm" / "bin" / "python"
 START_TIMEOUT_S = 240  # healthy after ~40 s on an idle 2-core machine, ~90 s under load

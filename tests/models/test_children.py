@@ -160,7 +160,7 @@ STAGE = """
 import sys, time, types
 sys.path.insert(0, {root!r})
 from models import children
-from rubricflow.stage import stage
+from rubricflow.pipeline.stage import stage
 
 @stage("sleeper")
 def sleeper(ctx):

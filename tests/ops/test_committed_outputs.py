@@ -10,7 +10,7 @@ from pathlib import Path
 import yaml
 
 from rubricflow.config import load_config, write_resolved
-from rubricflow.summary import README_BEGIN, README_END, readme_block
+from rubricflow.pipeline.summary import README_BEGIN, README_END, readme_block
 
 ROOT = Path(__file__).resolve().parents[2]
 HOW = "regenerate with `make run` and commit reports/, dvc.lock (then `rubricflow summary --readme README.md`)"

@@ -56,7 +56,7 @@ def test_status_and_checkout_cover_the_main_pipeline_only(proj):
 
 
 def test_opting_in_makes_a_pipeline_visible_and_opting_out_hides_it(proj):
-    from rubricflow.workspace import opt_in, opt_in_targets
+    from rubricflow.pipeline.workspace import opt_in, opt_in_targets
 
     assert opt_in("studies", root=proj) is True
     assert opt_in("studies", root=proj) is False  # already

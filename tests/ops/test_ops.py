@@ -28,9 +28,9 @@ def proj(tmp_path, monkeypatch):
 
 
 def _inputs(stage, cfg, dvc, memo_dir):
-    import rubricflow.hashing as hashing
-    from rubricflow.hashing import HashMemo
-    from rubricflow.stage_inputs import stage_inputs
+    import rubricflow.util.hashing as hashing
+    from rubricflow.pipeline.inputs import stage_inputs
+    from rubricflow.util.hashing import HashMemo
 
     hashing._memo = HashMemo(memo_dir / "memo.sqlite")
     return stage_inputs(stage, cfg, dvc_stages=dvc, raw_params={"profiles": {"tiny": {"a": 1}}}, sections=("data",))
@@ -76,7 +76,7 @@ def test_stage_outside_dvc_yaml_is_not_trusted_for_caching_and_says_so(proj, tmp
 
 
 def test_hash_memo_reuses_hashes_until_the_file_changes(tmp_path):
-    from rubricflow.hashing import HashMemo
+    from rubricflow.util.hashing import HashMemo
 
     memo = HashMemo(tmp_path / "m.sqlite")
     f = tmp_path / "w.bin"
@@ -120,8 +120,8 @@ def test_manifest_pipelines_and_until():
 
 def test_stage_takes_its_sections_by_name_and_a_context(tmp_path):
     from rubricflow.config import load_config
+    from rubricflow.pipeline.stage import StageContext, stage
     from rubricflow.sections import DataConfig, SFTConfig
-    from rubricflow.stage import StageContext, stage
 
     seen = {}
 
@@ -143,8 +143,8 @@ def test_stage_takes_its_sections_by_name_and_a_context(tmp_path):
 
 def test_a_variant_is_data_its_overrides_reach_the_function(tmp_path):
     from rubricflow.config import ConfigError, load_config
+    from rubricflow.pipeline.stage import StageContext, stage
     from rubricflow.sections import SFTConfig
-    from rubricflow.stage import StageContext, stage
 
     @stage("demo")
     def demo(sft: SFTConfig, ctx: StageContext) -> dict:

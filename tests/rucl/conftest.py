@@ -17,7 +17,7 @@ def setup(tmp_path_factory):
     from rubricflow.data.schema import load_images
     from rubricflow.data.synthetic import build_synthetic_dataset
     from rubricflow.data.traces import render_trace
-    from rubricflow.sft import SFTExample, train_sft
+    from rubricflow.training.sft import SFTExample, train_sft
 
     root = tmp_path_factory.mktemp("rucl")
     samples = build_synthetic_dataset(root / "data", ["counting"], {"train": 24, "test": 4}, seed=1, image_size=56)

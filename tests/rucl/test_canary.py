@@ -5,7 +5,7 @@ the optimizer). It catches sign, masking, EOS and optimizer bugs that a noisy re
 import dataclasses
 
 from rubricflow.data.schema import read_dataset, write_dataset
-from rubricflow.evaluation import evaluate_sampled
+from rubricflow.evaluation.heldout import evaluate_sampled
 from rubricflow.methods.rucl.config import RuCLConfig
 from rubricflow.methods.rucl.train import train_rucl
 from rubricflow.sections import GenerationConfig

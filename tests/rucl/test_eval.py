@@ -50,7 +50,7 @@ def test_score_responses_hand_computed(tmp_path):
 def test_the_strict_verifier_is_independent_of_the_rubrics(tmp_path):
     """A correct answer whose trace skips a colour passes the kept rubrics (nothing contradicts, the box is the last
     value) but not the strict verifier, which needs every ground-truth fact stated correctly."""
-    from rubricflow.trace_check import trace_flaws
+    from rubricflow.evaluation.trace_check import trace_flaws
 
     (s,) = build_synthetic_dataset(tmp_path, ["counting"], {"test": 1}, seed=3, image_size=56)
     target = s.facts["target"]

@@ -96,9 +96,9 @@ def test_groups_go_to_the_judge_while_the_next_batches_generate(setup):
     """With one group per generation batch, the judge receives the first group before generation ends."""
     from models.loader import load_policy
     from rubricflow.data.schema import read_dataset
-    from rubricflow.generation import generator_for
     from rubricflow.methods.rucl.curriculum import CurriculumScheduler
     from rubricflow.methods.rucl.rollout import RuCLRollout
+    from rubricflow.training.generation import generator_for
 
     root = setup
     model, tok = load_policy(root / "init")

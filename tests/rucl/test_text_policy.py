@@ -29,7 +29,7 @@ def setup(tmp_path_factory):
     from rubricflow.data.arith import task_demo
     from rubricflow.data.synthetic import build_synthetic_dataset
     from rubricflow.data.traces import render_trace
-    from rubricflow.sft import SFTExample, train_sft
+    from rubricflow.training.sft import SFTExample, train_sft
 
     root = tmp_path_factory.mktemp("text")
     samples = build_synthetic_dataset(root / "data", ["arith"], {"train": 24, "val": 4}, seed=1, image_size=56)

@@ -5,7 +5,7 @@ import math
 
 import pytest
 
-from rubricflow.answers import outcome_score
+from rubricflow.evaluation.answers import outcome_score
 from rubricflow.methods.rucl.curriculum import CurriculumScheduler
 from rubricflow.judge.programmatic import ProgrammaticJudge
 from rubricflow.judge.protocol import Judgment

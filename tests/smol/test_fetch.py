@@ -84,7 +84,7 @@ def test_missing_gguf_package_is_named(monkeypatch):
 def test_stage_is_a_no_op_when_the_model_is_there_and_leaves_nothing_when_a_step_fails(tmp_path, monkeypatch):
     from rubricflow.methods.smol import stages
     from rubricflow.methods.smol.config import SmolConfig
-    from rubricflow.stage import StageContext
+    from rubricflow.pipeline.stage import StageContext
 
     out = tmp_path / "model"
     cfg = SmolConfig.model_validate({"fetch": {"out_dir": str(out), "download_dir": str(tmp_path / "dl")}})

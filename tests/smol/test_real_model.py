@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from rubricflow.env import PROJECT_ROOT
+from rubricflow.util.env import PROJECT_ROOT
 
 MODEL = Path(PROJECT_ROOT) / "artifacts" / "models" / "smollm2-135m-instruct"
 

@@ -117,7 +117,7 @@ def _tiny_dataset(path):
 
 
 def test_a_val_study_never_reads_test_and_reports_its_choice(tmp_path):
-    from rubricflow.splits import TestSplitAccess
+    from rubricflow.pipeline.splits import TestSplitAccess
 
     _tiny_dataset(tmp_path / "ds")
     variants = {"o-a": {"rucl.reward.mode": "outcome"}, "r-a": {"rucl.reward.mode": "rucl"},

@@ -145,7 +145,7 @@ def test_a_parent_stays_running_while_another_stage_of_it_runs(mlflow_tmp):
 def test_parent_run_carries_the_headline_metrics_of_its_children(mlflow_tmp, tmp_path):
     import mlflow
 
-    from rubricflow.stage import stage
+    from rubricflow.pipeline.stage import stage
 
     @stage("toy_train", metric_ns="train", metric_names={"accuracy_after/": "val/accuracy_after/",
                                                          "judge_failures_total": "judge/failures_total"})
@@ -276,7 +276,7 @@ def test_tests_use_a_temporary_store_never_the_projects(tmp_path):
     writes its artifacts next to that store, never under the project's .rubricflow/mlflow."""
     import os
 
-    from rubricflow.env import STATE_DIR
+    from rubricflow.util.env import STATE_DIR
 
     uri = os.environ["MLFLOW_TRACKING_URI"]
     assert uri.startswith("sqlite:///") and not Path(uri[len("sqlite:///"):]).resolve().is_relative_to(STATE_DIR)

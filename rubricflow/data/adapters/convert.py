@@ -4,7 +4,7 @@ Every problem is reported with the file, the row and the field, and nothing is w
 
 Inputs can neither delete nor leak data:
 
-* the data set is built in a staging folder and published with one rename (``rubricflow.io.staged_dir``); a
+* the data set is built in a staging folder and published with one rename (``rubricflow.util.io.staged_dir``); a
   non-empty ``DIR`` is replaced only when it is a previous rubricflow data set (its ``manifest.json`` names an
   adapter or a generator) or with ``force``. Never, not even with ``force``: ``DIR`` holding the current directory,
   the source's folder, ``DIR`` holding the source file or the image root, or ``DIR`` a non-empty folder that is
@@ -25,7 +25,7 @@ from rubricflow.data.adapters.reward_benchmarks import mmrewardbench, vlrewardbe
 from rubricflow.data.adapters.rl_prompts import mathverse, virl39k
 from rubricflow.data.pairs import PreferencePair, write_pairs
 from rubricflow.data.schema import MANIFEST, write_dataset
-from rubricflow.io import staged_dir
+from rubricflow.util.io import staged_dir
 
 FORMATS = ("virl39k", "mathverse", "vlrewardbench", "mmrewardbench")
 

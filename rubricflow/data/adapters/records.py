@@ -10,7 +10,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from rubricflow.io import JSON_TOO_DEEP, read_jsonl
+from rubricflow.util.io import JSON_TOO_DEEP, read_jsonl
 
 
 class IngestError(ValueError):

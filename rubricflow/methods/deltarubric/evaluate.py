@@ -35,8 +35,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rubricflow.data.pairs import PreferencePair, load_pair_images, read_pairs, validate_pairs
-from rubricflow.generation import generator_for
-from rubricflow.io import write_json
 from rubricflow.methods.deltarubric.config import DeltaRubricConfig, role_max_tokens
 from rubricflow.methods.deltarubric.modes import MODES, SINGLE_STEP
 from rubricflow.methods.deltarubric.roles import PLANNER, ROLES, VERIFIER
@@ -44,6 +42,8 @@ from rubricflow.methods.deltarubric.rollout import Item, request
 from rubricflow.methods.deltarubric.targets import agreed_checks as agreed_check_list
 from rubricflow.methods.deltarubric.targets import reference_checks, separates
 from rubricflow.sections import GenerationConfig, ModelsConfig
+from rubricflow.training.generation import generator_for
+from rubricflow.util.io import write_json
 
 _FACT_MODES = ("oracle", "agreed")  # need ground-truth facts (synthetic pairs)
 

@@ -1,8 +1,8 @@
 """DeltaRubric pipeline stages: pairs -> sft -> train -> eval.
 
-Each is a ``@stage`` (``rubricflow.stage``: MLflow child run, ``reports/<name>.json``) taking the ``deltarubric``
-section (and the shared ones it reads), run by the CLI (``rubricflow deltarubric-<stage>``), dvc.yaml and the
-Prefect flow. Each binds its sections to the logic (imported when the stage runs: it loads torch):
+Each is a ``@stage`` (``rubricflow.pipeline.stage``: MLflow child run, ``reports/<name>.json``) taking the
+``deltarubric`` section (and the shared ones it reads), run by the CLI (``rubricflow deltarubric-<stage>``), dvc.yaml
+and the Prefect flow. Each binds its sections to the logic (imported when the stage runs: it loads torch):
 
 * ``deltarubric_pairs``  ``synthetic.write_pair_set``: ``deltarubric.pairs.out_dir`` (parquet + images), gated by
                          ``validate_pairs``;
@@ -24,8 +24,8 @@ from pathlib import Path
 
 from rubricflow.data.pairs import validate_pairs
 from rubricflow.methods.deltarubric.config import DeltaRubricConfig
+from rubricflow.pipeline.stage import StageContext, stage
 from rubricflow.sections import GenerationConfig, ModelsConfig
-from rubricflow.stage import StageContext, stage
 
 
 def _gate(dr: DeltaRubricConfig) -> None:

@@ -29,17 +29,17 @@ from pathlib import Path
 from typing import Any
 
 from rubricflow.data.pairs import read_pairs, validate_pairs
-from rubricflow.generation import generator_for
-from rubricflow.hashing import content_hash
-from rubricflow.io import save_figure
 from rubricflow.methods.deltarubric.config import role_max_tokens
 from rubricflow.methods.deltarubric.modes import MODES
 from rubricflow.methods.deltarubric.stages import log_train_inputs
+from rubricflow.pipeline.stage import StageContext
 from rubricflow.registry import StudyDecl
-from rubricflow.stage import StageContext
 from rubricflow.study.adapter import SeedStart, StudyMethod, Unit
 from rubricflow.study.spec import Claim, Precondition, Selection, StudySpec
 from rubricflow.study.stats import t_interval
+from rubricflow.training.generation import generator_for
+from rubricflow.util.hashing import content_hash
+from rubricflow.util.io import save_figure
 
 
 
@@ -98,7 +98,7 @@ def build_start(ucfg: Any, seed: int, build_dir: Path, final_dir: Path) -> dict:
 
 
 SEED_START = SeedStart(overrides=start_overrides, inputs=start_inputs, build=build_start,
-                       code=("rubricflow.methods.deltarubric", "rubricflow.sft", "models.tiny"))
+                       code=("rubricflow.methods.deltarubric", "rubricflow.training.sft", "models.tiny"))
 
 
 def _shared_outputs(cfg: Any) -> dict[str, Path]:

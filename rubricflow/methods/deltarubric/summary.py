@@ -5,11 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Optional
 
-from rubricflow.commands import Command, CommandContext, CommandError, Opt
 from rubricflow.data.pairs import PairDataError
-from rubricflow.io import write_json
 from rubricflow.methods.deltarubric.modes import COMPARED_MODES, MODES
-from rubricflow.summary import load_report
+from rubricflow.pipeline.commands import Command, CommandContext, CommandError, Opt
+from rubricflow.pipeline.summary import load_report
+from rubricflow.util.io import write_json
 
 
 def summary_lines(r: Path) -> list[str]:

@@ -30,8 +30,8 @@ from rubricflow.data.pairs import PreferencePair, validate_pairs, write_pairs
 from rubricflow.data.schema import Sample
 from rubricflow.data.synthetic import BAR_MAX, generate_samples
 from rubricflow.data.traces import extract_boxed, fmt, parse_claims, render_trace, values_equal
-from rubricflow.io import staged_dir
 from rubricflow.methods.deltarubric.config import PairsConfig
+from rubricflow.util.io import staged_dir
 
 ERROR_KINDS = {"counting": ("count", "colour"), "barchart": ("value", "relation"), "geometry": ("value", "relation")}
 

@@ -27,15 +27,15 @@ import torch
 
 from models.processor import text_tokenizer
 from rubricflow.data.pairs import PreferencePair, read_pairs
-from rubricflow.generation import generator_for
-from rubricflow.io import iter_jsonl, write_json
 from rubricflow.methods.deltarubric.config import DeltaRubricConfig, DRTrainConfig, effective_grpo, role_max_tokens
 from rubricflow.methods.deltarubric.evaluate import evaluate_judge, load_items, planner_probe
 from rubricflow.methods.deltarubric.modes import MODES
 from rubricflow.methods.deltarubric.rollout import Item, collect, score
-from rubricflow.progress import progress
-from rubricflow.ranks import process_rank
+from rubricflow.pipeline.progress import progress
 from rubricflow.sections import GenerationConfig, ModelsConfig
+from rubricflow.training.generation import generator_for
+from rubricflow.training.ranks import process_rank
+from rubricflow.util.io import iter_jsonl, write_json
 
 LogFn = Callable[[int, dict[str, float]], None]
 

@@ -35,12 +35,12 @@ from pathlib import Path
 from typing import Any
 
 from rubricflow.data.pairs import PreferencePair, read_pairs
-from rubricflow.io import staged_dir, write_json
 from rubricflow.methods.deltarubric.config import DeltaRubricConfig, DRSFTConfig
 from rubricflow.methods.deltarubric.evaluate import load_items
 from rubricflow.methods.deltarubric.prompts import read_prompt
 from rubricflow.methods.deltarubric.roles import ROLES
 from rubricflow.methods.deltarubric.rollout import Item, chat, request
+from rubricflow.util.io import staged_dir, write_json
 from rubricflow.methods.deltarubric.targets import (
     agreed_checks,
     no_rubric_target,
@@ -52,9 +52,9 @@ from rubricflow.methods.deltarubric.targets import (
     verifier_target,
     worked_reading,
 )
-from rubricflow.progress import progress
+from rubricflow.pipeline.progress import progress
 from rubricflow.sections import ModelsConfig
-from rubricflow.sft import SFTExample, train_sft
+from rubricflow.training.sft import SFTExample, train_sft
 
 
 def noisy_checks(pair: PreferencePair, cfg: DRSFTConfig, seed: int):

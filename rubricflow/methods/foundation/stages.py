@@ -1,18 +1,18 @@
 """Foundation stages: data -> validate -> base model -> SFT (shared by the pipelines that train the VL policy).
 
-Each is a ``@stage`` (``rubricflow.stage``): it takes its config sections by name and a ``StageContext``. Outputs
-are written to a staging path and renamed into place, so a failed stage leaves earlier outputs intact.
+Each is a ``@stage`` (``rubricflow.pipeline.stage``): it takes its config sections by name and a ``StageContext``.
+Outputs are written to a staging path and renamed into place, so a failed stage leaves earlier outputs intact.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from rubricflow.io import staged_dir, write_json
-from rubricflow.policy_start import build_base, warm_start
+from rubricflow.util.io import staged_dir, write_json
+from rubricflow.training.policy_start import build_base, warm_start
 from rubricflow.sections import DataConfig, GenerationConfig, ModelsConfig, SFTConfig
 from rubricflow.data.validate import dataset_key, require_gate, stamp_path
-from rubricflow.stage import StageContext, stage
+from rubricflow.pipeline.stage import StageContext, stage
 
 
 # ================================================================================================================
@@ -23,7 +23,7 @@ from rubricflow.stage import StageContext, stage
 def data_stage(data: DataConfig, ctx: StageContext) -> dict:
     """Generate the synthetic multimodal dataset (deterministic by seed)."""
     from rubricflow.data.synthetic import build_synthetic_dataset
-    from rubricflow.progress import progress
+    from rubricflow.pipeline.progress import progress
 
     d = data
     sizes = d.splits.model_dump()
@@ -65,7 +65,7 @@ def validate_stage(data: DataConfig, ctx: StageContext, data_dir: str | None = N
 
 
 # ================================================================================================================
-# base model and SFT warm start (rubricflow.policy_start)
+# base model and SFT warm start (rubricflow.training.policy_start)
 
 
 @stage("base_model")

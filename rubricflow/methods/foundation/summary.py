@@ -6,8 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Optional
 
-from rubricflow.commands import Command, CommandContext, Opt
-from rubricflow.summary import fmt_acc, load_report
+from rubricflow.pipeline.commands import Command, CommandContext, Opt
+from rubricflow.pipeline.summary import fmt_acc, load_report
 
 
 def summary_lines(reports: Path) -> list[str]:

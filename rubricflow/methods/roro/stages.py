@@ -11,15 +11,15 @@ process's one setting, ``--threads`` / ``$RUBRICFLOW_THREADS``, default 1):
     roro_eval            router.evaluate.run_eval              accuracy vs LRM cost; the kept Judge on test pairs
 
 Outputs are at ``paths``. Tracking (an MLflow child run, ``reports/<stage>.json``) comes from the ``@stage``
-framework (``rubricflow.stage``); per-step training curves (Judge/Rubricor phases, router GRPO steps) are logged to
-the run as they happen. The logic modules import torch, so each stage imports its module when it runs.
+framework (``rubricflow.pipeline.stage``); per-step training curves (Judge/Rubricor phases, router GRPO steps) are
+logged to the run as they happen. The logic modules import torch, so each stage imports its module when it runs.
 """
 
 from __future__ import annotations
 
 from rubricflow.methods.roro.config import RoRoConfig
 from rubricflow.methods.roro.paths import eval_dir, pairs_path, trajectories_path
-from rubricflow.stage import StageContext, stage
+from rubricflow.pipeline.stage import StageContext, stage
 
 
 def log_judge_inputs(run, rc: RoRoConfig) -> None:

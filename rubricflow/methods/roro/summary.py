@@ -13,8 +13,8 @@ import json
 from pathlib import Path
 from typing import Annotated
 
-from rubricflow.commands import Command, CommandContext, CommandError, Opt
-from rubricflow.summary import load_report
+from rubricflow.pipeline.commands import Command, CommandContext, CommandError, Opt
+from rubricflow.pipeline.summary import load_report
 
 
 def summary_lines(r: Path) -> list[str]:

@@ -16,7 +16,7 @@ import json
 from pathlib import Path
 from typing import Annotated, Optional
 
-from rubricflow.commands import Command, CommandContext, CommandError, Opt
+from rubricflow.pipeline.commands import Command, CommandContext, CommandError, Opt
 
 
 def _pool(cfg, rubrics: Path | None) -> dict:
@@ -63,8 +63,8 @@ def judge_agreement(
             ctx.echo(f"wrote {written} labelled responses ({len(samples)} problems, kinds {', '.join(KINDS)} where "
                      f"the problem allows them, {len(usable)} rubrics) to {write_labels}")
             return
-        from rubricflow.io import write_json
         from rubricflow.judge.factory import make_judge
+        from rubricflow.util.io import write_json
 
         requests, reference = read_labelled(labels, pool)
         judge = make_judge(cfg.judge, ctx.secret_resolver)

@@ -1,15 +1,15 @@
 """RuCL evaluation: the SFT start and the RuCL policy on held-out samples, answers *and* reasoning.
 
-Greedy responses of both policies on the test split are scored by outcome correctness (rubricflow.answers) and by
-the judge on the tiered rubrics (S_F, S_A per response, rubricflow.methods.rucl.rewards.tier_scores). The reward-hacking
-symptom RuCL targets (right answer, wrong reasoning) is measured twice:
+Greedy responses of both policies on the test split are scored by outcome correctness (rubricflow.evaluation.answers)
+and by the judge on the tiered rubrics (S_F, S_A per response, rubricflow.methods.rucl.rewards.tier_scores). The
+reward-hacking symptom RuCL targets (right answer, wrong reasoning) is measured twice:
 
 * ``correct_but_flawed``: the share of correct answers whose trace the *independent* strict verifier
-  (rubricflow.trace_check: every ground-truth fact stated correctly, nothing contradicted or invented) rejects.
-  It is not the reward's judge and uses no rubric, so RuCL lowering it is not circular.
+  (rubricflow.evaluation.trace_check: every ground-truth fact stated correctly, nothing contradicted or invented)
+  rejects. It is not the reward's judge and uses no rubric, so RuCL lowering it is not circular.
 * ``correct_but_flawed_relevant`` (greedy) and ``relevant_flaw_rate`` (sampled, the primary trace metric): the same
-  restricted to the values the answer depends on (rubricflow.trace_check.answer_relevant_flaws), so a misread of a
-  quantity the answer does not use is not counted;
+  restricted to the values the answer depends on (rubricflow.evaluation.trace_check.answer_relevant_flaws), so a misread
+  of a quantity the answer does not use is not counted;
 * ``correct_but_flawed_rubric``: the share of correct answers failing at least one applicable advanced rubric of
   the reward's judge (kept for comparison; partly circular by construction).
 """
@@ -21,12 +21,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from rubricflow.answers import outcome_score
+from rubricflow.evaluation.answers import outcome_score
 from rubricflow.judge.config import JudgeConfig
 from rubricflow.judge.protocol import JudgeRequest
 from rubricflow.methods.rucl.rewards import tier_map, tier_scores
 from rubricflow.methods.rucl.config import RuCLConfig
-from rubricflow.trace_check import answer_relevant_flaws, trace_flaws
+from rubricflow.evaluation.trace_check import answer_relevant_flaws, trace_flaws
 from rubricflow.sections import GenerationConfig
 
 
@@ -87,13 +87,13 @@ def evaluate_policies(
 ) -> dict:
     """Every ``rucl.eval_policies`` checkpoint on every problem of the ``rucl.eval_split`` split (test in the final
     evaluation; val in a selection study): greedy responses scored by :func:`score_responses` and per question type,
-    and ``rucl.eval_k`` samples per problem at the GRPO temperature (``rubricflow.evaluation.evaluate_sampled``: the
-    sampled accuracy, pass@k, clean pass@k), on the same sampling seed for every policy; plus each policy's gains over
-    ``sft``. ``diff_accuracy`` / ``diff_sampled_accuracy`` name the bar-chart difference question (every bar must be
-    read; no 1-in-3 guess), a readout no shortcut satisfies."""
+    and ``rucl.eval_k`` samples per problem at the GRPO temperature (``rubricflow.evaluation.heldout.evaluate_sampled``:
+    the sampled accuracy, pass@k, clean pass@k), on the same sampling seed for every policy; plus each policy's gains
+    over ``sft``. ``diff_accuracy`` / ``diff_sampled_accuracy`` name the bar-chart difference question (every bar must
+    be read; no 1-in-3 guess), a readout no shortcut satisfies."""
     from models.loader import load_policy
     from rubricflow.data.schema import read_dataset
-    from rubricflow.evaluation import evaluate_sampled, greedy_metrics, greedy_responses
+    from rubricflow.evaluation.heldout import evaluate_sampled, greedy_metrics, greedy_responses
     from rubricflow.judge.factory import make_judge
     from rubricflow.methods.rucl.rubrics.pool import load_tiers
 

@@ -6,8 +6,8 @@ Per step, over the rollout batch (:func:`step_monitor`, logged as ``monitor/*`` 
   answers. It is what a consistent wrong answer earns; 0 under outcome-only and under the ``correct_only`` gate.
 * ``monitor/rubric_to_wrong_share``: that part's share of all rubric reward paid in the batch.
 * ``monitor/relevant_sound``: among the correct completions, the share whose trace states every value the answer
-  depends on correctly (``rubricflow.trace_check.answer_relevant_flaws``: independent of the reward's judge and
-  tiers; it checks ground-truth facts some rubrics also check).
+  depends on correctly (``rubricflow.evaluation.trace_check.answer_relevant_flaws``: independent of the reward's judge
+  and tiers; it checks ground-truth facts some rubrics also check).
 * ``monitor/judge_clean_relevant_flawed``: among the correct completions the reward's judge passes on every weighted
   rubric (rubric term 1), the share the independent readout finds flawed: where the two disagree, the judge is
   being satisfied without the reasoning the answer needs.
@@ -23,7 +23,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from rubricflow.trace_check import answer_relevant_flaws
+from rubricflow.evaluation.trace_check import answer_relevant_flaws
 
 NOISE = 0.02  # a change smaller than this in a window mean is not called a rise or a fall
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from rubricflow.io import save_figure
+from rubricflow.util.io import save_figure
 
 
 def plot_curriculum(history: list[dict], path: str | Path, transition_step: int | None = None,

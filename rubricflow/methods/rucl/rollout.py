@@ -33,7 +33,7 @@ from typing import Any
 import torch
 
 from models.processor import text_tokenizer
-from rubricflow.evaluation import policy_requests
+from rubricflow.evaluation.heldout import policy_requests
 from rubricflow.grpo.pipeline import generate_groups
 from rubricflow.grpo.types import Episode
 from rubricflow.judge.protocol import JudgeBackend, Rubric

@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rubricflow.answers import outcome_score
+from rubricflow.evaluation.answers import outcome_score
 from rubricflow.judge.factory import make_judge
 from rubricflow.judge.protocol import JudgeRequest, Rubric
 from rubricflow.methods.rucl.curriculum import CurriculumScheduler

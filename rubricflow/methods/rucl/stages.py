@@ -10,8 +10,8 @@ from rubricflow.methods.rucl.config import RuCLConfig
 from rubricflow.methods.rucl.curriculum import switch_tags
 from rubricflow.methods.rucl.evaluate import evaluate_policies
 from rubricflow.methods.rucl.train import log_train_inputs, run_training
+from rubricflow.pipeline.stage import StageContext, stage
 from rubricflow.sections import DataConfig, GenerationConfig
-from rubricflow.stage import StageContext, stage
 
 # MLflow names of the training stage's end-of-run metrics that are not train/ (rubricflow.tracking.names): the
 # accuracy tracked during training is on val (choose on val; rucl_eval reports test)

@@ -15,15 +15,15 @@ from pathlib import Path
 from typing import Any
 
 from rubricflow.data.validate import require_gate, stamp_path
-from rubricflow.hashing import content_hash
 from rubricflow.methods.rucl.curriculum import switch_tags
 from rubricflow.methods.rucl.evaluate import evaluate_policies
 from rubricflow.methods.rucl.train import TRAINING_CODE, log_train_inputs, run_training
-from rubricflow.policy_start import build_base, warm_start
+from rubricflow.pipeline.stage import StageContext
 from rubricflow.registry import StudyDecl
-from rubricflow.stage import StageContext
 from rubricflow.study.adapter import SeedStart, StudyMethod, Unit
 from rubricflow.study.spec import Claim, Precondition, Selection, StudySpec
+from rubricflow.training.policy_start import build_base, warm_start
+from rubricflow.util.hashing import content_hash
 
 EVAL_NAME = "policy"  # the name of the unit's checkpoint in rucl.eval_policies
 
@@ -98,8 +98,8 @@ def build_start(ucfg: Any, seed: int, build_dir: Path, final_dir: Path) -> dict:
 
 
 SEED_START = SeedStart(overrides=start_overrides, inputs=start_inputs, build=build_start,
-                       code=("rubricflow.policy_start", "rubricflow.sft", "rubricflow.methods.rucl.rubrics",
-                             "rubricflow.judge", "models.tiny"))
+                       code=("rubricflow.training.policy_start", "rubricflow.training.sft",
+                             "rubricflow.methods.rucl.rubrics", "rubricflow.judge", "models.tiny"))
 
 
 def judge_identity(judge: Any) -> dict[str, Any]:
@@ -171,8 +171,8 @@ def margin_switches(steps_jsonl: Path, curriculum: Any) -> dict[str, float | Non
     run's batch S_F series (:func:`rubricflow.methods.rucl.curriculum.switch_step`) under the window test ``every`` /
     ``mean``, for every margin of :data:`MARGIN_GRID`; None: never. Exact for a run with lambda held at 0
     (``peak = 0``), whose trajectory every margin shares up to its switch."""
-    from rubricflow.io import read_jsonl
     from rubricflow.methods.rucl.curriculum import switch_step
+    from rubricflow.util.io import read_jsonl
 
     series = [r.get("curriculum/s_f_batch") for r in read_jsonl(steps_jsonl)]
     return {margin_metric(m, test): switch_step(series, curriculum, threshold_rule="relative", margin=m,
@@ -189,7 +189,7 @@ ADAPTER = StudyMethod(
     shared_outputs=shared_outputs,
     input_parts=input_parts,
     # training, the judge, the evaluation and the independent verifier
-    code=(*TRAINING_CODE, "rubricflow.judge", "rubricflow.evaluation", "rubricflow.trace_check"),
+    code=(*TRAINING_CODE, "rubricflow.judge", "rubricflow.evaluation.heldout", "rubricflow.evaluation.trace_check"),
     sections=("rucl",),
     shared_hint="run the main pipeline first (`dvc repro rucl_eval` or `make run`): the data and the rubric pool (and, "
     "unless the study builds a start per seed, the SFT model and the rubric tiers) are shared by every unit",

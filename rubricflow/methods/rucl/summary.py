@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from rubricflow.summary import load_report
+from rubricflow.pipeline.summary import load_report
 
 
 def _tiers(path: Path) -> dict[str, str]:

@@ -29,16 +29,16 @@ import time
 from pathlib import Path
 from typing import Any
 
-from rubricflow.hashing import code_hash, content_hash
-from rubricflow.io import write_json
 from rubricflow.methods.rucl.config import RuCLConfig
 from rubricflow.methods.rucl.evaluate import per_task
+from rubricflow.pipeline.stage import NullRun
 from rubricflow.sections import GenerationConfig
-from rubricflow.stage import NullRun
+from rubricflow.util.hashing import code_hash, content_hash
+from rubricflow.util.io import write_json
 
 # The training code whose edits change a trajectory: the method (its rewards and curriculum included), the GRPO core
 # and the answer matching.
-TRAINING_CODE = ("rubricflow.methods.rucl", "rubricflow.grpo", "rubricflow.answers")
+TRAINING_CODE = ("rubricflow.methods.rucl", "rubricflow.grpo", "rubricflow.evaluation.answers")
 
 
 def _judge_part(rcfg: RuCLConfig, judge, judge_cfg) -> dict | None:
@@ -97,8 +97,8 @@ def train_rucl(
     from models.loader import load_policy
     from rubricflow.methods.rucl.curriculum import CurriculumScheduler
     from rubricflow.data.schema import read_dataset
-    from rubricflow.evaluation import evaluate_policy, evaluate_sampled
-    from rubricflow.generation import generator_for
+    from rubricflow.evaluation.heldout import evaluate_policy, evaluate_sampled
+    from rubricflow.training.generation import generator_for
     from rubricflow.grpo.checkpoint import MetricsHistory
     from rubricflow.grpo.causal_lm import CausalLMAdapter
     from rubricflow.grpo.engine import make_engine
@@ -107,7 +107,7 @@ def train_rucl(
     from rubricflow.grpo.updater import GRPOUpdater
     from rubricflow.methods.rucl.monitor import hacking_warning
     from rubricflow.methods.rucl.plots import plot_curriculum
-    from rubricflow.progress import progress
+    from rubricflow.pipeline.progress import progress
     from rubricflow.methods.rucl.rollout import RuCLRollout
 
     run = run or NullRun()

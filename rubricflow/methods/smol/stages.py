@@ -8,12 +8,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from rubricflow.io import staged_dir, write_json
+from rubricflow.util.io import staged_dir, write_json
 from rubricflow.judge.config import JudgeConfig
 from rubricflow.methods.rucl.rubrics.config import RubricsConfig
 from rubricflow.sections import DataConfig
 from rubricflow.methods.smol.config import SmolConfig
-from rubricflow.stage import StageContext, stage
+from rubricflow.pipeline.stage import StageContext, stage
 
 
 @stage("fetch_model")

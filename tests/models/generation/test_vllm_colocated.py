@@ -12,8 +12,8 @@ import pytest
 from models.errors import BackendUnavailable
 from models.generation import GenRequest, make_generator
 from models.generation.vllm_colocated import VLLMGenerator, to_completions
-from rubricflow.env import PROJECT_ROOT
 from rubricflow.testing.toy_task import build_toy_policy
+from rubricflow.util.env import PROJECT_ROOT
 from tests.models.generation.vllm_checks import VLLM_PY, check_run, need_vllm_env, vllm_env
 
 

@@ -16,7 +16,7 @@ import torch
 
 from models.generation import GenRequest, make_generator
 from models.generation.hf import TransformersGenerator
-from rubricflow.env import PROJECT_ROOT
+from rubricflow.util.env import PROJECT_ROOT
 from tests.models.generation.vllm_checks import VLLM_PY, check_run, need_vllm_env, vllm_env
 from tests.ops_helpers import free_port
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from rubricflow.env import PROJECT_ROOT
+from rubricflow.util.env import PROJECT_ROOT
 
 VLLM_PY = Path(PROJECT_ROOT) / ".venv-vllm" / "bin" / "python"
 LOGPROB_TOL = 1e-4

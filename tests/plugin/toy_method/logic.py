@@ -1,6 +1,6 @@
 from pathlib import Path
 
-from rubricflow.io import write_json
+from rubricflow.util.io import write_json
 
 
 def count(n: int, scale: float, seed: int, out_dir: str | Path) -> dict:

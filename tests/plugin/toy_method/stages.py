@@ -1,4 +1,4 @@
-from rubricflow.stage import StageContext, stage
+from rubricflow.pipeline.stage import StageContext, stage
 from tests.plugin.toy_method.config import ToyConfig
 from tests.plugin.toy_method.logic import count
 

@@ -1,6 +1,6 @@
 from pathlib import Path
 
-from rubricflow.summary import load_report
+from rubricflow.pipeline.summary import load_report
 
 
 def summary_lines(r: Path) -> list[str]:

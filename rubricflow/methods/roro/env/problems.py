@@ -10,10 +10,10 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from rubricflow.io import iter_jsonl
 from rubricflow.methods.roro.config import RoRoConfig
 from rubricflow.methods.roro.env.task import FINAL_NUMBER, FINAL_PREFIX, Problem, make_problems
-from rubricflow.splits import check_split
+from rubricflow.pipeline.splits import check_split
+from rubricflow.util.io import iter_jsonl
 
 
 def problems(rc: RoRoConfig) -> dict[str, list[Problem]]:
@@ -32,7 +32,7 @@ def problems(rc: RoRoConfig) -> dict[str, list[Problem]]:
 
 
 class HeldOutGuard(dict):
-    """The problem sets; taking ``["test"]`` goes through the test-split guard (rubricflow.splits). The SFT set
+    """The problem sets; taking ``["test"]`` goes through the test-split guard (rubricflow.pipeline.splits). The SFT set
     is still filtered against the test questions above, so no test question leaks into step-model training."""
 
     def __getitem__(self, split: str) -> list[Problem]:

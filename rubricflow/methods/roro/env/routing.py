@@ -28,7 +28,7 @@ from typing import Protocol
 
 import torch
 
-from rubricflow.io import iter_jsonl, write_jsonl
+from rubricflow.util.io import iter_jsonl, write_jsonl
 from rubricflow.methods.roro.router.features import router_state
 from rubricflow.methods.roro.env.step_lm import StepModel, StepOutput, prefix_text
 from rubricflow.methods.roro.env.task import Problem, answer_correct, check_step, is_final

@@ -23,7 +23,7 @@ from rubricflow.methods.roro.env.step_lm import (
     solution_prompt,
 )
 from rubricflow.methods.roro.env.task import Problem, check_step
-from rubricflow.sft import SFTExample, train_sft
+from rubricflow.training.sft import SFTExample, train_sft
 
 
 def _step_corpus(sft: list[Problem]) -> list[str]:

@@ -12,7 +12,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from rubricflow.io import write_parquet
+from rubricflow.util.io import write_parquet
 from rubricflow.methods.roro.config import RoRoConfig
 from rubricflow.methods.roro.paths import cache_path, trajectories_path
 from rubricflow.methods.roro.env.problems import problems

@@ -41,7 +41,7 @@ from collections.abc import Callable
 
 import torch
 
-from rubricflow.io import write_json
+from rubricflow.util.io import write_json
 from rubricflow.methods.roro.config import RoRoConfig, RubricLMConfig, RubricorJudgeConfig
 from rubricflow.methods.roro.judge.scoring import judge_scores, process_scores
 from rubricflow.methods.roro.judge.pairs import Pair, read_trajectory_pairs

@@ -11,7 +11,7 @@ from models.loader import load_policy
 from models.tiny import TinyDims, build_tiny_text, save
 from rubricflow.methods.roro.config import RubricLMConfig
 from rubricflow.methods.roro.judge.prompts import ADDED_TOKENS, chat
-from rubricflow.sft import SFTExample, train_sft
+from rubricflow.training.sft import SFTExample, train_sft
 
 
 class RubricLM:

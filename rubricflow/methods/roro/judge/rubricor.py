@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from rubricflow.io import iter_jsonl, write_jsonl
+from rubricflow.util.io import iter_jsonl, write_jsonl
 from rubricflow.methods.roro.judge.prompts import rubricor_input
 from rubricflow.methods.roro.judge.rubric import ParsedRubric, parse_rubric
 from rubricflow.methods.roro.judge.lm import RubricLM

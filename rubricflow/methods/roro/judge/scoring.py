@@ -19,7 +19,7 @@ from rubricflow.methods.roro.judge.prompts import chat, judge_input
 from rubricflow.methods.roro.env.routing import Trajectory
 from rubricflow.methods.roro.judge.rubric import ParsedJudgment, parse_criterion_judgments, render_judgment_json
 from rubricflow.methods.roro.judge.lm import RubricLM
-from rubricflow.sft import encode_pairs
+from rubricflow.training.sft import encode_pairs
 
 
 def judge_scores(judge: RubricLM, items: list[tuple[str, list[dict], Trajectory]], n: int = 1,

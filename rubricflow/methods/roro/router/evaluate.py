@@ -28,7 +28,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from rubricflow.io import atomic_path, atomic_write_text, save_figure, write_json
+from rubricflow.util.io import atomic_path, atomic_write_text, save_figure, write_json
 from rubricflow.methods.roro.config import ROUTERS, TRAINED_ROUTERS, RoRoConfig, RoRoEvalConfig
 from rubricflow.methods.roro.router.curves import common_range, curve_metrics, matched_accuracy, select_cost_weights
 from rubricflow.methods.roro.judge.pairs import make_pairs

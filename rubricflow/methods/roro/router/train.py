@@ -39,7 +39,7 @@ from rubricflow.grpo.export import full_state_dict
 from rubricflow.grpo.trainer import GRPOTrainer
 from rubricflow.grpo.types import Episode
 from rubricflow.grpo.updater import GRPOUpdater
-from rubricflow.io import write_json
+from rubricflow.util.io import write_json
 from rubricflow.methods.roro.config import CHECKED_ROUTERS, TRAINED_ROUTERS, RoRoConfig
 from rubricflow.methods.roro.judge.scoring import process_scores
 from rubricflow.methods.roro.paths import cache_path, router_dir, rubrics_path
@@ -58,7 +58,7 @@ from rubricflow.methods.roro.judge.lm import load_rubric_lm
 from rubricflow.methods.roro.judge.rubricor import load_rubrics
 from rubricflow.methods.roro.env.step_models import make_env
 from rubricflow.methods.roro.env.task import Problem
-from rubricflow.ranks import process_rank
+from rubricflow.training.ranks import process_rank
 
 
 class RouterAdapter:

@@ -30,7 +30,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from rubricflow.io import save_figure
+from rubricflow.util.io import save_figure
 from rubricflow.methods.roro.config import CHECKED_ROUTERS
 from rubricflow.methods.roro.study.specs import ADAPTER as RORO_ADAPTER
 from rubricflow.methods.roro.study.specs import STUDY_COST_WEIGHTS, run_roro_unit

@@ -29,7 +29,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from rubricflow.hashing import content_hash
+from rubricflow.util.hashing import content_hash
 from rubricflow.methods.roro.paths import pairs_path, trajectories_path
 from rubricflow.methods.roro.judge.prompts import FAMILIES
 from rubricflow.methods.roro.stages import log_judge_inputs
@@ -186,7 +186,7 @@ ADAPTER = StudyMethod(
     reserved_keys=("roro.rubricor_judge.seed", "roro.rubricor_judge.rounds"),
     shared_outputs=shared_outputs,
     input_parts=input_parts,
-    code=("rubricflow.methods.roro", "rubricflow.sft", "models.tiny", "models.generation"),
+    code=("rubricflow.methods.roro", "rubricflow.training.sft", "models.tiny", "models.generation"),
     sections=("roro",),
     shared_hint="run the main pipeline's RoRo stages first (`dvc repro roro_pairs` or `make run`): the trajectories "
     "and pairs are shared by every unit",

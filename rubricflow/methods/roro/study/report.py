@@ -10,10 +10,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from rubricflow.io import save_figure
 from rubricflow.methods.roro.router.curves import pair_range_aucs
 from rubricflow.study.spec import StudySpec
 from rubricflow.study.stats import t_interval
+from rubricflow.util.io import save_figure
 
 CHANCE = 0.5
 PHASE_METRICS = ("val_pairwise_acc", "val_acc_outcome", "val_acc_cost", "val_acc_process", "val_acc_process_right",

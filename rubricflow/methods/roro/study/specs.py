@@ -36,13 +36,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from rubricflow.hashing import content_hash
 from rubricflow.methods.roro.config import ROUTERS, TRAINED_ROUTERS, RoRoEvalConfig
 from rubricflow.methods.roro.study.report import PAIR_METRICS, PHASE_METRICS, pair_metric, report_extra
 from rubricflow.registry import StudyDecl
 from rubricflow.sections import ConfigError
 from rubricflow.study.adapter import StudyMethod, Unit
 from rubricflow.study.spec import Claim, Precondition, Selection, StudySpec
+from rubricflow.util.hashing import content_hash
 
 
 
@@ -173,7 +173,7 @@ ADAPTER = StudyMethod(
                    "roro.eval.seed", "roro.eval.split"),
     shared_outputs=_shared_outputs,
     input_parts=_input_parts,
-    code=("rubricflow.methods.roro", "rubricflow.grpo", "rubricflow.sft", "models.tiny", "models.generation"),
+    code=("rubricflow.methods.roro", "rubricflow.grpo", "rubricflow.training.sft", "models.tiny", "models.generation"),
     sections=("roro",),
     shared_hint="run the main pipeline's RoRo stages first (`dvc repro roro_pairs` or `make run`; for "
     "roro.task.answer=parity then `rubricflow --set roro.task.answer=parity roro-trajectories` and `roro-pairs`): the "

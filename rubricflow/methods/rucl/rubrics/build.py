@@ -21,12 +21,12 @@ import logging
 from collections.abc import Callable
 from pathlib import Path
 
-from rubricflow.io import atomic_write_text, write_json
 from rubricflow.judge.budget import check_failure_budget
 from rubricflow.judge.config import JudgeConfig
 from rubricflow.judge.protocol import JudgeBackend, JudgeRequest, Judgment, Rubric
 from rubricflow.methods.rucl.rubrics.config import RubricsConfig
 from rubricflow.methods.rucl.rubrics.pool import RubricPool, load_default_pool, load_pool, save_pool
+from rubricflow.util.io import atomic_write_text, write_json
 from rubricflow.methods.rucl.rubrics.stratify import (TABLE_COLUMNS, coverage_and_pass_rates, pass_order,
                                                       select_and_stratify, summarize)
 
@@ -122,7 +122,7 @@ def sample_policy_responses(
     """``n`` sampled responses per sample from the policy checkpoint (prompts as in training/evaluation)."""
     from models.generation.hf import TransformersGenerator
     from models.loader import load_policy
-    from rubricflow.evaluation import policy_requests
+    from rubricflow.evaluation.heldout import policy_requests
 
     model, processor = load_policy(policy_path)
     gen = TransformersGenerator(model, processor, batch_size=batch_size)

@@ -15,8 +15,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rubricflow.io import write_json
 from rubricflow.judge.protocol import Rubric
+from rubricflow.util.io import write_json
 
 DEFAULT_POOL_PATH = Path(__file__).resolve().parents[1] / "resources" / "rubric_pool_default.json"
 

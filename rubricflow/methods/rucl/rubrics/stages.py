@@ -6,8 +6,8 @@ from __future__ import annotations
 from rubricflow.data.validate import require_gate
 from rubricflow.judge.config import JudgeConfig
 from rubricflow.methods.rucl.rubrics.config import RubricsConfig
+from rubricflow.pipeline.stage import StageContext, stage
 from rubricflow.sections import DataConfig
-from rubricflow.stage import StageContext, stage
 
 
 @stage("rubrics", judge=True)

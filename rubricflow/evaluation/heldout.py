@@ -3,17 +3,17 @@
 * :func:`evaluate_policy`: greedy accuracy per task and overall (the SFT stage and training-time tracking);
 * :func:`evaluate_sampled`: ``k`` samples per problem at the training temperature (GRPO sharpens the sampled
   distribution before the greedy mode moves): the sampled accuracy (mean over samples), pass@k (any sample right)
-  and clean pass@k (a right answer whose trace the strict verifier, ``rubricflow.trace_check``, accepts: right for
-  the right reasons); per task and per question type (``facts["question_type"]``, e.g. ``qtype_diff``, the bar-chart
-  difference question: it needs every bar read, where ``tallest`` is a 1-in-3 guess).
+  and clean pass@k (a right answer whose trace the strict verifier, ``rubricflow.evaluation.trace_check``, accepts:
+  right for the right reasons); per task and per question type (``facts["question_type"]``, e.g. ``qtype_diff``, the
+  bar-chart difference question: it needs every bar read, where ``tallest`` is a 1-in-3 guess).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from rubricflow.generation import generator_for
 from rubricflow.sections import GenerationConfig
+from rubricflow.training.generation import generator_for
 
 
 def policy_requests(processor, data_dir: str | Path, samples) -> list:
@@ -31,14 +31,14 @@ def policy_requests(processor, data_dir: str | Path, samples) -> list:
 
 def greedy_responses(model, processor, data_dir: str | Path, samples, gen: GenerationConfig) -> list[str]:
     """Greedy answers of ``model`` itself: ``generation.backend`` when it generates in memory (transformers,
-    cached), else transformers (``rubricflow.generation.generator_for(..., in_memory=True)``)."""
+    cached), else transformers (``rubricflow.training.generation.generator_for(..., in_memory=True)``)."""
     g = generator_for(gen, model, processor, in_memory=True)
     outs = g.generate(policy_requests(processor, data_dir, samples), n=1, max_new_tokens=gen.max_new_tokens, temperature=0)
     return [o[0].text for o in outs]
 
 
 def accuracy_by_task(samples, responses: list[str]) -> dict[str, float]:
-    from rubricflow.answers import outcome_score
+    from rubricflow.evaluation.answers import outcome_score
 
     hits: dict[str, list[bool]] = {}
     for s, r in zip(samples, responses):
@@ -80,7 +80,7 @@ def group_keys(sample) -> list[str]:
 
 def greedy_metrics(samples, responses: list[str]) -> dict[str, float]:
     """Greedy accuracy per group (:func:`group_keys`) as ``accuracy/<group>``."""
-    from rubricflow.answers import outcome_score
+    from rubricflow.evaluation.answers import outcome_score
 
     per: dict[str, list[float]] = {}
     for s, r in zip(samples, responses):
@@ -107,11 +107,11 @@ def sampled_metrics(samples, responses: list[list[str]]) -> dict[str, float]:
     ``relevant_flaw_rate/<g>`` and ``k``; the ``overall`` group also without its suffix.
 
     ``relevant_flaw_rate`` is the share of the *correct* sampled completions (pooled over the group's problems) whose
-    trace gets a value the answer depends on wrong or leaves it out (``rubricflow.trace_check.answer_relevant_flaws``):
-    right answers for the wrong reasons, counted only on the reasoning the answer uses. Absent for a group with no
-    correct completion."""
-    from rubricflow.answers import outcome_score
-    from rubricflow.trace_check import answer_relevant_flaws, trace_flaws
+    trace gets a value the answer depends on wrong or leaves it out
+    (``rubricflow.evaluation.trace_check.answer_relevant_flaws``): right answers for the wrong reasons, counted only on
+    the reasoning the answer uses. Absent for a group with no correct completion."""
+    from rubricflow.evaluation.answers import outcome_score
+    from rubricflow.evaluation.trace_check import answer_relevant_flaws, trace_flaws
 
     if len(samples) != len(responses):
         raise ValueError(f"{len(samples)} samples but {len(responses)} response lists")

@@ -17,7 +17,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from rubricflow.env import STATE_DIR
+from rubricflow.util.env import STATE_DIR
 
 MISSING = "<missing>"
 

@@ -1,7 +1,7 @@
 """Choose on ``val``, report on ``test``: a guard that keeps the ``test`` split away from every stage but the final
 evaluations.
 
-The stage framework (``rubricflow.stage``) runs every stage not declared ``@stage(reads_test=True)`` inside
+The stage framework (``rubricflow.pipeline.stage``) runs every stage not declared ``@stage(reads_test=True)`` inside
 :func:`forbid_test_split`; the readers of held-out rows (``rubricflow.data.schema.read_dataset``,
 ``rubricflow.data.pairs.read_pairs``, RoRo's problem sets) call :func:`check_split` and raise
 :class:`TestSplitAccess` naming the stage when a guarded stage asks for ``test`` rows, or for all rows at once.
@@ -45,5 +45,5 @@ def check_split(split: str | None, what: str) -> None:
         asked = "every split (test included)" if split is None else "the test split"
         raise TestSplitAccess(
             f"stage {stage}: read {asked} of {what}; only the final evaluation stages read test "
-            "(choose on val, report on test; see rubricflow/splits.py)"
+            "(choose on val, report on test; see rubricflow/pipeline/splits.py)"
         )

@@ -16,10 +16,10 @@ parameters and the returned metrics, and writes ``reports/<report name>.json`` a
 names it from the config and the function's extra keyword arguments; default: the stage name).
 
 ``@stage(outputs=("sft.out_dir",))`` names the dotted config keys of folders the stage writes: each is checked
-writable (``rubricflow.io.require_writable``) before the stage's function runs, so an unwritable output folder
+writable (``rubricflow.util.io.require_writable``) before the stage's function runs, so an unwritable output folder
 fails the stage at once, naming the key, instead of after the training.
 
-Every stage runs under the test-split guard (``rubricflow.splits``): reading ``test`` rows raises, except in
+Every stage runs under the test-split guard (``rubricflow.pipeline.splits``): reading ``test`` rows raises, except in
 stages declared ``@stage(reads_test=True)`` (data generation and validation, and the final evaluations).
 
 A *variant* is the same function under another name with dotted overrides (``rucl_outcome`` = ``rucl`` with
@@ -40,10 +40,10 @@ from pathlib import Path
 from typing import Any
 
 from models.children import handle_signals
-from rubricflow.io import require_writable, write_json
-from rubricflow.ranks import process_rank
+from rubricflow.pipeline.splits import forbid_test_split
 from rubricflow.sections import ConfigError
-from rubricflow.splits import forbid_test_split
+from rubricflow.training.ranks import process_rank
+from rubricflow.util.io import require_writable, write_json
 
 # Parameters of a stage function that are not config sections.
 CONTEXT_PARAM = "ctx"

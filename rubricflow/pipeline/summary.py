@@ -80,7 +80,7 @@ def readme_block(reports_dir: str | Path) -> str:
 def write_readme_block(readme: str | Path, reports_dir: str | Path) -> bool:
     """Replace the block between the markers in ``readme`` with :func:`readme_block`; returns whether it changed.
     A README without exactly one pair of markers is refused, naming the markers."""
-    from rubricflow.io import atomic_write_text
+    from rubricflow.util.io import atomic_write_text
 
     path = Path(readme)
     text = path.read_text()

@@ -11,8 +11,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-# The project root: the folder holding pyproject.toml (this file is rubricflow/env.py).
-PROJECT_ROOT = Path(os.environ.get("RUBRICFLOW_ROOT", Path(__file__).resolve().parents[1]))
+# The project root: the folder holding pyproject.toml (this file is rubricflow/util/env.py).
+PROJECT_ROOT = Path(os.environ.get("RUBRICFLOW_ROOT", Path(__file__).resolve().parents[2]))
 STATE_DIR = PROJECT_ROOT / ".rubricflow"
 
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from rubricflow.io import staged_dir
 from rubricflow.sections import DataConfig, GenerationConfig, ModelsConfig, SFTConfig
+from rubricflow.util.io import staged_dir
 
 
 def tokenizer_corpus(data: DataConfig) -> list[str]:
@@ -59,12 +59,12 @@ def build_base(models: ModelsConfig, data: DataConfig, out_dir: str | Path, seed
 
 def sft_examples(processor, data_dir: str | Path, samples) -> list:
     """Gold-trace examples with the prompts the policy is evaluated and trained on later (a text task's one-shot
-    demonstration included: rubricflow.evaluation.policy_requests)."""
+    demonstration included: rubricflow.evaluation.heldout.policy_requests)."""
     from models.processor import chat_prompt
     from rubricflow.data.arith import task_demo
     from rubricflow.data.schema import load_images
     from rubricflow.data.traces import render_trace
-    from rubricflow.sft import SFTExample
+    from rubricflow.training.sft import SFTExample
 
     return [
         SFTExample(
@@ -85,10 +85,10 @@ def warm_start(sft: SFTConfig, models: ModelsConfig, data: DataConfig, generatio
     from models.loader import load_policy
     from models.tiny import save
     from rubricflow.data.schema import read_dataset
-    from rubricflow.evaluation import evaluate_policy, majority_baseline
+    from rubricflow.evaluation.heldout import evaluate_policy, majority_baseline
     from rubricflow.grpo.lora import apply_lora, merge_lora
-    from rubricflow.progress import progress
-    from rubricflow.sft import train_sft
+    from rubricflow.pipeline.progress import progress
+    from rubricflow.training.sft import train_sft
 
     model, proc = load_policy(str(base_path), dtype=models.policy.dtype)
     data_dir = data.out_dir

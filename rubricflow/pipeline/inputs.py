@@ -29,8 +29,8 @@ from typing import Any
 
 import yaml
 
-from rubricflow.hashing import MISSING, path_hash
-from rubricflow.stage import StageSpec
+from rubricflow.pipeline.stage import StageSpec
+from rubricflow.util.hashing import MISSING, path_hash
 
 # ----------------------------------------------------------------------------------------------------------------
 # declared inputs
