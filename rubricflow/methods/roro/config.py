@@ -25,6 +25,7 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
+from rubricflow.grpo.config import GRPOConfig
 from rubricflow.sections import MAX_BATCH, MAX_GROUP, MAX_TOKENS, Section
 
 # The routers, in the order of every table and plot: those GRPO trains (`router.methods`), then the untrained
@@ -34,7 +35,6 @@ BASELINE_ROUTERS = ("threshold", "random")
 ROUTERS = TRAINED_ROUTERS + BASELINE_ROUTERS
 CHECKED_ROUTERS = ("oracle-process", "oracle-noisy", "exact-reader")
 TrainedRouter = Literal[TRAINED_ROUTERS]  # type: ignore[valid-type]
-from rubricflow.grpo.config import GRPOConfig
 
 
 class RoRoTaskConfig(Section):

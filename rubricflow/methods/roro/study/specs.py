@@ -36,7 +36,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from rubricflow.methods.roro.config import ROUTERS, TRAINED_ROUTERS, RoRoEvalConfig
+from rubricflow.methods.roro.config import TRAINED_ROUTERS, RoRoEvalConfig
 from rubricflow.methods.roro.study.report import PAIR_METRICS, PHASE_METRICS, pair_metric, report_extra
 from rubricflow.registry import StudyDecl
 from rubricflow.sections import ConfigError
