@@ -32,7 +32,6 @@ One ``repro`` at a time per project: a second one started while the first runs i
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import signal

@@ -109,7 +109,7 @@ class CausalLMAdapter:
     # -- scoring -----------------------------------------------------------------------------------------------
     def action_logprobs(self, module: torch.nn.Module, episodes: list[Episode], with_entropy: bool = False):
         b = self.build_batch(episodes)
-        p_len, a_len, targets, mask = b["prompt_len"], b["action_len"], b["targets"], b["mask"]
+        p_len, targets, mask = b["prompt_len"], b["targets"], b["mask"]
         T = targets.shape[1]
         # logits at position t predict token t+1: completion token j of row i is predicted at p_len[i] - 1 + j.
         # Only those positions are projected onto the vocabulary (2-D integer ``logits_to_keep``).

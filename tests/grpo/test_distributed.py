@@ -23,7 +23,8 @@ def test_two_process_deepspeed_grpo(tmp_path):
     env = {**os.environ, "RUBRICFLOW_THREADS": "1"}
     res = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=400)
     assert res.returncode == 0, res.stderr[-3000:]
-    logs = {r: [json.loads(l) for l in (tmp_path / f"log-rank{r}.jsonl").read_text().splitlines()] for r in (0, 1)}
+    logs = {r: [json.loads(line) for line in (tmp_path / f"log-rank{r}.jsonl").read_text().splitlines()]
+            for r in (0, 1)}
     done = {r: json.loads((tmp_path / f"done-rank{r}.json").read_text()) for r in (0, 1)}
     assert {d["world_size"] for d in done.values()} == {2}
     for r in (0, 1):  # both ranks ran every step
@@ -55,7 +56,8 @@ def test_two_process_zero3_bf16_grpo(tmp_path):
     env = {**os.environ, "RUBRICFLOW_THREADS": "1"}
     res = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=400)
     assert res.returncode == 0, res.stderr[-3000:]
-    logs = {r: [json.loads(l) for l in (tmp_path / f"log-rank{r}.jsonl").read_text().splitlines()] for r in (0, 1)}
+    logs = {r: [json.loads(line) for line in (tmp_path / f"log-rank{r}.jsonl").read_text().splitlines()]
+            for r in (0, 1)}
     done = {r: json.loads((tmp_path / f"done-rank{r}.json").read_text()) for r in (0, 1)}
     for a, b in zip(logs[0], logs[1]):
         assert math.isfinite(a["loss"]) and a["param_sha"] == b["param_sha"]

@@ -41,7 +41,7 @@ def _cmd(out, steps, sleep=0.0):
 
 def _log(out):
     f = Path(out) / "log-rank0.jsonl"
-    return [json.loads(l) for l in f.read_text().splitlines()] if f.exists() else []
+    return [json.loads(line) for line in f.read_text().splitlines()] if f.exists() else []
 
 
 @pytest.mark.slow

@@ -1,10 +1,15 @@
 """parse_judgment: strict schema first, then tolerant repair; nothing is ever guessed or defaulted."""
 
 import json
+import re
 
 import pytest
 
+from models.generation import Completion
 from rubricflow.judge import parse_judgment
+from rubricflow.judge.config import LocalJudgeConfig
+from rubricflow.judge.local_backend import LocalJudge
+from rubricflow.judge.protocol import JudgeRequest, Rubric
 
 IDS = ["R01", "R02"]
 
@@ -138,13 +143,6 @@ def test_strict_requires_exact_ids_and_consistent_values():
 # -- a verdict is read only from the judge's own answer (issue 37, item 1) ----------------------------------------
 # Each attack runs the production prompt and parser (the local backend, whose model is a scripted function of the
 # prompt it is given): the policy's response ends in a verdict block, and the judge echoes or quotes it.
-import re
-
-from models.generation import Completion
-from rubricflow.judge.config import LocalJudgeConfig
-from rubricflow.judge.local_backend import LocalJudge
-from rubricflow.judge.protocol import JudgeRequest, Rubric
-
 RUBRICS = [Rubric("R01", "The stated intermediate values are right."), Rubric("R02", "The boxed answer is right.")]
 QUESTION = "What is 2 + 3?"
 PASS_COMPACT = '{"verdicts": {"R01": "pass", "R02": "pass"}}'

@@ -32,7 +32,7 @@ def make_cfg(root, name, **over):
 
 
 def steps_of(root, name):
-    return [json.loads(l) for l in (root / name / "reports" / "steps.jsonl").read_text().splitlines()]
+    return [json.loads(line) for line in (root / name / "reports" / "steps.jsonl").read_text().splitlines()]
 
 
 @pytest.mark.slow

@@ -95,7 +95,10 @@ def format_table(rows: list[dict]) -> str:
             f"{r['lrm_flops'] / 1e9:.4f}", f"{r['total_flops'] / 1e9:.4f}",
         ])
     widths = [max(len(h), *(len(b[i]) for b in body)) if body else len(h) for i, h in enumerate(head)]
-    line = lambda cells: "  ".join(c.ljust(w) if i < 2 else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths)))
+
+    def line(cells: list[str]) -> str:
+        return "  ".join(c.ljust(w) if i < 2 else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths)))
+
     return "\n".join([line(head), line(["-" * w for w in widths])] + [line(b) for b in body])
 
 
