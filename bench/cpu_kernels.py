@@ -27,7 +27,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-_CHILD = """
+_CHILD = (
+    """
 import json, sys
 from pathlib import Path
 import rubricflow.util.env  # noqa: F401
@@ -38,8 +39,10 @@ cfg = load_config("params.yaml")
 seed, out = int(sys.argv[1]), Path(sys.argv[2])
 build_base(cfg.models, cfg.data, out / "base", seed)
 sft, _ = warm_start(cfg.sft, cfg.models, cfg.data, cfg.generation, out / "base", out / "sft", seed)
-print("RESULT " + json.dumps({"val": sft["accuracy_after"], "weights": content_hash(out / "sft" / "model.safetensors")}))
+print("RESULT " + json.dumps({"val": sft["accuracy_after"], "weights": """
+    """content_hash(out / "sft" / "model.safetensors")}))
 """
+)
 
 # DeltaRubric: the study's own per-seed start (rubricflow.methods.deltarubric.study.build_start) under the study's
 # budget settings, so its readout is the one the study reports per seed
@@ -86,8 +89,8 @@ CHILDREN = {"rucl": (_CHILD, "data/synthetic/manifest.json", "dvc repro validate
 
 def build(capability: str, seed: int, out: Path, method: str = "rucl") -> dict:
     env = {**os.environ, "ATEN_CPU_CAPABILITY": capability}
-    proc = subprocess.run([sys.executable, "-c", CHILDREN[method][0], str(seed), str(out)], env=env, capture_output=True,
-                          text=True, check=False)
+    proc = subprocess.run([sys.executable, "-c", CHILDREN[method][0], str(seed), str(out)], env=env,
+                          capture_output=True, text=True, check=False)
     line = next((x for x in proc.stdout.splitlines() if x.startswith("RESULT ")), None)
     if proc.returncode != 0 or line is None:
         raise SystemExit(f"cpu_kernels: capability {capability} failed (exit {proc.returncode}): "

@@ -164,7 +164,8 @@ def main() -> None:
 
     print(f"torch {torch.__version__}, trl {trl.__version__}, threads {torch.get_num_threads()}; "
           f"tiny Qwen2 hidden {a.hidden} x {a.layers} layers; {a.prompts_per_step} prompts x {a.group_size} "
-          f"samples, <= {a.max_new_tokens} new tokens, {a.steps} steps ({a.warmup} warm-up dropped) x {a.rounds} rounds")
+          f"samples, <= {a.max_new_tokens} new tokens, {a.steps} steps ({a.warmup} warm-up dropped) "
+          f"x {a.rounds} rounds")
     with tempfile.TemporaryDirectory() as d:
         model, tok = build_toy_policy("text", hidden=a.hidden, layers=a.layers, seed=0)
         save(model, tok, d)
@@ -188,7 +189,8 @@ def main() -> None:
     wall_ratio = [c["wall"] / t["wall"] for c, t in zip(res["cached"], res["trl"])]
     print(f"ratio rubricflow/trl per round (CPU time): {[round(x, 2) for x in ratio]}; wall clock: "
           f"{[round(x, 2) for x in wall_ratio]}")
-    print(f"ratio with TransformersGenerator rollouts (the same generate() TRL uses): {statistics.median(ratio_hf):.2f}")
+    print(f"ratio with TransformersGenerator rollouts (the same generate() TRL uses): "
+          f"{statistics.median(ratio_hf):.2f}")
     print(f"grpo samples_per_s ratio={statistics.median(ratio):.2f}")
 
 

@@ -61,7 +61,8 @@ def build(root: Path, n_train: int) -> None:
     from rubricflow.methods.rucl.rubrics.pool import RubricPool, load_default_pool, save_pool
 
     samples = build_synthetic_dataset(root / "data", ["arith"], {"train": n_train, "val": 2}, seed=1, image_size=56)
-    corpus = [s.question for s in samples] + [render_trace(s.facts, s.answer) for s in samples] + list(task_demo("arith"))
+    corpus = ([s.question for s in samples] + [render_trace(s.facts, s.answer) for s in samples]
+              + list(task_demo("arith")))
     model, tok = build_tiny_text(corpus, TinyDims(hidden_size=64, num_layers=2, num_heads=2, num_kv_heads=1,
                                                   vocab_size=400))
     save(model, tok, root / "init")

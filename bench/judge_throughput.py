@@ -58,7 +58,8 @@ def parse_cpus(spec: str | None) -> set[int] | None:
         cpus.update(range(int(lo), int(hi or lo) + 1))
     available = os.sched_getaffinity(0)
     if not cpus <= available:
-        raise SystemExit(f"--client-cpus/--server-cpus {spec!r}: CPUs {sorted(cpus - available)} are not available here")
+        raise SystemExit(f"--client-cpus/--server-cpus {spec!r}: CPUs {sorted(cpus - available)} "
+                         "are not available here")
     return cpus
 
 

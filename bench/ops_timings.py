@@ -118,7 +118,8 @@ def main() -> None:
                        ("dvc repro (no-op)", "dvc version")]:
         cpu = med.get(f"{what} cpu")
         cpu_s = f" cpu_s={cpu:.2f}" if cpu is not None else ""
-        print(f"{what} wall_s={med[what]:.2f}{cpu_s} ratio={med[what] / med[base]:.2f} (baseline {base} {med[base]:.2f} s)")
+        print(f"{what} wall_s={med[what]:.2f}{cpu_s} ratio={med[what] / med[base]:.2f} "
+              f"(baseline {base} {med[base]:.2f} s)")
 
 
 if __name__ == "__main__":

@@ -48,7 +48,8 @@ VLLM_PY = ROOT / ".venv-vllm" / "bin" / "python"
 
 
 def vllm_env() -> dict:
-    return {**os.environ, "PYTHONPATH": str(ROOT), "VLLM_CPU_KVCACHE_SPACE": os.environ.get("VLLM_CPU_KVCACHE_SPACE", "1"),
+    return {**os.environ, "PYTHONPATH": str(ROOT),
+            "VLLM_CPU_KVCACHE_SPACE": os.environ.get("VLLM_CPU_KVCACHE_SPACE", "1"),
             "VLLM_NO_USAGE_STATS": "1", "HF_HUB_OFFLINE": "1"}
 
 
@@ -88,8 +89,8 @@ def run_server(model_dir: Path, args, tmp: Path) -> float:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    cmd = [str(VLLM_PY), "-m", "models.generation.vllm_server", "--model", str(model_dir), "--port", str(port), "--dtype",
-           "float32", "--enforce-eager"]
+    cmd = [str(VLLM_PY), "-m", "models.generation.vllm_server", "--model", str(model_dir), "--port", str(port),
+           "--dtype", "float32", "--enforce-eager"]
     log = open(tmp / "server.log", "w")
     proc = subprocess.Popen(cmd, cwd=ROOT, env=vllm_env(), stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     try:
@@ -126,10 +127,12 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=8, help="samples per prompt (8 prompts)")
     ap.add_argument("--max-new-tokens", type=int, default=32)
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--model", default=None, help="a real model folder (Hugging Face format) measured after the tiny one")
+    ap.add_argument("--model", default=None,
+                    help="a real model folder (Hugging Face format) measured after the tiny one")
     args = ap.parse_args()
     if not VLLM_PY.exists():
-        raise SystemExit(f"{VLLM_PY} is missing: the CPU vLLM environment is installed by `make test` (make install-vllm)")
+        raise SystemExit(f"{VLLM_PY} is missing: the CPU vLLM environment is installed by `make test` "
+                         "(make install-vllm)")
     from rubricflow.testing.vllm_rollouts import build_rollout_model
 
     results = {}

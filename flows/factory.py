@@ -45,10 +45,11 @@ def make_flow(name: str) -> tuple[Flow, type[Overrides]]:
     stage_choice = Literal[tuple(pipe.stage_names)]  # type: ignore[valid-type]
 
     def run(
-        profile: profile_choice() = Field(default_profile, description="Profile overlay of params.yaml (its `profiles`: "
-                                          "tiny is CPU, gpu a cluster)."),
+        profile: profile_choice() = Field(default_profile, description="Profile overlay of params.yaml "
+                                          "(its `profiles`: tiny is CPU, gpu a cluster)."),
         overrides: overrides_cls = Field(overrides_cls(), description="Method parameters (defaults: params.yaml)."),
-        until: Optional[stage_choice] = Field(None, description="Stop after this stage (empty: run the whole pipeline)."),
+        until: Optional[stage_choice] = Field(
+            None, description="Stop after this stage (empty: run the whole pipeline)."),
     ) -> dict:
         changed = overrides.changed()
         return run_pipeline(name, profile, changed, until, params_for_report={"profile": profile, **changed})

@@ -191,7 +191,8 @@ def run_graph(deps: Mapping[str, set[str]], start: Callable[[str], subprocess.Po
                 done.add(s)
                 status = "unchanged" if getattr(proc, "unchanged", lambda: False)() else "ran"
                 outcomes.append(Outcome(s, status, secs))
-                report(f"{'done' if status == 'ran' else 'same'}   {s} ({secs:.0f} s{'' if status == 'ran' else ', unchanged'})")
+                report(f"{'done' if status == 'ran' else 'same'}   {s} "
+                       f"({secs:.0f} s{'' if status == 'ran' else ', unchanged'})")
     except BaseException:
         # every group is told at once, then each is waited for (a process with ``interrupt``/``finish`` stops its
         # whole group; any other is terminated)

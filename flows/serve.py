@@ -46,7 +46,8 @@ def _prefect(*args: str, check: bool = True, root: Path = PROJECT_ROOT) -> subpr
     env = {**os.environ, "RUBRICFLOW_ROOT": str(root)}
     proc = subprocess.run([str(exe), "--no-prompt", *args], cwd=root, env=env, capture_output=True, text=True)
     if check and proc.returncode != 0:
-        raise RuntimeError(f"prefect {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout[-2000:]}{proc.stderr[-2000:]}")
+        raise RuntimeError(f"prefect {' '.join(args)} failed ({proc.returncode}):\n"
+                           f"{proc.stdout[-2000:]}{proc.stderr[-2000:]}")
     return proc
 
 

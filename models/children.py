@@ -8,9 +8,9 @@
 * :func:`run` is ``subprocess.run`` under that discipline, with a timeout that stops the group.
 * :func:`handle_signals` (a context manager, effective in the main thread only) turns SIGTERM, SIGHUP and SIGINT
   into: stop every child group, print one line, exit with ``128 + signal`` (or, where a handler of the process's
-  own was installed before, such as Prefect's, stop the children and hand the signal to it). The stage framework enters it around
-  every stage (``rubricflow.pipeline.stage``), so ``smol-judge`` cancelled by Prefect (SIGTERM) or a closed terminal
-  (SIGHUP) leaves no server holding its port, during start-up too.
+  own was installed before, such as Prefect's, stop the children and hand the signal to it). The stage framework
+  enters it around every stage (``rubricflow.pipeline.stage``), so ``smol-judge`` cancelled by Prefect (SIGTERM) or
+  a closed terminal (SIGHUP) leaves no server holding its port, during start-up too.
 """
 
 from __future__ import annotations

@@ -33,7 +33,8 @@ SPECIAL_TOKENS = [
     "<|image_pad|>",
     "<|video_pad|>",
 ]
-VISION_TOKENS = [t for t in SPECIAL_TOKENS if t.startswith(("<|vision", "<|image", "<|video", "<|box", "<|quad", "<|object"))]
+VISION_TOKENS = [t for t in SPECIAL_TOKENS
+                 if t.startswith(("<|vision", "<|image", "<|video", "<|box", "<|quad", "<|object"))]
 
 # A Qwen2-VL style chat template (the same turn markers and vision placeholders as Qwen2.5-VL-Instruct).
 CHAT_TEMPLATE = (
@@ -49,7 +50,8 @@ CHAT_TEMPLATE = (
 )
 
 _QWEN_SPLIT = (
-    r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"""
+    r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|"""
+    r"""\s*[\r\n]+|\s+(?!\S)|\s+"""
 )
 
 
@@ -74,7 +76,8 @@ def train_tokenizer(corpus: Iterable[str], vocab_size: int = 1024):
     bpe.train_from_iterator(corpus, trainer=trainer)
     vocab = bpe.get_vocab()
     # merges in rank order, as (left, right) pairs
-    merges = [tuple(m) if isinstance(m, list) else tuple(m.split(" ")) for m in json.loads(bpe.to_str())["model"]["merges"]]
+    merges = [tuple(m) if isinstance(m, list) else tuple(m.split(" "))
+              for m in json.loads(bpe.to_str())["model"]["merges"]]
     tok = Qwen2Tokenizer(
         vocab=vocab,
         merges=merges,

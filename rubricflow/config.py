@@ -76,7 +76,8 @@ class BaseConfig(Section):
         default_factory=ClusterConfig, description="Resources of a study unit on a Ray cluster (`study --ray`)."
     )
     judge: JudgeConfig = Field(
-        default_factory=JudgeConfig, description="Judge backend (programmatic / openai-compatible / local), cache, retries."
+        default_factory=JudgeConfig,
+        description="Judge backend (programmatic / openai-compatible / local), cache, retries.",
     )
 
 

@@ -2,8 +2,8 @@
 
 A method is a folder ``rubricflow/methods/<name>/`` whose ``__init__.py`` exposes ``METHOD``: its config sections,
 its stages, the pipelines those stages form, its study adapters and default studies, its lines of the run summary
-and of a flow's run report, its columns of ``rubricflow compare`` and its extra CLI commands. The kernel (config composition, the manifest, the CLI, the study harness, the summary)
-reads them from here and names no method.
+and of a flow's run report, its columns of ``rubricflow compare`` and its extra CLI commands. The kernel (config
+composition, the manifest, the CLI, the study harness, the summary) reads them from here and names no method.
 
 Where methods come from, in order:
 

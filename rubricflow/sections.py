@@ -17,8 +17,8 @@ from pydantic_core import PydanticCustomError
 
 __all__ = [
     "MAX_BATCH", "MAX_COUNT", "MAX_GROUP", "MAX_TOKENS",
-    "ConfigError", "Section", "DataConfig", "GenerationConfig", "LoRAConfig", "ModelSpec", "ModelsConfig", "DEFAULT_PROFILE", "SFTConfig",
-    "SplitSizes", "TrackingConfig",
+    "ConfigError", "Section", "DataConfig", "GenerationConfig", "LoRAConfig", "ModelSpec", "ModelsConfig",
+    "DEFAULT_PROFILE", "SFTConfig", "SplitSizes", "TrackingConfig",
 ]
 
 
@@ -363,7 +363,8 @@ class GenerationConfig(Section):
         "auto", description="vLLM colocate: engine dtype ('auto' = the checkpoint's; float32 on CPU)."
     )
     vllm_max_model_len: int | None = Field(
-        None, ge=1, le=MAX_TOKENS, description="vLLM colocate: context length the engine reserves for (None = the model's)."
+        None, ge=1, le=MAX_TOKENS,
+        description="vLLM colocate: context length the engine reserves for (None = the model's).",
     )
     vllm_enforce_eager: bool = Field(False, description="vLLM colocate: no CUDA graphs / compilation.")
     vllm_sleep_mode: bool = Field(

@@ -172,7 +172,8 @@ def report_markdown(
         lines.append("- parameters: " + ", ".join(f"`{k}={_fmt(v)}`" for k, v in params.items()))
     if parent_run_id:
         url = links.get(parent_run_id)
-        lines.append(f"- MLflow parent run: [{parent_run_id}]({url})" if url else f"- MLflow parent run: `{parent_run_id}`")
+        lines.append(f"- MLflow parent run: [{parent_run_id}]({url})" if url
+                     else f"- MLflow parent run: `{parent_run_id}`")
     lines += registry.report_lines(outcomes)
     lines += ["", "| stage | status | seconds | key metrics | MLflow |", "|---|---|---|---|---|"]
     for o in outcomes:
@@ -232,6 +233,7 @@ def publish_comparison(experiment: str, stage: str, metrics: list[str] | None = 
     cmp = compare_runs(experiment, stage, metrics, pipeline=pipeline)
     rows = [{c: r.get(c) for c in cmp.columns} for r in cmp.rows]
     create_table_artifact(rows, key=artifact_key(key_prefix, stage, "table"),
-                          description=f"{stage} runs in MLflow experiment {experiment}: differing params, final metrics")
+                          description=f"{stage} runs in MLflow experiment {experiment}: "
+                                      "differing params, final metrics")
     create_markdown_artifact(cmp.markdown(), key=artifact_key(key_prefix, stage), description=f"{stage} comparison")
     return {"columns": cmp.columns, "rows": rows, "differing_params": cmp.differing_params}

@@ -210,7 +210,8 @@ def _run_in_process(flow, specs, cfg, track, logger) -> tuple[list[dict], BaseEx
         inp = inputs_for(name, cfg)
         missing_outs = inp.missing_outputs()
         if missing_outs:
-            logger.info("stage %s: outputs missing (%s): any cached result is recomputed", name, ", ".join(missing_outs))
+            logger.info("stage %s: outputs missing (%s): any cached result is recomputed", name,
+                        ", ".join(missing_outs))
         t0 = time.perf_counter()
         fut = configured(name, flow, cfg.profile, refresh=bool(missing_outs), cache=inp.declared).submit(
             name, cfg, track=track, pipeline=flow, wait_for=[previous] if previous is not None else None

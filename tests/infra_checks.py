@@ -102,7 +102,8 @@ def _secret_problems(where: str, key: str | None, value: Any) -> list[str]:
         problems.append(f"{where}: {key} holds a literal value; expected only a ${{VAR}} placeholder")
     for m in _URL_CREDENTIALS.finditer(_mask_placeholders(value)):
         if m.group("password") != "\0":
-            problems.append(f"{where}: URL password {m.group('password')!r} is literal; expected a ${{VAR}} placeholder")
+            problems.append(f"{where}: URL password {m.group('password')!r} is literal; "
+                            f"expected a ${{VAR}} placeholder")
     return problems
 
 
@@ -264,7 +265,8 @@ def check_compose(doc: Any, label: str = "infra/docker-compose.yml") -> list[str
         env = service_env(svc)
         for key, expected in TELEMETRY_OFF.items():
             if str(env.get(key)) != expected:
-                problems.append(f"{where}.environment: {key} must be {expected!r} (telemetry off), got {env.get(key)!r}")
+                problems.append(f"{where}.environment: {key} must be {expected!r} (telemetry off), "
+                                f"got {env.get(key)!r}")
         for key, value in env.items():
             problems += _secret_problems(f"{where}.environment", key, value)
         for path, text in _walk_strings(svc.get("command"), f"{where}.command"):
@@ -410,7 +412,8 @@ def check_pod_spec(spec: Any, where: str, volumes_claims: set[str], secrets: dic
                 if ref.get("name") not in secrets:
                     problems.append(f"{cw}.env.{e.get('name')}: secret {ref.get('name')!r} is not defined here")
                 elif ref.get("key") not in secrets[ref.get("name")]:
-                    problems.append(f"{cw}.env.{e.get('name')}: secret {ref.get('name')!r} has no key {ref.get('key')!r}")
+                    problems.append(f"{cw}.env.{e.get('name')}: secret {ref.get('name')!r} "
+                                    f"has no key {ref.get('key')!r}")
         problems += _resource_problems(c.get("resources") or {}, cw)
     return problems
 
@@ -486,14 +489,16 @@ def check_k8s(docs: list[tuple[str, Any]]) -> list[str]:
         if d["kind"] != "Service":
             continue
         selector = (d.get("spec") or {}).get("selector") or {}
-        targets = [p for _, labels, p in pod_templates if selector and all(labels.get(k) == v for k, v in selector.items())]
+        targets = [p for _, labels, p in pod_templates
+                   if selector and all(labels.get(k) == v for k, v in selector.items())]
         if not targets:
             problems.append(f"{where}: selector {selector} matches no Deployment's pods")
             continue
         ports = _container_ports(targets[0])
         for p in (d.get("spec") or {}).get("ports") or []:
             target = p.get("targetPort", p.get("port"))
-            if (isinstance(target, str) and target not in ports) or (isinstance(target, int) and target not in ports.values()):
+            if ((isinstance(target, str) and target not in ports)
+                    or (isinstance(target, int) and target not in ports.values())):
                 problems.append(f"{where}: targetPort {target!r} is not a port of the selected pods ({ports})")
     return problems
 
@@ -577,9 +582,11 @@ def check_work_pool_template(template: Any, label: str = "infra/k8s/work-pool-te
         problems.append(f"{label}: job_configuration keys {sorted(unknown_keys)} are not Kubernetes worker fields")
     used = {p.name for p in find_placeholders(job_config) if p.type is PlaceholderType.STANDARD}
     for name in sorted(used - props.keys()):
-        problems.append(f"{label}: job_configuration uses {{{{ {name} }}}}, which variables.properties does not declare")
+        problems.append(f"{label}: job_configuration uses {{{{ {name} }}}}, "
+                        "which variables.properties does not declare")
     for name in sorted(props.keys() - used):
-        problems.append(f"{label}: variable {name!r} is declared but job_configuration never uses it (it would have no effect)")
+        problems.append(f"{label}: variable {name!r} is declared but job_configuration never uses it "
+                        "(it would have no effect)")
 
     defaults = template_defaults(template)
     for err in validate(defaults, variables, ignore_required=True):
@@ -768,7 +775,8 @@ def check_prefect_yaml(doc: Any, label: str = "prefect.yaml", k8s_template: dict
             for s in steps if isinstance(s, dict) and "prefect.deployments.steps.set_working_directory" in s
         ]
         if not workdirs or not all(workdirs):
-            problems.append(f"{where}: pull steps need prefect.deployments.steps.set_working_directory with a directory")
+            problems.append(f"{where}: pull steps need prefect.deployments.steps.set_working_directory "
+                            "with a directory")
         if pool == "rubricflow-k8s" and k8s_template is not None:
             variables = k8s_template["variables"]
             job_vars = (d.get("work_pool") or {}).get("job_variables") or {}

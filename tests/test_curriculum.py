@@ -17,7 +17,8 @@ def run(s, scores):
 
 
 def test_transition_step_and_linear_ramp_hand_computed():
-    s = CurriculumScheduler(threshold=0.9, window=3, ramp_steps=4, peak=0.5, shape="linear", steepness=10.0, threshold_rule="absolute", margin=0.0, window_test="every")
+    s = CurriculumScheduler(threshold=0.9, window=3, ramp_steps=4, peak=0.5, shape="linear", steepness=10.0,
+                            threshold_rule="absolute", margin=0.0, window_test="every")
     # t:      0     1     2    3     4     5     6     7     8     9    10
     scores = [0.95, 0.95, 0.5, 0.95, 0.95, 0.95, 0.2, 0.2, 0.2, 0.2, 0.99]
     lams = run(s, scores)
@@ -51,7 +52,8 @@ def test_sigmoid_ramp_values():
     lams = run(s, [0.6, 0.1, 0.1, 0.1, 0.1])
     assert lams == pytest.approx([0.8 * expect_q, 0.4, 0.8 * (1 - expect_q), 0.8, 0.8])
     with pytest.raises(ValueError, match="shape"):
-        CurriculumScheduler(threshold=0.9, window=1, ramp_steps=1, peak=0.5, shape="cosine", steepness=10.0, threshold_rule="absolute", margin=0.0, window_test="every")
+        CurriculumScheduler(threshold=0.9, window=1, ramp_steps=1, peak=0.5, shape="cosine", steepness=10.0,
+                            threshold_rule="absolute", margin=0.0, window_test="every")
 
 
 def test_state_round_trip_mid_ramp_is_json_and_continues_identically():

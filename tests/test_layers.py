@@ -220,6 +220,7 @@ def test_the_composition_root_checker_catches_an_import(tmp_path):
     (tmp_path / "models").mkdir()
     (tmp_path / "rubricflow" / "methods" / "rucl").mkdir(parents=True)
     (tmp_path / "rubricflow" / "config.py").write_text("from rubricflow.sections import DataConfig\n")
-    (tmp_path / "rubricflow" / "methods" / "rucl" / "x.py").write_text("def f():\n    from rubricflow.config import Config\n")
+    (tmp_path / "rubricflow" / "methods" / "rucl" / "x.py").write_text(
+        "def f():\n    from rubricflow.config import Config\n")
     assert config_importers(tmp_path) == ["rubricflow/methods/rucl/x.py:2 imports rubricflow.config",
                                           "rubricflow/methods/rucl/x.py:2 imports rubricflow.config.Config"]

@@ -85,7 +85,8 @@ def test_the_cli_prints_a_full_disk_as_one_line(tmp_path, run_cli_stage):
 
     code, err = run_cli_stage(fills)
     err = err.strip()
-    assert code == 1 and err.startswith("error: ") and "train.parquet: the disk is full (ENOSPC" in err and "\n" not in err
+    assert (code == 1 and err.startswith("error: ") and "train.parquet: the disk is full (ENOSPC" in err
+            and "\n" not in err)
 
 
 def test_a_self_referencing_yaml_alias_is_one_line_naming_the_key(tmp_path):

@@ -88,10 +88,13 @@ def _parse_set(items: list[str]) -> dict:
 @app.callback()
 def main(
     params: Annotated[Path, typer.Option(help="Parameters file (the one config source).")] = Path("params.yaml"),
-    profile: Annotated[Optional[str], typer.Option(help="Profile overlay to use: a key of `profiles` in params.yaml (tiny, gpu, smol); default: its `profile`.")] = None,
+    profile: Annotated[Optional[str], typer.Option(
+        help="Profile overlay to use: a key of `profiles` in params.yaml (tiny, gpu, smol); "
+             "default: its `profile`.")] = None,
     set_: Annotated[list[str], typer.Option("--set", help="Override a parameter: dotted.key=value (repeatable).")] = [],
     no_track: Annotated[bool, typer.Option("--no-track", help="Do not log to MLflow.")] = False,
-    threads: Annotated[Optional[int], typer.Option(help="Torch intra-op threads (default $RUBRICFLOW_THREADS or 1).")] = None,
+    threads: Annotated[Optional[int], typer.Option(
+        help="Torch intra-op threads (default $RUBRICFLOW_THREADS or 1).")] = None,
 ):
     if threads is not None and threads < 1:
         raise usage_error(f"--threads: expected a positive integer, got {threads}")

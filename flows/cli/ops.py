@@ -1,7 +1,8 @@
 """Operations sub-commands of the ``rubricflow`` CLI (registered by ``flows/cli/__init__.py`` through
 ``register(app)``).
 
-* ``rubricflow repro``    ``dvc repro`` with independent stages run at once (``flows/repro.py``; what ``make run`` calls);
+* ``rubricflow repro``    ``dvc repro`` with independent stages run at once (``flows/repro.py``;
+  what ``make run`` calls);
 * ``rubricflow opt-in``   make DVC see an opt-in pipeline (studies, smol), hidden by the root .dvcignore;
 * ``rubricflow exps``     ``dvc exp show`` with only the columns that differ, params under their ``-S`` names;
 * ``rubricflow compare``  table of MLflow runs of a stage: differing params, final metrics, transition step
@@ -32,7 +33,8 @@ def register(app: typer.Typer) -> None:
 
 
 def repro(
-    targets: Annotated[Optional[list[str]], typer.Argument(help="Stages or dvc.yaml files (default: dvc.yaml).")] = None,
+    targets: Annotated[Optional[list[str]], typer.Argument(
+        help="Stages or dvc.yaml files (default: dvc.yaml).")] = None,
     jobs: Annotated[int, typer.Option("--jobs", "-j", help="Stages run at once.")] = 2,
     stage_threads: Annotated[Optional[int], typer.Option(
         help="Torch threads of each stage (default: the CPUs shared between the jobs).")] = None,
@@ -101,7 +103,8 @@ def exps(
 
 
 def compare(
-    stage: Annotated[str, typer.Option(help="Stage whose runs are compared (rucl, deltarubric_train, sft ...).")] = "rucl",
+    stage: Annotated[str, typer.Option(
+        help="Stage whose runs are compared (rucl, deltarubric_train, sft ...).")] = "rucl",
     experiment: Annotated[Optional[str], typer.Option(help="MLflow experiment (default: tracking.experiment).")] = None,
     metric: Annotated[list[str], typer.Option("--metric", help="Metric name pattern (fnmatch), repeatable.")] = [],
     max_runs: Annotated[int, typer.Option(help="Newest runs to include.")] = 50,

@@ -57,7 +57,8 @@ def register(app: typer.Typer) -> None:
     @app.command("study", epilog=_studies_help())
     def study(
         name: Annotated[str, typer.Argument(help="Study: a sub-section of `study` in params.yaml (listed below).")],
-        seeds: Annotated[Optional[str], typer.Option(help="Comma-separated seeds (default: study.<name>.seeds).")] = None,
+        seeds: Annotated[Optional[str], typer.Option(
+            help="Comma-separated seeds (default: study.<name>.seeds).")] = None,
         variants: Annotated[Optional[str], typer.Option(help="Comma-separated variants (default: all).")] = None,
         no_track: Annotated[bool, typer.Option("--no-track", help="Do not log to MLflow.")] = False,
         report_name: Annotated[Optional[str], typer.Option(

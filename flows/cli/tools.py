@@ -24,8 +24,10 @@ def ingest(
     src: Annotated[Path, typer.Option(help="Source file (parquet/json/jsonl).")],
     out: Annotated[Path, typer.Option(help="Output dataset directory: new, empty or a previous rubricflow data set.")],
     split: Annotated[str, typer.Option(help="Split assigned to the converted rows.")] = "test",
-    image_root: Annotated[Optional[Path], typer.Option(help="Folder image paths are relative to (default: src's).")] = None,
-    force: Annotated[bool, typer.Option("--force", help="Replace a non-empty --out that is not a rubricflow data set.")] = False,
+    image_root: Annotated[Optional[Path], typer.Option(
+        help="Folder image paths are relative to (default: src's).")] = None,
+    force: Annotated[bool, typer.Option(
+        "--force", help="Replace a non-empty --out that is not a rubricflow data set.")] = False,
 ):
     from rubricflow.data.adapters import IngestError, ingest as do_ingest
 

@@ -33,7 +33,8 @@ def greedy_responses(model, processor, data_dir: str | Path, samples, gen: Gener
     """Greedy answers of ``model`` itself: ``generation.backend`` when it generates in memory (transformers,
     cached), else transformers (``rubricflow.training.generation.generator_for(..., in_memory=True)``)."""
     g = generator_for(gen, model, processor, in_memory=True)
-    outs = g.generate(policy_requests(processor, data_dir, samples), n=1, max_new_tokens=gen.max_new_tokens, temperature=0)
+    outs = g.generate(policy_requests(processor, data_dir, samples), n=1, max_new_tokens=gen.max_new_tokens,
+                      temperature=0)
     return [o[0].text for o in outs]
 
 

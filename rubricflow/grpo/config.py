@@ -16,7 +16,8 @@ from rubricflow.sections import MAX_BATCH, MAX_GROUP, MAX_TOKENS, Section
 class EngineConfig(Section):
     kind: Literal["deepspeed", "torch"] = Field(
         "torch",
-        description="Training engine: 'deepspeed' (ZeRO, multi-process, CPU or GPU) or 'torch' (plain AdamW, one process).",
+        description="Training engine: 'deepspeed' (ZeRO, multi-process, CPU or GPU) or 'torch' (plain AdamW, "
+        "one process).",
     )
     zero_stage: int = Field(0, ge=0, le=3, description="DeepSpeed ZeRO stage (0 = plain data parallel).")
     bf16: bool = Field(False, description="DeepSpeed bf16 mixed precision (GPU profiles; fp32 on CPU is the default).")
@@ -69,7 +70,8 @@ class GRPOConfig(Section):
     weight_decay: float = Field(0.0, ge=0, description="AdamW weight decay.")
     clip_low: float = Field(0.2, ge=0, lt=1, description="Lower clip: ratio >= 1 - clip_low for negative advantages.")
     clip_high: float = Field(
-        0.28, ge=0, description="Upper clip: ratio <= 1 + clip_high for positive advantages (DAPO clip-higher; 0.2 = PPO)."
+        0.28, ge=0,
+        description="Upper clip: ratio <= 1 + clip_high for positive advantages (DAPO clip-higher; 0.2 = PPO).",
     )
     beta: float = Field(
         0.0, ge=0, description="k3 KL coefficient to the frozen reference (0 = no reference model is kept or run)."
@@ -86,10 +88,12 @@ class GRPOConfig(Section):
     adv_eps: float = Field(1e-4, gt=0, description="Added to the std before dividing the centred rewards.")
     inner_epochs: int = Field(1, ge=1, description="Passes over each rollout batch (PPO epochs, 'mu' in GRPO).")
     minibatch_size: int = Field(
-        0, ge=0, le=MAX_BATCH * MAX_GROUP, description="Episodes per optimizer step (0 = the whole rollout batch in one step)."
+        0, ge=0, le=MAX_BATCH * MAX_GROUP,
+        description="Episodes per optimizer step (0 = the whole rollout batch in one step).",
     )
     micro_batch_size: int = Field(
-        0, ge=0, le=MAX_BATCH * MAX_GROUP, description="Episodes per forward/backward (memory bound; 0 = minibatch / engine grad accumulation)."
+        0, ge=0, le=MAX_BATCH * MAX_GROUP,
+        description="Episodes per forward/backward (memory bound; 0 = minibatch / engine grad accumulation).",
     )
     max_grad_norm: float = Field(1.0, ge=0, description="Gradient clipping norm (0 = off).")
     max_new_tokens: int = Field(

@@ -39,7 +39,9 @@ def _index(keys: Sequence[Hashable]) -> tuple[torch.Tensor, list[Hashable]]:
     return torch.tensor(out, dtype=torch.long), list(ids)
 
 
-def _segment_mean_std(r: torch.Tensor, seg: torch.Tensor, n_seg: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def _segment_mean_std(
+    r: torch.Tensor, seg: torch.Tensor, n_seg: int
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Per segment: count of valid (non-NaN) values, their mean and sample (unbiased, n-1) std.
 
     Segments with fewer than 2 valid values get std NaN (and mean NaN when empty); callers decide what that means.

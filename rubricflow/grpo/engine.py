@@ -142,7 +142,8 @@ class TorchEngine:
     def load(self, path: str | Path) -> None:
         f = Path(path) / "engine.pt"
         if not f.exists():
-            raise FileNotFoundError(f"{f}: no torch engine state here (was the checkpoint written by engine.kind=torch?)")
+            raise FileNotFoundError(
+                f"{f}: no torch engine state here (was the checkpoint written by engine.kind=torch?)")
         state = torch.load(f, map_location="cpu", weights_only=False)
         self.module.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])

@@ -38,8 +38,8 @@ def apply_lora(model, cfg: "LoRAConfig"):
         ) from None
     n = _num_layers(model)
     layers = None if cfg.top_layers is None else list(range(max(0, n - cfg.top_layers), n))
-    lcfg = LoraConfig(r=cfg.rank, lora_alpha=cfg.alpha, lora_dropout=cfg.dropout, target_modules=list(cfg.target_modules),
-                      layers_to_transform=layers, bias="none")
+    lcfg = LoraConfig(r=cfg.rank, lora_alpha=cfg.alpha, lora_dropout=cfg.dropout,
+                      target_modules=list(cfg.target_modules), layers_to_transform=layers, bias="none")
     return get_peft_model(model, lcfg)
 
 

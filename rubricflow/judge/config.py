@@ -1,7 +1,8 @@
 """``judge:`` section of params.yaml (pydantic only; composed into rubricflow.config.Config).
 
 The API key itself never appears here: only the *name* of an environment variable or of a Prefect Secret block
-that holds it. It is resolved by the openai backend at the preflight call, or else at the first call (see factory.make_judge).
+that holds it. It is resolved by the openai backend at the preflight call, or else at the first call (see
+factory.make_judge).
 """
 
 from __future__ import annotations
@@ -65,14 +66,16 @@ class OpenAIJudgeConfig(Section):
     temperature: float = Field(0.0, ge=0, description="Judge sampling temperature (0 = greedy, reproducible).")
     max_tokens: int = Field(
         512, ge=16, le=MAX_TOKENS,
-        description="Completion token cap per judge call (compact verdicts of many rubrics fit well inside the default).",
+        description="Completion token cap per judge call (compact verdicts of many rubrics fit well inside the "
+        "default).",
     )
     send_images: bool = Field(
         True, description="Send the sample images as base64 data URLs (False for text-only judges)."
     )
     http_client: Literal["aiohttp", "httpx"] = Field(
         "aiohttp",
-        description="HTTP layer under AsyncOpenAI: openai's aiohttp client (less CPU per request) or its httpx default.",
+        description="HTTP layer under AsyncOpenAI: openai's aiohttp client (less CPU per request) or its httpx "
+        "default.",
     )
     json_schema: bool = Field(True, description="Ask for schema-constrained output (response_format=json_schema).")
     verdict_format: Literal["compact", "object"] = Field(

@@ -62,7 +62,8 @@ def image_data_url(path: str | Path) -> str:
         with Image.open(p) as im:
             im.verify()
     except (OSError, UnidentifiedImageError, SyntaxError, ValueError) as e:
-        raise ValueError(f"image {p}: not an image file ({e.__class__.__name__}); it is not sent to the judge") from None
+        raise ValueError(
+            f"image {p}: not an image file ({e.__class__.__name__}); it is not sent to the judge") from None
     mime = mimetypes.guess_type(p.name)[0] or "image/png"
     return f"data:{mime};base64,{base64.b64encode(p.read_bytes()).decode()}"
 

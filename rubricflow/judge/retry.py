@@ -2,7 +2,8 @@
 
 Retried: timeouts, connection errors, truncated or non-JSON bodies, empty ``choices``, 408/409/429 and 5xx; not
 retried: 400/401/403/404/422 and the other 4xx, a ``Retry-After`` longer than the caller allows
-(:class:`RetryAfterTooLong`) and a body larger than the cap on answers (:class:`ResponseTooLarge`). ``REJECTED_HINTS`` says what a non-retryable answer most likely means.
+(:class:`RetryAfterTooLong`) and a body larger than the cap on answers (:class:`ResponseTooLarge`). ``REJECTED_HINTS``
+says what a non-retryable answer most likely means.
 """
 
 from __future__ import annotations

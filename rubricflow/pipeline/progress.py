@@ -27,7 +27,8 @@ class _TqdmBar:
 
     def advance(self, n: int = 1, **postfix) -> None:
         if postfix:
-            self._bar.set_postfix({k: (f"{v:.3g}" if isinstance(v, float) else v) for k, v in postfix.items()}, refresh=False)
+            self._bar.set_postfix({k: (f"{v:.3g}" if isinstance(v, float) else v) for k, v in postfix.items()},
+                                  refresh=False)
         self._bar.update(n)
 
     def close(self) -> None:

@@ -32,7 +32,8 @@ def key_lines(reports_dir: str | Path) -> list[str]:
 
 
 def print_summary(
-    reports_dir: str | Path, tracking_cfg: TrackingConfig, pipeline_id: str | None = None, elapsed_s: float | None = None
+    reports_dir: str | Path, tracking_cfg: TrackingConfig, pipeline_id: str | None = None,
+    elapsed_s: float | None = None,
 ) -> None:
     try:
         tracking.backfill_dvc_tags(pipeline_id, tracking_cfg.experiment)

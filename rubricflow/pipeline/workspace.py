@@ -17,7 +17,8 @@ class ReproBusy(RuntimeError):
 # Opt-in pipelines: hidden from DVC by the root .dvcignore until an untracked <dir>/.dvcignore re-includes them.
 OPT_IN = {"studies": "studies/dvc.yaml", "smol": "smol/dvc.yaml"}
 OPT_IN_TEXT = ("# Written by `rubricflow opt-in {name}` (untracked): DVC sees this opt-in pipeline "
-               "(the root .dvcignore hides it). `rubricflow opt-in {name} --off` hides it again.\n!dvc.yaml\n!dvc.lock\n")
+               "(the root .dvcignore hides it). `rubricflow opt-in {name} --off` hides it again.\n"
+               "!dvc.yaml\n!dvc.lock\n")
 
 
 def opt_in(name: str, on: bool = True, root: Path | None = None) -> bool:

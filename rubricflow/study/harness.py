@@ -214,7 +214,8 @@ def _run_unit_fn(cfg, name, spec, unit, ucfg, udir, unit_fn, track, secret_resol
                   "overrides": dict(spec.variants[unit.variant]),
                   **{sec: getattr(ucfg, sec).model_dump(mode="json") for sec in method.sections}}
         with tracking.stage_run(f"study_{name}/{unit.key}", experiment=cfg.tracking.experiment, params=params,
-                                tags={"study": name, "variant": unit.variant, "seed": unit.seed, "profile": cfg.profile},
+                                tags={"study": name, "variant": unit.variant, "seed": unit.seed,
+                                      "profile": cfg.profile},
                                 tracking_uri=cfg.tracking.tracking_uri, prefect_flow_run_id=prefect_flow_run_id) as run:
             out = unit_fn(ucfg, unit, udir, run, secret_resolver)
             run.log_metrics(flat_metrics({spec.eval_split: out["metrics"]}))

@@ -54,8 +54,8 @@ def project_root() -> Path:
 
 def code_state(outputs: Sequence[str | Path] = (), root: Path | None = None) -> CodeState:
     """The commit of the project's code and the paths that differ from it, outputs (``outputs``: folders, e.g. the
-    study's report folder) left out of both: the commit is the last one that changed anything outside them. A tree that is not a git checkout is ``unknown`` with no changes listed:
-    the report says so."""
+    study's report folder) left out of both: the commit is the last one that changed anything outside them. A tree that
+    is not a git checkout is ``unknown`` with no changes listed: the report says so."""
     root = Path(root or project_root())
     try:
         commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, timeout=10,

@@ -129,7 +129,8 @@ def render_markdown(name: str, agg: Mapping, info: Mapping, chosen: Mapping | No
     ]
     rec = info.get("inputs") or {}
     if rec.get("digest"):
-        lines.append(f"- unit inputs: digest {rec['digest']}; " + "; ".join(f"{k} {v}" for k, v in rec["parts"].items()))
+        lines.append(f"- unit inputs: digest {rec['digest']}; "
+                     + "; ".join(f"{k} {v}" for k, v in rec["parts"].items()))
     if "inputs_differ" in info:
         differ = info.get("inputs_differ") or {}
         parts = sorted({p for v in differ.values() for p in v})

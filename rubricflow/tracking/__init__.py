@@ -60,7 +60,8 @@ def git_commit(root: Path = PROJECT_ROOT) -> str:
             ["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, timeout=10, check=True
         ).stdout.strip()
         dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"], cwd=root, capture_output=True, text=True, timeout=10
+            ["git", "status", "--porcelain", "--untracked-files=no"], cwd=root, capture_output=True, text=True,
+            timeout=10,
         ).stdout.strip()
         return out + ("-dirty" if dirty else "")
     except (subprocess.SubprocessError, FileNotFoundError):

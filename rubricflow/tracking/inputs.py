@@ -100,7 +100,8 @@ def dvc_lock_record(path: Path, root: Path | None = None) -> tuple[str, str] | N
             continue
         for stage, st in (doc.get("stages") or {}).items() if isinstance(doc, dict) else ():
             for out in (st or {}).get("outs") or []:
-                if isinstance(out, dict) and out.get("md5") and (lock.parent / str(out.get("path"))).resolve() == target:
+                if (isinstance(out, dict) and out.get("md5")
+                        and (lock.parent / str(out.get("path"))).resolve() == target):
                     return str(stage), str(out["md5"])
     return None
 

@@ -18,7 +18,7 @@ namespace stays, evaluations during training (``eval/...``) go to ``val/``, miss
 dropped, and every other name goes under ``train/``. A stage's end-of-run metrics are named by :func:`stage_names`
 with the stage's namespace and renames (``@stage(metric_ns=..., metric_names=...)``). The stage reports
 (``reports/<stage>.json``, DVC metrics) keep their own keys; only the MLflow names follow this convention.
-"""
+"""  # noqa: E501 (the namespace table above is markdown: a table row cannot be wrapped)
 
 from __future__ import annotations
 

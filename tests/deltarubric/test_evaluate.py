@@ -17,7 +17,13 @@ from rubricflow.methods.deltarubric.evaluate import (
     judge,
 )
 from rubricflow.methods.deltarubric.synthetic import build_pairs, gold_values
-from rubricflow.methods.deltarubric.targets import check_text, claim_values, disagreement_keys, favours, reference_checks
+from rubricflow.methods.deltarubric.targets import (
+    check_text,
+    claim_values,
+    disagreement_keys,
+    favours,
+    reference_checks,
+)
 
 
 class _Proc:

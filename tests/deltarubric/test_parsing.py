@@ -10,7 +10,8 @@ from rubricflow.methods.deltarubric.parsing import parse_checklist, parse_verdic
     [
         ("1. count the red shapes.\n2. check the final answer.", ["count the red shapes.", "check the final answer."]),
         ("1) read bar A\n2) read bar B\n3) find the tallest bar", ["read bar A", "read bar B", "find the tallest bar"]),
-        ("- locate P\n* locate Q\n\u2022 measure dx\n- measure dy", ["locate P", "locate Q", "measure dx", "measure dy"]),
+        ("- locate P\n* locate Q\n\u2022 measure dx\n- measure dy",
+         ["locate P", "locate Q", "measure dx", "measure dy"]),
         ("1. count red 2. read the height of bar B", ["count red", "read the height of bar B"]),
         ("Checks:\n1. x\n2. y", ["x", "y"]),
         ("1. count the red\n   shapes in the left cells\n2. y", ["count the red shapes in the left cells", "y"]),
@@ -62,7 +63,8 @@ def test_bar_labels_are_not_response_names():
     "text, verdict, checks",
     [
         ("1. red = 2 -> A\n2. answer = 2 -> both\nverdict: A", "A", [("red = 2", "A"), ("answer = 2", "both")]),
-        ("1. C = 4 -> neither\n2. max = 5 favours B\nFinal Verdict - [[B]]", "B", [("C = 4", "neither"), ("max = 5", "B")]),
+        ("1. C = 4 -> neither\n2. max = 5 favours B\nFinal Verdict - [[B]]", "B",
+         [("C = 4", "neither"), ("max = 5", "B")]),
         ("[[A]]", "A", []),
         ("Response B is better.", "B", []),
         ("verdict: A ... on reflection verdict: B", "B", []),
@@ -76,7 +78,8 @@ def test_verdict_tolerant(text, verdict, checks):
 
 @pytest.mark.parametrize(
     "text, reason",
-    [("", "empty output"), ("1. red = 2 -> A", "no verdict"), ("verdict: a tie", "no verdict"), ("verdict: C", "no verdict")],
+    [("", "empty output"), ("1. red = 2 -> A", "no verdict"), ("verdict: a tie", "no verdict"),
+     ("verdict: C", "no verdict")],
 )
 def test_verdict_missing_is_a_format_failure(text, reason):
     v = parse_verdict(text)

@@ -56,7 +56,8 @@ def test_config_section_defaults_and_algorithm_switch():
 
 
 def test_summary_and_table():
-    res = [Judged("a", "counting/count", "A", True, True, True), Judged("b", "counting/count", None, False, False, False),
+    res = [Judged("a", "counting/count", "A", True, True, True),
+           Judged("b", "counting/count", None, False, False, False),
            Judged("c", "barchart/value", "B", False, True, True), Judged("d", "barchart/value", "A", True, True, True)]
     s = summarize(res)
     assert s["accuracy"] == 0.5 and s["format_violation"] == 0.25 and s["planner_format_violation"] == 0.25
@@ -100,7 +101,8 @@ def test_stages_end_to_end(tmp_path):
     assert (tmp_path / "sft" / "config.json").exists() and (tmp_path / "base" / "config.json").exists()
     assert json.loads((tmp_path / "base" / "config.json").read_text())["text_config"]["hidden_size"] == 32
     curve = json.loads((tmp_path / "reports" / "plots" / "deltarubric_sft_loss.json").read_text())
-    assert [(c["step"], c["phase"]) for c in curve] == [(0, "reading"), (1, "reading")] + [(i, "roles") for i in range(2, 8)]
+    assert [(c["step"], c["phase"]) for c in curve] == ([(0, "reading"), (1, "reading")]
+                                                        + [(i, "roles") for i in range(2, 8)])
 
     steps = []
     m = train_stage(cfg, track=False, log_fn=lambda s, x: steps.append((s, x)))

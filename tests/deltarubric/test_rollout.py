@@ -75,7 +75,8 @@ def setup(tmp_path_factory):
     build_pairs(d, ["counting"], {"train": 2}, seed=11, partial_frac=0.0)
     pairs = read_pairs(d, "train")
     # distinct questions so the scripted generator can tell the pairs apart
-    pairs[0].question, pairs[1].question = "How many red shapes are there? (one)", "How many red shapes are there? (two)"
+    pairs[0].question, pairs[1].question = ("How many red shapes are there? (one)",
+                                            "How many red shapes are there? (two)")
     items = load_items(d, pairs)
     model, proc = build_toy_policy("vl", hidden=32, layers=1, vocab=320, seed=0)
     return items, model, proc
@@ -95,8 +96,10 @@ def _script(items):
     return {
         # pair 0: 4 checklists, the 4th names a response (invalid); pair 1: all valid (2 checks each)
         "planner": [
-            ["1. count the red shapes.\n2. check the final answer.", "- count the blue shapes\n- count the green shapes",
-             "1. count the red shapes. 2. count the blue shapes.", "1. is Response A right?\n2. check the final answer."],
+            ["1. count the red shapes.\n2. check the final answer.",
+             "- count the blue shapes\n- count the green shapes",
+             "1. count the red shapes. 2. count the blue shapes.",
+             "1. is Response A right?\n2. check the final answer."],
             ["1. count the red shapes.\n2. check the final answer."] * 4,
         ],
         # no-rubric verdicts: pair 0 right 1 of 3 (one is a format failure), pair 1 right 3 of 3
@@ -261,7 +264,8 @@ def test_decoupled_advantages_through_the_updater(setup, monkeypatch):
     assert torch.allclose(ver01, ver, atol=1e-6)
     # a changed verifier reward rule (lambda) changes verifier rewards only: planner advantages unchanged
     episodes_l, _ = score(collect(gen, proc, items, _cfg(guidance_lambda=0.0)), _cfg(guidance_lambda=0.0), eos)
-    assert [e.reward for e in episodes_l if e.role == "verifier"] != [e.reward for e in episodes if e.role == "verifier"]
+    assert ([e.reward for e in episodes_l if e.role == "verifier"]
+            != [e.reward for e in episodes if e.role == "verifier"])
     plan_l, _ = _advantages_seen_by_updater(model, proc, episodes_l, monkeypatch)
     assert torch.allclose(plan_l, plan, atol=1e-6)
 

@@ -42,7 +42,8 @@ def test_default_spec_variants_and_claims():
     claims = {(c.a, c.b, c.metric, c.direction, c.exploratory) for c in spec.claims}
     assert claims >= {
         ("deltarubric", "sft", "accuracy", "higher", False), ("deltarubric", "sft", "sep_deltarubric", "higher", False),
-        ("deltarubric", "reading", "accuracy", "higher", False), ("deltarubric", "no-rubric", "accuracy", "higher", False),
+        ("deltarubric", "reading", "accuracy", "higher", False),
+        ("deltarubric", "no-rubric", "accuracy", "higher", False),
         ("deltarubric", "absolute", "accuracy", "higher", True), ("deltarubric", "lambda0", "accuracy", "higher", True)}
     assert {"acc_agreed", "acc_reading", "sep_deltarubric", "flat_step0"} <= set(spec.metrics)
 
@@ -86,7 +87,8 @@ def test_require_shared_names_the_pairs_and_the_warm_start(tmp_path):
     with pytest.raises(SharedOutputsMissing) as e:
         require_shared(cfg, "deltarubric", cfg.study.deltarubric, units)
     msg = str(e.value)
-    assert "pairs/manifest.json (stage `deltarubric_pairs`)" in msg and "sft/config.json (stage `deltarubric_sft`)" in msg
+    assert ("pairs/manifest.json (stage `deltarubric_pairs`)" in msg
+            and "sft/config.json (stage `deltarubric_sft`)" in msg)
     assert "dvc repro deltarubric_sft" in msg
     _make_shared(tmp_path)
     require_shared(cfg, "deltarubric", cfg.study.deltarubric, units)

@@ -17,7 +17,8 @@ def test_derive_reproduces_generator_answers(tmp_path):
 
 
 def test_synthetic_pairs_are_balanced_consistent_and_pass_the_gate(tmp_path):
-    pairs = build_pairs(tmp_path, ["counting", "barchart", "geometry"], {"train": 30, "test": 10}, seed=7, partial_frac=0.4)
+    pairs = build_pairs(tmp_path, ["counting", "barchart", "geometry"], {"train": 30, "test": 10}, seed=7,
+                        partial_frac=0.4)
     stats = validate_pairs(tmp_path, balance_tol=0.0)  # exactly balanced
     assert stats == {"n_pairs": 120, "frac_a": {"test": 0.5, "train": 0.5}}
     kinds = {p.meta["kind"] for p in pairs}
@@ -42,7 +43,8 @@ def test_synthetic_pairs_are_balanced_consistent_and_pass_the_gate(tmp_path):
             perc = [[k, int(claims[k])] for k, _ in perc]
             assert response_text(p.facts, perc) == bad
     # deterministic by seed
-    again = build_pairs(tmp_path / "again", ["counting", "barchart", "geometry"], {"train": 30, "test": 10}, seed=7, partial_frac=0.4)
+    again = build_pairs(tmp_path / "again", ["counting", "barchart", "geometry"], {"train": 30, "test": 10}, seed=7,
+                        partial_frac=0.4)
     assert [(p.response_a, p.preferred) for p in again] == [(p.response_a, p.preferred) for p in pairs]
 
 

@@ -23,7 +23,8 @@ def _pair(a, b, preferred="A"):
 
 
 def test_reference_checks_target_the_disagreement():
-    p = _pair("red = 2, green = 1, blue = 0. so red = 2. \\boxed{2}", "red = 3, green = 1, blue = 0. so red = 3. \\boxed{3}")
+    p = _pair("red = 2, green = 1, blue = 0. so red = 2. \\boxed{2}",
+              "red = 3, green = 1, blue = 0. so red = 3. \\boxed{3}")
     checks = reference_checks(p)
     assert [c.key for c in checks] == ["red", "answer"]
     text = planner_target(checks)
@@ -39,7 +40,8 @@ def test_reference_checks_target_the_disagreement():
 
 def test_colour_error_and_static_target():
     # B attributes a green shape to blue: two counts disagree, the answer agrees
-    p = _pair("red = 2, green = 1, blue = 0. so red = 2. \\boxed{2}", "red = 2, green = 0, blue = 1. so red = 2. \\boxed{2}", "A")
+    p = _pair("red = 2, green = 1, blue = 0. so red = 2. \\boxed{2}",
+              "red = 2, green = 0, blue = 1. so red = 2. \\boxed{2}", "A")
     checks = reference_checks(p)
     assert [c.key for c in checks] == ["green", "blue"]
     assert verifier_target(p, checks) == (
@@ -48,7 +50,8 @@ def test_colour_error_and_static_target():
         "2. image blue = 0, A blue = 0 yes, B blue = 1 no -> A\nverdict: A"
     )
     assert static_target(p) == (
-        "1. relevance -> both\n2. consistency -> A\n3. visual -> A\n4. reasoning -> both\n5. clarity -> both\nverdict: A"
+        "1. relevance -> both\n2. consistency -> A\n3. visual -> A\n4. reasoning -> both\n5. clarity -> both\n"
+        "verdict: A"
     )
 
 
@@ -91,11 +94,13 @@ def test_the_reading_judge_target_is_the_verifiers_reading_then_the_verdict(tmp_
 def test_separates_and_agreed_checks():
     from rubricflow.methods.deltarubric.targets import agreed_checks, separates
 
-    p = _pair("red = 2, green = 1, blue = 0. so red = 2. \\boxed{2}", "red = 3, green = 1, blue = 0. so red = 3. \\boxed{3}")
+    p = _pair("red = 2, green = 1, blue = 0. so red = 2. \\boxed{2}",
+              "red = 3, green = 1, blue = 0. so red = 3. \\boxed{3}")
     assert separates(p, [c.text for c in reference_checks(p)])
     agreed = agreed_checks(p)
     assert [c.key for c in agreed] == ["green", "blue"] and not separates(p, [c.text for c in agreed])
     assert separates(p, ["count the green shapes.", "Count the red shapes"])  # case and the final stop do not matter
     assert not separates(p, ["count the red things."])  # a check in other words is not matched to a claim
-    one = _pair("red = 2, green = 1, blue = 0. so red = 2. \\boxed{2}", "red = 3, green = 2, blue = 1. so red = 3. \\boxed{3}")
+    one = _pair("red = 2, green = 1, blue = 0. so red = 2. \\boxed{2}",
+                "red = 3, green = 2, blue = 1. so red = 3. \\boxed{3}")
     assert agreed_checks(one) is None  # fewer than two agreed claims

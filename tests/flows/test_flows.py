@@ -67,7 +67,8 @@ def test_rucl_flow_runs_stages_once_then_reuses_them(prefect_api, project):
     assert parent.info.run_id == first["mlflow_parent_run_id"]
     assert parent.data.tags["prefect_flow_run_id"] == first["flow_run_id"]
     assert parent.data.tags["rubricflow.pipeline_id"] == f"prefect-{first['flow_run_id']}"
-    children = {r.data.tags["rubricflow.stage"]: r for r in runs if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id}
+    children = {r.data.tags["rubricflow.stage"]: r for r in runs
+                if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id}
     assert set(children) == {"data", "validate"}
     assert all(c.data.tags["prefect_flow_run_id"] == first["flow_run_id"] for c in children.values())
 
@@ -83,7 +84,8 @@ def test_rucl_flow_runs_stages_once_then_reuses_them(prefect_api, project):
     assert second["stages"] == {"data": "cached", "validate": "cached"}
     assert second["metrics"]["data"]["n_samples"] == 20
     assert len(_mlflow_runs()) == len(runs)
-    assert "Cached (inputs unchanged" in next(a for a in _artifacts(second["flow_run_id"]) if a.key == "rucl-report").data
+    assert "Cached (inputs unchanged" in next(
+        a for a in _artifacts(second["flow_run_id"]) if a.key == "rucl-report").data
 
     # a declared param of data changes (data.seed): data reruns, and so does validate (its dep changed content)
     third = rucl(until="validate", overrides=RuCLOverrides(extra={"data.seed": 99}))
@@ -266,7 +268,8 @@ def test_deltarubric_training_retry_resumes_from_checkpoint(prefect_api, tmp_pat
     m = out["metrics"]["deltarubric_train"]
     assert out["stages"]["deltarubric_train"] == "ran (attempt 2)", out["stages"]
     assert m["steps"] == 5 and 1 <= m["resumed_from"] < 5, m
-    print(f"\ndeltarubric_train: injected crash on attempt 1, attempt 2 resumed from checkpoint step {m['resumed_from']}")
+    print(f"\ndeltarubric_train: injected crash on attempt 1, attempt 2 resumed from checkpoint step "
+          f"{m['resumed_from']}")
 
 
 def test_study_flow_runs_one_task_per_unit_then_skips_them(prefect_api, project, monkeypatch):

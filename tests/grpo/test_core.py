@@ -12,7 +12,8 @@ NAN = float("nan")
 
 
 def approx(t, expected, tol=1e-4):
-    return torch.allclose(torch.as_tensor(t, dtype=torch.float64), torch.tensor(expected, dtype=torch.float64), atol=tol)
+    return torch.allclose(torch.as_tensor(t, dtype=torch.float64), torch.tensor(expected, dtype=torch.float64),
+                          atol=tol)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -31,7 +32,8 @@ def test_group_advantages_group_scale_hand_computed():
 
 def test_group_advantages_batch_and_none():
     r = torch.tensor([1.0, 0.0, 1.0, 0.0, 2.0, 4.0, 6.0, 8.0])
-    # batch sample std of all 8 values: mean 2.75, squared deviations sum 3.0625*2+7.5625*2+0.5625+1.5625+10.5625+27.5625
+    # batch sample std of all 8 values: mean 2.75, squared deviations sum
+    # 3.0625*2+7.5625*2+0.5625+1.5625+10.5625+27.5625
     dev = [(x - 2.75) ** 2 for x in r.tolist()]
     bstd = math.sqrt(sum(dev) / 7) + 1e-4
     adv = grpo.group_advantages(r, 4, scale="batch")

@@ -34,8 +34,10 @@ def text_policy():
 
 def episodes(model, tok, n_prompts=4, group=4):
     prompts = [chat_prompt(tok, p["question"]) for p in toy_prompts(n_prompts)]
-    outs = TransformersGenerator(model, tok).generate([GenRequest(p) for p in prompts], n=group, max_new_tokens=8, seed=0)
-    return [Episode(p, c.token_ids, float(i % 3), f"q{j}") for j, (p, cs) in enumerate(zip(prompts, outs)) for i, c in enumerate(cs)]
+    outs = TransformersGenerator(model, tok).generate([GenRequest(p) for p in prompts], n=group, max_new_tokens=8,
+                                                      seed=0)
+    return [Episode(p, c.token_ids, float(i % 3), f"q{j}")
+            for j, (p, cs) in enumerate(zip(prompts, outs)) for i, c in enumerate(cs)]
 
 
 def update_on(device, base, tok, eps):
@@ -43,7 +45,8 @@ def update_on(device, base, tok, eps):
     ``engine.device`` and the updater moves the reference next to it."""
     model, ref = copy.deepcopy(base), copy.deepcopy(base).eval()
     cfg = GRPOConfig(
-        beta=0.1, lr=1e-2, max_new_tokens=8, inner_epochs=2, minibatch_size=8, engine={"kind": "torch", "device": device}
+        beta=0.1, lr=1e-2, max_new_tokens=8, inner_epochs=2, minibatch_size=8,
+        engine={"kind": "torch", "device": device},
     )
     engine = TorchEngine(model, cfg)
     up = GRPOUpdater(CausalLMAdapter(engine.module, tok), engine, cfg, ref_module=ref)

@@ -145,11 +145,13 @@ def child(out: str) -> None:
     ref_model = copy.deepcopy(base)
     ref_ms = train(TorchEngine(ref_model, cfg), ref_model)
     ref = flat(ref_model)
-    res["torch"] = {"lr": ref_ms[-1]["lr"], "grad_norm": ref_ms[-1]["grad_norm"], "moved": float((ref - flat(base)).abs().max())}
+    res["torch"] = {"lr": ref_ms[-1]["lr"], "grad_norm": ref_ms[-1]["grad_norm"],
+                    "moved": float((ref - flat(base)).abs().max())}
     for stage in (0, 1, 2, 3):
         model = copy.deepcopy(base)
         t0 = time.perf_counter()
-        eng = DeepSpeedEngine(model, cfg.model_copy(update={"engine": EngineConfig(kind="deepspeed", zero_stage=stage)}))
+        eng = DeepSpeedEngine(model,
+                              cfg.model_copy(update={"engine": EngineConfig(kind="deepspeed", zero_stage=stage)}))
         init_s = time.perf_counter() - t0
         ms = train(eng, eng.module)
         if stage == 3:

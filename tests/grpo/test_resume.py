@@ -30,7 +30,8 @@ def test_prompt_iterator_is_deterministic_resumable_and_sharded():
     with pytest.raises(ValueError, match="different order"):
         PromptIterator(items[:9], 4, seed=3).load_state_dict(b.state_dict())
     # two ranks split each global batch of 2 x 4 without overlap, in the single-stream order
-    r0, r1 = PromptIterator(items, 4, seed=3, rank=0, world_size=2), PromptIterator(items, 4, seed=3, rank=1, world_size=2)
+    r0, r1 = (PromptIterator(items, 4, seed=3, rank=0, world_size=2),
+              PromptIterator(items, 4, seed=3, rank=1, world_size=2))
     assert r0.next_batch() + r1.next_batch() == batches[0] + batches[1]
 
 

@@ -34,7 +34,8 @@ def rollout(model, tok, n_prompts=4, group=4, max_new_tokens=8, seed=0, varied=T
     eps = []
     for p, r, cs in zip(prompts, reqs, outs):
         for c in cs:
-            eps.append(Episode(r.prompt, c.token_ids + ([eos] if c.finished else []), toy_reward(c.token_ids, tid), p["id"]))
+            eps.append(Episode(r.prompt, c.token_ids + ([eos] if c.finished else []), toy_reward(c.token_ids, tid),
+                               p["id"]))
     if varied:
         for i, e in enumerate(eps):
             e.reward = float(i % 3)
@@ -136,7 +137,8 @@ class GradCapture:
         loss.backward()
 
     def step(self):
-        self.grads.append(torch.cat([(p.grad if p.grad is not None else torch.zeros_like(p)).flatten() for p in self.module.parameters()]))
+        self.grads.append(torch.cat([(p.grad if p.grad is not None else torch.zeros_like(p)).flatten()
+                                     for p in self.module.parameters()]))
         self.module.zero_grad(set_to_none=True)
         return {"grad_norm": float(self.grads[-1].norm()), "lr": 0.0}
 
@@ -179,7 +181,8 @@ def test_missing_rewards_do_not_change_the_update(text_policy):
 def test_per_role_metrics_and_all_missing_batch(text_policy):
     model, tok = copy.deepcopy(text_policy[0]), text_policy[1]
     p = chat_prompt(tok, "Say yes please.")
-    eps = [Episode(p, [5, 6], r, "q1", role) for role, rs in (("planner", [1.0, 0.0]), ("verifier", [5.0, 3.0])) for r in rs]
+    eps = [Episode(p, [5, 6], r, "q1", role)
+           for role, rs in (("planner", [1.0, 0.0]), ("verifier", [5.0, 3.0])) for r in rs]
     cfg = GRPOConfig(lr=1e-3, max_new_tokens=4)
     up = GRPOUpdater(CausalLMAdapter(model, tok), TorchEngine(model, cfg), cfg)
     m = up.update(eps)

@@ -114,7 +114,8 @@ def test_zero3_a_rank_whose_rewards_are_all_missing_joins_every_collective(work)
             # averaged over ranks: rank 0 trained all 8 episodes, rank 1 none (8 missing)
             assert m["n_missing"] == group * prompts / 2 and m["n_trained"] == group * prompts / 2
             assert "skipped" not in m and m["loss"] != 0.0
-    assert math.isnan(missing[1]["steps"]["0"]["reward/total"]) and not math.isnan(missing[0]["steps"]["0"]["reward/total"])
+    assert (math.isnan(missing[1]["steps"]["0"]["reward/total"])
+            and not math.isnan(missing[0]["steps"]["0"]["reward/total"]))
     assert not same_tensors(tensors(work / "missing" / "model" / "model.safetensors"),
                             tensors(work / "rucl-sft" / "model.safetensors"))
 

@@ -275,7 +275,8 @@ def test_compose_checker_reports_breakage(compose, case):
 
 def test_compose_checker_reports_dependency_on_unhealthy_service(compose):
     problems = ic.check_compose(_broken(compose, _drop(["services", "prefect-server", "healthcheck"])))
-    assert _has(problems, "services.worker.depends_on.prefect-server: waits for service_healthy but prefect-server has no healthcheck")
+    assert _has(problems, "services.worker.depends_on.prefect-server: waits for service_healthy but prefect-server "
+                          "has no healthcheck")
 
 
 def _docker_compose_available() -> bool:
@@ -375,7 +376,8 @@ K8S_BREAKAGES = {
         "httpGet port 'metrics' names no containerPort",
     ),
     "claim not defined": (
-        _mutate_judge(lambda d: d["spec"]["template"]["spec"]["volumes"][0]["persistentVolumeClaim"].update({"claimName": "nope"})),
+        _mutate_judge(lambda d: d["spec"]["template"]["spec"]["volumes"][0]["persistentVolumeClaim"].update(
+            {"claimName": "nope"})),
         "claim 'nope' is not a PersistentVolumeClaim here",
     ),
     "unpinned image": (
@@ -419,8 +421,10 @@ def test_k8s_checker_reports_breakage(k8s_docs, case):
 @pytest.mark.parametrize(
     "mutate, expected",
     [
-        (lambda c: c["resources"]["limits"].pop("nvidia.com/gpu"), "resources.limits['nvidia.com/gpu'] must be an integer >= 1"),
-        (lambda c: c["readinessProbe"]["httpGet"].update({"path": "/v1/models"}), "readinessProbe must be httpGet on /health"),
+        (lambda c: c["resources"]["limits"].pop("nvidia.com/gpu"),
+         "resources.limits['nvidia.com/gpu'] must be an integer >= 1"),
+        (lambda c: c["readinessProbe"]["httpGet"].update({"path": "/v1/models"}),
+         "readinessProbe must be httpGet on /health"),
         (lambda c: c["args"].__setitem__(0, "--model"), "first positional argument must be a model id"),
         (lambda c: c["args"].remove("--max-model-len=32768"), "--max-model-len must be set"),
         (lambda c: c["args"].append("--gpu-memory-utilization=1.5"), "--gpu-memory-utilization must be in (0, 1]"),
@@ -455,7 +459,8 @@ def test_work_pool_template_renders_the_k8s_deployment(template, prefect_yaml):
         k: (ic.interpolate(v.replace("{{ $", "${").replace(" }}", "}"), env) if isinstance(v, str) else v)
         for k, v in deployment["work_pool"]["job_variables"].items()
     }
-    rendered = ic.render_job_configuration(template, {"name": "run-1", "command": "prefect flow-run execute", **job_vars})
+    rendered = ic.render_job_configuration(template,
+                                           {"name": "run-1", "command": "prefect flow-run execute", **job_vars})
     assert apply_values(rendered, {}) == rendered  # nothing left to fill
     job = rendered["job_manifest"]
     pod = job["spec"]["template"]["spec"]
@@ -539,7 +544,8 @@ def test_helm_values_target_the_k8s_pool(prefect_yaml):
     worker = ic.load_yaml(HELM_VALUES)["worker"]
     assert worker["apiConfig"] == "selfHostedServer"
     assert re.fullmatch(r"http://[\w.-]+:4200/api", worker["selfHostedServerApiConfig"]["apiUrl"])
-    k8s_pools = {d["work_pool"]["name"] for d in prefect_yaml["deployments"] if ic.WORK_POOLS[d["work_pool"]["name"]] == "kubernetes"}
+    k8s_pools = {d["work_pool"]["name"] for d in prefect_yaml["deployments"]
+                 if ic.WORK_POOLS[d["work_pool"]["name"]] == "kubernetes"}
     assert k8s_pools == {worker["config"]["workPool"]} == {"rubricflow-k8s"}
     assert worker["config"]["type"] == "kubernetes"
     assert worker["image"]["prefectTag"] == f"{version('prefect')}-python3.11-kubernetes"
@@ -681,7 +687,8 @@ def test_launch_script_builds_a_command_deepspeed_accepts():
     [
         (["sft"], {}, "set MASTER_ADDR"),
         ([], {"MASTER_ADDR": "h"}, "usage: MASTER_ADDR=<first host>"),
-        (["sft"], {"MASTER_ADDR": "h", "HOSTFILE": "/nonexistent/hostfile"}, "hostfile not found: /nonexistent/hostfile"),
+        (["sft"], {"MASTER_ADDR": "h", "HOSTFILE": "/nonexistent/hostfile"},
+         "hostfile not found: /nonexistent/hostfile"),
     ],
 )
 def test_launch_script_refuses_bad_invocations(args, env, expected):
@@ -739,9 +746,18 @@ def _deployment(name: str):
 
 
 PREFECT_BREAKAGES = {
-    "bad cron": (lambda doc: _deployment("rucl-gpu")(doc)["schedules"][0].update({"cron": "0 3 * *"}), "invalid cron/timezone"),
-    "bad timezone": (lambda doc: _deployment("rucl-gpu")(doc)["schedules"][0].update({"timezone": "Mars/Base"}), "invalid cron/timezone"),
-    "active schedule": (lambda doc: _deployment("rucl-gpu")(doc)["schedules"][0].update({"active": True}), "must be inactive"),
+    "bad cron": (
+        lambda doc: _deployment("rucl-gpu")(doc)["schedules"][0].update({"cron": "0 3 * *"}),
+        "invalid cron/timezone",
+    ),
+    "bad timezone": (
+        lambda doc: _deployment("rucl-gpu")(doc)["schedules"][0].update({"timezone": "Mars/Base"}),
+        "invalid cron/timezone",
+    ),
+    "active schedule": (
+        lambda doc: _deployment("rucl-gpu")(doc)["schedules"][0].update({"active": True}),
+        "must be inactive",
+    ),
     "wrong function": (
         lambda doc: _deployment("roro-local")(doc).update({"entrypoint": "flows/pipelines.py:train"}),
         "flow function 'train' is not one of ['compare', 'deltarubric', 'roro', 'rucl', 'smol', 'study']",
@@ -767,7 +783,10 @@ PREFECT_BREAKAGES = {
         lambda doc: _deployment("rucl-local")(doc).update({"parameters": {"profile": "huge"}}),
         "parameters.profile 'huge' is not one of ['gpu', 'smol', 'tiny']",
     ),
-    "no pull step": (lambda doc: doc.update({"pull": []}), "pull steps need prefect.deployments.steps.set_working_directory"),
+    "no pull step": (
+        lambda doc: doc.update({"pull": []}),
+        "pull steps need prefect.deployments.steps.set_working_directory",
+    ),
     "unknown job variable": (
         lambda doc: _deployment("rucl-gpu")(doc)["work_pool"]["job_variables"].update({"gpus": 8}),
         "job_variables ['gpus'] are not variables of the pool template",
@@ -780,8 +799,14 @@ PREFECT_BREAKAGES = {
         lambda doc: _deployment("rucl-gpu")(doc)["work_pool"]["job_variables"].pop("image"),
         "'image' is a required property",
     ),
-    "duplicate name": (lambda doc: doc["deployments"].append(copy.deepcopy(doc["deployments"][0])), "duplicate deployment name"),
-    "rejected by Prefect": (lambda doc: doc.update({"deployments": {"rucl": {}}}), "rejected by Prefect's prefect.yaml model"),
+    "duplicate name": (
+        lambda doc: doc["deployments"].append(copy.deepcopy(doc["deployments"][0])),
+        "duplicate deployment name",
+    ),
+    "rejected by Prefect": (
+        lambda doc: doc.update({"deployments": {"rucl": {}}}),
+        "rejected by Prefect's prefect.yaml model",
+    ),
 }
 
 
@@ -813,6 +838,7 @@ def test_readme_judge_settings_are_valid_judge_config(compose, k8s_docs):
     text = (INFRA / "README.md").read_text()
     block = next(b for b in re.findall(r"```yaml\n(.*?)```", text, re.S) if b.startswith("judge:"))
     cfg = judge_config.JudgeConfig.model_validate(yaml.safe_load(block)["judge"])
-    assert (cfg.backend, cfg.openai.base_url, cfg.openai.api_key_env) == ("openai", "http://judge:8000/v1", "JUDGE_API_KEY")
+    assert (cfg.backend, cfg.openai.base_url, cfg.openai.api_key_env) == ("openai", "http://judge:8000/v1",
+                                                                          "JUDGE_API_KEY")
     assert ic.interpolate(compose["services"]["judge"]["command"][0]) == cfg.openai.model
     assert _judge_container(_judge(k8s_docs))["args"][0] == cfg.openai.model

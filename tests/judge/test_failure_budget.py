@@ -202,7 +202,8 @@ def test_stratify_with_an_all_failing_judge_raises_and_keeps_the_previous_tiers(
         with pytest.raises(JudgeFailureBudgetExceeded) as e:
             stratify_pool(rc, cfg, dataset, responder=responder_with(set(range(12))))
         print(f"stratify all-500: error after {time.monotonic() - t0:.2f}s: {e.value}")
-        assert "12 of 12 judgments failed (100%); top reasons: 12x http 500: Error code: 500 - injected 500" in str(e.value)
+        assert ("12 of 12 judgments failed (100%); top reasons: 12x http 500: Error code: 500 - injected 500"
+                in str(e.value))
         assert not (tmp_path / "tiers.json").exists() and not (tmp_path / "reports").exists()
 
         previous = '{"previous": true}\n'

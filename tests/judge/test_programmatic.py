@@ -39,7 +39,8 @@ BY_CHECK = {r.check: r for r in POOL}
 def judge_one(facts, answer, response, checks=None, applicability="response"):
     """The checkers' own verdicts (``response`` reading); ``applicability="problem"`` is the judge's default."""
     rubrics = [BY_CHECK[c] for c in checks] if checks else POOL
-    j = ProgrammaticJudge(applicability).judge([JudgeRequest("s", "q?", response, rubrics, facts=facts, answer=answer)])[0]
+    j = ProgrammaticJudge(applicability).judge(
+        [JudgeRequest("s", "q?", response, rubrics, facts=facts, answer=answer)])[0]
     assert j.status == "ok"
     return {BY_CHECK_ID[k]: (v.applicable, v.satisfied) for k, v in j.verdicts.items()}
 

@@ -15,7 +15,8 @@ RUBRICS = [Rubric("R01", "The steps are shown.", "foundational"), Rubric("R02", 
 
 
 def reqs(n, tag="r", rubrics=RUBRICS):
-    return [JudgeRequest(f"{tag}{i}", "What is 2 + 3?", f"2 + 3 = 5 ({tag}{i}). \\boxed{{5}}", rubrics) for i in range(n)]
+    return [JudgeRequest(f"{tag}{i}", "What is 2 + 3?", f"2 + 3 = 5 ({tag}{i}). \\boxed{{5}}", rubrics)
+            for i in range(n)]
 
 
 def judge_for(srv, concurrency=4, **kw):

@@ -74,7 +74,8 @@ def test_deployment_run_visible_in_prefect_and_mlflow_uis(tmp_path):
         assert started.returncode == 0, started.stdout + started.stderr
         assert f"Prefect UI  http://127.0.0.1:{pport}" in started.stdout
         assert set(pids) == {"prefect-server", "prefect-worker", "mlflow"}
-        server_s = next(float(line.split()[-2]) for line in started.stdout.splitlines() if line.startswith("prefect-server healthy"))
+        server_s = next(float(line.split()[-2]) for line in started.stdout.splitlines()
+                        if line.startswith("prefect-server healthy"))
         timings["prefect server healthy"] = server_s
         # the UI pages are served (the SPA needs Accept: text/html)
         assert "<html" in httpx.get(ui, headers={"Accept": "text/html"}, timeout=10, follow_redirects=True).text.lower()
@@ -100,7 +101,8 @@ def test_deployment_run_visible_in_prefect_and_mlflow_uis(tmp_path):
         arts = httpx.post(f"{api}/artifacts/filter", headers=csrf, timeout=10,
                           json={"artifacts": {"flow_run_id": {"any_": [fr["id"]]}}}).json()
         by_key = {a["key"]: a for a in arts if a["key"]}
-        assert {"rucl-report", "rucl-sft-loss-plot", "rucl-sft-loss-table", "sft-progress"} <= set(by_key), sorted(by_key)
+        assert {"rucl-report", "rucl-sft-loss-plot", "rucl-sft-loss-table",
+                "sft-progress"} <= set(by_key), sorted(by_key)
         assert "| sft | ran |" in by_key["rucl-report"]["data"]
 
         exp = httpx.get(f"{mlflow_ui}/api/2.0/mlflow/experiments/get-by-name",
@@ -136,7 +138,8 @@ def test_deployment_run_visible_in_prefect_and_mlflow_uis(tmp_path):
             page.goto(f"{ui}/artifacts/artifact/{by_key['rucl-report']['id']}", wait_until="domcontentloaded")
             page.get_by_role("heading", name="rucl run report").wait_for()
             body = page.inner_text("body")
-            assert all(s in body for s in ("data", "validate", "base_model", "sft")) and parent["info"]["run_id"] in body
+            assert (all(s in body for s in ("data", "validate", "base_model", "sft"))
+                    and parent["info"]["run_id"] in body)
             shots["prefect report artifact"] = SHOTS / "prefect-report-artifact.png"
             page.screenshot(path=shots["prefect report artifact"], full_page=True)
 
@@ -165,7 +168,8 @@ def test_deployment_run_visible_in_prefect_and_mlflow_uis(tmp_path):
     finally:
         stopped = _ui(project, env, "stop", timeout=120)
         for name, pid in pids.items():
-            assert not Path(f"/proc/{pid}").exists() or "zombie" in _state(pid), f"{name} (pid {pid}) survived ui.sh stop"
+            assert not Path(f"/proc/{pid}").exists() or "zombie" in _state(pid), (
+                f"{name} (pid {pid}) survived ui.sh stop")
         assert not list((project / ".rubricflow/run").glob("*.pid")), stopped.stdout + stopped.stderr
     for k, v in timings.items():
         print(f"timing: {k}: {v:.1f} s")

@@ -114,7 +114,8 @@ def test_datasets_and_rubric_assessments_in_the_mlflow_ui(tmp_path, monkeypatch)
     log = open(tmp_path / "mlflow-server.log", "w")
     server = subprocess.Popen(
         [str(Path(sys.executable).parent / "mlflow"), "server", "--backend-store-uri", db, "--default-artifact-root",
-         str(tmp_path / "artifacts"), "--artifacts-destination", str(tmp_path / "artifacts"), "--host", "127.0.0.1", "--port", str(port), "--workers", "1"],
+         str(tmp_path / "artifacts"), "--artifacts-destination", str(tmp_path / "artifacts"), "--host", "127.0.0.1",
+         "--port", str(port), "--workers", "1"],
         stdout=log, stderr=subprocess.STDOUT)
     ui = f"http://127.0.0.1:{port}"
     SHOTS.mkdir(parents=True, exist_ok=True)

@@ -40,7 +40,8 @@ def test_cache_key_follows_declared_params_and_dep_contents(proj, tmp_path):
     from rubricflow.config import load_config
 
     dvc = {"validate": {"deps": ["data/synthetic", "code.py"], "params": ["data.min_split_size", "profiles"],
-                        "outs": ["reports/validation/synthetic.json"], "metrics": [{"reports/validate.json": {"cache": False}}]}}
+                        "outs": ["reports/validation/synthetic.json"],
+                        "metrics": [{"reports/validate.json": {"cache": False}}]}}
     (proj / "data/synthetic").mkdir(parents=True)
     (proj / "data/synthetic/a.txt").write_text("one")
     (proj / "code.py").write_text("x = 1\n")
@@ -131,7 +132,8 @@ def test_stage_takes_its_sections_by_name_and_a_context(tmp_path):
         seen.update(data=data, sft=sft, ctx=ctx, extra=extra)
         return {"steps": sft.steps}
 
-    assert (demo.sections, demo.retries, demo.judge, demo.cli, demo.help) == (("data", "sft"), 2, True, "demo", "Demo stage.")
+    assert (demo.sections, demo.retries, demo.judge, demo.cli, demo.help) == (("data", "sft"), 2, True, "demo",
+                                                                              "Demo stage.")
     cfg = load_config(overrides={"reports_dir": str(tmp_path), "seed": 7})
     out = demo(cfg, track=False, extra=3, secret_resolver=str.upper)
     assert seen["data"] is cfg.data and seen["sft"] is cfg.sft and seen["extra"] == 3
@@ -223,7 +225,8 @@ def test_report_names_stages_status_transition_links_and_skips():
                          params={"profile": "tiny", "rucl.reward.mode": "outcome"})
     assert "- curriculum transition: step **17** (stage rucl)" in md
     assert "[ppp](http://m/#/experiments/1/runs/ppp)" in md
-    assert "| rucl | ran (attempt 2) | 61.2 | transition_step: 17; final/reward_total: 0.8123; accuracy_after: 0.75 | [run](http://m/#/experiments/1/runs/bbb222) |" in md
+    assert ("| rucl | ran (attempt 2) | 61.2 | transition_step: 17; final/reward_total: 0.8123; accuracy_after: 0.75 "
+            "| [run](http://m/#/experiments/1/runs/bbb222) |") in md
     assert "| data | cached | 0.4 | n_samples: 20 | `aaa111` |" in md
     assert "`rucl.reward.mode=outcome`" in md
     no_switch = report_markdown("rucl", "f", "p", [{"stage": "rucl", "status": "ran", "seconds": 1,
@@ -255,7 +258,8 @@ def test_plot_specs_from_stage_and_top_level_sections():
     assert specs["r/s.csv"].template == "bar_horizontal" and specs["r/s.csv"].stage == "stratify"
     assert specs["reports/curve.png"].is_image
     c = specs["curriculum"]
-    assert (c.files, c.y, c.title) == (["reports/rucl/curriculum.json"], ["curriculum/lambda_t", "reward/s_f"], "Curriculum")
+    assert (c.files, c.y, c.title) == (["reports/rucl/curriculum.json"], ["curriculum/lambda_t", "reward/s_f"],
+                                       "Curriculum")
 
 
 def test_plots_of_the_stages_that_ran_with_unique_artifact_keys(proj):
@@ -326,7 +330,8 @@ def mlflow_runs(tmp_path, monkeypatch):
     monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
     mlflow.set_tracking_uri(uri)
     mlflow.set_experiment("abl")
-    for mode, shape, final, trans in [("rucl", "sigmoid", 0.8, 12), ("outcome", "sigmoid", 0.6, None), ("rucl", "linear", 0.7, 15)]:
+    for mode, shape, final, trans in [("rucl", "sigmoid", 0.8, 12), ("outcome", "sigmoid", 0.6, None),
+                                      ("rucl", "linear", 0.7, 15)]:
         with mlflow.start_run(run_name="rucl"):
             mlflow.set_tags({"rubricflow.stage": "rucl"})
             mlflow.log_params({"rucl.reward.mode": mode, "rucl.curriculum.shape": shape, "seed": 1234})
@@ -349,12 +354,14 @@ def test_compare_table_shows_differing_params_final_metrics_and_transition(mlflo
     assert cmp.columns[-1] == "transition_step"
     newest_first = [(r["rucl.reward.mode"], r["rucl.curriculum.shape"], r["train/final/reward_total"],
                      r["transition_step"]) for r in cmp.rows]
-    assert newest_first == [("rucl", "linear", 0.7, 15), ("outcome", "sigmoid", 0.6, None), ("rucl", "sigmoid", 0.8, 12)]
+    assert newest_first == [("rucl", "linear", 0.7, 15), ("outcome", "sigmoid", 0.6, None),
+                            ("rucl", "sigmoid", 0.8, 12)]
     md = cmp.markdown()
     assert ("| run | stage | pipeline | started | rucl.curriculum.shape | rucl.reward.mode | train/final/reward_total "
             "| train/steps | transition_step |") in md
     assert "| sigmoid | outcome | 0.6 | 20 | - |" in md
-    with pytest.raises(ValueError, match=r"no runs of stage 'train' in experiment 'abl'; stages with runs: \['rucl', 'sft'\]"):
+    with pytest.raises(ValueError,
+                       match=r"no runs of stage 'train' in experiment 'abl'; stages with runs: \['rucl', 'sft'\]"):
         compare_runs("abl", "train")
     with pytest.raises(ValueError, match="experiment 'nope' does not exist"):
         compare_runs("nope", "rucl")
@@ -378,8 +385,10 @@ def test_compare_puts_the_methods_of_one_pipeline_run_side_by_side(tmp_path, mon
             time.sleep(0.01)
     cmp = compare_runs("side", "rucl", tracking_uri=os.environ["MLFLOW_TRACKING_URI"])
     assert [(r["pipeline"], r["stage"], r["rucl.reward.mode"], r["train/final/reward_total"], r["transition_step"])
-            for r in cmp.rows] == [("pipe-new", "rucl", "rucl", 0.8, 7), ("pipe-new", "rucl_outcome", "outcome", 0.6, None),
-                                   ("pipe-old", "rucl", "rucl", 0.5, 7), ("pipe-old", "rucl_outcome", "outcome", 0.4, None)]
+            for r in cmp.rows] == [("pipe-new", "rucl", "rucl", 0.8, 7),
+                                   ("pipe-new", "rucl_outcome", "outcome", 0.6, None),
+                                   ("pipe-old", "rucl", "rucl", 0.5, 7),
+                                   ("pipe-old", "rucl_outcome", "outcome", 0.4, None)]
     assert cmp.differing_params == ["rucl.reward.mode"]
     latest = compare_runs("side", "rucl", pipeline="latest", tracking_uri=os.environ["MLFLOW_TRACKING_URI"])
     assert [(r["pipeline"], r["stage"]) for r in latest.rows] == [("pipe-new", "rucl"), ("pipe-new", "rucl_outcome")]

@@ -32,7 +32,8 @@ def tiny_roro_dict(tmp_path) -> dict:
                            "judge": {"path": str(a / "judge"), "warm_steps": 15, "rft_steps": 5, "samples": 2},
                            "rubricor": {"path": str(a / "rubricor"), "warm_steps": 15, "rft_steps": 5, "samples": 2}},
         "router": {"grpo": {"steps": 3, "group_size": 4, "prompts_per_step": 4, "checkpoint_every": 2},
-                   "sweep_cost_weights": [0.5], "cost_weight": 0.5, "methods": ["roro", "oracle-process", "outcome-only"],
+                   "sweep_cost_weights": [0.5], "cost_weight": 0.5,
+                   "methods": ["roro", "oracle-process", "outcome-only"],
                    "checkpoint_dir": str(a / "router" / "checkpoints")},
         "eval": {"thresholds": [0.1, 0.5], "random_rates": [0.5], "random_repeats": 1, "judge_problems": 4},
     }
@@ -104,7 +105,8 @@ def test_roro_pipeline_end_to_end(tmp_path):
     assert tags == ["roro-cw0.5", "oracle-cw0.5", "outcome-cw0.5"]
     assert all(r["steps"] == 3 for r in rt["runs"])
     assert rt["judge_calls"] > 0  # the RoRo router's reward asked the Judge
-    assert sorted(x.name for x in router_dir(rc).glob("*.pt")) == ["oracle-cw0.5.pt", "outcome-cw0.5.pt", "roro-cw0.5.pt"]
+    assert sorted(x.name for x in router_dir(rc).glob("*.pt")) == ["oracle-cw0.5.pt", "outcome-cw0.5.pt",
+                                                                  "roro-cw0.5.pt"]
 
     ev = run_eval(rc)
     methods = {r["method"] for r in ev["rows"]}
@@ -177,7 +179,8 @@ def test_roro_pipeline_end_to_end(tmp_path):
     assert (tmp_path / "reports" / "studies" / "roro-curves.png").read_bytes()[:4] == b"\x89PNG"
 
     # the Judge warm-start selection study on the same trajectories and pairs: two settings, one seed, val only
-    tune = {"seeds": [7], "out_dir": str(tmp_path / "studies" / "tune"), "report_dir": str(tmp_path / "reports" / "studies"),
+    tune = {"seeds": [7], "out_dir": str(tmp_path / "studies" / "tune"),
+            "report_dir": str(tmp_path / "reports" / "studies"),
             "variants": {"small": {"roro.rubricor_judge.judge.hidden_size": 32,
                                    "roro.rubricor_judge.judge.warm_steps": 10},
                          "big": {"roro.rubricor_judge.judge.hidden_size": 64,

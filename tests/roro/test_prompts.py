@@ -27,7 +27,8 @@ def test_literal_readings_of_the_criterion_families():
     from rubricflow.methods.roro.judge.prompts import literal_satisfied, noisy_judgments, steps_look_right
 
     t = _traj()  # SLM u=1, LRM u=7, SLM u=0; 7 + 5 = 12 / 12 * 2 = 24 / #### 24
-    assert literal_satisfied("risky step to LRM", {"k": 2}, t) and not literal_satisfied("risky step to LRM", {"k": 1}, t)
+    assert (literal_satisfied("risky step to LRM", {"k": 2}, t)
+            and not literal_satisfied("risky step to LRM", {"k": 1}, t))
     assert not literal_satisfied("risky step to LRM", {"k": 9}, t)  # no such step
     assert literal_satisfied("uncertain steps to LRM", {"d": 1}, t)  # SLM steps have u 1 and 0
     assert not literal_satisfied("uncertain steps to LRM", {"d": 0}, t)

@@ -176,7 +176,8 @@ def test_study_report_has_claims_the_judge_table_and_the_curve_bands(tmp_path):
     assert c["verdict_raw"] == "shown" and c["n_pairs"] == 2
     assert out["claims"][c["key"]] == c["verdict"] == "untestable"
     assert c["untestable_because"] == ["judge orders process pairs"]
-    assert out["preconditions"] == {"oracle router reaches the threshold": "holds", "judge orders process pairs": "fails"}
+    assert out["preconditions"] == {"oracle router reaches the threshold": "holds",
+                                    "judge orders process pairs": "fails"}
     md = (tmp_path / "reports" / "studies" / "roro.md").read_text()
     # the pair metric: both hulls over the costs both methods' own points span inside 0.2-0.8
     from rubricflow.methods.roro.router.curves import range_auc
@@ -228,7 +229,8 @@ def test_studies_dvc_yaml_runs_the_roro_study_on_the_pipelines_outputs():
     st = yaml.safe_load((root / "studies" / "dvc.yaml").read_text())["stages"]["roro_study"]
     assert st["cmd"] == "rubricflow study roro" and st["wdir"] == ".."
     for dep in ("artifacts/roro/models", "data/roro/trajectories.parquet", "data/roro/pairs.parquet",
-                "data/roro/step_cache.jsonl", "reports/params/roro.json", "rubricflow/methods/roro", "rubricflow/study"):
+                "data/roro/step_cache.jsonl", "reports/params/roro.json", "rubricflow/methods/roro",
+                "rubricflow/study"):
         # the resolved config sections are params files (DVC names the key that changed), the rest plain deps
         assert dep in st["deps"] + [k for it in st["params"] for k in it], dep
     outs = {k: v for o in st["outs"] for k, v in o.items()}

@@ -34,7 +34,8 @@ def setup(tmp_path_factory):
 
     root = tmp_path_factory.mktemp("stream")
     samples = build_synthetic_dataset(root / "data", ["arith"], {"train": 12, "val": 2}, seed=1, image_size=56)
-    corpus = [s.question for s in samples] + [render_trace(s.facts, s.answer) for s in samples] + list(task_demo("arith"))
+    corpus = ([s.question for s in samples] + [render_trace(s.facts, s.answer) for s in samples]
+              + list(task_demo("arith")))
     model, tok = build_tiny_text(corpus, TinyDims(hidden_size=32, num_layers=1, num_heads=2, num_kv_heads=1,
                                                   vocab_size=300))
     save(model, tok, root / "init")

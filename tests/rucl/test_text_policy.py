@@ -33,7 +33,8 @@ def setup(tmp_path_factory):
 
     root = tmp_path_factory.mktemp("text")
     samples = build_synthetic_dataset(root / "data", ["arith"], {"train": 24, "val": 4}, seed=1, image_size=56)
-    corpus = [s.question for s in samples] + [render_trace(s.facts, s.answer) for s in samples] + list(task_demo("arith"))
+    corpus = ([s.question for s in samples] + [render_trace(s.facts, s.answer) for s in samples]
+              + list(task_demo("arith")))
     model, tok = build_tiny_text(corpus, TinyDims(hidden_size=64, num_layers=2, num_heads=2, num_kv_heads=1,
                                                   vocab_size=400))
     ex = [SFTExample(chat_prompt(tok, s.question, demo=task_demo(s.task)), render_trace(s.facts, s.answer))
@@ -69,13 +70,15 @@ def test_rucl_trains_a_text_policy_with_lora_on_the_top_layer_and_saves_a_plain_
     assert any(r["loss"] != 0 for r in rows)  # some group had different rewards: the adapters moved
     model, tok = load_policy(root / "out")
     assert not hasattr(tok, "image_processor") and model.config.model_type == "qwen2"
-    before, after = load_file(str(root / "init" / "model.safetensors")), load_file(str(root / "out" / "model.safetensors"))
+    before, after = (load_file(str(root / "init" / "model.safetensors")),
+                     load_file(str(root / "out" / "model.safetensors")))
     assert set(before) == set(after) and not any("lora" in k for k in after)  # merged, plain names
     # only the top layer (1 of 2) had adapters: layer 0 is bit-identical, layer 1's adapted projections moved
     for k in before:
         if ".layers.0." in k or "embed" in k:
             assert torch.equal(before[k], after[k]), k
-    assert not torch.equal(before["model.layers.1.self_attn.q_proj.weight"], after["model.layers.1.self_attn.q_proj.weight"])
+    assert not torch.equal(before["model.layers.1.self_attn.q_proj.weight"],
+                           after["model.layers.1.self_attn.q_proj.weight"])
 
 
 def test_lora_rank_zero_is_full_fine_tuning_and_a_missing_peft_is_named(monkeypatch):

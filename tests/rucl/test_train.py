@@ -143,7 +143,8 @@ def test_run_key_separates_trajectories_but_not_step_counts(tmp_path):
         return resume_key(resume_parts(rcfg, seed, tmp_path / data))
 
     base = RuCLConfig()
-    assert run_key(base, 0, "d") == run_key(base.model_copy(update={"grpo": base.grpo.model_copy(update={"steps": 99})}), 0, "d")
+    assert run_key(base, 0, "d") == run_key(
+        base.model_copy(update={"grpo": base.grpo.model_copy(update={"steps": 99})}), 0, "d")
     assert run_key(base, 0, "d") != run_key(base, 1, "d")
     alt = base.model_copy(update={"reward": base.reward.model_copy(update={"alpha": 0.5})})
     assert run_key(base, 0, "d") != run_key(alt, 0, "d")

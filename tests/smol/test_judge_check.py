@@ -55,7 +55,8 @@ def test_judge_and_compare_reports_statuses_and_agreement_against_the_programmat
     reqs = probe_requests([sample(1), sample(2)], ["gold", "bare"], [POOL["W11"], POOL["W04"]])
     ref = ProgrammaticJudge().judge(reqs)
     # the programmatic verdicts: gold passes both; bare passes W11 (boxed) and fails W04 (no intermediate value)
-    assert [(j.verdicts["W11"].satisfied, j.verdicts["W04"].satisfied) for j in ref] == [(True, True), (True, False)] * 2
+    assert ([(j.verdicts["W11"].satisfied, j.verdicts["W04"].satisfied) for j in ref]
+            == [(True, True), (True, False)] * 2)
 
     class SaysPassFailsOne:
         def judge(self, requests):

@@ -66,7 +66,8 @@ def test_command_uses_the_cpu_settings():
     cmd = server_command(ServerConfig(port=9), "m")
     for flag in ("--enforce-eager", "--dtype", "float32", "--distributed-executor-backend", "uni"):
         assert flag in cmd
-    assert cmd[cmd.index("--structured-outputs-config") + 1] == '{"backend": "xgrammar", "disable_any_whitespace": true}'
+    assert cmd[cmd.index("--structured-outputs-config") + 1] == ('{"backend": "xgrammar", '
+                                                                 '"disable_any_whitespace": true}')
 
 
 def test_missing_vllm_env_is_named(tmp_path):

@@ -267,7 +267,8 @@ def test_a_profile_bound_study_is_refused_under_another_profile():
     spec = study_spec(load_config("params.yaml", profile="smol"), "rucl_smol")
     assert spec.untrained == ["sft"] and spec.out_dir == "artifacts/studies/rucl_smol"
     assert set(spec.variants) == {"sft", "outcome", "rucl"}
-    assert study_spec(load_config("params.yaml", profile="smol"), "rucl").profile is None  # unbound studies run anywhere
+    # unbound studies run anywhere
+    assert study_spec(load_config("params.yaml", profile="smol"), "rucl").profile is None
 
 
 def test_report_only_runs_nothing_moves_nothing_and_names_units_on_other_inputs(tmp_path):
@@ -288,8 +289,9 @@ def test_report_only_runs_nothing_moves_nothing_and_names_units_on_other_inputs(
     assert "every unit's inputs are this commit's" in again
 
     # another lr: every trained unit finished on other inputs; it is used, named, and left where it is
-    changed = harness_cfg(tmp_path, rucl={"init_from": str(tmp_path / "sft"), "tiers_path": str(tmp_path / "tiers.json"),
-                                   "checkpoint_dir": str(tmp_path / "ckpt" / "rucl"), "grpo": {"lr": 0.5}})
+    changed = harness_cfg(tmp_path, rucl={"init_from": str(tmp_path / "sft"),
+                                          "tiers_path": str(tmp_path / "tiers.json"),
+                                          "checkpoint_dir": str(tmp_path / "ckpt" / "rucl"), "grpo": {"lr": 0.5}})
     report_only(changed, "rucl", variants=["sft", "outcome"], report_name="changed")
     md = (tmp_path / "reports" / "studies" / "changed.md").read_text()
     assert "6 unit(s) finished on other inputs than this commit's (config differ)" in md
@@ -370,5 +372,6 @@ def test_a_toy_study_with_a_failing_precondition_prints_its_claim_untestable(tmp
     assert out["claims"]["rucl-sigmoid vs outcome (accuracy)"] == "untestable"
     md = (tmp_path / "reports" / "studies" / "rucl.md").read_text()
     assert "**untestable (precondition flaws stay low failed)**" in md
-    assert "| flaws stay low: rucl-sigmoid correct_but_flawed | 11: 0.410 no, 22: 0.390 no, 33: 0.400 no | <= 0.35 on >= 3 of 3 | 0/3 | **fails** |" in md
+    assert ("| flaws stay low: rucl-sigmoid correct_but_flawed | 11: 0.410 no, 22: 0.390 no, 33: 0.400 no "
+            "| <= 0.35 on >= 3 of 3 | 0/3 | **fails** |") in md
     assert "Holm-adjusted over the 3 pre-registered testable claim(s)" in md

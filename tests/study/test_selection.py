@@ -76,7 +76,8 @@ def test_the_most_defined_fallback_compares_settings_over_the_same_methods_only(
 
 def test_a_selection_study_must_be_evaluated_on_val():
     with pytest.raises(ValueError, match="must be evaluated on val"):
-        StudySpec(**{**rucl_spec().model_dump(), "selection": {"metric": "accuracy"}, "claims": [], "preconditions": []})
+        StudySpec(**{**rucl_spec().model_dump(), "selection": {"metric": "accuracy"}, "claims": [],
+                     "preconditions": []})
     with pytest.raises(ValueError, match=r"selection.settings.x: \['nope'\] are not variants"):
         StudySpec(**{**rucl_spec().model_dump(), "eval_split": "val", "claims": [], "preconditions": [],
                      "selection": {"metric": "accuracy", "settings": {"x": ["nope"]}}})
@@ -94,7 +95,8 @@ def test_a_selection_study_must_be_evaluated_on_val():
 
 
 class SplitReadingUnit:
-    """A unit that reads the split its config says it is evaluated on, as the RuCL unit (rubricflow.methods.rucl.study.run_unit) does."""
+    """A unit that reads the split its config says it is evaluated on, as the RuCL unit
+    (rubricflow.methods.rucl.study.run_unit) does."""
 
     def __init__(self, tmp_path):
         self.tmp_path, self.splits = tmp_path, []

@@ -246,7 +246,8 @@ def test_mlflow_server_on_a_copied_store_serves_its_files(mlflow_tmp, tmp_path):
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     mlflow_bin = Path(sys.executable).parent / "mlflow"
-    proc = subprocess.Popen([str(mlflow_bin), "server", "--backend-store-uri", f"sqlite:///{tmp_path / 'b' / 'mlflow.db'}",
+    proc = subprocess.Popen([str(mlflow_bin), "server",
+                             "--backend-store-uri", f"sqlite:///{tmp_path / 'b' / 'mlflow.db'}",
                              "--artifacts-destination", str(tmp_path / "b" / "artifacts"), "--host", "127.0.0.1",
                              "--port", str(port), "--workers", "1"], cwd=tmp_path, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL, start_new_session=True)

@@ -19,7 +19,9 @@ from rubricflow.methods.deltarubric.modes import TrainedJudge
 class PairsConfig(Section):
     outputs = frozenset({"out_dir"})  # the pairs are hashed by content where they matter
 
-    out_dir: str = Field("data/deltarubric/pairs", description="Where the synthetic pairs (parquet + images) are written.")
+    out_dir: str = Field(
+        "data/deltarubric/pairs", description="Where the synthetic pairs (parquet + images) are written."
+    )
     tasks: list[Literal["counting", "barchart", "geometry"]] = Field(
         default_factory=lambda: ["counting", "barchart"],
         description="Synthetic tasks the pairs are built on (geometry is the hardest to read at 56 px).",
@@ -28,7 +30,8 @@ class PairsConfig(Section):
     val: int = Field(16, ge=0, description="Validation pairs per task (the planner probe during training).")
     test: int = Field(48, ge=0, description="Held-out pairs per task (the before/after accuracy table).")
     partial_frac: float = Field(
-        0.3, ge=0, le=1, description="Fraction of pairs where both responses are wrong (the lower severity is preferred)."
+        0.3, ge=0, le=1,
+        description="Fraction of pairs where both responses are wrong (the lower severity is preferred).",
     )
     image_size: int = Field(56, ge=28, le=1024, description="Square image side in pixels (56 px = 4 visual tokens).")
     seed: int = Field(1234, description="Generator seed; the pairs are a pure function of seed and sizes.")
@@ -60,7 +63,8 @@ class DRSFTConfig(Section):
         "models.policy.hidden_size).",
     )
     steps: int = Field(
-        400, ge=0, description="SFT optimizer steps (their cost per step: docs/operations.md, \"DeltaRubric warm start\")."
+        400, ge=0,
+        description="SFT optimizer steps (their cost per step: docs/operations.md, \"DeltaRubric warm start\").",
     )
     batch_size: int = Field(16, ge=1, le=MAX_BATCH, description="Sequences per SFT step.")
     lr: float = Field(3e-3, gt=0, description="AdamW peak learning rate.")
@@ -109,7 +113,8 @@ class DRSFTConfig(Section):
     no_rubric: bool = Field(True, description="Include no-rubric verdict examples (the baseline's format).")
     static: bool = Field(True, description="Include static-rubric examples (five fixed criteria).")
     reading: bool = Field(
-        True, description="Include reading-judge examples (the verifier's worked reading, then the verdict; no checklist)."
+        True,
+        description="Include reading-judge examples (the verifier's worked reading, then the verdict; no checklist).",
     )
 
 
@@ -129,8 +134,8 @@ class DRTrainConfig(Section):
     n_checklists: int = Field(5, ge=1, le=MAX_GROUP, description="N: checklists sampled from the planner per pair.")
     m_verdicts: int = Field(5, ge=1, le=MAX_GROUP, description="M: checklist-guided verifier samples per checklist.")
     k_no_rubric: int = Field(
-        5, ge=1, le=MAX_GROUP, description="K: no-rubric verdicts per pair, the baseline of both rewards (verifier verdict m is "
-        "paired with no-rubric sample m mod K; K = M pairs each verdict with its own sample)."
+        5, ge=1, le=MAX_GROUP, description="K: no-rubric verdicts per pair, the baseline of both rewards (verifier "
+        "verdict m is paired with no-rubric sample m mod K; K = M pairs each verdict with its own sample)."
     )
     judge: TrainedJudge = Field(
         "deltarubric",
@@ -145,15 +150,15 @@ class DRTrainConfig(Section):
     )
     guidance: Literal["paired", "pair_rate"] = Field(
         "paired",
-        description="Verifier bonus (rubricflow.methods.deltarubric.rewards): 'paired' = lambda for a right guided verdict "
-        "whose paired no-rubric verdict was wrong (varies within a group); 'pair_rate' = lambda * (1 - acc0) per "
-        "right verdict (a per-group factor that group scaling cancels; the reading built first).",
+        description="Verifier bonus (rubricflow.methods.deltarubric.rewards): 'paired' = lambda for a right guided "
+        "verdict whose paired no-rubric verdict was wrong (varies within a group); 'pair_rate' = lambda * (1 - acc0) "
+        "per right verdict (a per-group factor that group scaling cancels; the reading built first).",
     )
     planner_reward: Literal["improvement", "shift", "absolute"] = Field(
         "improvement",
-        description="Planner quality (rubricflow.methods.deltarubric.rewards): 'improvement' = sign(acc_c - acc0), whether "
-        "the checklist improves on the no-rubric judge (the paper's relative reward); 'shift' = acc_c - acc0 (the "
-        "reading built first: group centring makes it identical to absolute); 'absolute' = acc_c (the ablation).",
+        description="Planner quality (rubricflow.methods.deltarubric.rewards): 'improvement' = sign(acc_c - acc0), "
+        "whether the checklist improves on the no-rubric judge (the paper's relative reward); 'shift' = acc_c - acc0 "
+        "(the reading built first: group centring makes it identical to absolute); 'absolute' = acc_c (the ablation).",
     )
     algorithm: Literal["grpo", "dapo"] = Field(
         "grpo",
@@ -162,10 +167,12 @@ class DRTrainConfig(Section):
     )
     planner_max_tokens: int = Field(40, ge=4, le=MAX_TOKENS, description="Completion cap of planner checklists.")
     verifier_max_tokens: int = Field(
-        160, ge=4, le=MAX_TOKENS, description="Completion cap of verifier outputs (all judge modes; the worked reading and 4 evidence "
-        "lines take up to 126 tokens on the tiny counting pairs)."
+        160, ge=4, le=MAX_TOKENS, description="Completion cap of verifier outputs (all judge modes; the worked reading "
+        "and 4 evidence lines take up to 126 tokens on the tiny counting pairs)."
     )
-    probe_every: int = Field(5, ge=0, description="Planner probe on validation pairs every N steps (0 = start and end only).")
+    probe_every: int = Field(
+        5, ge=0, description="Planner probe on validation pairs every N steps (0 = start and end only)."
+    )
     probe_pairs: int = Field(16, ge=1, description="Validation pairs in the planner probe.")
     grpo: GRPOConfig = Field(
         default_factory=_dr_grpo,

@@ -161,8 +161,8 @@ def evaluate_judge(
         out["modes"][mode] = summarize(res)
         if examples:
             out["modes"][mode]["examples"] = [
-                {"id": r.pair_id, "checklist": r.checklist, "output": r.text, "verdict": r.verdict, "correct": r.correct,
-                 "reason": r.reason}
+                {"id": r.pair_id, "checklist": r.checklist, "output": r.text, "verdict": r.verdict,
+                 "correct": r.correct, "reason": r.reason}
                 for r in res[:examples]
             ]
     return out
@@ -208,7 +208,8 @@ def format_table(tables: dict[str, dict]) -> str:
         row = [name, str(t.get("n", ""))]
         for m in modes:
             s = t.get("modes", {}).get(m)
-            n = "" if s is None or s.get("n", t.get("n")) == t.get("n") else f" n={s['n']}"  # a mode that judged fewer pairs
+            # a mode that judged fewer pairs
+            n = "" if s is None or s.get("n", t.get("n")) == t.get("n") else f" n={s['n']}"
             row.append("-" if s is None else f"{100 * s['accuracy']:.1f} ({100 * s['format_violation']:.0f}% fmt){n}")
         rows.append(row)
     widths = [max(len(r[i]) for r in rows) for i in range(len(head))]

@@ -137,7 +137,8 @@ def parse_verdict(text: str) -> VerdictParse:
         m = _CHECK_LINE.match(ln)
         if m:
             fav = m.group("fav")
-            fav = fav.upper() if fav.upper() in ("A", "B") else {"tie": "both", "none": "neither"}.get(fav.lower(), fav.lower())
+            fav = (fav.upper() if fav.upper() in ("A", "B")
+                   else {"tie": "both", "none": "neither"}.get(fav.lower(), fav.lower()))
             checks.append((m.group("evidence").strip(), fav))
     if not found:
         return VerdictParse(None, checks, "no verdict (expected 'verdict: A' or 'verdict: B')")

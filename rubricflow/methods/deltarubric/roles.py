@@ -73,7 +73,8 @@ def parse_execution(text: str, checks: list[str] | None = None) -> Parsed:
     if checks is None:
         raise ValueError("verifier output: the checklist it executed is needed to check its evidence lines")
     if len(v.checks) != len(checks):
-        return Parsed(False, None, f"{len(v.checks)} evidence line(s) for {len(checks)} check(s); expected one per check")
+        return Parsed(False, None,
+                      f"{len(v.checks)} evidence line(s) for {len(checks)} check(s); expected one per check")
     return Parsed(True, v.verdict)
 
 

@@ -17,8 +17,8 @@ for the trained single-step judges), so claims compare each method in its own mo
 ``fmt_<mode>`` for every mode; the planner probe at the end of training (``probe_end``); ``sep_deltarubric``, the
 share of the planner's greedy checklists that separate the responses (before RL for the untrained variant, after for
 the trained ones); the step-0 precondition of the unit's training (``flat_step0``: planner groups with zero reward
-variance). The unit's result also keeps the probe curve (planner probe accuracy on val pairs over training steps), which :func:`report_probe_curve` averages over seeds into the
-report's training-dynamics table and ``<report>-probe.png``.
+variance). The unit's result also keeps the probe curve (planner probe accuracy on val pairs over training steps), which
+:func:`report_probe_curve` averages over seeds into the report's training-dynamics table and ``<report>-probe.png``.
 """
 
 from __future__ import annotations
@@ -111,7 +111,8 @@ def _input_parts(ucfg: Any, unit: Unit) -> dict[str, Any]:
     dr = ucfg.deltarubric
     return {
         "config": {"train": dr.train.model_dump(mode="json"), "eval": dr.eval.model_dump(mode="json"),
-                   "pairs": dr.pairs.model_dump(mode="json"), "models.policy": ucfg.models.policy.model_dump(mode="json"),
+                   "pairs": dr.pairs.model_dump(mode="json"),
+                   "models.policy": ucfg.models.policy.model_dump(mode="json"),
                    "generation": ucfg.generation.essential_dump()},
         "seed": unit.seed,
         "init_policy": content_hash(dr.sft.out_dir),
@@ -149,7 +150,8 @@ def run_unit(ucfg: Any, unit: Unit, udir: Path, run: Any, secret_resolver=None) 
     table = evaluate_judge(gen, proc, items, MODES, role_max_tokens(dr.train))
     own = "deltarubric" if untrained else _own_mode(ucfg)
     modes = table["modes"]
-    metrics: dict[str, float | None] = {"accuracy": modes[own]["accuracy"], "format_violation": modes[own]["format_violation"]}
+    metrics: dict[str, float | None] = {"accuracy": modes[own]["accuracy"],
+                                        "format_violation": modes[own]["format_violation"]}
     for m in MODES:
         metrics[f"acc_{m}"] = modes[m]["accuracy"]
         metrics[f"fmt_{m}"] = modes[m]["format_violation"]
@@ -204,7 +206,8 @@ def report_probe_curve(name: str, spec: StudySpec, results: Sequence[Mapping], s
         for s in steps:
             x = c.get(s)
             cells.append("n/a" if x is None or x["mean"] is None else
-                         (f"{x['mean']:.3f}" if x["half_width"] is None else f"{x['mean']:.3f} ± {x['half_width']:.3f}"))
+                         (f"{x['mean']:.3f}" if x["half_width"] is None
+                          else f"{x['mean']:.3f} ± {x['half_width']:.3f}"))
         lines.append(f"| {v} | " + " | ".join(cells) + " |")
     png = stem_path.with_name(f"{stem_path.name}-probe.png")
     _plot_probe(name, curves, png, pct)

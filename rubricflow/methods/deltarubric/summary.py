@@ -34,7 +34,8 @@ def eval_judge(
     ctx: CommandContext,
     model: Annotated[list[Path], Opt("Policy directory (repeatable); default: SFT and GRPO outputs.")] = [],
     pairs: Annotated[list[Path], Opt("Pair directory (repeatable); default: the synthetic pairs.")] = [],
-    split: Annotated[Optional[str], Opt("Only this split (default: test for the synthetic pairs, all for others).")] = None,
+    split: Annotated[Optional[str], Opt(
+        "Only this split (default: test for the synthetic pairs, all for others).")] = None,
     limit: Annotated[int, Opt("Pairs per set (0 = all).")] = 0,
     mode: Annotated[list[str], Opt(f"Judge modes: {', '.join(MODES)} (repeatable; default: "
                                    f"{', '.join(COMPARED_MODES)}).")] = [],

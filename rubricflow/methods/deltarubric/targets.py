@@ -165,7 +165,8 @@ def static_target(pair: PreferencePair) -> str:
         wa, wb = _wrong(pair, pair.response_a, keys), _wrong(pair, pair.response_b, keys)
         return "A" if wa < wb else "B" if wb < wa else "both"
 
-    fav = {"relevance": "both", "consistency": fewer(None), "visual": fewer(perception), "reasoning": "both", "clarity": "both"}
+    fav = {"relevance": "both", "consistency": fewer(None), "visual": fewer(perception), "reasoning": "both",
+           "clarity": "both"}
     lines = [f"{i}. {name} -> {fav[name]}" for i, (name, _) in enumerate(STATIC_CRITERIA, 1)]
     return "\n".join(lines + [f"verdict: {pair.preferred}"])
 

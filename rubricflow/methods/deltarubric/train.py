@@ -79,7 +79,8 @@ def train_policy(
 
     def probe(step: int) -> dict[str, float]:
         with torch.random.fork_rng(devices=[]):
-            return planner_probe(gen, processor, val_items, cfg.n_checklists, max_tokens, g.temperature, seed=g.seed + step)
+            return planner_probe(gen, processor, val_items, cfg.n_checklists, max_tokens, g.temperature,
+                                 seed=g.seed + step)
 
     def rollout_fn(step: int, items: list[Item]):
         gen.sync_weights(model)  # vLLM samples from the current (or resumed) weights; transformers: the same tensors

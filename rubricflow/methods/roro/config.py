@@ -2,8 +2,9 @@
 Rubricor-Judge alternation, router GRPO and the evaluation sweep. Pydantic only (no heavy imports).
 
 Every size is a parameter; the defaults are the tiny CPU profile, sized so that the whole RoRo pipeline runs in
-minutes on 2 cores (docs/operations.md has the stage times). Ablations are single keys, e.g. ``dvc exp run -S roro.router.methods='[outcome-only]'``
-(outcome-only routers), ``-S roro.pairs.order='[outcome,process,cost]'``, ``-S roro.rubricor_judge.rounds=3``,
+minutes on 2 cores (docs/operations.md has the stage times). Ablations are single keys, e.g.
+``dvc exp run -S roro.router.methods='[outcome-only]'`` (outcome-only routers),
+``-S roro.pairs.order='[outcome,process,cost]'``, ``-S roro.rubricor_judge.rounds=3``,
 ``-S roro.rubricor_judge.score_mode=expected``, ``-S roro.steps.fifth_feature=none``.
 
 Readings of what the paper leaves open (each alternative is a named value next to the chosen one):
@@ -110,7 +111,8 @@ class StepModelConfig(Section):
     warmup_steps: int = Field(40, ge=0, description="Tiny only: linear warmup steps of the first phase.")
     gpu_memory_utilization: float = Field(0.4, gt=0, le=1, description="vLLM only: GPU memory fraction.")
     n_params: int = Field(
-        0, ge=0, le=10**14, description="vLLM only: parameter count for the FLOPs estimate (tiny/transformers: counted)."
+        0, ge=0, le=10**14,
+        description="vLLM only: parameter count for the FLOPs estimate (tiny/transformers: counted).",
     )
 
 
@@ -128,7 +130,9 @@ def _lrm() -> StepModelConfig:
 
 
 class StepsConfig(Section):
-    max_step_tokens: int = Field(12, ge=1, description="Token cap of one step (a tiny arithmetic step is a few tokens).")
+    max_step_tokens: int = Field(
+        12, ge=1, description="Token cap of one step (a tiny arithmetic step is a few tokens)."
+    )
     max_steps: int = Field(6, ge=1, description="Steps after which a solution is cut off (no final answer).")
     uncertainty: Literal["one_minus_min_maxprob", "one_minus_mean_maxprob", "mean_entropy", "max_entropy"] = Field(
         "one_minus_min_maxprob", description="SLM step uncertainty (see rubricflow.methods.roro.env.step_lm)."
@@ -204,9 +208,13 @@ class RubricLMConfig(Section):
     rft_lr: float = Field(1e-3, gt=0, description="Learning rate of the rejection-sampling SFT (gentler than warm-up).")
     batch_size: int = Field(16, ge=1, le=MAX_BATCH, description="SFT sequences per step.")
     lr: float = Field(3e-3, gt=0, description="SFT learning rate.")
-    samples: int = Field(4, ge=1, le=MAX_GROUP, description="Candidates sampled per input in a rejection-sampling round.")
+    samples: int = Field(
+        4, ge=1, le=MAX_GROUP, description="Candidates sampled per input in a rejection-sampling round."
+    )
     temperature: float = Field(1.0, gt=0, description="Sampling temperature of the candidates.")
-    max_new_tokens: int = Field(48, ge=8, le=MAX_TOKENS, description="Generation cap of one rubric / judgment (in tokens).")
+    max_new_tokens: int = Field(
+        48, ge=8, le=MAX_TOKENS, description="Generation cap of one rubric / judgment (in tokens)."
+    )
 
 
 def _judge() -> RubricLMConfig:
@@ -242,14 +250,17 @@ class RubricorJudgeConfig(Section):
         "is their mean. 'expected': one greedy judgment, each criterion's score as written (parsed) times "
         "P(satisfied = true) from the Judge's token probabilities (judge.scoring.expected_scores).",
     )
-    score_samples: int = Field(4, ge=1, le=MAX_GROUP, description="score_mode=sampled: judgments sampled per trajectory.")
+    score_samples: int = Field(
+        4, ge=1, le=MAX_GROUP, description="score_mode=sampled: judgments sampled per trajectory."
+    )
     score_temperature: float = Field(1.0, ge=0, description="Sampling temperature of those judgments (0 = greedy).")
     fixed_families: bool = Field(
         True,
-        description="Rubricor candidates must list the criterion families of rubricflow.methods.roro.judge.prompts.FAMILIES in "
-        "order; the rubric is query-specific through its weights and the parameters of the score guidance. The paper "
-        "writes free-form criteria; a tiny Rubricor and Judge cannot copy free text into judgments within the CPU "
-        "budget, so the tiny profile fills this template. Off (the gpu profile): free-form rubrics of real models.",
+        description="Rubricor candidates must list the criterion families of "
+        "rubricflow.methods.roro.judge.prompts.FAMILIES in order; the rubric is query-specific through its weights and "
+        "the parameters of the score guidance. The paper writes free-form criteria; a tiny Rubricor and Judge cannot "
+        "copy free text into judgments within the CPU budget, so the tiny profile fills this template. Off (the gpu "
+        "profile): free-form rubrics of real models.",
     )
     rubricor_problems: int = Field(12, ge=1, description="Training problems per Rubricor phase.")
     select_on: Literal["val", "last"] = Field(
@@ -258,7 +269,9 @@ class RubricorJudgeConfig(Section):
         "problems' pairs (test pairs are never read here; the kept Judge is measured on test pairs by roro_eval); "
         "'last' = the last phase.",
     )
-    batch_size: int = Field(256, ge=1, le=MAX_BATCH, description="Prompts per generate() call (tiny LMs: big batches are cheap).")
+    batch_size: int = Field(
+        256, ge=1, le=MAX_BATCH, description="Prompts per generate() call (tiny LMs: big batches are cheap)."
+    )
     seed: int = Field(17, description="Seed of the warm-start templates and candidate sampling.")
 
 

@@ -94,7 +94,8 @@ class RuCLConfig(Section):
     )
     init_from: str = Field("artifacts/models/sft", description="Policy checkpoint to start from (the SFT model).")
     tiers_path: str = Field(
-        "artifacts/rubrics/tiers.json", description="Rubric tiers written by the stratify stage (foundational/advanced)."
+        "artifacts/rubrics/tiers.json",
+        description="Rubric tiers written by the stratify stage (foundational/advanced).",
     )
     out_dir: str = Field("artifacts/models/rucl", description="Where the trained policy and checkpoints are written.")
     checkpoint_dir: str = Field(

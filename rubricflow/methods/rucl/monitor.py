@@ -75,7 +75,8 @@ def hacking_warning(rows: Sequence[dict], window: int = 10) -> dict[str, Any]:
     rise, fall = out["rubric_change"], out["relevant_sound_change"]
     if rise is not None and fall is not None and rise > NOISE and fall < -NOISE:
         out["warn"] = True
-        out["message"] = (f"reward hacking? the rubric reward rose {out['rubric_first']:.2f} -> {out['rubric_last']:.2f} "
-                          f"while the answer-relevant sound share of correct answers fell {out['relevant_sound_first']:.2f}"
-                          f" -> {out['relevant_sound_last']:.2f} (first vs last {w} steps)")
+        out["message"] = (f"reward hacking? the rubric reward rose {out['rubric_first']:.2f} -> "
+                          f"{out['rubric_last']:.2f} while the answer-relevant sound share of correct answers fell "
+                          f"{out['relevant_sound_first']:.2f} -> {out['relevant_sound_last']:.2f} "
+                          f"(first vs last {w} steps)")
     return out

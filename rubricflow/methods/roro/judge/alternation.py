@@ -180,7 +180,8 @@ def rubricor_phase(rubricor: RubricLM, judge: RubricLM, views: dict[str, Problem
     if fixed_families:  # the tiny Judge reads the fixed family list: a rubric that drops or repeats one is unusable
         names = [n for n, _ in FAMILIES]
         for pid in pids:
-            cands[pid] = [r if [c["criterion"] for c in r.criteria] == names else ParsedRubric("failed", reason="not the family list", raw=r.raw)
+            cands[pid] = [r if [c["criterion"] for c in r.criteria] == names
+                          else ParsedRubric("failed", reason="not the family list", raw=r.raw)
                           for r in cands[pid]]
     # one batched Judge call over every (candidate rubric, paired trajectory)
     items, keys = [], []

@@ -24,7 +24,9 @@ class RubricLM:
         self._greedy: dict[str, str] = {}
         self.n_generated = 0
 
-    def generate(self, contents: list[str], n: int = 1, temperature: float = 0.0, seed: int | None = None) -> list[list[str]]:
+    def generate(
+        self, contents: list[str], n: int = 1, temperature: float = 0.0, seed: int | None = None
+    ) -> list[list[str]]:
         """``n`` completions per user message (greedy when temperature is 0)."""
         prompts = [chat(self.tokenizer, c) for c in contents]
         if temperature <= 0:

@@ -26,7 +26,9 @@ def pair_credit(s_chosen: float | None, s_rejected: float | None) -> float:
     return 0.5 if s_chosen == s_rejected else 0.0
 
 
-def pair_accuracy(pairs: list[Pair], trajectories: list[Trajectory], scores: dict[int, float | None]) -> dict[str, float]:
+def pair_accuracy(
+    pairs: list[Pair], trajectories: list[Trajectory], scores: dict[int, float | None]
+) -> dict[str, float]:
     """Pairwise accuracy (ties 0.5, a missing score 0) of ``scores`` (trajectory index -> score) on ``pairs``:
     overall (``pairwise_acc``), strict (ties 0), and per category (``acc_<category>``, with ``n_<category>``;
     ``acc_process`` pools both process categories)."""

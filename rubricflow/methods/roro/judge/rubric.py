@@ -128,7 +128,8 @@ def _truth(v: Any) -> bool | None:
 @dataclass
 class ParsedRubric:
     status: Status
-    criteria: list[dict] = field(default_factory=list)  # {"criterion", "weight" (normalised to sum 1), "score_guidance"}
+    # {"criterion", "weight" (normalised to sum 1), "score_guidance"}
+    criteria: list[dict] = field(default_factory=list)
     reason: str | None = None
     raw: str | None = None
 

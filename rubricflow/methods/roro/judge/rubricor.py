@@ -16,7 +16,8 @@ from rubricflow.methods.roro.env.routing import SLM, Trajectory
 
 @dataclass
 class ProblemView:
-    """What the Rubricor and the Judge know about a problem: its text and the SLM's uncertainty profile (all-SLM route)."""
+    """What the Rubricor and the Judge know about a problem: its text and the SLM's uncertainty profile (all-SLM
+    route)."""
 
     question: str
     slm_uncertainties: list[float]

@@ -6,9 +6,10 @@ metric under ``roro.task.answer: parity``, where the outcome can be right by luc
 the LRM cost as a fraction of the all-LRM route, the LRM call rate per step and the FLOPs estimates
 (``2 * params * tokens``: LRM only, and SLM + LRM).
 
-Curves (:mod:`rubricflow.methods.roro.router.curves`, ``hull``): a method's points (LRM cost as a fraction of the all-LRM cost, accuracy), anchored at all-SLM
-(cost 0) and all-LRM (cost 1), span their upper concave hull: every point on it is achievable by routing each
-problem with one of two of the method's settings at random, so a setting below the hull costs the method nothing.
+Curves (:mod:`rubricflow.methods.roro.router.curves`, ``hull``): a method's points (LRM cost as a fraction of the
+all-LRM cost, accuracy), anchored at all-SLM (cost 0) and all-LRM (cost 1), span their upper concave hull: every point
+on it is achievable by routing each problem with one of two of the method's settings at random, so a setting below the
+hull costs the method nothing.
 
 Comparisons at matched cost (``curve_metrics``), over a cost range fixed before any result (``roro.eval.cost_range``):
 

@@ -31,7 +31,8 @@ class RouterMLP(nn.Module):
 
     def forward(self, states: torch.Tensor) -> torch.Tensor:
         if states.shape[-1] != self.state_dim:
-            raise ValueError(f"RouterMLP: expected states with last dim {self.state_dim}, got shape {tuple(states.shape)}")
+            raise ValueError(f"RouterMLP: expected states with last dim {self.state_dim}, "
+                             f"got shape {tuple(states.shape)}")
         return self.net(states)
 
     def log_probs(self, states: torch.Tensor) -> torch.Tensor:

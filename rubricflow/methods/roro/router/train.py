@@ -5,7 +5,8 @@ An episode is one routed solution: ``prompt`` = the router states it saw (one 5-
 its decisions (0 keep SLM, 1 call LRM), ``group`` = the problem (``group_size`` rollouts per problem are compared).
 Reward of a trajectory (the same for each of its decisions, GRPO's sequence-level advantage)::
 
-    reward = 1[final answer right] + process_weight * judge_score * 1[finished] - cost_weight * lrm_tokens / all_lrm_tokens
+    reward = 1[final answer right] + process_weight * judge_score * 1[finished]
+             - cost_weight * lrm_tokens / all_lrm_tokens
 
 ``judge_score`` is the Judge's process score under the Rubricor's rubric for the problem (``score_mode``: by default
 the mean over sampled judgments of ``sum weight * score * 1[satisfied]``, the paper's score), or, for the
@@ -262,7 +263,8 @@ def train_router(
     summary = {
         "tag": run.tag, "process_weight": run.process_weight, "cost_weight": run.cost_weight,
         "steps": res["steps"], "resumed_from": res["resumed_from"],
-        "resume_refused": res["resume_refused"], "corrupt_checkpoints": res["corrupt_checkpoints"], "train_s": time.perf_counter() - t0,
+        "resume_refused": res["resume_refused"], "corrupt_checkpoints": res["corrupt_checkpoints"],
+        "train_s": time.perf_counter() - t0,
         "final_train_accuracy": _mean(r.get("accuracy") for r in tail),
         "final_train_cost_frac": _mean(r.get("lrm_cost_frac") for r in tail),
         "final_reward": _mean(r.get("reward_mean/router") for r in tail),

@@ -286,7 +286,8 @@ def report_dose(name: str, spec: StudySpec, results: Sequence[Mapping], stem_pat
              "|---|---|---|---|---|---|---|---|---|---|"]
     for v, row in table.items():
         tgt = "" if row["target"] is None else f"{row['target']:g}"
-        lines.append(f"| {v} | {tgt} | {_fmt(row['noise_sigma'], False)} | {_fmt(row['scorer_val_expected_acc'], False)} "
+        lines.append(f"| {v} | {tgt} | {_fmt(row['noise_sigma'], False)} | "
+                     f"{_fmt(row['scorer_val_expected_acc'], False)} "
                      f"| {_fmt(row['scorer_val_process_acc'])} | {_fmt(row['scorer_train_process_acc'])} | "
                      f"{_fmt(row['scorer_test_process_acc'])} | {_fmt(row['scorer_val_pairwise_acc'], False)} / "
                      f"{_fmt(row['scorer_test_pairwise_acc'], False)} | {_fmt(row['val_chain_range_auc'])} | "

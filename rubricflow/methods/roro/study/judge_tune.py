@@ -127,7 +127,8 @@ def run_one(rc, seed: int) -> dict:
     out["phases"] = [{"phase": f"{r['round']}/{r['phase']}", "selected": r["selected"],
                       **{c: r.get(f"val_{c}") for c in CATS}} for r in rows]
     kept = next(p for p in out["phases"] if p["selected"])
-    out["kept_phase"], out["kept_process"], out["kept_overall"] = kept["phase"], kept["acc_process"], kept["pairwise_acc"]
+    out["kept_phase"], out["kept_process"], out["kept_overall"] = (kept["phase"], kept["acc_process"],
+                                                                   kept["pairwise_acc"])
     return out
 
 
@@ -170,7 +171,8 @@ def report_phases(name: str, spec: StudySpec, results: Sequence[Mapping], stem_p
     f = lambda x: "n/a" if x is None else f"{x:.3f}"  # noqa: E731
     lines = ["", "Per unit, val process-pair accuracy of each phase (warm, 1/judge, 1/rubricor), the phase kept, and "
              "an exact reader of the same rubrics (the Judge's ceiling under them):", "",
-             "| variant | seed | kept phase | process per phase | exact reader per phase | s |", "|---|---|---|---|---|---|"]
+             "| variant | seed | kept phase | process per phase | exact reader per phase | s |",
+             "|---|---|---|---|---|---|"]
     for r in results:
         per = ", ".join(f(p.get("acc_process")) for p in r.get("phases") or [])
         orc = ", ".join(f(x) for x in r.get("oracle_process") or []) or "n/a"

@@ -22,9 +22,9 @@ side, the descriptive area over [0, 1] (``auc``) and the cost range of its point
 (the pair metrics ``chain_pair_range_auc`` / ``pair_range_auc``, computed per seed from both units' points). A
 ``roro`` unit also reports its kept Judge's pairwise accuracy on the evaluation split's route pairs
 (``judge_test_acc``, ``judge_test_process_acc``) and keeps the alternation's per-phase val accuracies in its result.
-:func:`~rubricflow.methods.roro.study.report.report_extra` adds to the report the per-phase Judge table (mean and 95% t-interval over seeds, overall and
-per pair category, each against chance 0.5) and the accuracy-vs-cost curves with their 95% bands over seeds
-(``<stem>-curves.png``).
+:func:`~rubricflow.methods.roro.study.report.report_extra` adds to the report the per-phase Judge table (mean and 95%
+t-interval over seeds, overall and per pair category, each against chance 0.5) and the accuracy-vs-cost curves with
+their 95% bands over seeds (``<stem>-curves.png``).
 
 Shared, not per seed: the step models, the trajectories, the pairs and the step cache of the main pipeline
 (``dvc repro roro_pairs``). Each unit writes under ``<out_dir>/<variant>/seed<k>/out`` (Judge, Rubricor, rubrics,

@@ -31,8 +31,8 @@ threshold at every step of the window). It adds ``rubricflow/lambda_next``, ``ru
 switch, ``rubricflow/curriculum_transition_step`` to the step's entry of ``state.log_history`` (and to the ``logs``
 that loggers after it receive: transformers calls its own reporting callbacks first, so the callback does not rely
 on them); when MLflow is one of the trainer's loggers (``report_to``) and a run is active, the transition is logged
-there directly, as a tag (``curriculum_transition_step``), a metric and ``curriculum_transition.json``. ``history`` and ``transition`` keep
-what it saw, for tests and reports.
+there directly, as a tag (``curriculum_transition_step``), a metric and ``curriculum_transition.json``. ``history`` and
+``transition`` keep what it saw, for tests and reports.
 
 The reward function needs no TRL import; the callback subclasses ``transformers.TrainerCallback`` (created on first
 use). TRL itself is only needed by the trainer: :func:`require_trl` names it when missing.

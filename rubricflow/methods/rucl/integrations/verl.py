@@ -14,8 +14,8 @@ This module gives verl what it cannot express itself:
   :class:`~rubricflow.methods.rucl.scoring.RubricScorer` (the batch form makes one judge call for the whole batch).
   Each returns a dict per sample: ``score`` (the hybrid reward, **NaN when the judgment failed**), ``missing``
   (1.0 / 0.0), ``outcome``, ``s_f``, ``s_a``, ``lambda_t``. The batch form warns at a batch whose every score is
-  missing and raises ``RewardsMissing`` after ``max_missing_batches`` (3) in a row. ``ground_truth`` is the reference answer; ``extra_info``
-  carries ``question``, ``answer_type``, ``facts`` (dict or JSON) and optionally ``sample_id``.
+  missing and raises ``RewardsMissing`` after ``max_missing_batches`` (3) in a row. ``ground_truth`` is the reference
+  answer; ``extra_info`` carries ``question``, ``answer_type``, ``facts`` (dict or JSON) and optionally ``sample_id``.
 * :func:`neutral_fill`: per group, a missing score becomes the mean of the group's measured scores, so its GRPO
   advantage is exactly 0 and the group's mean is unchanged (the other completions are centred as if it were not
   there); a group with no measured score gets 0 for all (no signal: every advantage 0). Left as it is: the group's

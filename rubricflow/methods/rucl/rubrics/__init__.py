@@ -12,7 +12,12 @@ from rubricflow.methods.rucl.rubrics.pool import (
     save_pool,
     validate_rubrics,
 )
-from rubricflow.methods.rucl.rubrics.stratify import coverage_and_pass_rates, informativeness, select_and_stratify, summarize
+from rubricflow.methods.rucl.rubrics.stratify import (
+    coverage_and_pass_rates,
+    informativeness,
+    select_and_stratify,
+    summarize,
+)
 from rubricflow.methods.rucl.rubrics.teacher import TEACHER_PROMPT_VERSION, generate_pool, parse_teacher_rubrics
 
 _BUILD_NAMES = ("calibration_requests", "sample_policy_responses", "stratify_pool", "write_pool")

@@ -1,7 +1,7 @@
 """RuCL Phase I: write the candidate pool; calibrate, filter and stratify it.
 
-Plain functions over their sections (no tracking, no Prefect); the stages in ``rubricflow.methods.rucl.rubrics.stages`` call
-them and log what they return (``{"metrics": {...}, "paths": {...}}``).
+Plain functions over their sections (no tracking, no Prefect); the stages in ``rubricflow.methods.rucl.rubrics.stages``
+call them and log what they return (``{"metrics": {...}, "paths": {...}}``).
 
 * ``write_pool``: the default pool shipped in the repo (provenance "default pool v1") or, with
   ``rubrics.teacher`` set, K candidates from a teacher backend in O(1) calls -> ``rubrics.pool_path``.

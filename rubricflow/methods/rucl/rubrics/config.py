@@ -35,7 +35,8 @@ class RubricsConfig(Section):
         3, ge=1, le=10, description="At most this many teacher calls for the whole pool (O(1), never per sample)."
     )
     default_pool_path: str | None = Field(
-        None, description="A custom default pool JSON; None = rubricflow/methods/rucl/resources/rubric_pool_default.json."
+        None,
+        description="A custom default pool JSON; None = rubricflow/methods/rucl/resources/rubric_pool_default.json.",
     )
     # -- calibration ---------------------------------------------------------------------------------------------
     policy_path: str = Field(
