@@ -44,8 +44,9 @@ def fetch_model_stage(smol: SmolConfig, ctx: StageContext) -> dict:
 @stage("smol_judge", judge=True, metric_ns="judge")
 def judge_stage(smol: SmolConfig, judge: JudgeConfig, rubrics: RubricsConfig, data: DataConfig,
                 ctx: StageContext) -> dict:
-    """Serve the real model with vLLM; write rubrics with it as teacher; judge with it against the programmatic
-    judge."""
+    """Serve the real model with vLLM, as rubric teacher and as judge checked against the programmatic judge.
+
+    It writes rubrics with the served model as teacher, then judges with it beside the programmatic judge."""
     import time
 
     from rubricflow.data.schema import read_dataset
