@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -66,8 +67,6 @@ def exp_show_drop(root: Path | None = None) -> str:
     """The ``dvc exp show --drop`` regex of the readable view: the resolved copies of the params (the keys of the
     params files other than params.yaml, e.g. ``reports/params/<section>.json``, shown bare or as ``file:key``;
     params.yaml's keys stay, under the names ``-S`` takes) and the stages' file dependencies (hashes)."""
-    import json
-    import re
 
     import yaml
     from dvc.repo import Repo

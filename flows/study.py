@@ -19,6 +19,7 @@ import tasks  # noqa: F401  (Prefect defaults of the orchestration layer, before
 import contextlib
 import importlib
 import os
+import socket
 from pathlib import Path
 from typing import Any, Optional
 
@@ -78,7 +79,6 @@ def _on_worker(key: str, worker: Optional[dict]):
     root, params = Path(worker["root"]), Path(worker["params"])
     for what, p in (("the project folder", root), ("the parameters file", params)):
         if not p.exists():
-            import socket
 
             raise ProjectNotShared(
                 f"study unit {key} on {socket.gethostname()}: {what} {p} does not exist on this worker; a study on "

@@ -41,6 +41,7 @@ from typing import Any, Iterator
 from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 from prefect.futures import wait
+import yaml
 
 UNCHANGED = "didn't change, skipping"
 
@@ -60,7 +61,6 @@ def is_dvc_pipeline(root: Path, dvc_file: str, stages: list[str]) -> bool:
         return False
     if subprocess.run(["git", "rev-parse", "--verify", "-q", "HEAD"], cwd=root, capture_output=True).returncode:
         return False
-    import yaml
 
     defined = set(((yaml.safe_load((root / dvc_file).read_text()) or {}).get("stages") or {}))
     return set(stages) <= defined

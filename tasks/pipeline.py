@@ -31,9 +31,11 @@ from typing import Any
 from prefect import get_run_logger
 from prefect.artifacts import create_markdown_artifact
 from prefect.context import FlowRunContext
+import yaml
 
-from rubricflow import registry
+from rubricflow import registry, tracking
 from rubricflow.config import load_config, write_resolved
+from rubricflow.pipeline.workspace import ProjectLock, opt_in_targets
 from tasks.artifacts import artifact_key, mlflow_links, publish_comparison, publish_plots, report_markdown
 from tasks.cache import inputs_for
 from tasks.concurrency import ensure_judge_limit
@@ -52,7 +54,6 @@ from tasks.stage import configured
 
 def _parent_run(pipeline_id: str, experiment: str) -> str | None:
     try:
-        from rubricflow import tracking
 
         parent, _ = tracking.pipeline_runs(pipeline_id, experiment)
         return parent.info.run_id if parent is not None else None
@@ -142,7 +143,6 @@ def _params_profile(dvc_file: str, pipe_profile: str | None) -> str:
     """The profile the pipeline's DVC stages run under: the pipeline's own, else params.yaml's ``profile``."""
     if pipe_profile:
         return pipe_profile
-    import yaml
 
     raw = yaml.safe_load(Path(os.environ.get("RUBRICFLOW_PARAMS", "params.yaml")).read_text()) or {}
     return str(raw.get("profile") or "tiny")
@@ -152,7 +152,6 @@ def _params_profile(dvc_file: str, pipe_profile: str | None) -> str:
 def _locked(root: Path, ws):
     """``ws`` under the project's repro lock (``rubricflow.pipeline.workspace``): a second writer of the workspace is
     refused, naming the first one's pid."""
-    from rubricflow.pipeline.workspace import ProjectLock
 
     with ProjectLock(root / ".rubricflow" / "repro.lock"):
         yield ws
@@ -167,7 +166,6 @@ def _run_dvc(pipe, specs, profile, overrides, flow_run_id, pipeline_id, logger):
         changes["profile"] = profile
     jobs = max(1, int(os.environ.get("RUBRICFLOW_RUN_JOBS", "2")))
     env = stage_env(pipeline_id, jobs, flow_run_id)
-    from rubricflow.pipeline.workspace import opt_in_targets
 
     opt_in_targets([pipe.dvc_file], logger.info, root)  # an opt-in pipeline (smol/dvc.yaml): make DVC see it
     dag = stage_dag(root, [dvc_address(pipe.dvc_file, s.name) for s in specs])

@@ -5,10 +5,12 @@ README's "What make run shows" block (:func:`write_readme_block`), so its number
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 from rubricflow import registry, tracking
 from rubricflow.sections import TrackingConfig
+from rubricflow.util.io import atomic_write_text
 
 
 def load_report(path: Path) -> dict | list | None:
@@ -64,7 +66,6 @@ def print_summary(
 
 
 def _uri() -> str:
-    import os
 
     return os.environ.get("MLFLOW_TRACKING_URI", "")
 
@@ -81,7 +82,6 @@ def readme_block(reports_dir: str | Path) -> str:
 def write_readme_block(readme: str | Path, reports_dir: str | Path) -> bool:
     """Replace the block between the markers in ``readme`` with :func:`readme_block`; returns whether it changed.
     A README without exactly one pair of markers is refused, naming the markers."""
-    from rubricflow.util.io import atomic_write_text
 
     path = Path(readme)
     text = path.read_text()

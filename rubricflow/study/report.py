@@ -11,7 +11,7 @@ from pathlib import Path
 from rubricflow.sections import ConfigError
 from rubricflow.study.provenance import EXPLORATORY_STAMP
 from rubricflow.study.spec import StudySpec
-from rubricflow.study.stats import aggregate, select
+from rubricflow.study.stats import aggregate, select, t_interval
 from rubricflow.util.io import atomic_write_text, save_figure, write_json
 
 
@@ -198,7 +198,6 @@ def plot_interval(values: Sequence[float], confidence: float) -> tuple[float | N
     others the t-interval. Returns (low, high, method)."""
     from scipy.stats import binomtest
 
-    from rubricflow.study.stats import t_interval
 
     xs = [float(v) for v in values]
     if len(xs) < 2:

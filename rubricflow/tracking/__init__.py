@@ -42,7 +42,12 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlparse
 
+from filelock import FileLock
+
+from rubricflow.tracking.inputs import log_data_input
+from rubricflow.tracking.names import step_names
 from rubricflow.util.env import PROJECT_ROOT, STATE_DIR
 
 TAG_PIPELINE = "rubricflow.pipeline_id"
@@ -127,7 +132,6 @@ _READY: set[str] = set()
 
 def _file_lock(path: Path):
     """An inter-process lock at ``path`` (its folder created), waiting at most 10 minutes."""
-    from filelock import FileLock
 
     path.parent.mkdir(parents=True, exist_ok=True)
     return FileLock(str(path), timeout=600)
@@ -171,7 +175,6 @@ def store_artifacts_dir(tracking_uri: str) -> Path | None:
 def _store_artifact_repo(artifact_uri: str, tracking_uri: str | None = None, registry_uri: str | None = None):
     """``mlflow-artifacts:/<path>`` of a local SQLite store as the folder ``<store>/artifacts/<path>``; through the
     tracking server as MLflow does for every other tracking URI."""
-    from urllib.parse import urlparse
 
     import mlflow
     from mlflow.store.artifact.local_artifact_repo import LocalArtifactRepository
@@ -259,7 +262,6 @@ class StageRun:
         (``train/``, ``val/``, ``judge/``, ``curriculum/``)."""
         clean = _clean(metrics)
         if step is not None:
-            from rubricflow.tracking.names import step_names
 
             clean = step_names(clean)
         if clean:
@@ -303,7 +305,6 @@ class StageRun:
         """Log the data set, pairs or routes at ``path`` as an input of this run (name, split, context, rows and
         the DVC content digest: ``rubricflow.tracking.inputs``); returns the ``DataInput`` logged, or None for a
         path that does not exist (the stage's reader reports it, naming the command that makes it)."""
-        from rubricflow.tracking.inputs import log_data_input
 
         if not Path(path).exists():
             return None

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import warnings
 from dataclasses import dataclass
 from itertools import islice
 from pathlib import Path
@@ -154,7 +155,6 @@ def table_schema(path: str | Path):
         pf = pq.ParquetFile(table)
         frame = next(pf.iter_batches(batch_size=SCHEMA_ROWS), None)
         frame = frame.to_pandas() if frame is not None else pf.schema_arrow.empty_table().to_pandas()
-    import warnings
 
     with warnings.catch_warnings():  # MLflow's hint about integer columns and missing values: about model inputs
         warnings.filterwarnings("ignore", message="Hint: Inferred schema contains integer", category=UserWarning)

@@ -26,6 +26,7 @@ the fields of a row names the same ``<file>:<line>`` (the line number comes with
 from __future__ import annotations
 
 import errno
+import io
 import json
 import os
 import shutil
@@ -222,7 +223,6 @@ def save_figure(fig: Any, path: str | Path, *, dpi: float | None = None) -> Path
 
 def figure_bytes(fig: Any, fmt: str = "png") -> bytes:
     """The matplotlib figure ``fig``, laid out and rendered as ``fmt`` in memory; the figure is closed."""
-    import io
 
     import matplotlib.pyplot as plt
 
