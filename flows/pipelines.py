@@ -14,13 +14,12 @@ from prefect import Flow
 
 from flows.factory import make_flow
 from flows.params import Overrides
-from rubricflow.registry import methods
+from rubricflow.registry import pipelines
 
 FLOWS: dict[str, Flow] = {}
 OVERRIDES: dict[str, type[Overrides]] = {}  # pipeline -> its form's parameter model
-for _method in methods().values():
-    for _pipe in _method.pipelines:
-        FLOWS[_pipe.name], OVERRIDES[_pipe.name] = make_flow(_pipe.name)
+for _name in pipelines():
+    FLOWS[_name], OVERRIDES[_name] = make_flow(_name)
 globals().update(FLOWS)  # `flows/pipelines.py:<pipeline>` is each flow's Prefect entrypoint
 
 if __name__ == "__main__":

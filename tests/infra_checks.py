@@ -685,9 +685,9 @@ PROFILE_FREE = {"compare"}  # flows whose form has no profile
 def registered_pipelines() -> dict[str, str]:
     """Each registered pipeline (rubricflow.registry) -> the profile its flow's form defaults to."""
     from rubricflow.config import DEFAULT_PROFILE
-    from rubricflow.registry import methods
+    from rubricflow.registry import pipelines
 
-    return {p.name: p.profile or DEFAULT_PROFILE for m in methods().values() for p in m.pipelines}
+    return {name: p.profile or DEFAULT_PROFILE for name, p in pipelines().items()}
 
 
 def flow_functions() -> set[str]:

@@ -416,10 +416,9 @@ def test_rubricflow_compare_prints_the_table(mlflow_runs, proj):
 def test_local_deployments_come_from_prefect_yaml():
     from flows.serve import local_deployments
 
-    from rubricflow.registry import methods
+    from rubricflow.registry import pipelines
 
-    pipelines = [p.name for m in methods().values() for p in m.pipelines]
-    assert local_deployments() == [f"{p}-local" for p in pipelines] + ["study-local", "compare-local"]
+    assert local_deployments() == [f"{p}-local" for p in pipelines()] + ["study-local", "compare-local"]
     doc = yaml.safe_load((ROOT / "prefect.yaml").read_text())
     import importlib
 
