@@ -8,6 +8,7 @@ from rubricflow.methods.roro.env.routing import LRM, SLM, StepRecord, Trajectory
 from rubricflow.methods.roro.judge.lm import RubricLM
 from rubricflow.methods.roro.judge.rubricor import problem_views
 from rubricflow.methods.roro.judge.alternation import routing_tokenizer_corpus
+from rubricflow.methods.roro.judge.rubric import criterion
 
 
 def _traj(writers=(SLM, LRM, SLM), us=(0.12, 0.71, 0.0), policy="all-slm"):
@@ -26,8 +27,7 @@ def test_mean_score():
     assert mean_score([J(None), J(None)]) is None
 
 
-RUBRIC2 = [{"criterion": "few LRM steps", "weight": 0.75, "score_guidance": ""},
-           {"criterion": "steps are right", "weight": 0.25, "score_guidance": ""}]
+RUBRIC2 = [criterion("few LRM steps", 0.75), criterion("steps are right", 0.25)]
 
 
 def _judgment(s1, v1, s2, v2):

@@ -3,7 +3,7 @@ exact-reader]``): the corrupted oracle hits its calibrated accuracy, its noise i
 is the oracle, the exact reader reads a rubric literally, and the noisy scorer is what the router loop reads."""
 
 import statistics
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import pytest
 
@@ -21,7 +21,8 @@ from rubricflow.methods.roro.env.oracles import (
     route_noise,
 )
 from rubricflow.methods.roro.router.train import OracleScorer, RouterRun, router_runs, train_router
-from rubricflow.methods.roro.judge.rubric import ParsedRubric
+from rubricflow.judge.protocol import Parsed
+from rubricflow.methods.roro.judge.rubric import criterion
 from tests.roro.test_oracle import _routes
 from tests.roro.test_parity import KEEPS, Chain, _problem
 
@@ -112,18 +113,18 @@ def test_exact_reader_reads_each_family_literally():
     routes, _ = _routes("value")
     t = routes[(0, 1, 0, 0)]  # the LRM writes step 2 (the SLM's slip), the SLM the rest; every step right
     rubric = [
-        {"criterion": "risky step to LRM", "weight": 0.4, "score_guidance": "1.0 if step 2 is by the LRM"},
-        {"criterion": "uncertain steps to LRM", "weight": 0.3, "score_guidance": "1.0 if no SLM step has u above 0"},
-        {"criterion": "few LRM steps", "weight": 0.2, "score_guidance": "1.0 if at most 0 LRM steps"},
-        {"criterion": "steps are right", "weight": 0.1, "score_guidance": "1.0 if every step is right"},
+        criterion("risky step to LRM", 0.4, "1.0 if step 2 is by the LRM"),
+        criterion("uncertain steps to LRM", 0.3, "1.0 if no SLM step has u above 0"),
+        criterion("few LRM steps", 0.2, "1.0 if at most 0 LRM steps"),
+        criterion("steps are right", 0.1, "1.0 if every step is right"),
     ]
     # step 2 by the LRM: yes (0.4); no SLM step above digit 0: yes, the kept SLM steps have u 0.05 (digit 0)
     # (0.3); at most 0 LRM steps: no; every step right: yes (0.1)
     assert literal_score(rubric, t) == pytest.approx(0.8)
-    assert literal_score([{**rubric[0], "score_guidance": "free text"}], t) is None
-    scorer = ReaderScorer({t.problem_id: ParsedRubric("ok", rubric)})
+    assert literal_score([replace(rubric[0], guidance="free text")], t) is None
+    scorer = ReaderScorer({t.problem_id: Parsed("ok", rubric)})
     assert scorer.scores([t]) == [pytest.approx(0.8)] and scorer.failures == 0
-    failed = ReaderScorer({t.problem_id: ParsedRubric("failed", reason="x")})
+    failed = ReaderScorer({t.problem_id: Parsed("failed", reason="x")})
     assert failed.scores([t, t]) == [None, None] and failed.failures == 2
 
 

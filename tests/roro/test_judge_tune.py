@@ -5,8 +5,9 @@ import random
 
 from rubricflow.methods.roro.study.judge_tune import SETTINGS, judge_tune_spec, literal_agreement
 from rubricflow.study.stats import aggregate, select
-from rubricflow.methods.roro.judge.prompts import FAMILIES, literal_satisfied, random_rubric
-from rubricflow.methods.roro.judge.rubric import render_judgment_json
+from rubricflow.judge.protocol import Verdict
+from rubricflow.methods.roro.judge.prompts import FAMILIES, family_satisfied, guidance_params, random_rubric
+from rubricflow.methods.roro.judge.rubric import criterion, render_judgment_json
 from rubricflow.methods.roro.judge.alternation import ProblemView
 from rubricflow.methods.roro.env.routing import LRM, SLM, StepRecord, Trajectory
 
@@ -66,9 +67,7 @@ class _Judge:
         out = []
         for c in contents:
             rubric, traj = self.queue.pop(0)
-            js = [{"criterion": r["criterion"], "score": 1.0,
-                   "satisfied": literal_satisfied(r["criterion"], r["params"], traj) != (r["criterion"] in self.flip)}
-                  for r in rubric]
+            js = {r.id: Verdict(True, family_satisfied(r, traj) != (r.id in self.flip), score=1.0) for r in rubric}
             out.append([render_judgment_json(js)] * n)
         return out
 
@@ -87,12 +86,10 @@ def test_literal_agreement_counts_verdicts_against_the_literal_reading():
 
 
 def test_guidance_params_read_back_the_family_templates():
-    from rubricflow.methods.roro.env.oracles import guidance_params
-
-    rubric = random_rubric(random.Random(5), 4)
-    for c in rubric:
-        want = {k: c["params"][k] for k in "kdm" if "{" + k + "}" in dict(FAMILIES)[c["criterion"]]}
-        assert guidance_params(c["criterion"], c["score_guidance"]) == want
+    params = {"k": 3, "d": 7, "m": 2}
+    for name, guide in FAMILIES:
+        want = {k: params[k] for k in "kdm" if "{" + k + "}" in guide}
+        assert guidance_params(name, guide.format(**params)) == want
     assert guidance_params("few LRM steps", "1.0 if at most two LRM steps") is None  # not the template
     assert guidance_params("steps are short", "1.0 if short") is None  # not a family
 
@@ -101,20 +98,20 @@ def test_exact_reader_scores_the_literal_reading_and_orders_pairs():
     from rubricflow.methods.roro.study.judge_tune import oracle_accuracy
     from rubricflow.methods.roro.env.oracles import literal_score
     from rubricflow.methods.roro.judge.pairs import Pair
-    from rubricflow.methods.roro.judge.rubric import ParsedRubric
+    from rubricflow.judge.protocol import Parsed
 
     # weight only on "risky step to LRM" with k=2: a route that called the LRM at step 2 scores 1, others 0
-    rubric = [{"criterion": "risky step to LRM", "weight": 1.0, "score_guidance": "1.0 if step 2 is by the LRM"},
-              {"criterion": "few LRM steps", "weight": 0.0, "score_guidance": "1.0 if at most 0 LRM steps"}]
+    rubric = [criterion("risky step to LRM", 1.0, "1.0 if step 2 is by the LRM"),
+              criterion("few LRM steps", 0.0, "1.0 if at most 0 LRM steps")]
     a = _traj((SLM, LRM, SLM), (0.1, 0.7, 0.0))
     b = _traj((LRM, SLM, SLM), (0.1, 0.7, 0.0))
     assert (literal_score(rubric, a), literal_score(rubric, b)) == (1.0, 0.0)
-    assert literal_score([{"criterion": "x", "weight": 1.0, "score_guidance": "y"}], a) is None
+    assert literal_score([criterion("x", 1.0, "y")], a) is None
     trajs = [a, b]
     pairs = [Pair("p1", 0, 1, "process"), Pair("p1", 1, 0, "cost")]  # right on the first, wrong on the second
-    acc = oracle_accuracy({"p1": ParsedRubric("ok", rubric)}, trajs, pairs)
+    acc = oracle_accuracy({"p1": Parsed("ok", rubric)}, trajs, pairs)
     assert (acc["pairwise_acc"], acc["acc_cost"], acc["acc_process"]) == (0.5, 0.0, 1.0)
-    failed = oracle_accuracy({"p1": ParsedRubric("failed", reason="x")}, trajs, pairs)
+    failed = oracle_accuracy({"p1": Parsed("failed", reason="x")}, trajs, pairs)
     assert failed["pairwise_acc"] == 0.0  # a failed rubric leaves every score missing
 
 

@@ -1,74 +1,82 @@
-"""process_score = sum weight * score * satisfied, computed by code; missing criteria count 0 and are reported."""
+"""process_score = sum weight * score * satisfied, computed by code; missing criteria count 0 and are reported.
+RoRo's rubrics and judgments are the kernel's rubric contract (``Rubric``, ``Verdict``, ``Judgment``, ``Parsed``)."""
+
+import json
 
 import pytest
 
+from rubricflow.judge.protocol import Judgment, Parsed, Rubric, Verdict
 from rubricflow.methods.roro.judge.rubric import (
+    criterion,
+    criterion_rows,
+    from_criterion_rows,
     parse_criterion_judgments,
     parse_rubric,
     process_score,
     render_judgment_json,
     render_rubric_json,
-    score_judgments,
 )
 
-RUBRIC = [
-    {"criterion": "LRM at step 2", "weight": 0.5},
-    {"criterion": "at most 1 LRM steps", "weight": 0.3},
-    {"criterion": "every step is right", "weight": 0.2},
-]
+RUBRIC = [criterion("LRM at step 2", 0.5), criterion("at most 1 LRM steps", 0.3), criterion("every step is right", 0.2)]
 
 
 def test_hand_computed_score():
-    judgments = [
-        {"criterion": "LRM at step 2", "score": 1.0, "satisfied": True},  # 0.5 * 1.0 * 1 = 0.5
-        {"criterion": "at most 1 LRM steps", "score": 0.5, "satisfied": True},  # 0.3 * 0.5 * 1 = 0.15
-        {"criterion": "every step is right", "score": 1.0, "satisfied": False},  # 0.2 * 1.0 * 0 = 0
-    ]
-    assert process_score(RUBRIC, judgments) == pytest.approx(0.65)
-    assert score_judgments(RUBRIC, judgments).missing == []
+    verdicts = {
+        "LRM at step 2": Verdict(True, True, score=1.0),  # 0.5 * 1.0 * 1 = 0.5
+        "at most 1 LRM steps": Verdict(True, True, score=0.5),  # 0.3 * 0.5 * 1 = 0.15
+        "every step is right": Verdict(True, False, score=1.0),  # 0.2 * 1.0 * 0 = 0
+    }
+    assert process_score(RUBRIC, verdicts) == pytest.approx(0.65)
 
 
 def test_missing_criterion_counts_zero_and_is_reported():
-    judgments = [
+    text = json.dumps({"criterion_judgments": [
         {"criterion": "LRM at step 2", "score": 0.5, "satisfied": True},  # 0.25
         {"criterion": "every step is right", "score": 1.0, "satisfied": True},  # 0.2
-    ]
-    res = score_judgments(RUBRIC, judgments)
-    assert res.score == pytest.approx(0.45)
-    assert res.missing == ["at most 1 LRM steps"]
-    assert process_score(RUBRIC, judgments) == pytest.approx(0.45)
+    ]})
+    j = parse_criterion_judgments(text, RUBRIC)
+    assert isinstance(j, Judgment) and j.status == "repaired" and j.incomplete
+    assert j.score == pytest.approx(0.45)
+    assert j.missing == ("at most 1 LRM steps",)
 
 
-def test_unusable_judgment_is_missing_and_extra_is_ignored():
-    judgments = [
-        {"criterion": "lrm  AT step 2", "score": 1.0, "satisfied": "yes"},  # not a bool: missing
-        {"criterion": "at most 1 LRM steps", "score": float("nan"), "satisfied": True},  # not finite: missing
+def test_unusable_judgment_is_missing_and_extra_is_dropped():
+    text = json.dumps({"criterion_judgments": [
+        {"criterion": "lrm  AT step 2", "score": 1.0, "satisfied": "maybe"},  # not a boolean: missing
+        {"criterion": "at most 1 LRM steps", "score": "nan", "satisfied": True},  # not finite: missing
         {"criterion": "every step is right", "score": 1.0, "satisfied": True},
         {"criterion": "every step is right", "score": 0.0, "satisfied": True},  # duplicate: first counts
         {"criterion": "not in the rubric", "score": 1.0, "satisfied": True},
-    ]
-    res = score_judgments(RUBRIC, judgments)
-    assert res.score == pytest.approx(0.2)
-    assert res.missing == ["LRM at step 2", "at most 1 LRM steps"]
-    assert res.extra == ["not in the rubric"]
+    ]})
+    j = parse_criterion_judgments(text, RUBRIC)
+    assert j.score == pytest.approx(0.2)
+    assert j.missing == ("LRM at step 2", "at most 1 LRM steps")
+    assert list(j.verdicts) == ["every step is right"]
+    assert "criterion not in the rubric" in j.reason and "duplicate criterion" in j.reason
 
 
 def test_criteria_match_case_and_whitespace_insensitively():
-    j = [{"criterion": "  lrm at   STEP 2 ", "score": 1.0, "satisfied": True}]
-    assert process_score(RUBRIC, j) == pytest.approx(0.5)
+    text = json.dumps({"criterion_judgments": [{"criterion": "  lrm at   STEP 2 ", "score": 1.0, "satisfied": True}]})
+    j = parse_criterion_judgments(text, RUBRIC)
+    assert j.score == pytest.approx(0.5) and list(j.verdicts) == ["LRM at step 2"]
 
 
-def test_empty_judgments_score_zero_all_missing():
-    res = score_judgments(RUBRIC, [])
-    assert res.score == 0.0 and len(res.missing) == 3
+def test_empty_verdicts_score_zero():
+    assert process_score(RUBRIC, {}) == 0.0
+
+
+def test_rubric_rows_round_trip_the_rubricor_shape():
+    rows = [{"criterion": "a", "weight": 0.75, "score_guidance": "g"}]
+    assert criterion_rows(from_criterion_rows(rows)) == rows
+    assert from_criterion_rows(rows) == [Rubric(id="a", text="a", weight=0.75, guidance="g")]
 
 
 def test_parse_criterion_judgments_strict_ok_and_score():
-    text = render_judgment_json([
-        {"criterion": "LRM at step 2", "score": 1.0, "satisfied": True},
-        {"criterion": "at most 1 LRM steps", "score": 1.0, "satisfied": False},
-        {"criterion": "every step is right", "score": 0.5, "satisfied": True},
-    ])
+    text = render_judgment_json({
+        "LRM at step 2": Verdict(True, True, score=1.0),
+        "at most 1 LRM steps": Verdict(True, False, score=1.0),
+        "every step is right": Verdict(True, True, score=0.5),
+    })
     pj = parse_criterion_judgments(text, RUBRIC)
     assert pj.status == "ok" and pj.reason is None
     assert pj.score == pytest.approx(0.5 + 0.1)
@@ -79,7 +87,7 @@ def test_parse_criterion_judgments_repaired_truncated_and_missing():
     pj = parse_criterion_judgments(text, RUBRIC)
     assert pj.status == "repaired"
     assert pj.score == pytest.approx(0.25)
-    assert pj.missing == ["at most 1 LRM steps", "every step is right"]
+    assert pj.missing == ("at most 1 LRM steps", "every step is right")
     assert "missing: 2 criteria" in pj.reason
 
 
@@ -93,13 +101,12 @@ def test_parse_criterion_judgments_failed_is_missing_not_zero():
 
 
 def test_parse_rubric_normalises_weights_and_reports_problems():
-    text = render_rubric_json([{"criterion": "a", "weight": 0.6, "score_guidance": "g"},
-                               {"criterion": "b", "weight": 0.2, "score_guidance": "h"}])
+    text = render_rubric_json([criterion("a", 0.6, "g"), criterion("b", 0.2, "h")])
     pr = parse_rubric(text)
-    assert pr.status == "ok"
-    assert [c["weight"] for c in pr.criteria] == pytest.approx([0.75, 0.25])
+    assert isinstance(pr, Parsed) and pr.status == "ok"
+    assert [c.weight for c in pr.value] == pytest.approx([0.75, 0.25])
     pr = parse_rubric('{"criteria": [{"criterion": "a", "weight": -1}, {"criterion": "b", "weight": "0.5"}]}')
-    assert pr.status == "repaired" and [c["criterion"] for c in pr.criteria] == ["b"]
+    assert pr.status == "repaired" and [c.id for c in pr.value] == ["b"]
     assert "`weight` -1 is not a number >= 0" in pr.reason and "no `score_guidance`" in pr.reason
     assert parse_rubric('{"criteria": []}').status == "failed"
     assert parse_rubric("").status == "failed"
@@ -113,4 +120,4 @@ def test_parse_rubric_reads_the_json_between_prose():
             'and {"criterion": "e"')
     pr = parse_rubric(text)
     assert pr.status == "repaired" and pr.reason == "text around JSON"
-    assert pr.criteria == [{"criterion": "c", "weight": 1.0, "score_guidance": "g"}]
+    assert criterion_rows(pr.value) == [{"criterion": "c", "weight": 1.0, "score_guidance": "g"}]

@@ -1,9 +1,10 @@
 """What the Judge and the Rubricor see, and the templated warm-start content."""
 
 import random
+from dataclasses import replace
 
 from rubricflow.methods.roro.judge.prompts import judge_input, random_rubric, rubricor_input, u_digit
-from rubricflow.methods.roro.judge.rubric import parse_rubric, render_rubric_json
+from rubricflow.methods.roro.judge.rubric import criterion, parse_rubric, render_rubric_json
 from tests.roro.test_judge import _traj
 
 
@@ -12,7 +13,7 @@ def test_judge_sees_writers_and_uncertainty_not_the_truth():
     text = judge_input("Start with 7. Add 5. Multiply by 2.", rubric, _traj())
     assert "1 S1: 7 + 5 = 12\n2 L7: 12 * 2 = 24\n3 S0: #### 24\nLRM steps: 1 of 3" in text
     for c in rubric:
-        assert f"- {c['criterion']}: {c['score_guidance']}" in text
+        assert f"- {c.id}: {c.guidance}" in text
     for hidden in ("correct", "True", "outcome", "answer"):  # no checks, no reference answer
         assert hidden not in text
 
@@ -36,9 +37,9 @@ def test_literal_readings_of_the_criterion_families():
     assert steps_look_right(t)
     t.steps[1].text = "12 * 2 = 25"  # a visible arithmetic slip
     assert not steps_look_right(t) and not literal_satisfied("steps are right", {}, t)
-    rub = [{"criterion": "few LRM steps", "params": {"m": 1}, "weight": 1.0, "score_guidance": ""}]
-    assert noisy_judgments(random.Random(0), rub, t, 0.0)[0]["satisfied"] is True
-    flips = sum(not noisy_judgments(random.Random(s), rub, t, 0.5)[0]["satisfied"] for s in range(400))
+    rub = [criterion("few LRM steps", 1.0, "1.0 if at most 1 LRM steps")]  # the parameter is read from the guidance
+    assert noisy_judgments(random.Random(0), rub, t, 0.0)["few LRM steps"].satisfied is True
+    flips = sum(not noisy_judgments(random.Random(s), rub, t, 0.5)["few LRM steps"].satisfied for s in range(400))
     assert 160 < flips < 240  # label_noise 0.5 is a coin
 
 
@@ -46,6 +47,6 @@ def test_warm_start_rubrics_never_weigh_a_family_zero():
     # a greedy Rubricor takes each weight's most likely digit; a 0.0 among the warm targets made one write 0.0 for
     # every family (a rubric that fails to parse)
     rng = random.Random(3)
-    weights = [c["weight"] for _ in range(500) for c in random_rubric(rng, 4)]
+    weights = [c.weight for _ in range(500) for c in random_rubric(rng, 4)]
     assert min(weights) == 0.1 and max(weights) == 0.9
-    assert parse_rubric(render_rubric_json([{**c, "weight": 0.0} for c in random_rubric(rng, 4)])).status == "failed"
+    assert parse_rubric(render_rubric_json([replace(c, weight=0.0) for c in random_rubric(rng, 4)])).status == "failed"

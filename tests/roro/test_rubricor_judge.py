@@ -1,6 +1,7 @@
 """The warm start, the alternation's split checks and the phase selection."""
 
 import random
+from dataclasses import replace
 
 import pytest
 
@@ -21,12 +22,12 @@ from tests.roro.test_judge import _traj
 def test_warm_start_targets_are_the_paper_shapes():
     rng = random.Random(1)
     rub = random_rubric(rng, 4)
-    assert [c["criterion"] for c in rub] == [name for name, _ in FAMILIES] and any(c["weight"] for c in rub)
+    assert [c.id for c in rub] == [name for name, _ in FAMILIES] and any(c.weight for c in rub)
     pr = parse_rubric(render_rubric_json(rub))
-    assert pr.status == "ok" and sum(c["weight"] for c in pr.criteria) == pytest.approx(1.0)
-    js = random_judgments(rng, pr.criteria)
-    pj = parse_criterion_judgments(render_judgment_json(js), pr.criteria)
-    assert pj.status == "ok" and pj.missing == []
+    assert pr.status == "ok" and sum(c.weight for c in pr.value) == pytest.approx(1.0)
+    js = random_judgments(rng, pr.value)
+    pj = parse_criterion_judgments(render_judgment_json(js), pr.value)
+    assert pj.status == "ok" and pj.missing == ()
     views = problem_views([_traj(), _traj(writers=(SLM, SLM, SLM), policy="enumerate")])
     assert views == {"p1": ProblemView("Start with 7. Add 5. Multiply by 2.", [0.12, 0.71, 0.0])}
     rub_ex, jud_ex = warm_start_examples(views, [_traj()], rng, per_problem=3)
@@ -62,7 +63,7 @@ def test_the_warm_start_trains_each_role_with_its_own_steps_and_learning_rate():
 
     rj = config_from_dict({"roro": {"rubricor_judge": {"rounds": 0, "judge": {"warm_steps": 1500, "lr": 1e-3}}}}
                           ).roro.rubricor_judge
-    rubric = [{**c, "weight": 0.5} for c in random_rubric(random.Random(0), 3)]
+    rubric = [replace(c, weight=0.5) for c in random_rubric(random.Random(0), 3)]
 
     class StubLM:
         def __init__(self, text):

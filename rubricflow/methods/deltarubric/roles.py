@@ -16,9 +16,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from rubricflow.data.pairs import PreferencePair
+from rubricflow.judge.protocol import Parsed
 from rubricflow.methods.deltarubric.parsing import parse_checklist, parse_verdict
 from rubricflow.methods.deltarubric.prompts import (
     no_rubric_prompt,
@@ -31,17 +31,12 @@ from rubricflow.methods.deltarubric.rewards import judge_reward, planner_reward,
 
 
 @dataclass(frozen=True)
-class Parsed:
-    ok: bool
-    value: Any  # list[str] of checks (planner) or "A" | "B" (judges); None when not ok
-    reason: str | None = None
-
-
-@dataclass(frozen=True)
 class Role:
     name: str
     template: Callable[..., str]  # (question, a, b[, checks]) -> user text
-    parse: Callable[..., Parsed]  # (text[, checks]) -> Parsed
+    # (text[, checks]) -> the kernel's Parsed: the checks (planner, list[str]) or "A" | "B" (judges); failed with the
+    # reason when the output breaks the role's contract
+    parse: Callable[..., Parsed]
     reward: Callable[..., float]
     needs_checklist: bool = False
 
@@ -55,27 +50,27 @@ class Role:
 
 def parse_plan(text: str) -> Parsed:
     try:
-        return Parsed(True, parse_checklist(text))
+        return Parsed("ok", parse_checklist(text), raw=text)
     except ValueError as e:
-        return Parsed(False, None, str(e))
+        return Parsed("failed", reason=str(e), raw=text)
 
 
 def parse_judgement(text: str, checks: list[str] | None = None) -> Parsed:
     v = parse_verdict(text)
-    return Parsed(v.ok, v.verdict, v.reason)
+    return Parsed("ok" if v.ok else "failed", v.verdict, v.reason, text)
 
 
 def parse_execution(text: str, checks: list[str] | None = None) -> Parsed:
     """The verifier's verdict, valid only with one evidence line per check of ``checks``."""
     v = parse_verdict(text)
     if not v.ok:
-        return Parsed(False, None, v.reason)
+        return Parsed("failed", reason=v.reason, raw=text)
     if checks is None:
         raise ValueError("verifier output: the checklist it executed is needed to check its evidence lines")
     if len(v.checks) != len(checks):
-        return Parsed(False, None,
-                      f"{len(v.checks)} evidence line(s) for {len(checks)} check(s); expected one per check")
-    return Parsed(True, v.verdict)
+        return Parsed("failed", reason=f"{len(v.checks)} evidence line(s) for {len(checks)} check(s); expected one "
+                      "per check", raw=text)
+    return Parsed("ok", v.verdict, raw=text)
 
 
 PLANNER = Role("planner", planner_prompt, parse_plan, planner_reward)

@@ -26,13 +26,13 @@ from __future__ import annotations
 
 import hashlib
 import math
-import re
 from collections.abc import Callable, Sequence
 from statistics import NormalDist
 
 from rubricflow.methods.roro.judge.pairs import Pair, category
 from rubricflow.methods.roro.judge.pairwise import pair_accuracy
-from rubricflow.methods.roro.judge.prompts import FAMILIES
+from rubricflow.judge.protocol import Rubric
+from rubricflow.methods.roro.judge.prompts import family_satisfied
 from rubricflow.methods.roro.env.routing import Trajectory
 
 SIGMA_MAX = 64.0  # far beyond the [0, 1] score range: clipped to its ends, the order is a coin flip
@@ -160,30 +160,15 @@ class NoisyOracleScorer:
 # exact-reader
 
 
-def guidance_params(criterion: str, guidance: str) -> dict | None:
-    """The parameters (``k``, ``d``, ``m``) a criterion family's score guidance names, read back from its text;
-    None when the text is not the family's template."""
-    guide = dict(FAMILIES).get(criterion)
-    if guide is None:
-        return None
-    pattern = re.escape(guide)
-    for key in "kdm":
-        pattern = pattern.replace(re.escape("{" + key + "}"), f"(?P<{key}>-?\\d+)")
-    m = re.fullmatch(pattern, guidance.strip())
-    return {k: int(v) for k, v in m.groupdict().items()} if m else None
-
-
-def literal_score(rubric: list[dict], t: Trajectory) -> float | None:
+def literal_score(rubric: list[Rubric], t: Trajectory) -> float | None:
     """An exact reader's process score of ``t`` under a parsed rubric: ``sum weight * 1.0 * literal reading``
     (score 1.0, the families' guidance); None when a criterion is not a family template."""
-    from rubricflow.methods.roro.judge.prompts import literal_satisfied
-
     total = 0.0
     for c in rubric:
-        params = guidance_params(c["criterion"], c.get("score_guidance", ""))
-        if params is None:
+        sat = family_satisfied(c, t)
+        if sat is None:
             return None
-        total += c["weight"] * float(literal_satisfied(c["criterion"], {"k": 0, "d": 0, "m": 0, **params}, t))
+        total += c.weight * float(sat)
     return total
 
 
@@ -199,7 +184,7 @@ class ReaderScorer:
         r = self.rubrics.get(t.problem_id)
         if r is None:
             raise KeyError(f"no rubric for problem {t.problem_id}")
-        return None if r.failed else literal_score(r.criteria, t)
+        return None if r.failed else literal_score(r.value, t)
 
     def scores(self, trajs: list[Trajectory]) -> list[float | None]:
         out = [self.score(t) for t in trajs]

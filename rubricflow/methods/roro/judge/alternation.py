@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import random
 import time
+from dataclasses import replace
 from collections import defaultdict
 from collections.abc import Callable
 
@@ -49,13 +50,8 @@ from rubricflow.methods.roro.judge.pairwise import pair_credit, pairwise_accurac
 from rubricflow.methods.roro.paths import pairs_path, rounds_path, rubrics_path, trajectories_path
 from rubricflow.methods.roro.judge.prompts import FAMILIES, judge_input, noisy_judgments, random_rubric, rubricor_input
 from rubricflow.methods.roro.env.routing import Trajectory
-from rubricflow.methods.roro.judge.rubric import (
-    ParsedJudgment,
-    ParsedRubric,
-    parse_rubric,
-    render_judgment_json,
-    render_rubric_json,
-)
+from rubricflow.judge.protocol import Judgment, Parsed, Rubric
+from rubricflow.methods.roro.judge.rubric import ParsedRubric, parse_rubric, render_judgment_json, render_rubric_json
 from rubricflow.methods.roro.judge.lm import RubricLM, build_rubric_lms
 from rubricflow.methods.roro.judge.rubricor import ProblemView, problem_views, save_rubrics, write_rubrics
 from rubricflow.methods.roro.env.trajectories import read_trajectories
@@ -110,11 +106,11 @@ def judge_phase(judge: RubricLM, rubrics: dict[str, ParsedRubric], views: dict[s
     """Rejection sampling over judgments with the rubrics fixed; SFT the Judge on the kept ones."""
     usable = [p for p in pairs if not rubrics[p.problem_id].failed]
     need = sorted({i for p in usable for i in (p.chosen, p.rejected)})
-    items = [(views[trajectories[i].problem_id].question, rubrics[trajectories[i].problem_id].criteria,
+    items = [(views[trajectories[i].problem_id].question, rubrics[trajectories[i].problem_id].value,
               trajectories[i]) for i in need]
     cands = dict(zip(need, judge_scores(judge, items, n=cfg.samples, temperature=cfg.temperature, seed=seed)))
 
-    def complete(pj: ParsedJudgment) -> bool:
+    def complete(pj: Judgment) -> bool:
         return not pj.failed and not pj.missing
 
     # A trajectory is chosen in some pairs and rejected in others: its target is decided by its net record
@@ -125,7 +121,7 @@ def judge_phase(judge: RubricLM, rubrics: dict[str, ParsedRubric], views: dict[s
     for p in usable:
         net[p.chosen] += 1
         net[p.rejected] -= 1
-    picked: dict[int, ParsedJudgment] = {}
+    picked: dict[int, Judgment] = {}
     for i, v in net.items():
         good = [c for c in cands[i] if complete(c)]
         if v and good:
@@ -140,8 +136,8 @@ def judge_phase(judge: RubricLM, rubrics: dict[str, ParsedRubric], views: dict[s
     for i, oks in right.items():
         if sum(oks) * 2 > len(oks):
             t = trajectories[i]
-            examples.append((judge_input(views[t.problem_id].question, rubrics[t.problem_id].criteria, t),
-                             render_judgment_json(picked[i].judgments)))
+            examples.append((judge_input(views[t.problem_id].question, rubrics[t.problem_id].value, t),
+                             render_judgment_json(picked[i].verdicts)))
     n_kept = sum(1 for p in usable if p.chosen in picked and p.rejected in picked
                  and picked[p.chosen].score > picked[p.rejected].score)
     n_cand = sum(len(v) for v in cands.values())
@@ -155,11 +151,11 @@ def judge_phase(judge: RubricLM, rubrics: dict[str, ParsedRubric], views: dict[s
     }
 
 
-def warm_style_weights(criteria: list[dict]) -> list[dict]:
+def warm_style_weights(rubric: list[Rubric]) -> list[Rubric]:
     """Parsed (normalised) weights back to the warm-start style, one decimal with the largest at 0.9, so that the
     Rubricor's training targets keep one weight format."""
-    top = max(c["weight"] for c in criteria)
-    return [{**c, "weight": round(0.9 * c["weight"] / top, 1) if top > 0 else 0.0} for c in criteria]
+    top = max(c.weight for c in rubric)
+    return [replace(c, weight=round(0.9 * c.weight / top, 1) if top > 0 else 0.0) for c in rubric]
 
 
 def rubricor_phase(rubricor: RubricLM, judge: RubricLM, views: dict[str, ProblemView], trajectories: list[Trajectory],
@@ -180,8 +176,8 @@ def rubricor_phase(rubricor: RubricLM, judge: RubricLM, views: dict[str, Problem
     if fixed_families:  # the tiny Judge reads the fixed family list: a rubric that drops or repeats one is unusable
         names = [n for n, _ in FAMILIES]
         for pid in pids:
-            cands[pid] = [r if [c["criterion"] for c in r.criteria] == names
-                          else ParsedRubric("failed", reason="not the family list", raw=r.raw)
+            cands[pid] = [r if r.ok and [c.id for c in r.value] == names
+                          else Parsed("failed", reason="not the family list", raw=r.raw)
                           for r in cands[pid]]
     # one batched Judge call over every (candidate rubric, paired trajectory)
     items, keys = [], []
@@ -191,7 +187,7 @@ def rubricor_phase(rubricor: RubricLM, judge: RubricLM, views: dict[str, Problem
             if r.failed:
                 continue
             for i in idx:
-                items.append((views[pid].question, r.criteria, trajectories[i]))
+                items.append((views[pid].question, r.value, trajectories[i]))
                 keys.append((pid, ci, i))
     scores = dict(zip(keys, process_scores(judge, items, score_mode, score_samples, score_temperature, seed)))
     examples, accs = [], []
@@ -211,7 +207,7 @@ def rubricor_phase(rubricor: RubricLM, judge: RubricLM, views: dict[str, Problem
         if best is not None and best[0][0] > 0:
             accs.append(best[0][0])
             examples.append((rubricor_input(views[pid].question, views[pid].slm_uncertainties),
-                             render_rubric_json(warm_style_weights(best[1].criteria))))
+                             render_rubric_json(warm_style_weights(best[1].value))))
     n_cand = sum(len(v) for v in cands.values())
     losses = rubricor.sft(examples, cfg.rft_steps, cfg.batch_size, cfg.rft_lr, seed)
     return {

@@ -56,7 +56,7 @@ def pairwise_accuracy(judge: RubricLM, rubrics: dict[str, ParsedRubric], views: 
     """Judge scores under ``rubrics`` (``process_scores``); :func:`pair_accuracy` plus failure rates."""
     need = sorted({i for p in pairs for i in (p.chosen, p.rejected)
                    if not rubrics[trajectories[i].problem_id].failed})
-    items = [(views[trajectories[i].problem_id].question, rubrics[trajectories[i].problem_id].criteria,
+    items = [(views[trajectories[i].problem_id].question, rubrics[trajectories[i].problem_id].value,
               trajectories[i]) for i in need]
     scores = dict(zip(need, process_scores(judge, items, mode, n, temperature, seed)))
     n_fail = sum(1 for i in need if scores[i] is None)

@@ -47,6 +47,9 @@ import random
 import re
 from typing import TYPE_CHECKING
 
+from rubricflow.judge.protocol import Rubric, Verdict
+from rubricflow.methods.roro.judge.rubric import criterion
+
 if TYPE_CHECKING:  # types only: importing routing (torch) here would load torch with the config
     from rubricflow.methods.roro.env.routing import Trajectory
 
@@ -92,9 +95,9 @@ def trajectory_text(t: Trajectory) -> str:
     return "\n".join(lines + [f"LRM steps: {t.lrm_calls} of {len(t.steps)}"])
 
 
-def judge_input(question: str, rubric: list[dict], t: Trajectory) -> str:
+def judge_input(question: str, rubric: list[Rubric], t: Trajectory) -> str:
     """The Judge's user message (``question`` is accepted for other judges; the steps already carry it)."""
-    crit = "\n".join(f"- {c['criterion']}: {c.get('score_guidance', '')}".rstrip(": ") for c in rubric)
+    crit = "\n".join(f"- {c.id}: {c.guidance}".rstrip(": ") for c in rubric)
     return f"{JUDGE_TASK}\nRubric:\n{crit}\nSteps:\n{trajectory_text(t)}"
 
 
@@ -107,9 +110,9 @@ def chat(tokenizer, content: str) -> str:
 # Warm-start templates
 
 
-def random_rubric(rng: random.Random, n_steps: int) -> list[dict]:
-    """Every family, random weights (0.1-0.9) and random parameters: uninformative by construction. Each criterion
-    keeps its parameters under ``params`` (not rendered).
+def random_rubric(rng: random.Random, n_steps: int) -> list[Rubric]:
+    """Every family, random weights (0.1-0.9) and random parameters: uninformative by construction (the parameters
+    are read back from the guidance by :func:`guidance_params`).
 
     No warm-start weight is 0: the Rubricor's greedy rubric takes the most likely digit of each weight, and with 0.0
     among ten equally frequent targets a warm-started Rubricor wrote 0.0 for every family of every problem (a rubric
@@ -117,8 +120,20 @@ def random_rubric(rng: random.Random, n_steps: int) -> list[dict]:
     candidates later."""
     weights = [rng.randint(1, 9) / 10 for _ in FAMILIES]
     params = {"k": rng.randint(1, max(1, n_steps)), "d": rng.randint(1, 8), "m": rng.randint(0, 2)}
-    return [{"criterion": name, "score_guidance": guide.format(**params), "weight": w, "params": dict(params)}
-            for (name, guide), w in zip(FAMILIES, weights)]
+    return [criterion(name, w, guide.format(**params)) for (name, guide), w in zip(FAMILIES, weights)]
+
+
+def guidance_params(name: str, guidance: str) -> dict | None:
+    """The parameters (``k``, ``d``, ``m``) a criterion family's score guidance names, read back from its text;
+    None when the text is not the family's template."""
+    guide = dict(FAMILIES).get(name)
+    if guide is None:
+        return None
+    pattern = re.escape(guide)
+    for key in "kdm":
+        pattern = pattern.replace(re.escape("{" + key + "}"), f"(?P<{key}>-?\\d+)")
+    m = re.fullmatch(pattern, guidance.strip())
+    return {k: int(v) for k, v in m.groupdict().items()} if m else None
 
 
 _STEP = re.compile(r"^\s*(-?\d+)\s*([+\-*])\s*(-?\d+)\s*=\s*(-?\d+)\s*$")
@@ -155,18 +170,30 @@ def literal_satisfied(name: str, params: dict, t: Trajectory) -> bool:
     raise ValueError(f"unknown criterion family {name!r}")
 
 
-def noisy_judgments(rng: random.Random, rubric: list[dict], t: Trajectory, label_noise: float) -> list[dict]:
+def family_satisfied(c: Rubric, t: Trajectory) -> bool | None:
+    """The literal reading of criterion ``c`` on ``t`` with the parameters its guidance names; None when ``c`` is not
+    a family template."""
+    params = guidance_params(c.id, c.guidance)
+    if params is None:
+        return None
+    return literal_satisfied(c.id, {"k": 0, "d": 0, "m": 0, **params}, t)
+
+
+def noisy_judgments(rng: random.Random, rubric: list[Rubric], t: Trajectory, label_noise: float) -> dict[str, Verdict]:
     """Warm-start Judge targets: the literal reading flipped with probability ``label_noise``; random score."""
-    out = []
+    out = {}
     for c in rubric:
-        sat = literal_satisfied(c["criterion"], c["params"], t)
+        sat = family_satisfied(c, t)
         if rng.random() < label_noise:
             sat = not sat
-        out.append({"criterion": c["criterion"], "score": rng.choice([0.5, 1.0]), "satisfied": sat})
+        out[c.id] = Verdict(True, sat, score=rng.choice([0.5, 1.0]))
     return out
 
 
-def random_judgments(rng: random.Random, rubric: list[dict]) -> list[dict]:
+def random_judgments(rng: random.Random, rubric: list[Rubric]) -> dict[str, Verdict]:
     """Random ``satisfied`` and ``score`` per criterion (uninformative by construction)."""
-    return [{"criterion": c["criterion"], "score": rng.choice([0.5, 1.0]), "satisfied": rng.random() < 0.5}
-            for c in rubric]
+    out = {}
+    for c in rubric:
+        score = rng.choice([0.5, 1.0])
+        out[c.id] = Verdict(True, rng.random() < 0.5, score=score)
+    return out

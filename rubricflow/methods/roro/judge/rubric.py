@@ -1,16 +1,21 @@
-"""Rubrics and judgments in the paper's shapes, the process score, and tolerant parsing of LM output.
+"""RoRo's query-specific rubrics and their judgments on the kernel's rubric contract, the process score, and tolerant
+parsing of LM output.
 
 Rubricor output (a query-specific rubric)::
 
     {"criteria": [{"criterion": "...", "weight": 0.5, "score_guidance": "..."}, ...]}
 
-Judge output::
+parses to a ``Parsed[list[Rubric]]``: each criterion a kernel ``Rubric`` (``id`` and ``text`` the criterion name,
+``weight`` normalised to sum 1, ``guidance`` its score guidance). Judge output::
 
     {"criterion_judgments": [{"criterion": "...", "score": 0.5, "satisfied": true}, ...]}
 
-The process score is computed by code from the judgments, never taken from the Judge:
-``final_score = sum over the rubric's criteria of weight * score * 1[satisfied]`` (``process_score``). A rubric
-criterion without a judgment counts 0 and is reported (``score_judgments(...).missing``).
+parses to a kernel ``Judgment``: a ``Verdict`` per judged criterion (``satisfied``, graded ``score``), the rubric's
+criteria without one in ``missing``, and the process score in ``Judgment.score``.
+
+The process score is computed by code from the verdicts, never taken from the Judge:
+``final_score = sum over the rubric's criteria of weight * score * 1[satisfied]`` (the kernel's ``weighted_score``).
+A rubric criterion without a judgment counts 0 and is reported (``missing``).
 
 Parsing follows the judge layer's statuses: ``ok`` (strict JSON of the expected shape), ``repaired`` (needed
 tolerant repair, or some entries were unusable and dropped: the reason says which), ``failed`` (nothing usable;
@@ -23,11 +28,13 @@ from __future__ import annotations
 import json
 import math
 import re
-from dataclasses import dataclass, field
 from typing import Any
 
 from rubricflow.judge.parse import FALSE_WORDS, TRUE_WORDS
-from rubricflow.judge.tolerant_json import Status, load_json
+from rubricflow.judge.protocol import Judgment, Parsed, Rubric, Verdict, weighted_score
+from rubricflow.judge.tolerant_json import load_json
+
+ParsedRubric = Parsed[list[Rubric]]
 
 
 def norm_criterion(text: str) -> str:
@@ -35,52 +42,18 @@ def norm_criterion(text: str) -> str:
     return re.sub(r"\s+", " ", str(text)).strip().lower()
 
 
-# ----------------------------------------------------------------------------------------------------------------
-# The process score (pure)
+def criterion(name: str, weight: float, guidance: str = "") -> Rubric:
+    """One criterion of a query-specific rubric (its name is its id and its text)."""
+    return Rubric(id=name, text=name, weight=weight, guidance=guidance)
 
 
-@dataclass
-class ProcessScore:
-    score: float
-    missing: list[str] = field(default_factory=list)  # rubric criteria with no usable judgment (counted 0)
-    extra: list[str] = field(default_factory=list)  # judged criteria that are not in the rubric (ignored)
+def criterion_rows(rubric: list[Rubric]) -> list[dict]:
+    """The Rubricor's JSON shape of ``rubric`` (how rubrics are stored)."""
+    return [{"criterion": c.id, "weight": c.weight, "score_guidance": c.guidance} for c in rubric]
 
 
-def score_judgments(rubric: list[dict], judgments: list[dict]) -> ProcessScore:
-    """``sum weight * score * 1[satisfied]`` over ``rubric`` (``[{"criterion", "weight"}]``) with ``judgments``
-    (``[{"criterion", "score", "satisfied"}]``). A criterion's first judgment counts; a judgment whose ``score`` is
-    not a finite number or whose ``satisfied`` is not a boolean is unusable, so its criterion is *missing*."""
-    judged: dict[str, dict] = {}
-    extra: list[str] = []
-    wanted = {norm_criterion(c["criterion"]) for c in rubric}
-    for j in judgments:
-        key = norm_criterion(j.get("criterion", ""))
-        if key not in wanted:
-            extra.append(str(j.get("criterion", "")))
-            continue
-        judged.setdefault(key, j)
-    total, missing = 0.0, []
-    for c in rubric:
-        j = judged.get(norm_criterion(c["criterion"]))
-        score = j.get("score") if j is not None else None
-        sat = j.get("satisfied") if j is not None else None
-        usable = (
-            isinstance(sat, bool)
-            and isinstance(score, (int, float))
-            and not isinstance(score, bool)
-            and math.isfinite(score)
-        )
-        if not usable:
-            missing.append(c["criterion"])
-            continue
-        total += float(c["weight"]) * float(score) * (1.0 if sat else 0.0)
-    return ProcessScore(total, missing, extra)
-
-
-def process_score(rubric: list[dict], judgments: list[dict]) -> float:
-    """The Judge's process score: ``sum weight * score * satisfied`` (missing criteria count 0; see
-    ``score_judgments`` for the list of missing ones)."""
-    return score_judgments(rubric, judgments).score
+def from_criterion_rows(rows: list[dict]) -> list[Rubric]:
+    return [criterion(r["criterion"], r["weight"], r.get("score_guidance", "")) for r in rows]
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -125,27 +98,15 @@ def _truth(v: Any) -> bool | None:
 # Rubricor output
 
 
-@dataclass
-class ParsedRubric:
-    status: Status
-    # {"criterion", "weight" (normalised to sum 1), "score_guidance"}
-    criteria: list[dict] = field(default_factory=list)
-    reason: str | None = None
-    raw: str | None = None
-
-    @property
-    def failed(self) -> bool:
-        return self.status == "failed"
-
-
 def parse_rubric(text: str | None) -> ParsedRubric:
     obj, status, notes = load_json(text)
     if status == "failed":
-        return ParsedRubric("failed", reason="; ".join(notes), raw=text)
+        return Parsed("failed", reason="; ".join(notes), raw=text)
     items = _items(obj, ("criteria", "rubric", "rubrics"))
     if items is None:
-        return ParsedRubric("failed", reason="no `criteria` list", raw=text)
-    out, seen = [], set()
+        return Parsed("failed", reason="no `criteria` list", raw=text)
+    out: list[tuple[str, float, str]] = []
+    seen: set[str] = set()
     for i, it in enumerate(items):
         if not isinstance(it, dict):
             notes.append(f"criteria[{i}] is not an object")
@@ -167,43 +128,35 @@ def parse_rubric(text: str | None) -> ParsedRubric:
             guide = ""
         if not isinstance(it.get("weight"), (int, float)):
             notes.append(f"criteria[{i}]: `weight` given as text")
-        out.append({"criterion": crit.strip(), "weight": w, "score_guidance": guide})
-    total = sum(c["weight"] for c in out)
+        out.append((crit.strip(), w, guide))
+    total = sum(w for _, w, _ in out)
     if not out or total <= 0:
-        return ParsedRubric("failed", reason="; ".join(notes + ["no usable weighted criterion"]), raw=text)
-    for c in out:
-        c["weight"] = c["weight"] / total
-    return ParsedRubric("repaired" if (status != "ok" or notes) else "ok", out, "; ".join(notes) or None, text)
+        return Parsed("failed", reason="; ".join(notes + ["no usable weighted criterion"]), raw=text)
+    rubric = [criterion(name, w / total, guide) for name, w, guide in out]
+    return Parsed("repaired" if (status != "ok" or notes) else "ok", rubric, "; ".join(notes) or None, text)
 
 
 # ----------------------------------------------------------------------------------------------------------------
 # Judge output
 
 
-@dataclass
-class ParsedJudgment:
-    status: Status
-    judgments: list[dict] = field(default_factory=list)  # {"criterion", "score", "satisfied"}, rubric criteria only
-    score: float | None = None  # process score under the rubric (None when failed: missing, never 0)
-    missing: list[str] = field(default_factory=list)
-    reason: str | None = None
-    raw: str | None = None
-
-    @property
-    def failed(self) -> bool:
-        return self.status == "failed"
+def judgment(status: str, verdicts: dict[str, Verdict], rubric: list[Rubric], reason: str | None = None,
+             raw: str | None = None) -> Judgment:
+    """A judgment of ``rubric`` with its process score and missing criteria."""
+    score, missing = weighted_score(rubric, verdicts)
+    return Judgment(status, verdicts, reason, raw, tuple(missing), score)
 
 
-def parse_criterion_judgments(text: str | None, rubric: list[dict]) -> ParsedJudgment:
-    """Judge text -> judgments of ``rubric``'s criteria and the process score (see the module docstring)."""
+def parse_criterion_judgments(text: str | None, rubric: list[Rubric]) -> Judgment:
+    """Judge text -> verdicts on ``rubric``'s criteria and the process score (see the module docstring)."""
     obj, status, notes = load_json(text)
     if status == "failed":
-        return ParsedJudgment("failed", reason="; ".join(notes), raw=text)
+        return Judgment("failed", reason="; ".join(notes), raw=text)
     items = _items(obj, ("criterion_judgments", "judgments", "judgements", "criteria"))
     if items is None:
-        return ParsedJudgment("failed", reason="no `criterion_judgments` list", raw=text)
-    wanted = {norm_criterion(c["criterion"]): c["criterion"] for c in rubric}
-    out, seen = [], set()
+        return Judgment("failed", reason="no `criterion_judgments` list", raw=text)
+    wanted = {norm_criterion(c.id): c.id for c in rubric}
+    verdicts: dict[str, Verdict] = {}
     for i, it in enumerate(items):
         if not isinstance(it, dict):
             notes.append(f"judgments[{i}] is not an object")
@@ -212,7 +165,7 @@ def parse_criterion_judgments(text: str | None, rubric: list[dict]) -> ParsedJud
         if key not in wanted:
             notes.append(f"judgments[{i}]: criterion not in the rubric")
             continue
-        if key in seen:
+        if wanted[key] in verdicts:
             notes.append(f"judgments[{i}]: duplicate criterion")
             continue
         score, sat = _number(it.get("score")), _truth(it.get("satisfied"))
@@ -224,22 +177,26 @@ def parse_criterion_judgments(text: str | None, rubric: list[dict]) -> ParsedJud
             continue
         if not isinstance(it.get("satisfied"), bool) or not isinstance(it.get("score"), (int, float)):
             notes.append(f"judgments[{i}]: value spelled as text")
-        seen.add(key)
-        out.append({"criterion": wanted[key], "score": score, "satisfied": sat})
-    if not out:
-        return ParsedJudgment("failed", reason="; ".join(notes + ["no usable judgment"]), raw=text)
-    ps = score_judgments(rubric, out)
-    if ps.missing:
-        notes.append(f"missing: {len(ps.missing)} criteria")
-    return ParsedJudgment("repaired" if (status != "ok" or notes) else "ok", out, ps.score, ps.missing,
-                          "; ".join(notes) or None, text)
+        verdicts[wanted[key]] = Verdict(True, sat, score=score)
+    if not verdicts:
+        return Judgment("failed", reason="; ".join(notes + ["no usable judgment"]), raw=text)
+    missing = [c.id for c in rubric if c.id not in verdicts]
+    if missing:
+        notes.append(f"missing: {len(missing)} criteria")
+    return judgment("repaired" if (status != "ok" or notes) else "ok", verdicts, rubric, "; ".join(notes) or None,
+                    text)
 
 
-def render_rubric_json(criteria: list[dict]) -> str:
-    return json.dumps({"criteria": [{"criterion": c["criterion"], "weight": round(float(c["weight"]), 2),
-                                     "score_guidance": c.get("score_guidance", "")} for c in criteria]})
+def process_score(rubric: list[Rubric], verdicts: dict[str, Verdict]) -> float:
+    """The process score: ``sum weight * score * satisfied`` (missing criteria count 0)."""
+    return weighted_score(rubric, verdicts)[0]
 
 
-def render_judgment_json(judgments: list[dict]) -> str:
-    return json.dumps({"criterion_judgments": [{"criterion": j["criterion"], "score": float(j["score"]),
-                                                "satisfied": bool(j["satisfied"])} for j in judgments]})
+def render_rubric_json(rubric: list[Rubric]) -> str:
+    return json.dumps({"criteria": [{"criterion": c.id, "weight": round(float(c.weight), 2),
+                                     "score_guidance": c.guidance} for c in rubric]})
+
+
+def render_judgment_json(verdicts: dict[str, Verdict]) -> str:
+    return json.dumps({"criterion_judgments": [{"criterion": k, "score": float(v.score if v.score is not None else 1.0),
+                                                "satisfied": bool(v.satisfied)} for k, v in verdicts.items()]})

@@ -9,7 +9,8 @@ from pathlib import Path
 
 from rubricflow.util.io import iter_jsonl, write_jsonl
 from rubricflow.methods.roro.judge.prompts import rubricor_input
-from rubricflow.methods.roro.judge.rubric import ParsedRubric, parse_rubric
+from rubricflow.judge.protocol import Parsed
+from rubricflow.methods.roro.judge.rubric import ParsedRubric, criterion_rows, from_criterion_rows, parse_rubric
 from rubricflow.methods.roro.judge.lm import RubricLM
 from rubricflow.methods.roro.env.routing import SLM, Trajectory
 
@@ -43,7 +44,8 @@ def write_rubrics(rubricor: RubricLM, views: dict[str, ProblemView], pids: list[
 
 
 def save_rubrics(path: str | Path, rubrics: dict[str, ParsedRubric]) -> Path:
-    return write_jsonl(path, ({"problem_id": pid, "status": rubrics[pid].status, "criteria": rubrics[pid].criteria,
+    return write_jsonl(path, ({"problem_id": pid, "status": rubrics[pid].status,
+                               "criteria": criterion_rows(rubrics[pid].value or []),
                                "reason": rubrics[pid].reason, "raw": rubrics[pid].raw} for pid in sorted(rubrics)))
 
 
@@ -51,7 +53,8 @@ def load_rubrics(path: str | Path) -> dict[str, ParsedRubric]:
     out = {}
     for lineno, row in iter_jsonl(path):
         try:
-            out[row["problem_id"]] = ParsedRubric(row["status"], row["criteria"], row.get("reason"), row.get("raw"))
+            value = from_criterion_rows(row["criteria"]) if row["status"] != "failed" else None
+            out[row["problem_id"]] = Parsed(row["status"], value, row.get("reason"), row.get("raw"))
         except (KeyError, TypeError, AttributeError) as e:
             raise ValueError(f"{path}:{lineno}: not a rubric row ({e})") from None
     return out

@@ -17,13 +17,14 @@ import torch
 
 from rubricflow.methods.roro.judge.prompts import chat, judge_input
 from rubricflow.methods.roro.env.routing import Trajectory
-from rubricflow.methods.roro.judge.rubric import ParsedJudgment, parse_criterion_judgments, render_judgment_json
+from rubricflow.judge.protocol import Judgment, Rubric
+from rubricflow.methods.roro.judge.rubric import parse_criterion_judgments, render_judgment_json
 from rubricflow.methods.roro.judge.lm import RubricLM
 from rubricflow.training.sft import encode_pairs
 
 
-def judge_scores(judge: RubricLM, items: list[tuple[str, list[dict], Trajectory]], n: int = 1,
-                 temperature: float = 0.0, seed: int | None = None) -> list[list[ParsedJudgment]]:
+def judge_scores(judge: RubricLM, items: list[tuple[str, list[Rubric], Trajectory]], n: int = 1,
+                 temperature: float = 0.0, seed: int | None = None) -> list[list[Judgment]]:
     """Judgments (parsed, with process scores) of each (question, rubric, trajectory)."""
     if not items:
         return []
@@ -31,13 +32,13 @@ def judge_scores(judge: RubricLM, items: list[tuple[str, list[dict], Trajectory]
     return [[parse_criterion_judgments(x, r) for x in row] for (q, r, t), row in zip(items, texts)]
 
 
-def mean_score(row: list[ParsedJudgment]) -> float | None:
+def mean_score(row: list[Judgment]) -> float | None:
     """Mean process score of the parsed judgments of one trajectory (None when every one failed)."""
     vals = [j.score for j in row if j.score is not None]
     return sum(vals) / len(vals) if vals else None
 
 
-def sampled_scores(judge: RubricLM, items: list[tuple[str, list[dict], Trajectory]], n: int, temperature: float,
+def sampled_scores(judge: RubricLM, items: list[tuple[str, list[Rubric], Trajectory]], n: int, temperature: float,
                    seed: int) -> list[float | None]:
     """Expected process score per item: the mean over ``n`` sampled judgments (greedy when temperature is 0)."""
     return [mean_score(row) for row in judge_scores(judge, items, n=n, temperature=temperature, seed=seed)]
@@ -50,7 +51,7 @@ def criterion_expected(weight: float, score: float, p_true: float, p_false: floa
 
 
 @torch.no_grad()
-def expected_scores(judge: RubricLM, items: list[tuple[str, list[dict], Trajectory]]) -> list[float | None]:
+def expected_scores(judge: RubricLM, items: list[tuple[str, list[Rubric], Trajectory]]) -> list[float | None]:
     """Probability-weighted process score per item (``score_mode: expected``), read off one teacher-forced pass.
 
     The greedy judgment is generated and parsed (a failed parse or a missing criterion: None, missing). Each
@@ -75,28 +76,28 @@ def expected_scores(judge: RubricLM, items: list[tuple[str, list[dict], Trajecto
     for b in range(0, len(todo), judge.gen.batch_size):
         idx = todo[b : b + judge.gen.batch_size]
         prompts = [chat(tok, judge_input(*items[i])) for i in idx]
-        targets = [tok(render_judgment_json(parsed[i].judgments), add_special_tokens=False)["input_ids"] for i in idx]
+        targets = [tok(render_judgment_json(parsed[i].verdicts), add_special_tokens=False)["input_ids"] for i in idx]
         batch = encode_pairs(tok, prompts, None, targets)
         comp = batch.pop("completion_mask")
         logp = torch.log_softmax(model(**batch).logits.float(), dim=-1)
         for row, i in enumerate(idx):
             pos = comp[row].nonzero().flatten().tolist()
             ids = batch["input_ids"][row].tolist()
-            weights = {c["criterion"]: c["weight"] for c in items[i][1]}
-            judged = parsed[i].judgments
+            weights = {c.id: c.weight for c in items[i][1]}
+            judged = list(parsed[i].verdicts.items())
             total, k = 0.0, 0
             for p in pos:
                 if ids[p] == verdict_slot and k < len(judged):  # next token: first token of true / false
                     lp = logp[row, p]
-                    j = judged[k]
-                    total += criterion_expected(weights[j["criterion"]], j["score"], lp[t_id].exp().item(),
+                    name, v = judged[k]
+                    total += criterion_expected(weights[name], v.score, lp[t_id].exp().item(),
                                                 lp[f_id].exp().item())
                     k += 1
             out[i] = total if k == len(judged) else None
     return out
 
 
-def process_scores(judge: RubricLM, items: list[tuple[str, list[dict], Trajectory]], mode: str, samples: int,
+def process_scores(judge: RubricLM, items: list[tuple[str, list[Rubric], Trajectory]], mode: str, samples: int,
                    temperature: float, seed: int) -> list[float | None]:
     """Process score per (question, rubric, trajectory) as ``mode`` says (module docstring): ``sampled`` or
     ``expected``."""

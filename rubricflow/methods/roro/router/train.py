@@ -57,6 +57,7 @@ from rubricflow.methods.roro.router.mlp import RouterMLP, save_router
 from rubricflow.methods.roro.env.routing import ConstantPolicy, RouterPolicy, RoutingEnv, Trajectory, model_fingerprint
 from rubricflow.methods.roro.judge.lm import load_rubric_lm
 from rubricflow.methods.roro.judge.rubricor import load_rubrics
+from rubricflow.methods.roro.judge.rubric import criterion_rows
 from rubricflow.methods.roro.env.step_models import make_env
 from rubricflow.methods.roro.env.task import Problem
 from rubricflow.training.ranks import process_rank
@@ -121,7 +122,7 @@ class ProcessScorer:
             if r.failed:
                 self.cache[t.key()] = None  # the Rubricor's output did not parse: no process score
                 continue
-            items.append((self.questions[t.problem_id], r.criteria, t))
+            items.append((self.questions[t.problem_id], r.value, t))
             keys.append(t.key())
         if items:
             # the generator reseeds torch's global RNG; fork it so the router's rollout sampling stream (which the
@@ -338,7 +339,7 @@ def dose_scorers(rc: RoRoConfig, methods: set[str], env: RoutingEnv) -> tuple[di
         info["exact-reader"] = {"rubricor_seed": rc.rubricor_judge.seed,
                                 "rubric_failed_frac": sum(r.failed for r in rubrics.values()) / max(1, len(rubrics)),
                                 "val_process_acc": process_accuracy(pairs["val"], trajs, scorers["exact-reader"].score),
-                                "rubrics": {p: r.criteria for p, r in sorted(rubrics.items())}}
+                                "rubrics": {p: criterion_rows(r.value or []) for p, r in sorted(rubrics.items())}}
     return scorers, info
 
 

@@ -60,7 +60,7 @@ def literal_agreement(judge, views, trajectories, seed: int) -> dict[str, float]
     random rubric per route (``judge.prompts.random_rubric``); a failed parse or a missing criterion counts as
     disagreement."""
     from rubricflow.methods.roro.judge.scoring import judge_scores
-    from rubricflow.methods.roro.judge.prompts import literal_satisfied, random_rubric
+    from rubricflow.methods.roro.judge.prompts import family_satisfied, random_rubric
 
     rng = random.Random(seed)
     items, rubrics = [], []
@@ -71,10 +71,10 @@ def literal_agreement(judge, views, trajectories, seed: int) -> dict[str, float]
     parsed = judge_scores(judge, items)
     agree = {name: 0 for name, _ in FAMILIES}
     for (_, r, t), row in zip(items, parsed):
-        got = {j["criterion"]: j["satisfied"] for j in row[0].judgments} if not row[0].failed else {}
+        got = {k: v.satisfied for k, v in row[0].verdicts.items()} if not row[0].failed else {}
         for c in r:
-            if got.get(c["criterion"]) == literal_satisfied(c["criterion"], c["params"], t):
-                agree[c["criterion"]] += 1
+            if got.get(c.id) == family_satisfied(c, t):
+                agree[c.id] += 1
     return {name: n / max(1, len(items)) for name, n in agree.items()}
 
 
@@ -86,7 +86,7 @@ def oracle_accuracy(rubrics: dict, trajectories, pairs) -> dict[str, float]:
 
     need = {i for p in pairs for i in (p.chosen, p.rejected)}
     scores = {i: (None if rubrics[trajectories[i].problem_id].failed
-                  else oracles.literal_score(rubrics[trajectories[i].problem_id].criteria, trajectories[i]))
+                  else oracles.literal_score(rubrics[trajectories[i].problem_id].value, trajectories[i]))
              for i in need}
     return pair_accuracy(pairs, trajectories, scores)
 
