@@ -26,7 +26,7 @@ def test_reference_checks_target_the_disagreement():
     p = _pair("red = 2, green = 1, blue = 0. so red = 2. \\boxed{2}",
               "red = 3, green = 1, blue = 0. so red = 3. \\boxed{3}")
     checks = reference_checks(p)
-    assert [c.key for c in checks] == ["red", "answer"]
+    assert [c.id for c in checks] == ["red", "answer"]
     text = planner_target(checks)
     assert text == "1. count the red shapes.\n2. check the final answer."
     assert parse_checklist(text) == ["count the red shapes.", "check the final answer."]
@@ -43,7 +43,7 @@ def test_colour_error_and_static_target():
     p = _pair("red = 2, green = 1, blue = 0. so red = 2. \\boxed{2}",
               "red = 2, green = 0, blue = 1. so red = 2. \\boxed{2}", "A")
     checks = reference_checks(p)
-    assert [c.key for c in checks] == ["green", "blue"]
+    assert [c.id for c in checks] == ["green", "blue"]
     assert verifier_target(p, checks) == (
         "red = 2, green = 1, blue = 0. so red = 2. \\boxed{2}\n"
         "1. image green = 1, A green = 1 yes, B green = 0 no -> A\n"
@@ -98,7 +98,7 @@ def test_separates_and_agreed_checks():
               "red = 3, green = 1, blue = 0. so red = 3. \\boxed{3}")
     assert separates(p, [c.text for c in reference_checks(p)])
     agreed = agreed_checks(p)
-    assert [c.key for c in agreed] == ["green", "blue"] and not separates(p, [c.text for c in agreed])
+    assert [c.id for c in agreed] == ["green", "blue"] and not separates(p, [c.text for c in agreed])
     assert separates(p, ["count the green shapes.", "Count the red shapes"])  # case and the final stop do not matter
     assert not separates(p, ["count the red things."])  # a check in other words is not matched to a claim
     one = _pair("red = 2, green = 1, blue = 0. so red = 2. \\boxed{2}",

@@ -24,10 +24,10 @@ Only synthetic pairs (with ``facts``) have targets; benchmark pairs are evaluati
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
 
 from rubricflow.data.pairs import PreferencePair
 from rubricflow.data.traces import extract_boxed, fmt, parse_claims, values_equal
+from rubricflow.judge.protocol import Rubric
 from rubricflow.methods.deltarubric.prompts import STATIC_CRITERIA
 from rubricflow.methods.deltarubric.synthetic import gold_values, response_text
 
@@ -44,10 +44,10 @@ _FIXED = {
 }
 
 
-@dataclass(frozen=True)
-class Check:
-    key: str  # a claim key of the trace ("red", "B", "dx", ...) or "answer"
-    text: str
+def check(task: str, key: str) -> Rubric:
+    """A check of the checklist contract: a kernel ``Rubric`` whose id is the claim key it reads ("red", "B", "dx",
+    ... or "answer") and whose text is the key's template (``check_text``)."""
+    return Rubric(key, check_text(task, key), provenance="facts")
 
 
 def check_text(task: str, key: str) -> str:
@@ -77,7 +77,7 @@ def disagreement_keys(pair: PreferencePair) -> list[str]:
     return [k for k in keys if k not in a or k not in b or not values_equal(a[k], b[k])]
 
 
-def reference_checks(pair: PreferencePair, max_checks: int = 4) -> list[Check]:
+def reference_checks(pair: PreferencePair, max_checks: int = 4) -> list[Rubric]:
     facts = pair.facts
     if not facts:
         raise ValueError(f"pair {pair.id}: no facts, so no reference checklist")
@@ -90,7 +90,7 @@ def reference_checks(pair: PreferencePair, max_checks: int = 4) -> list[Check]:
     if len(ordered) < 2:  # only the answer differs: also read the target perception value
         target = facts.get("target") or perception[0]
         ordered.insert(0, target)
-    return [Check(k, check_text(facts["task"], k)) for k in ordered[:max_checks]]
+    return [check(facts["task"], k) for k in ordered[:max_checks]]
 
 
 def favours(pair: PreferencePair, key: str, truth) -> str:
@@ -104,7 +104,7 @@ def _agrees(claims: dict[str, str], key: str, truth) -> str:
     return "yes" if key in claims and values_equal(claims[key], fmt(truth)) else "no"
 
 
-def evidence_lines(pair: PreferencePair, checks: list[Check]) -> list[str]:
+def evidence_lines(pair: PreferencePair, checks: list[Rubric]) -> list[str]:
     """``<i>. image <key> = <value>, A <key> = <A's claim> yes|no, B <key> = <B's claim> yes|no -> <favours>``.
 
     Every value the line needs is one copy away for a small model: the key is written again before each value,
@@ -119,10 +119,10 @@ def evidence_lines(pair: PreferencePair, checks: list[Check]) -> list[str]:
     a, b = claim_values(pair.response_a), claim_values(pair.response_b)
     lines = []
     for i, c in enumerate(checks, 1):
-        t = truth[c.key]
+        t = truth[c.id]
         lines.append(
-            f"{i}. image {c.key} = {fmt(t)}, A {c.key} = {a.get(c.key, '?')} {_agrees(a, c.key, t)}, "
-            f"B {c.key} = {b.get(c.key, '?')} {_agrees(b, c.key, t)} -> {favours(pair, c.key, t)}"
+            f"{i}. image {c.id} = {fmt(t)}, A {c.id} = {a.get(c.id, '?')} {_agrees(a, c.id, t)}, "
+            f"B {c.id} = {b.get(c.id, '?')} {_agrees(b, c.id, t)} -> {favours(pair, c.id, t)}"
         )
     return lines
 
@@ -133,13 +133,13 @@ def worked_reading(facts: dict) -> str:
     return response_text(facts, facts["perception"])
 
 
-def verifier_target(pair: PreferencePair, checks: list[Check], verdict: str | None = None) -> str:
+def verifier_target(pair: PreferencePair, checks: list[Rubric], verdict: str | None = None) -> str:
     """The worked reading, one evidence line per check, then ``verdict`` (default: the preferred response)."""
     lines = [worked_reading(pair.facts), *evidence_lines(pair, checks), f"verdict: {verdict or pair.preferred}"]
     return "\n".join(lines)
 
 
-def planner_target(checks: list[Check]) -> str:
+def planner_target(checks: list[Rubric]) -> str:
     return "\n".join(f"{i}. {c.text}" for i, c in enumerate(checks, 1))
 
 
@@ -171,12 +171,12 @@ def static_target(pair: PreferencePair) -> str:
     return "\n".join(lines + [f"verdict: {pair.preferred}"])
 
 
-def agreed_checks(pair: PreferencePair, max_checks: int = 4) -> list[Check] | None:
+def agreed_checks(pair: PreferencePair, max_checks: int = 4) -> list[Rubric] | None:
     """Checks on the claims both responses agree on (2-4, in the facts' order), or None when fewer than two agree:
     no check separates the responses."""
     diff = set(disagreement_keys(pair))
     keys = [k for k in gold_values(pair.facts) if k not in diff]
-    return [Check(k, check_text(pair.facts["task"], k)) for k in keys[:max_checks]] if len(keys) >= 2 else None
+    return [check(pair.facts["task"], k) for k in keys[:max_checks]] if len(keys) >= 2 else None
 
 
 def _norm(text: str) -> str:
@@ -192,15 +192,15 @@ def separates(pair: PreferencePair, checks: list[str]) -> bool:
     return any(_norm(c) in diff for c in checks)
 
 
-def variant_checks(pair: PreferencePair, rng: random.Random, max_checks: int = 4) -> list[Check]:
+def variant_checks(pair: PreferencePair, rng: random.Random, max_checks: int = 4) -> list[Rubric]:
     """A plausible non-reference checklist (order shuffled, sometimes one check on an agreed claim added), so the
     verifier learns to execute any neutral checklist, not only the reference one."""
     checks = reference_checks(pair, max_checks)
     truth = gold_values(pair.facts)
-    agreed = [k for k in truth if k not in {c.key for c in checks}]
+    agreed = [k for k in truth if k not in {c.id for c in checks}]
     if agreed and len(checks) < max_checks and rng.random() < 0.7:
         k = rng.choice(agreed)
-        checks.insert(rng.randrange(len(checks) + 1), Check(k, check_text(pair.facts["task"], k)))
+        checks.insert(rng.randrange(len(checks) + 1), check(pair.facts["task"], k))
     else:
         rng.shuffle(checks)
     return checks
