@@ -18,11 +18,20 @@ from typing import Annotated, Optional
 
 import typer
 import yaml
+from typer.core import TyperOption
+
+from models.errors import RunFailed  # a missing backend, a server that did not start, a fetch that failed
+from rubricflow.config import ConfigError, load_config
+from rubricflow.data.validate import ValidationFailed
+from rubricflow.judge.errors import JudgeError  # preflight failed, failure budget exceeded
+from rubricflow.registry import stage
+from rubricflow.util.io import NotWritable
+from rubricflow.util.yamlload import load_yaml, yaml_error_line
+import tasks.secrets
+
 
 def _no_flag_metavar() -> None:
     """Flags take no value: typer's rich help would show their type (``--no-track <bool>``); show nothing."""
-    from typer.core import TyperOption
-
     if getattr(TyperOption.display_type_rich, "_rubricflow", False):
         return
     original = TyperOption.display_type_rich
@@ -69,8 +78,6 @@ def _parse_set(items: list[str]) -> dict:
     A value that is not valid YAML (or repeats a key) is an error naming the item, and so is a key given twice
     (``--set seed=1 --set seed=2`` would silently keep the last); type checks are the config's.
     """
-    from rubricflow.util.yamlload import load_yaml, yaml_error_line
-
     out = {}
     for item in items:
         k, eq, v = item.partition("=")
@@ -106,8 +113,6 @@ def main(
 
 
 def load_cfg():
-    from rubricflow.config import ConfigError, load_config
-
     try:
         return load_config(state.params, profile=state.profile, overrides=state.overrides)
     except ConfigError as e:
@@ -118,18 +123,10 @@ def load_cfg():
 def run_stage(spec, **kw) -> dict:
     """Run a stage (a ``StageSpec`` or a stage name) with uniform error reporting: known errors print their message
     and exit non-zero."""
-    from models.errors import RunFailed  # a missing backend, a server that did not start, a fetch that failed
-    from rubricflow.util.io import NotWritable
-    from rubricflow.config import ConfigError
-    from rubricflow.data.validate import ValidationFailed
-    from rubricflow.judge.errors import JudgeError  # preflight failed, failure budget exceeded
-    from rubricflow.registry import stage
-    from tasks.secrets import load_secret
-
     spec = stage(spec) if isinstance(spec, str) else spec
     cfg = load_cfg()
     try:
-        metrics = spec(cfg, track=state.track, secret_resolver=load_secret, **kw)
+        metrics = spec(cfg, track=state.track, secret_resolver=tasks.secrets.load_secret, **kw)
     except (ValidationFailed, ConfigError, FileNotFoundError, ValueError, JudgeError, RunFailed, NotWritable) as e:
         typer.echo(f"error: {e}", err=True)
         raise typer.Exit(1) from None

@@ -14,12 +14,24 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+import time
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 
 from flows.cli.base import load_cfg, usage_error
+from flows.repro import exp_show_drop
+from flows.repro import repro as do_repro
+from flows.serve import POOL
+from flows.serve import deploy as do_deploy
+from flows.serve import main as serve_main
+from rubricflow.pipeline.workspace import OPT_IN, ReproBusy
+from rubricflow.pipeline.workspace import opt_in as do_opt_in
+from rubricflow.tracking import compare as run_table
+from rubricflow.tracking.plots import plot_specs, write_offline_html
 
 
 def register(app: typer.Typer) -> None:
@@ -42,11 +54,6 @@ def repro(
     """Reproduce the DVC pipeline with up to --jobs independent stages at once (each a `dvc repro --single-item`);
     a failed stage stops new starts, keeps every finished output, and a rerun resumes. SIGTERM/SIGINT stop every
     running stage (no output written after it, no dvc.lock entry) and exit 128+signal; one repro per project."""
-    import time
-
-    from rubricflow.pipeline.workspace import ReproBusy
-    from flows.repro import repro as do_repro
-
     if jobs < 1:
         raise usage_error(f"--jobs: expected a positive integer, got {jobs}")
     if stage_threads is not None and stage_threads < 1:
@@ -73,9 +80,6 @@ def opt_in(
     """Make DVC see an opt-in pipeline (studies/dvc.yaml, smol/dvc.yaml), hidden by the root .dvcignore so that
     `dvc status`, `dvc checkout` and `dvc exp show` cover the main pipeline only. Writes (or with --off removes)
     the untracked <dir>/.dvcignore that re-includes the file; `rubricflow repro smol/dvc.yaml` opts in by itself."""
-    from rubricflow.pipeline.workspace import OPT_IN
-    from rubricflow.pipeline.workspace import opt_in as do_opt_in
-
     try:
         changed = do_opt_in(name, on=not off)
     except ValueError as e:
@@ -91,11 +95,6 @@ def exps(
     """`dvc exp show`, readable: only the columns whose values differ between the rows (--only-changed), params.yaml's
     keys under the names `dvc exp run -S` takes (their resolved copies in reports/params/ and the file-dependency
     hashes dropped). Other arguments go to `dvc exp show` (e.g. --md, --csv, -A, --sort-by)."""
-    import subprocess
-    import sys
-
-    from flows.repro import exp_show_drop
-
     cmd = [sys.executable, "-m", "dvc", "exp", "show"]
     if not all_columns:
         cmd += ["--only-changed", "--drop", exp_show_drop()]
@@ -114,14 +113,12 @@ def compare(
 ):
     """Compare MLflow runs of one stage and its variants (rucl with rucl_outcome): parameters that differ, final
     metrics, curriculum transition step."""
-    from rich.console import Console
+    from rich.console import Console  # rich: loaded by this command only, not at the CLI's start
     from rich.table import Table
-
-    from rubricflow.tracking.compare import DEFAULT_METRICS, _fmt, compare_runs
 
     exp = experiment or load_cfg().tracking.experiment
     try:
-        cmp = compare_runs(exp, stage, metric or None, max_runs, pipeline=pipeline)
+        cmp = run_table.compare_runs(exp, stage, metric or None, max_runs, pipeline=pipeline)
     except ValueError as e:
         typer.echo(f"error: {e}", err=True)
         raise typer.Exit(1) from None
@@ -129,14 +126,14 @@ def compare(
     for c in cmp.columns:
         table.add_column(c, overflow="fold")
     for r in cmp.rows:
-        table.add_row(*(_fmt(r.get(c)) for c in cmp.columns))
+        table.add_row(*(run_table._fmt(r.get(c)) for c in cmp.columns))
     Console(width=200).print(table)
     if not cmp.differing_params:
         typer.echo("(all runs have the same parameters)")
     if publish:
-        from flows.compare import compare as compare_flow
+        from flows.compare import compare as compare_flow  # Prefect
 
-        compare_flow(experiment=exp, stage=stage, metrics=metric or list(DEFAULT_METRICS))
+        compare_flow(experiment=exp, stage=stage, metrics=metric or list(run_table.DEFAULT_METRICS))
         typer.echo("published as Prefect artifacts compare-<stage>-table and compare-<stage>")
 
 
@@ -144,8 +141,6 @@ def plots(
     out: Annotated[Path, typer.Option(help="HTML file to write.")] = Path("reports/plots/index.html"),
 ):
     """Render every dvc.yaml plot with matplotlib into one self-contained HTML page (works offline)."""
-    from rubricflow.tracking.plots import plot_specs, write_offline_html
-
     specs = plot_specs()
     path = write_offline_html(out, specs)
     present = [s for s in specs if all(Path(f).exists() for f in s.files)]
@@ -154,9 +149,6 @@ def plots(
 
 def deploy():
     """Register the local deployments (prefect.yaml *-local) on the rubricflow-local process pool."""
-    from flows.serve import POOL
-    from flows.serve import deploy as do_deploy
-
     try:
         names = do_deploy()
     except (RuntimeError, ValueError) as e:
@@ -167,6 +159,4 @@ def deploy():
 
 def serve():
     """Register the local deployments, then run a process worker for rubricflow-local (foreground)."""
-    from flows.serve import main
-
-    raise typer.Exit(main([]))
+    raise typer.Exit(serve_main([]))

@@ -16,13 +16,12 @@ import typer
 from flows.cli.base import _reflow, load_cfg, run_stage, state
 from rubricflow import registry
 from rubricflow.pipeline.commands import Command, CommandContext, CommandError, Opt
+import tasks.secrets
 
 
 def _context() -> CommandContext:
-    from tasks.secrets import load_secret
-
-    return CommandContext(load_config=load_cfg, run_stage=run_stage, echo=typer.echo, secret_resolver=load_secret,
-                          track=state.track)
+    return CommandContext(load_config=load_cfg, run_stage=run_stage, echo=typer.echo,
+                          secret_resolver=tasks.secrets.load_secret, track=state.track)
 
 
 def typer_command(cmd: Command):

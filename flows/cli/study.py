@@ -16,11 +16,19 @@
 from __future__ import annotations
 
 import json
+import os
 from typing import Annotated, Optional
 
 import typer
 
 from flows.cli.base import load_cfg, state
+from rubricflow import registry
+from rubricflow.config import ConfigError
+from rubricflow.data.validate import ValidationFailed
+from rubricflow.study.harness import UnitsUnfinished, rerender, run_study
+from rubricflow.study.harness import report_only as write_report_only
+from tasks.ray_runner import check_address, connect_address
+import tasks.secrets
 
 
 def _ints(text: str | None) -> list[int] | None:
@@ -40,8 +48,6 @@ def _names(text: str | None) -> list[str] | None:
 
 def _studies_help() -> str:
     """One line per registered study (``rubricflow study --help`` lists them)."""
-    from rubricflow import registry
-
     def first_sentence(text: str, limit: int = 100) -> str:
         text = " ".join(text.split())
         cut = text.find(". ")
@@ -83,11 +89,6 @@ def register(app: typer.Typer) -> None:
         """Multi-seed study: each (variant, seed) unit trained and evaluated (finished units are skipped), then the
         mean and 95% t-interval per variant, the preconditions and a Holm-adjusted verdict per claim in
         reports/studies/<name>.md/.json/.png."""
-        from rubricflow.config import ConfigError
-        from rubricflow.data.validate import ValidationFailed
-        from rubricflow.study.harness import UnitsUnfinished, report_only as write_report_only, run_study
-        from tasks.secrets import load_secret
-
         cfg = load_cfg()
         if ray is not None and report_only:
             typer.echo("error: --ray and --report-only: --report-only runs no unit; give one of them", err=True)
@@ -97,8 +98,6 @@ def register(app: typer.Typer) -> None:
             return
         try:
             if rerender_from is not None:
-                from rubricflow.study.harness import rerender
-
                 summary = rerender(cfg, name, rerender_from, report_name=report_name, exploratory=exploratory)
                 typer.echo(json.dumps(summary, indent=1))
                 return
@@ -108,7 +107,7 @@ def register(app: typer.Typer) -> None:
                 typer.echo(json.dumps(summary, indent=1))
                 return
             summary = run_study(cfg, name, seeds=_ints(seeds), variants=_names(variants),
-                                track=state.track and not no_track, secret_resolver=load_secret,
+                                track=state.track and not no_track, secret_resolver=tasks.secrets.load_secret,
                                 report_name=report_name, exploratory=exploratory)
         except ConfigError as e:
             typer.echo(f"error: {e}", err=True)
@@ -122,11 +121,7 @@ def register(app: typer.Typer) -> None:
 def _on_ray(name: str, cfg, address: str, seeds: str | None, variants: str | None, track: bool,
             report_name: str | None, exploratory: bool = False) -> None:
     """``study NAME --ray ADDRESS``: the Prefect ``study`` flow with its units on Ray."""
-    import os
-
-    from flows.study import UnitsFailed, study as study_flow
-    from rubricflow.config import ConfigError
-    from tasks.ray_runner import check_address, connect_address
+    from flows.study import UnitsFailed, study as study_flow  # Prefect and prefect-ray
 
     try:
         address = connect_address(check_address(address, field="--ray"))  # `auto` resolved; no answer: an error now

@@ -9,6 +9,10 @@ import typer
 import yaml
 
 from flows.cli.base import _reflow, app, load_cfg
+from rubricflow.config import write_resolved
+from rubricflow.data.adapters import IngestError
+from rubricflow.data.adapters import ingest as do_ingest
+from rubricflow.pipeline.summary import print_summary, write_readme_block
 
 
 INGEST_HELP = """Convert a public dataset into rubricflow's schema (parquet + images).
@@ -29,8 +33,6 @@ def ingest(
     force: Annotated[bool, typer.Option(
         "--force", help="Replace a non-empty --out that is not a rubricflow data set.")] = False,
 ):
-    from rubricflow.data.adapters import IngestError, ingest as do_ingest
-
     try:
         n = do_ingest(format, src, out, split=split, image_root=image_root, force=force)
     except IngestError as e:
@@ -46,8 +48,6 @@ def resolve_params(
     ),
 ):
     """Write the effective config (profile applied), one file per section: the params DVC stages depend on."""
-    from rubricflow.config import write_resolved
-
     cfg = load_cfg()
     written = write_resolved(cfg, out)
     typer.echo(f"resolved profile {cfg.profile!r}: {', '.join(sorted(written))} -> {out}")
@@ -69,8 +69,6 @@ def summary(
         "(between its make-run-summary markers).")] = None,
 ):
     """Summarise the last pipeline run: stages, key metrics, how to open MLflow (back-fills dvc.lock tags)."""
-    from rubricflow.pipeline.summary import print_summary, write_readme_block
-
     cfg = load_cfg()
     if readme is not None:
         try:

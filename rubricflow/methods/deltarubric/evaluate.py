@@ -34,6 +34,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
+from models.loader import load_policy
 from rubricflow.data.pairs import PreferencePair, load_pair_images, read_pairs, validate_pairs
 from rubricflow.methods.deltarubric.config import DeltaRubricConfig, role_max_tokens
 from rubricflow.methods.deltarubric.modes import MODES, SINGLE_STEP
@@ -227,8 +228,6 @@ def judge_tables(dr: DeltaRubricConfig, models: ModelsConfig, generation: Genera
                  modes: tuple[str, ...], examples: int = 0) -> dict[str, dict]:
     """``{"<model>/<set>": evaluate_judge(...)}`` for every model directory and pair set
     (``name -> (dir, split or None, limit)``); every benchmark directory passes the data gate first."""
-    from models.loader import load_policy
-
     sets = {}
     for name, (d, split, limit) in pair_sets.items():
         validate_pairs(d, balance_tol=None)  # benchmarks need not be A/B balanced; everything else must hold

@@ -41,6 +41,8 @@ from rubricflow.training.generation import generator_for
 from rubricflow.util.hashing import content_hash
 from rubricflow.util.io import save_figure
 
+# This module is loaded at every CLI start (the registry); the warm start, training and evaluation load torch, so
+# the functions import them when they run.
 
 
 def _unit_overrides(vcfg: Any, name: str, spec: StudySpec, unit: Unit, udir: Path) -> dict[str, Any]:

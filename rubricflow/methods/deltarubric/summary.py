@@ -42,7 +42,7 @@ def eval_judge(
     out: Annotated[Optional[Path], Opt("Also write the tables as json here.")] = None,
 ) -> None:
     """Print verifier accuracy per judge mode (and format violations) for policies x pair sets."""
-    from rubricflow.methods.deltarubric.evaluate import format_table, judge_tables
+    from rubricflow.methods.deltarubric.evaluate import format_table, judge_tables  # evaluate loads torch
 
     cfg = ctx.load_config()
     dr = cfg.deltarubric

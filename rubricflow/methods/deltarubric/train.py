@@ -25,8 +25,15 @@ from typing import Any
 
 import torch
 
+from models.loader import load_policy
 from models.processor import text_tokenizer
 from rubricflow.data.pairs import PreferencePair, read_pairs
+from rubricflow.grpo.causal_lm import CausalLMAdapter
+from rubricflow.grpo.checkpoint import code_hash, content_hash
+from rubricflow.grpo.engine import make_engine
+from rubricflow.grpo.export import save_policy
+from rubricflow.grpo.trainer import GRPOTrainer
+from rubricflow.grpo.updater import GRPOUpdater
 from rubricflow.methods.deltarubric.config import DeltaRubricConfig, DRTrainConfig, effective_grpo, role_max_tokens
 from rubricflow.methods.deltarubric.evaluate import evaluate_judge, load_items, planner_probe
 from rubricflow.methods.deltarubric.modes import MODES
@@ -62,12 +69,6 @@ def train_policy(
     (consolidated, written once by rank 0: ``rubricflow.grpo.export.save_policy``); returns ``{"curve": per-step
     rows, "final_probe", "steps", "resumed_from", "resume_refused", "corrupt_checkpoints", "run_time_s"}``. Under
     several ranks call it on every rank."""
-    from rubricflow.grpo.causal_lm import CausalLMAdapter
-    from rubricflow.grpo.engine import make_engine
-    from rubricflow.grpo.export import save_policy
-    from rubricflow.grpo.trainer import GRPOTrainer
-    from rubricflow.grpo.updater import GRPOUpdater
-
     g = effective_grpo(cfg)
     engine = make_engine(model, g)
     updater = GRPOUpdater(CausalLMAdapter(model, processor, g.temperature), engine, g)
@@ -138,8 +139,6 @@ def resume_parts(dr: DeltaRubricConfig, models: ModelsConfig, generation: Genera
     """The resume key's parts: the pairs / sft / train sections (without their operational, output and resumable
     fields: ``Section``), the policy model settings, the generation section, the seed, the contents of the SFT policy
     folder and the pairs folder, and the training code."""
-    from rubricflow.grpo.checkpoint import code_hash, content_hash
-
     parts = {k: getattr(dr, k).resume_dump() for k in ("pairs", "sft", "train")}
     parts.update({
         "models.policy": models.policy.model_dump(mode="json"),
@@ -160,8 +159,6 @@ def probe_subset(val: list[PreferencePair], n: int) -> list[PreferencePair]:
 def training_inputs(dr: DeltaRubricConfig, models: ModelsConfig, generation: GenerationConfig) -> tuple:
     """``(model, processor, generator, train items, probe items)``: the warm start (``sft.out_dir``), the train
     pairs and ``train.probe_pairs`` validation pairs for the planner probe."""
-    from models.loader import load_policy
-
     d = Path(dr.pairs.out_dir)
     model, proc = load_policy(dr.sft.out_dir, dtype=models.policy.dtype)
     train_items = load_items(d, read_pairs(d, "train"))
@@ -233,8 +230,6 @@ def start_readout(dr: DeltaRubricConfig, models: ModelsConfig, generation: Gener
     each, K no-rubric verdicts; seeded by ``seed``), scored as training scores it, gives the share of planner groups
     with zero reward variance under the relative and the absolute planner reward (``flat_groups_<reward>``) and the
     share of sampled checklists that separate the responses (``rollout_separating``)."""
-    from models.loader import load_policy
-
     d = Path(dr.pairs.out_dir)
     model, proc = load_policy(str(policy_dir), dtype=models.policy.dtype)
     gen = generator_for(generation, model, proc, model_path=str(policy_dir), batch_size=dr.eval.batch_size)

@@ -34,7 +34,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+from models.loader import load_policy
+from models.tiny import TinyDims, build_tiny_text, build_tiny_vl, save
 from rubricflow.data.pairs import PreferencePair, read_pairs
+from rubricflow.data.synthetic import GENERATORS, _rng
 from rubricflow.methods.deltarubric.config import DeltaRubricConfig, DRSFTConfig
 from rubricflow.methods.deltarubric.evaluate import load_items
 from rubricflow.methods.deltarubric.prompts import read_prompt
@@ -108,8 +111,6 @@ PERCEPTION_SPLIT = "perception"  # the split name in the image seeds: disjoint f
 def perception_samples(tasks: list[str], n_per_task: int, seed: int, image_size: int):
     """``(image, question, facts)`` rendered in memory: ``n_per_task`` per task, seeded like the synthetic data
     set but under the split name ``perception``."""
-    from rubricflow.data.synthetic import GENERATORS, _rng
-
     out = []
     for task in tasks:
         for i in range(n_per_task):
@@ -145,9 +146,6 @@ def pair_tokenizer_corpus(pairs: list[PreferencePair], cfg: DRSFTConfig, seed: i
 def build_or_load_base(models: ModelsConfig, dr: DeltaRubricConfig, train_pairs, seed: int):
     """Tiny profile: build a fresh tiny model whose tokenizer is trained on DeltaRubric's prompts and targets;
     pretrained: load ``models.policy.path``."""
-    from models.loader import load_policy
-    from models.tiny import TinyDims, build_tiny_text, build_tiny_vl, save
-
     spec = models.policy
     if spec.source == "pretrained":
         return load_policy(spec.path, dtype=spec.dtype)
@@ -168,15 +166,11 @@ def warm_start(dr: DeltaRubricConfig, models: ModelsConfig, seed: int, reports_d
     """Warm start on the train pairs (and, with ``sft.perception_images``, the reading examples first): saves the
     policy to ``sft.out_dir`` and the loss curve to ``reports_dir/plots/deltarubric_sft_loss.json``; logs every
     10th step to ``run`` and every step to ``log_fn``; returns the example counts and the losses."""
-    from models.tiny import save
-
     d = Path(dr.pairs.out_dir)
     train = read_pairs(d, "train")
     if not train:
         raise ValueError(f"{d}: no train pairs; set deltarubric.pairs.train > 0")
     if dr.sft.init_from:
-        from models.loader import load_policy
-
         model, proc = load_policy(dr.sft.init_from, dtype=models.policy.dtype)
     else:
         model, proc = build_or_load_base(models, dr, train, seed)

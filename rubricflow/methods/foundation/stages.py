@@ -11,7 +11,8 @@ from pathlib import Path
 from rubricflow.util.io import staged_dir, write_json
 from rubricflow.training.policy_start import build_base, warm_start
 from rubricflow.sections import DataConfig, GenerationConfig, ModelsConfig, SFTConfig
-from rubricflow.data.validate import dataset_key, require_gate, stamp_path
+from rubricflow.data.validate import dataset_key, require_gate, stamp_path, validate_dataset, write_stamp
+from rubricflow.pipeline.progress import progress
 from rubricflow.pipeline.stage import StageContext, stage
 
 
@@ -22,8 +23,7 @@ from rubricflow.pipeline.stage import StageContext, stage
 @stage("data", reads_test=True)
 def data_stage(data: DataConfig, ctx: StageContext) -> dict:
     """Generate the synthetic multimodal dataset (deterministic by seed)."""
-    from rubricflow.data.synthetic import build_synthetic_dataset
-    from rubricflow.pipeline.progress import progress
+    from rubricflow.data.synthetic import build_synthetic_dataset  # loads PIL: off the CLI's start
 
     d = data
     sizes = d.splits.model_dump()
@@ -54,8 +54,6 @@ def validate_report_name(cfg, data_dir: str | Path | None = None) -> str:
 @stage("validate", reads_test=True, report_name=validate_report_name)
 def validate_stage(data: DataConfig, ctx: StageContext, data_dir: str | None = None) -> dict:
     """Great Expectations gate; writes the validation stamp only on success."""
-    from rubricflow.data.validate import validate_dataset, write_stamp
-
     pipeline = _is_pipeline_dataset(data, data_dir)
     data_dir = data_dir or data.out_dir
     required = [s for s, n in data.splits.model_dump().items() if n > 0] if pipeline else []

@@ -13,6 +13,7 @@ import json
 from pathlib import Path
 from typing import Annotated
 
+from rubricflow.methods.roro.paths import eval_dir
 from rubricflow.pipeline.commands import Command, CommandContext, CommandError, Opt
 from rubricflow.pipeline.summary import load_report
 
@@ -52,8 +53,7 @@ def roro_eval(
     from_file: Annotated[bool, Opt("Print the last saved table instead of evaluating.", flag="--from-file")] = False,
 ) -> None:
     """Evaluate routers and baselines on held-out problems; print the accuracy-vs-LRM-cost table."""
-    from rubricflow.methods.roro.router.evaluate import format_table
-    from rubricflow.methods.roro.paths import eval_dir
+    from rubricflow.methods.roro.router.evaluate import format_table  # router.evaluate loads torch
 
     if from_file:
         path = eval_dir(ctx.load_config().roro) / "table.json"

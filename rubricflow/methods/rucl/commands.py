@@ -16,12 +16,25 @@ import json
 from pathlib import Path
 from typing import Annotated, Optional
 
+from rubricflow.data.schema import read_dataset
+from rubricflow.judge.agreement import (
+    KINDS,
+    evaluate_agreement,
+    log_agreement,
+    probe_requests,
+    read_labelled,
+    write_labelled,
+)
+from rubricflow.judge.errors import JudgeError
+from rubricflow.judge.factory import make_judge
+from rubricflow.judge.programmatic import ProgrammaticJudge
+from rubricflow.methods.rucl.rubrics.pool import load_default_pool, load_pool
 from rubricflow.pipeline.commands import Command, CommandContext, CommandError, Opt
+from rubricflow.tracking import stage_run
+from rubricflow.util.io import write_json
 
 
 def _pool(cfg, rubrics: Path | None) -> dict:
-    from rubricflow.methods.rucl.rubrics.pool import load_default_pool, load_pool
-
     pool = load_pool(rubrics) if rubrics else load_default_pool(cfg.rubrics.default_pool_path)
     return {r.id: r for r in pool.rubrics}
 
@@ -40,19 +53,12 @@ def judge_agreement(
 ):
     """Judge agreement: per-rubric agreement and Cohen's kappa of the configured judge against reference labels,
     logged to MLflow (or, with --write-labels, make a labelled set from the programmatic judge)."""
-    from rubricflow.judge.agreement import KINDS, evaluate_agreement, log_agreement, probe_requests, read_labelled
-    from rubricflow.judge.agreement import write_labelled
-    from rubricflow.judge.errors import JudgeError
-
     if (labels is None) == (write_labels is None):
         raise CommandError("give exactly one of --labels (evaluate) and --write-labels (make a labelled set)", code=2)
     cfg = ctx.load_config()
     try:
         pool = _pool(cfg, rubrics)
         if write_labels is not None:
-            from rubricflow.data.schema import read_dataset
-            from rubricflow.judge.programmatic import ProgrammaticJudge
-
             samples = read_dataset(data or cfg.data.out_dir, split=split)[:n]
             if not samples:
                 raise ValueError(f"{data or cfg.data.out_dir}: split {split!r} is empty")
@@ -63,9 +69,6 @@ def judge_agreement(
             ctx.echo(f"wrote {written} labelled responses ({len(samples)} problems, kinds {', '.join(KINDS)} where "
                      f"the problem allows them, {len(usable)} rubrics) to {write_labels}")
             return
-        from rubricflow.judge.factory import make_judge
-        from rubricflow.util.io import write_json
-
         requests, reference = read_labelled(labels, pool)
         judge = make_judge(cfg.judge, ctx.secret_resolver)
         report = evaluate_agreement(judge, requests, reference, max_failed_frac=cfg.judge.max_failed_frac)
@@ -73,8 +76,6 @@ def judge_agreement(
         raise CommandError(str(e)) from None
     write_json(out, report, default=str)
     if ctx.track:
-        from rubricflow.tracking import stage_run
-
         with stage_run("judge_agreement", experiment=cfg.tracking.experiment, tracking_uri=cfg.tracking.tracking_uri,
                        params={"judge": cfg.judge.essential_dump(), "labels": str(labels)}) as run:
             log_agreement(run, report, labels)

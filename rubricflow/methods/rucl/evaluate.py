@@ -21,11 +21,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from rubricflow.data.schema import read_dataset
 from rubricflow.evaluation.answers import outcome_score
+from rubricflow.evaluation.heldout import evaluate_sampled, greedy_metrics, greedy_responses
 from rubricflow.judge.config import JudgeConfig
+from rubricflow.judge.factory import make_judge
 from rubricflow.judge.protocol import JudgeRequest
 from rubricflow.methods.rucl.rewards import tier_map, tier_scores
 from rubricflow.methods.rucl.config import RuCLConfig
+from rubricflow.methods.rucl.rubrics.pool import load_tiers
 from rubricflow.evaluation.trace_check import answer_relevant_flaws, trace_flaws
 from rubricflow.sections import GenerationConfig
 
@@ -92,10 +96,6 @@ def evaluate_policies(
     over ``sft``. ``diff_accuracy`` / ``diff_sampled_accuracy`` name the bar-chart difference question (every bar must
     be read; no 1-in-3 guess), a readout no shortcut satisfies."""
     from models.loader import load_policy
-    from rubricflow.data.schema import read_dataset
-    from rubricflow.evaluation.heldout import evaluate_sampled, greedy_metrics, greedy_responses
-    from rubricflow.judge.factory import make_judge
-    from rubricflow.methods.rucl.rubrics.pool import load_tiers
 
     held_out = read_dataset(data_dir, split=rcfg.eval_split)
     samples = per_task(held_out, rcfg.train_limit if rcfg.eval_split == rcfg.train_split else None)

@@ -46,7 +46,7 @@ from typing import Any
 
 from rubricflow.evaluation.answers import outcome_score
 from rubricflow.judge.factory import make_judge
-from rubricflow.judge.protocol import JudgeRequest, Rubric
+from rubricflow.judge.protocol import JudgeRequest, Judgment, Rubric
 from rubricflow.methods.rucl.curriculum import CurriculumScheduler
 from rubricflow.methods.rucl.rewards import RewardBreakdown, batch_summary, compute_reward, tier_map
 from rubricflow.methods.rucl.rubrics.pool import load_tiers
@@ -243,8 +243,6 @@ class RubricScorer:
 def merge_judgments(first, extra):
     """One judgment from two calls about disjoint rubrics of the same completion: failed when either failed (its
     rubrics would be missing), else the union of verdicts and of left-out rubrics, ``repaired`` if either was."""
-    from rubricflow.judge.protocol import Judgment
-
     if first.failed:
         return first
     if extra.failed:

@@ -29,10 +29,20 @@ import time
 from pathlib import Path
 from typing import Any
 
+from rubricflow.data.schema import read_dataset
+from rubricflow.evaluation.heldout import evaluate_policy, evaluate_sampled
+from rubricflow.grpo.lora import apply_lora, merge_lora
+from rubricflow.judge.factory import make_judge
 from rubricflow.methods.rucl.config import RuCLConfig
+from rubricflow.methods.rucl.curriculum import CurriculumScheduler
 from rubricflow.methods.rucl.evaluate import per_task
+from rubricflow.methods.rucl.monitor import hacking_warning
+from rubricflow.methods.rucl.plots import plot_curriculum
+from rubricflow.methods.rucl.rubrics.pool import load_tiers
+from rubricflow.pipeline.progress import progress
 from rubricflow.pipeline.stage import NullRun
 from rubricflow.sections import GenerationConfig
+from rubricflow.training.generation import generator_for
 from rubricflow.util.hashing import code_hash, content_hash
 from rubricflow.util.io import write_json
 
@@ -94,20 +104,14 @@ def train_rucl(
 ) -> dict[str, Any]:
     """Train, save the policy, write reports; returns summary metrics. See the module docstring. ``judge_cfg``:
     the judge section ``judge`` was made from (part of the resume key)."""
+    # torch: the policy, the GRPO engine and the rollout (this module is loaded at CLI start by the study adapter)
     from models.loader import load_policy
-    from rubricflow.methods.rucl.curriculum import CurriculumScheduler
-    from rubricflow.data.schema import read_dataset
-    from rubricflow.evaluation.heldout import evaluate_policy, evaluate_sampled
-    from rubricflow.training.generation import generator_for
     from rubricflow.grpo.checkpoint import MetricsHistory
     from rubricflow.grpo.causal_lm import CausalLMAdapter
     from rubricflow.grpo.engine import make_engine
     from rubricflow.grpo.export import save_policy
     from rubricflow.grpo.trainer import GRPOTrainer
     from rubricflow.grpo.updater import GRPOUpdater
-    from rubricflow.methods.rucl.monitor import hacking_warning
-    from rubricflow.methods.rucl.plots import plot_curriculum
-    from rubricflow.pipeline.progress import progress
     from rubricflow.methods.rucl.rollout import RuCLRollout
 
     run = run or NullRun()
@@ -116,8 +120,6 @@ def train_rucl(
     reports = Path(reports_dir)
     data_dir = Path(data_dir)
     t_start = time.perf_counter()
-
-    from rubricflow.grpo.lora import apply_lora, merge_lora
 
     model, proc = load_policy(rcfg.init_from)
     model = apply_lora(model, rcfg.lora)  # rank 0: unchanged (full fine-tuning)
@@ -281,9 +283,6 @@ def run_training(rcfg: RuCLConfig, judge_cfg, data, gen_cfg: GenerationConfig, r
     """:func:`train_rucl` from the sections, as the ``rucl`` stage and every study unit run it: the tiers (when the
     reward uses rubrics or a tiers file exists), the judge built from ``judge_cfg`` (not in outcome mode), and
     ``judge_cfg`` in the resume key."""
-    from rubricflow.judge.factory import make_judge
-    from rubricflow.methods.rucl.rubrics.pool import load_tiers
-
     backend, rubrics = None, []
     if rcfg.reward.mode != "outcome" or Path(rcfg.tiers_path).exists():
         rubrics = load_tiers(rcfg.tiers_path)

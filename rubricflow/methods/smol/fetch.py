@@ -22,6 +22,9 @@ import sys
 import zipfile
 from pathlib import Path
 
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
 from models.children import run
 from models.errors import RunFailed
 
@@ -100,9 +103,6 @@ def dequantize_gguf(gguf_path: str | Path, out_dir: str | Path) -> dict:
     """Load the GGUF file as float32, detach the quantizer, save model + tokenizer to ``out_dir``. Returns a small
     summary (parameter count, architecture, vocabulary size)."""
     require_gguf()
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
     gguf_path = Path(gguf_path)
     kw = {"gguf_file": gguf_path.name}
     try:

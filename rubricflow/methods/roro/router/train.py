@@ -43,7 +43,7 @@ from rubricflow.grpo.updater import GRPOUpdater
 from rubricflow.util.io import write_json
 from rubricflow.methods.roro.config import CHECKED_ROUTERS, TRAINED_ROUTERS, RoRoConfig
 from rubricflow.methods.roro.judge.scoring import process_scores
-from rubricflow.methods.roro.paths import cache_path, router_dir, rubrics_path
+from rubricflow.methods.roro.paths import cache_path, pairs_path, router_dir, rubrics_path, trajectories_path
 from rubricflow.methods.roro.env.problems import problems as problem_sets
 from rubricflow.methods.roro.env.oracles import (  # noqa: F401 (oracle_process_score: re-exported)
     NoisyOracleScorer,
@@ -56,9 +56,11 @@ from rubricflow.methods.roro.env.oracles import (  # noqa: F401 (oracle_process_
 from rubricflow.methods.roro.router.mlp import RouterMLP, save_router
 from rubricflow.methods.roro.env.routing import ConstantPolicy, RouterPolicy, RoutingEnv, Trajectory, model_fingerprint
 from rubricflow.methods.roro.judge.lm import load_rubric_lm
-from rubricflow.methods.roro.judge.rubricor import load_rubrics
+from rubricflow.methods.roro.judge.pairs import read_trajectory_pairs
+from rubricflow.methods.roro.judge.rubricor import load_rubrics, problem_views
 from rubricflow.methods.roro.judge.rubric import criterion_rows
 from rubricflow.methods.roro.env.step_models import make_env
+from rubricflow.methods.roro.env.trajectories import read_trajectories
 from rubricflow.methods.roro.env.task import Problem
 from rubricflow.training.ranks import process_rank
 
@@ -314,11 +316,6 @@ def dose_scorers(rc: RoRoConfig, methods: set[str], env: RoutingEnv) -> tuple[di
     with its noise scale calibrated on the stored val process pairs (``env.oracles.calibrate_sigma``, noise
     seeded by ``rc.seed``), ``exact-reader`` under the warm Rubricor's rubrics (``rubricor_judge.seed``) for the
     train, val and test problems. Returns ``(scorers, info)``; ``info`` goes into the resume key and the summary."""
-    from rubricflow.methods.roro.judge.pairs import read_trajectory_pairs
-    from rubricflow.methods.roro.paths import pairs_path, trajectories_path
-    from rubricflow.methods.roro.judge.rubricor import problem_views
-    from rubricflow.methods.roro.env.trajectories import read_trajectories
-
     scorers, info = {}, {}
     if not methods & {"oracle-noisy", "exact-reader"}:
         return scorers, info

@@ -32,12 +32,17 @@ from typing import Any
 
 from rubricflow.util.io import save_figure
 from rubricflow.methods.roro.config import CHECKED_ROUTERS
+from rubricflow.methods.roro.env.problems import problems
+from rubricflow.methods.roro.paths import cache_path, pairs_path, trajectories_path
 from rubricflow.methods.roro.study.specs import ADAPTER as RORO_ADAPTER
-from rubricflow.methods.roro.study.specs import STUDY_COST_WEIGHTS, run_roro_unit
+from rubricflow.methods.roro.study.specs import STUDY_COST_WEIGHTS, run_roro_unit, unit_kind
 from rubricflow.methods.roro.study.report import PAIR_METRICS, _finite, _pair, pair_metric, report_extra
 from rubricflow.registry import StudyDecl
 from rubricflow.study.spec import Claim, StudySpec
 from rubricflow.study.stats import t_interval
+
+# This module is loaded at every CLI start (the registry); the environment, Judge and router modules load torch,
+# so the functions import them when they run.
 
 SEEDS = (11, 22)
 TARGETS = (0.6, 0.7, 0.8, 0.9)
@@ -71,7 +76,6 @@ def _val_curve(rc, env, kind: str) -> dict:
         method_curves,
         router_rows,
     )
-    from rubricflow.methods.roro.env.problems import problems
     from rubricflow.methods.roro.env.routing import ConstantPolicy
 
     val = problems(rc)["val"]
@@ -93,8 +97,6 @@ def _scorer_accuracy(rc, env, kind: str, dose: Mapping) -> dict:
     """The scorer's process-pair accuracy on the stored train and val pairs and on the test route pairs."""
     from rubricflow.methods.roro.judge.pairs import make_pairs, read_trajectory_pairs
     from rubricflow.methods.roro.judge.pairwise import pair_accuracy
-    from rubricflow.methods.roro.paths import pairs_path, trajectories_path
-    from rubricflow.methods.roro.env.problems import problems
     from rubricflow.methods.roro.env.oracles import process_accuracy, warm_rubricor_rubrics
     from rubricflow.methods.roro.env.routing import ConstantPolicy
     from rubricflow.methods.roro.judge.rubricor import problem_views
@@ -133,9 +135,7 @@ def _scorer_accuracy(rc, env, kind: str, dose: Mapping) -> dict:
 def run_dose_unit(ucfg: Any, unit, udir: Path, run: Any, secret_resolver=None) -> dict:
     """The roro study's unit (train what the variant's method needs, route the test split, reduce the curve), then
     the val curve of the same kept routers and, for a scorer variant, the scorer's process-pair accuracies."""
-    from rubricflow.methods.roro.paths import cache_path
     from rubricflow.methods.roro.env.step_models import make_env
-    from rubricflow.methods.roro.study.specs import unit_kind
 
     res = run_roro_unit(ucfg, unit, udir, run, secret_resolver)
     rc = ucfg.roro

@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from rubricflow.methods.roro.router.curves import pair_range_aucs
+from rubricflow.methods.roro.router.curves import hull, interpolate, pair_range_aucs
 from rubricflow.study.spec import StudySpec
 from rubricflow.study.stats import t_interval
 from rubricflow.util.io import save_figure
@@ -126,8 +126,6 @@ def _end_points(anchors: Mapping) -> list[tuple[float, float]]:
 def curve_bands(results: Sequence[Mapping], points: str = "points", anchors: str = "anchors") -> dict[str, dict]:
     """Per variant: each seed's hull read on ``COST_GRID``, and the mean and 95% t-interval per grid cost (outcome
     accuracy; ``points="chain_points", anchors="chain_anchors"``: chain-exact accuracy)."""
-    from rubricflow.methods.roro.router.curves import hull, interpolate
-
     by: dict[str, list[list[float]]] = {}
     for r in results:
         if not r.get(points) or not r.get(anchors):

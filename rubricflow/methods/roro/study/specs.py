@@ -37,6 +37,9 @@ from pathlib import Path
 from typing import Any
 
 from rubricflow.methods.roro.config import TRAINED_ROUTERS, RoRoEvalConfig
+from rubricflow.methods.roro.env.problems import problems
+from rubricflow.methods.roro.paths import cache_path, pairs_path, trajectories_path
+from rubricflow.methods.roro.stages import log_judge_inputs
 from rubricflow.methods.roro.study.report import PAIR_METRICS, PHASE_METRICS, pair_metric, report_extra
 from rubricflow.registry import StudyDecl
 from rubricflow.sections import ConfigError
@@ -44,6 +47,8 @@ from rubricflow.study.adapter import StudyMethod, Unit
 from rubricflow.study.spec import Claim, Precondition, Selection, StudySpec
 from rubricflow.util.hashing import content_hash
 
+# This module is loaded at every CLI start (the registry); the environment, Judge and router modules load torch,
+# so the functions import them when they run.
 
 
 def unit_kind(rc) -> str:
@@ -74,8 +79,6 @@ def _unit_overrides(vcfg: Any, name: str, spec: StudySpec, unit: Unit, udir: Pat
 
 
 def _shared_outputs(cfg: Any) -> dict[str, Path]:
-    from rubricflow.methods.roro.paths import cache_path, pairs_path, trajectories_path
-
     rc = cfg.roro
     return {
         "roro_models (SLM)": Path(rc.slm.path) / "config.json",
@@ -87,8 +90,6 @@ def _shared_outputs(cfg: Any) -> dict[str, Path]:
 
 
 def _input_parts(ucfg: Any, unit: Unit) -> dict[str, Any]:
-    from rubricflow.methods.roro.paths import cache_path, pairs_path, trajectories_path
-
     rc = ucfg.roro
     return {
         "config": {"roro": rc.essential_dump()},
@@ -112,12 +113,9 @@ def run_roro_unit(ucfg: Any, unit: Unit, udir: Path, run: Any, secret_resolver=N
         method_curves,
         router_rows,
     )
-    from rubricflow.methods.roro.paths import cache_path
-    from rubricflow.methods.roro.env.problems import problems
     from rubricflow.methods.roro.router.train import run_router
     from rubricflow.methods.roro.judge.alternation import run_rubricor_judge
     from rubricflow.methods.roro.env.step_models import make_env
-    from rubricflow.methods.roro.stages import log_judge_inputs
 
     rc = ucfg.roro
     kind = unit_kind(rc)

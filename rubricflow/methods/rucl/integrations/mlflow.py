@@ -45,10 +45,16 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from mlflow.entities import AssessmentError, AssessmentSource, Feedback
+from mlflow.genai.scorers import scorer
+
 from rubricflow.data.adapters.images import checked_image
 from rubricflow.judge.config import JudgeConfig
 from rubricflow.judge.errors import JudgeDeadlineExceeded, JudgeError, JudgeFailureBudgetExceeded, JudgeUnavailable
+from rubricflow.judge.factory import make_judge
+from rubricflow.judge.programmatic import require_checks
 from rubricflow.judge.protocol import JudgeRequest, Judgment, Rubric
+from rubricflow.methods.rucl.rubrics.pool import load_pool
 from rubricflow.methods.rucl.scoring import as_facts
 
 PASS, FAIL, NOT_APPLICABLE = "pass", "fail", "not_applicable"
@@ -60,8 +66,6 @@ def load_rubrics(rubrics: Sequence[Rubric] | str | Path) -> list[Rubric]:
     """Rubrics as given, or read from a pool or tiers file (``rubricflow.methods.rucl.rubrics.pool.load_pool``:
     errors name the file and the field)."""
     if isinstance(rubrics, (str, Path)):
-        from rubricflow.methods.rucl.rubrics.pool import load_pool
-
         out = list(load_pool(rubrics).rubrics)
     else:
         out = list(rubrics)
@@ -139,8 +143,6 @@ def rubric_scores(judgment: Judgment, rubrics: Sequence[Rubric]) -> dict[str, fl
 
 def feedbacks(judgment: Judgment, rubrics: Sequence[Rubric], name: str, source: Any) -> list:
     """The MLflow ``Feedback`` assessments of one judgment (see the module docstring)."""
-    from mlflow.entities import AssessmentError, Feedback
-
     def error(fb_name: str, code: str, message: str, metadata: dict | None = None):
         return Feedback(name=fb_name, error=AssessmentError(error_code=code, error_message=message), source=source,
                         metadata=metadata)
@@ -187,16 +189,9 @@ def rubric_scorer(
     """An ``mlflow.genai`` scorer judging each row on ``rubrics`` (a list, or a pool / tiers file) with the judge
     of ``judge_cfg`` (``make_judge``: preflight now, cache, failure budget); ``judge`` replaces it (tests, or a
     judge already built). See the module docstring for the rows and the assessments."""
-    from mlflow.entities import AssessmentSource
-    from mlflow.genai.scorers import scorer
-
-    from rubricflow.judge.factory import make_judge
-
     rubric_list = load_rubrics(rubrics)
     if judge is None:
         if judge_cfg.backend == "programmatic":
-            from rubricflow.judge.programmatic import require_checks
-
             require_checks(rubric_list)
         judge = make_judge(judge_cfg, secret_resolver, image_root=image_root)
     source = AssessmentSource(source_type="CODE" if judge.name == "programmatic" else "LLM_JUDGE",

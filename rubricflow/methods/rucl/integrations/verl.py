@@ -40,6 +40,8 @@ from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
 
+import torch
+
 from rubricflow.methods.rucl.integrations import MAX_MISSING_BATCHES, MissingRewardsGuard
 from rubricflow.methods.rucl.scoring import Item, RubricScorer, as_facts
 
@@ -122,8 +124,6 @@ class RubricflowRewardManager:
         self.steps: list[dict[str, Any]] = []
 
     def __call__(self, data, return_dict: bool = False):
-        import torch
-
         prompt_len = data.batch["prompts"].shape[-1]
         valid = data.batch["attention_mask"][:, prompt_len:].sum(dim=-1)
         responses = data.batch["responses"]

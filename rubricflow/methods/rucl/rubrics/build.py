@@ -21,11 +21,18 @@ import logging
 from collections.abc import Callable
 from pathlib import Path
 
+from models.generation.hf import TransformersGenerator
+from models.loader import load_policy
+from rubricflow.data.schema import read_dataset
+from rubricflow.evaluation.heldout import policy_requests
 from rubricflow.judge.budget import check_failure_budget
 from rubricflow.judge.config import JudgeConfig
+from rubricflow.judge.factory import make_backend, make_judge
+from rubricflow.judge.programmatic import require_checks
 from rubricflow.judge.protocol import JudgeBackend, JudgeRequest, Judgment, Rubric
 from rubricflow.methods.rucl.rubrics.config import RubricsConfig
 from rubricflow.methods.rucl.rubrics.pool import RubricPool, load_default_pool, load_pool, save_pool
+from rubricflow.methods.rucl.rubrics.teacher import generate_pool
 from rubricflow.util.io import atomic_write_text, write_json
 from rubricflow.methods.rucl.rubrics.stratify import (TABLE_COLUMNS, coverage_and_pass_rates, pass_order,
                                                       select_and_stratify, summarize)
@@ -48,8 +55,6 @@ _RANKING = {
 
 def make_teacher(rcfg: RubricsConfig, jcfg: JudgeConfig, secret_resolver: Callable[[str], str] | None = None):
     """The teacher backend named by ``rubrics.teacher`` (with ``teacher_model`` overriding the judge's model)."""
-    from rubricflow.judge.factory import make_backend
-
     if rcfg.teacher is None:
         raise ValueError("rubrics.teacher is None: no teacher configured")
     overrides: dict = {"backend": rcfg.teacher}
@@ -83,12 +88,8 @@ def write_pool(
             )
         pool = RubricPool(pool.rubrics[: rcfg.n_candidates], pool.provenance, pool.version)
     else:
-        from rubricflow.methods.rucl.rubrics.teacher import generate_pool
-
         examples: list[str] = []
         if data_dir is not None:
-            from rubricflow.data.schema import read_dataset
-
             seen: dict[str, str] = {}
             for s in read_dataset(data_dir, split="calib"):
                 seen.setdefault(f"{s.task}:{s.facts.get('question_type', '')}", s.question)
@@ -120,10 +121,6 @@ def sample_policy_responses(
     seed: int = 0,
 ) -> list[list[str]]:
     """``n`` sampled responses per sample from the policy checkpoint (prompts as in training/evaluation)."""
-    from models.generation.hf import TransformersGenerator
-    from models.loader import load_policy
-    from rubricflow.evaluation.heldout import policy_requests
-
     model, processor = load_policy(policy_path)
     gen = TransformersGenerator(model, processor, batch_size=batch_size)
     outs = gen.generate(
@@ -205,8 +202,6 @@ def stratify_pool(
     ``judge`` defaults to ``make_judge(jcfg)``; ``responder(samples) -> [[response, ...], ...]`` defaults to
     sampling ``rcfg.samples_per_prompt`` responses per prompt from ``rcfg.policy_path``.
     """
-    from rubricflow.data.schema import read_dataset
-
     pool = load_pool(rcfg.pool_path)
     samples = read_dataset(data_dir, split="calib")
     if not samples:
@@ -214,12 +209,8 @@ def stratify_pool(
     if rcfg.calib_max_prompts:
         samples = samples[: rcfg.calib_max_prompts]
     if judge is None:
-        from rubricflow.judge.factory import make_judge
-
         judge = make_judge(jcfg, secret_resolver, image_root=data_dir)
     if getattr(judge, "name", "") == "programmatic":
-        from rubricflow.judge.programmatic import require_checks
-
         require_checks(pool.rubrics)  # fail before sampling, naming the rubrics without a checker
     if responder is None:
         responses = sample_policy_responses(

@@ -13,7 +13,7 @@ from rubricflow.sections import DataConfig
 @stage("rubrics", judge=True)
 def rubrics_stage(rubrics: RubricsConfig, judge: JudgeConfig, data: DataConfig, ctx: StageContext) -> dict:
     """RuCL Phase I: write the generalized rubric candidate pool (default pool or a teacher in O(1) calls)."""
-    from rubricflow.methods.rucl.rubrics.build import write_pool
+    from rubricflow.methods.rucl.rubrics.build import write_pool  # build loads torch (policy sampling)
 
     if rubrics.teacher is not None:  # the teacher sees example questions of the calib split
         ctx.run.log_input(data.out_dir, split="calib", context="calibration")
@@ -25,7 +25,7 @@ def rubrics_stage(rubrics: RubricsConfig, judge: JudgeConfig, data: DataConfig, 
 @stage("stratify", retries=3, judge=True, metric_ns="judge")
 def stratify_stage(rubrics: RubricsConfig, judge: JudgeConfig, data: DataConfig, ctx: StageContext) -> dict:
     """Calibrate candidates on policy samples: coverage, pass rate, filter, keep k, foundational/advanced tiers."""
-    from rubricflow.methods.rucl.rubrics.build import stratify_pool
+    from rubricflow.methods.rucl.rubrics.build import stratify_pool  # build loads torch (policy sampling)
 
     require_gate(data, ctx.reports_dir)
     ctx.run.log_input(data.out_dir, split="calib", context="calibration")

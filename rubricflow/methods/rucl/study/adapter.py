@@ -15,8 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from rubricflow.data.validate import require_gate, stamp_path
-from rubricflow.methods.rucl.curriculum import switch_tags
+from rubricflow.methods.rucl.curriculum import switch_step, switch_tags
 from rubricflow.methods.rucl.evaluate import evaluate_policies
+from rubricflow.methods.rucl.rubrics.pool import load_pool
 from rubricflow.methods.rucl.study.seed_start import SEED_START
 from rubricflow.methods.rucl.study.specs import MARGIN_GRID, margin_metric
 from rubricflow.methods.rucl.train import TRAINING_CODE, log_train_inputs, run_training
@@ -24,6 +25,7 @@ from rubricflow.pipeline.stage import StageContext
 from rubricflow.study.adapter import StudyMethod, Unit
 from rubricflow.study.spec import StudySpec
 from rubricflow.util.hashing import content_hash
+from rubricflow.util.io import read_jsonl
 
 EVAL_NAME = "policy"  # the name of the unit's checkpoint in rucl.eval_policies
 
@@ -102,8 +104,6 @@ def start_calibration(tiers_path: str | Path) -> dict[str, float | None]:
     """The start's pass order from its tiers file (``rubricflow.methods.rucl.rubrics.stratify.pass_order``):
     ``start_pass_perception``, ``start_pass_deduction``, ``start_perception_first`` (1.0 / 0.0; None without both
     kinds) and ``start_tiers_perception_first``; None each for a tiers file written before it was recorded."""
-    from rubricflow.methods.rucl.rubrics.pool import load_pool
-
     cal = load_pool(tiers_path).provenance.get("calibration") or {} if Path(tiers_path).exists() else {}
     return {"start_pass_perception": cal.get("mean_pass_perception"),
             "start_pass_deduction": cal.get("mean_pass_deduction"),
@@ -116,9 +116,6 @@ def margin_switches(steps_jsonl: Path, curriculum: Any) -> dict[str, float | Non
     run's batch S_F series (:func:`rubricflow.methods.rucl.curriculum.switch_step`) under the window test ``every`` /
     ``mean``, for every margin of :data:`MARGIN_GRID`; None: never. Exact for a run with lambda held at 0
     (``peak = 0``), whose trajectory every margin shares up to its switch."""
-    from rubricflow.methods.rucl.curriculum import switch_step
-    from rubricflow.util.io import read_jsonl
-
     series = [r.get("curriculum/s_f_batch") for r in read_jsonl(steps_jsonl)]
     return {margin_metric(m, test): switch_step(series, curriculum, threshold_rule="relative", margin=m,
                                                 window_test=test)

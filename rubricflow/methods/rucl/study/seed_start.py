@@ -26,7 +26,7 @@ def start_inputs(ucfg: Any, seed: int) -> dict[str, Any]:
 def build_start(ucfg: Any, seed: int, build_dir: Path, final_dir: Path) -> dict:
     """The seed's base model and SFT warm start (the foundation's recipe with the seed), then its tiers calibrated on
     that start (the stratify stage's recipe); returns the start's val accuracy per task and the tiers."""
-    from rubricflow.methods.rucl.rubrics.build import stratify_pool
+    from rubricflow.methods.rucl.rubrics.build import stratify_pool  # build loads torch (policy sampling)
 
     build_base(ucfg.models, ucfg.data, build_dir / "base", seed)
     sft, _ = warm_start(ucfg.sft, ucfg.models, ucfg.data, ucfg.generation, build_dir / "base", build_dir / "sft", seed)
