@@ -21,10 +21,7 @@ import logging
 from collections.abc import Callable
 from pathlib import Path
 
-from models.generation.hf import TransformersGenerator
-from models.loader import load_policy
 from rubricflow.data.schema import read_dataset
-from rubricflow.evaluation.heldout import policy_requests
 from rubricflow.judge.budget import check_failure_budget
 from rubricflow.judge.config import JudgeConfig
 from rubricflow.judge.factory import make_backend, make_judge
@@ -121,6 +118,11 @@ def sample_policy_responses(
     seed: int = 0,
 ) -> list[list[str]]:
     """``n`` sampled responses per sample from the policy checkpoint (prompts as in training/evaluation)."""
+    # torch: only calibration samples a policy; writing the pool (default or teacher) stays light
+    from models.generation.hf import TransformersGenerator
+    from models.loader import load_policy
+    from rubricflow.evaluation.heldout import policy_requests
+
     model, processor = load_policy(policy_path)
     gen = TransformersGenerator(model, processor, batch_size=batch_size)
     outs = gen.generate(
