@@ -20,8 +20,13 @@ from rubricflow.config import Config, ConfigError, load_config, profile_names
 
 
 def profile_choice() -> Any:
-    """The type of a flow's ``profile`` field: a dropdown (``Literal``) of the profiles params.yaml defines."""
-    return Literal[profile_names()]  # type: ignore[valid-type]
+    """The type of a flow's ``profile`` field: a dropdown (``Literal``) of the profiles params.yaml defines; a plain
+    string where this directory's params.yaml defines none (the flows module is imported wherever the CLI runs: the
+    name is then checked when the flow loads its config, and that error names the file)."""
+    try:
+        return Literal[profile_names()]  # type: ignore[valid-type]
+    except ConfigError:
+        return str
 
 
 def field_at(path: str) -> FieldInfo:
