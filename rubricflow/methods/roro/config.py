@@ -290,6 +290,22 @@ class RouterConfig(Section):
 
     hidden: int = Field(128, ge=1, description="Router MLP hidden units (paper: 128).")
     init_call_bias: float = Field(0.0, description="Initial logit of 'call LRM' (0: P = 0.5 at the start).")
+    start: Literal["coin", "threshold"] = Field(
+        "coin",
+        description="Where GRPO starts: 'coin' (the paper's: a fresh MLP, P(call LRM) = sigmoid(init_call_bias)) or "
+        "'threshold' (the fresh MLP first cloned to the threshold policy of `eval.thresholds` that earns the most "
+        "outcome - cost_weight * cost on the training problems, so GRPO starts at the one-feature rule and the "
+        "process reward has to improve on it; the same start for every method at one cost weight: "
+        "rubricflow.methods.roro.router.imitate).",
+    )
+    start_steps: int = Field(300, ge=1, description="start 'threshold': full-batch Adam steps of the cloning.")
+    start_lr: float = Field(1e-2, gt=0, description="start 'threshold': learning rate of the cloning.")
+    start_explore: float = Field(
+        0.1, ge=0, lt=0.5,
+        description="start 'threshold': the probability the cloned router keeps on the action the rule did not take "
+        "(the cloning's target; label smoothing 2 x this): a router cloned to certainty samples the rule's route in "
+        "every rollout, so every GRPO group is flat and the reward cannot move it.",
+    )
     grpo: GRPOConfig = Field(default_factory=_router_grpo, description="GRPO for the router (shared updater).")
     methods: list[TrainedRouter] = Field(
         default_factory=lambda: ["roro", "outcome-only"],

@@ -27,7 +27,7 @@ from __future__ import annotations
 import copy
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -53,6 +53,7 @@ from rubricflow.methods.roro.env.oracles import (  # noqa: F401 (oracle_process_
     oracle_process_score,
     warm_rubricor_rubrics,
 )
+from rubricflow.methods.roro.router.imitate import threshold_start
 from rubricflow.methods.roro.router.mlp import RouterMLP, save_router
 from rubricflow.methods.roro.env.routing import ConstantPolicy, RouterPolicy, RoutingEnv, Trajectory, model_fingerprint
 from rubricflow.methods.roro.judge.lm import load_rubric_lm
@@ -202,15 +203,23 @@ def train_router(
     log=None,
     fingerprints: list[str] | None = None,
     key_parts: dict | None = None,
+    start_thresholds: Sequence[float] = (),
 ):
     """GRPO-train a fresh router (or resume its checkpoint, if it was trained on the same inputs: see
     :func:`resume_parts`; ``key_parts`` adds the caller's parts); returns ``(router, summary)``, the router with
-    its full weights on every rank (call it on every rank of a multi-process run)."""
+    its full weights on every rank (call it on every rank of a multi-process run). Under ``rcfg.start: threshold``
+    the fresh router is first cloned to the best of ``start_thresholds`` on ``problems`` (``router.imitate``)."""
     if run.process_weight > 0 and scorer is None:
         raise ValueError(f"router run {run.tag}: process_weight > 0 needs the Judge (scorer)")
     g = rcfg.grpo
     torch.manual_seed(seed)
     router = RouterMLP(hidden=rcfg.hidden, init_call_bias=rcfg.init_call_bias)
+    start = None
+    if rcfg.start == "threshold":
+        with torch.random.fork_rng():  # the GRPO run's random stream is the coin start's
+            lrm = {t.problem_id: t.lrm_tokens for t in env.rollout(problems, ConstantPolicy(1))}
+            start = threshold_start(router, env, problems, start_thresholds, run.cost_weight, lrm, rcfg.start_steps,
+                                    rcfg.start_lr, seed, rcfg.start_explore)
     # Under ZeRO-3 the router's parameters are partitioned over the ranks, and each rank routes a different number
     # of steps (a forward per step): rollouts sample from a full copy, refreshed every step (one collective gather,
     # the same on every rank), and the trained router is returned consolidated.
@@ -254,7 +263,8 @@ def train_router(
 
     t0 = time.perf_counter()
     ckpt = Path(checkpoint_dir) / f"{run.tag}-seed{seed}"
-    parts = resume_parts(run, rcfg, seed, list(fingerprints or []), problems, key_parts)
+    parts = resume_parts(run, rcfg, seed, list(fingerprints or []), problems,
+                         {**(key_parts or {}), **({"start_thresholds": list(start_thresholds)} if start else {})})
     trainer = GRPOTrainer(updater, problems, rollout_fn, g, ckpt, log_fn=log_fn, stateful={"history": hist},
                           key_parts=parts)
     res = trainer.run()
@@ -272,6 +282,7 @@ def train_router(
         "final_train_cost_frac": _mean(r.get("lrm_cost_frac") for r in tail),
         "final_reward": _mean(r.get("reward_mean/router") for r in tail),
         "missing_rewards": sum(r.get("n_missing", 0.0) for r in history),
+        **({"start": start} if start else {}),
         "history": history,
     }
     return router.eval(), summary
@@ -383,7 +394,8 @@ def run_router(rc: RoRoConfig, log: Callable[[str, dict], None] | None = None) -
     summaries = []
     for run in runs:
         router, summ = train_router(run, env, probs, rc.router, scorers.get(run.method, scorer),
-                                    rc.router.checkpoint_dir, rc.seed, log=log, fingerprints=fps, key_parts=key_parts)
+                                    rc.router.checkpoint_dir, rc.seed, log=log, fingerprints=fps, key_parts=key_parts,
+                                    start_thresholds=rc.eval.thresholds)
         history = summ.pop("history")
         if main:
             save_router(router, out_dir / f"{run.tag}.pt",
