@@ -18,7 +18,7 @@ from pydantic_core import PydanticCustomError
 __all__ = [
     "MAX_BATCH", "MAX_COUNT", "MAX_GROUP", "MAX_TOKENS",
     "ConfigError", "Section", "DataConfig", "GenerationConfig", "LoRAConfig", "ModelSpec", "ModelsConfig",
-    "DEFAULT_PROFILE", "SFTConfig", "SplitSizes", "TrackingConfig",
+    "DEFAULT_PROFILE", "SFTConfig", "SFTSchedule", "SplitSizes", "TrackingConfig",
 ]
 
 
@@ -303,8 +303,10 @@ class LoRAConfig(Section):
     )
 
 
-class SFTConfig(Section):
-    out_dir: str = Field("artifacts/models/sft", description="Where the SFT checkpoint is saved.")
+class SFTSchedule(Section):
+    """The one shape of SFT settings (``rubricflow.training.sft.train_sft`` takes it): every method's SFT section is
+    one (a subclass, with its own defaults where they differ), and a multi-phase recipe builds one per phase."""
+
     steps: int = Field(300, ge=0, description="Optimizer steps.")
     batch_size: int = Field(32, ge=1, le=MAX_BATCH, description="Sequences per step.")
     lr: float = Field(3e-3, gt=0, description="AdamW peak learning rate (after warmup; see `schedule`).")
@@ -315,6 +317,10 @@ class SFTConfig(Section):
         "the end of a cooled-down run rather than a point on a noisy constant-lr trajectory; 'constant' keeps it.",
     )
     weight_decay: float = Field(0.0, ge=0, description="AdamW weight decay.")
+
+
+class SFTConfig(SFTSchedule):
+    out_dir: str = Field("artifacts/models/sft", description="Where the SFT checkpoint is saved.")
     eval_samples: int = Field(
         96, ge=1, description="Val samples per task for the before/after accuracy (SFT trains: it never reads test)."
     )

@@ -111,12 +111,7 @@ def warm_start(sft: SFTConfig, models: ModelsConfig, data: DataConfig, generatio
             model,
             proc,
             examples,
-            steps=sft.steps,
-            batch_size=sft.batch_size,
-            lr=sft.lr,
-            warmup_steps=sft.warmup_steps,
-            weight_decay=sft.weight_decay,
-            schedule=sft.schedule,
+            sft,
             seed=seed,
             log_fn=lambda s, m: (log(s, m), bar.advance(1, loss=m["sft/loss"])),
         )

@@ -20,6 +20,7 @@ from typing import Any
 import torch
 
 from models.processor import text_tokenizer
+from rubricflow.sections import SFTSchedule
 
 
 @dataclass
@@ -99,21 +100,18 @@ def train_sft(
     model,
     processor,
     examples: list[SFTExample],
-    steps: int,
-    batch_size: int = 32,
-    lr: float = 3e-3,
-    warmup_steps: int = 20,
-    weight_decay: float = 0.0,
+    settings: SFTSchedule,
     seed: int = 0,
     log_fn: Callable[[int, dict], None] | None = None,
     progress: Callable[[int], None] | None = None,
-    schedule: str = "constant",
 ) -> list[float]:
-    """Train ``model`` in place on ``examples`` for ``steps`` AdamW steps; returns the loss curve. The learning rate
-    warms up linearly for ``warmup_steps``, then ``schedule``: ``constant``, or ``cosine`` decay to 0 at the last
-    step (:func:`lr_factor`)."""
+    """Train ``model`` in place on ``examples`` for ``settings.steps`` AdamW steps; returns the loss curve. The
+    learning rate warms up linearly for ``warmup_steps``, then ``schedule``: ``constant``, or ``cosine`` decay to 0 at
+    the last step (:func:`lr_factor`). ``settings`` is a method's SFT section or one phase of its recipe."""
     if not examples:
         raise ValueError("train_sft: no training examples")
+    steps, batch_size, lr = settings.steps, settings.batch_size, settings.lr
+    warmup_steps, schedule, weight_decay = settings.warmup_steps, settings.schedule, settings.weight_decay
     rng = random.Random(seed)
     torch.manual_seed(seed)
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay)

@@ -101,6 +101,7 @@ def prepare(work: Path) -> None:
     from rubricflow.methods.deltarubric.stages import pairs_stage, sft_stage
     from rubricflow.methods.roro.env.step_models import run_models
     from rubricflow.methods.rucl.rubrics.pool import RubricPool, load_default_pool, save_pool
+    from rubricflow.sections import SFTSchedule
     from rubricflow.training.sft import SFTExample, train_sft
 
     samples = build_synthetic_dataset(work / "data", ["counting"], {"train": 16, "val": 5}, seed=1, image_size=56)
@@ -110,7 +111,7 @@ def prepare(work: Path) -> None:
     train = [s for s in samples if s.split == "train"]
     ex = [SFTExample(proc.chat_prompt(s.question, 1), render_trace(s.facts, s.answer), load_images(work / "data", s))
           for s in train]
-    train_sft(model, proc, ex, steps=120, batch_size=16, lr=3e-3, warmup_steps=5)
+    train_sft(model, proc, ex, SFTSchedule(steps=120, batch_size=16, lr=3e-3, warmup_steps=5, schedule="constant"))
     save(model, proc, work / "rucl-sft")
     rub = [dataclasses.replace(r, tier=TIERS[r.id]) for r in load_default_pool().rubrics if r.id in TIERS]
     save_pool(RubricPool(rub, {"source": "test"}), work / "tiers.json")

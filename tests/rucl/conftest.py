@@ -17,6 +17,7 @@ def setup(tmp_path_factory):
     from rubricflow.data.schema import load_images
     from rubricflow.data.synthetic import build_synthetic_dataset
     from rubricflow.data.traces import render_trace
+    from rubricflow.sections import SFTSchedule
     from rubricflow.training.sft import SFTExample, train_sft
 
     root = tmp_path_factory.mktemp("rucl")
@@ -27,7 +28,7 @@ def setup(tmp_path_factory):
     train = [s for s in samples if s.split == "train"]
     ex = [SFTExample(proc.chat_prompt(s.question, 1), render_trace(s.facts, s.answer), load_images(root / "data", s))
           for s in train]
-    train_sft(model, proc, ex, steps=40, batch_size=16, lr=3e-3, warmup_steps=5)
+    train_sft(model, proc, ex, SFTSchedule(steps=40, batch_size=16, lr=3e-3, warmup_steps=5, schedule="constant"))
     save(model, proc, root / "sft")
     rub = [dataclasses.replace(r, tier=TIERS[r.id]) for r in load_default_pool().rubrics if r.id in TIERS]
     save_pool(RubricPool(rub, {"source": "test"}), root / "tiers.json")

@@ -29,6 +29,7 @@ def setup(tmp_path_factory):
     from rubricflow.data.arith import task_demo
     from rubricflow.data.synthetic import build_synthetic_dataset
     from rubricflow.data.traces import render_trace
+    from rubricflow.sections import SFTSchedule
     from rubricflow.training.sft import SFTExample, train_sft
 
     root = tmp_path_factory.mktemp("text")
@@ -39,7 +40,7 @@ def setup(tmp_path_factory):
                                                   vocab_size=400))
     ex = [SFTExample(chat_prompt(tok, s.question, demo=task_demo(s.task)), render_trace(s.facts, s.answer))
           for s in samples if s.split == "train"]
-    train_sft(model, tok, ex, steps=30, batch_size=12, lr=3e-3, warmup_steps=3)
+    train_sft(model, tok, ex, SFTSchedule(steps=30, batch_size=12, lr=3e-3, warmup_steps=3, schedule="constant"))
     save(model, tok, root / "init")
     rub = [dataclasses.replace(r, tier=TIERS[r.id]) for r in load_default_pool(
         "rubricflow/methods/rucl/resources/rubric_pool_text.json").rubrics if r.id in TIERS]

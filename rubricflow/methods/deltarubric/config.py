@@ -11,7 +11,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from rubricflow.sections import MAX_BATCH, MAX_GROUP, MAX_TOKENS, Section
+from rubricflow.sections import MAX_BATCH, MAX_GROUP, MAX_TOKENS, Section, SFTSchedule
 from rubricflow.grpo.config import GRPOConfig
 from rubricflow.methods.deltarubric.modes import TrainedJudge
 
@@ -40,7 +40,7 @@ class PairsConfig(Section):
     )
 
 
-class DRSFTConfig(Section):
+class DRSFTConfig(SFTSchedule):
     outputs = frozenset({"out_dir", "base_dir"})
 
     out_dir: str = Field("artifacts/deltarubric/sft", description="Where the warm-started checkpoint is saved.")
@@ -67,11 +67,6 @@ class DRSFTConfig(Section):
         description="SFT optimizer steps (their cost per step: docs/operations.md, \"DeltaRubric warm start\").",
     )
     batch_size: int = Field(16, ge=1, le=MAX_BATCH, description="Sequences per SFT step.")
-    lr: float = Field(3e-3, gt=0, description="AdamW peak learning rate.")
-    warmup_steps: int = Field(20, ge=0, description="Linear warmup steps.")
-    schedule: Literal["constant", "cosine"] = Field(
-        "cosine", description="Learning rate after warmup: constant, or cosine decay to 0 at the last step."
-    )
     perception_images: int = Field(
         0,
         ge=0,

@@ -201,8 +201,7 @@ def warm_start(dr: DeltaRubricConfig, models: ModelsConfig, seed: int, reports_d
     with progress("deltarubric sft", total=sum(p[2] for p in phases)) as bar:
         for phase, exs, steps, bs in phases:
             losses = train_sft(
-                model, proc, exs, steps=steps, batch_size=bs, lr=dr.sft.lr, warmup_steps=dr.sft.warmup_steps,
-                seed=seed, schedule=dr.sft.schedule,
+                model, proc, exs, dr.sft.model_copy(update={"steps": steps, "batch_size": bs}), seed=seed,
                 log_fn=lambda s, m, ph=phase: (log(s, m, ph), bar.advance(1, loss=m["sft/loss"])),
             )
             offset += steps

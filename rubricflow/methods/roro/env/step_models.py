@@ -23,6 +23,7 @@ from rubricflow.methods.roro.env.step_lm import (
     solution_prompt,
 )
 from rubricflow.methods.roro.env.task import Problem, check_step
+from rubricflow.sections import SFTSchedule
 from rubricflow.training.sft import SFTExample, train_sft
 
 
@@ -53,8 +54,9 @@ def train_step_model(spec: StepModelConfig, sft: list[Problem], val: list[Proble
         return gold_prefix_step_accuracy(sm, val)
 
     def phase(steps: int, lr: float, k: int) -> list[float]:
-        out = train_sft(model, tok, ex, steps=steps, batch_size=spec.batch_size, lr=lr,
-                        warmup_steps=min(spec.warmup_steps, steps) if k == 0 else 0, seed=seed + k)
+        phase_settings = SFTSchedule(steps=steps, batch_size=spec.batch_size, lr=lr, schedule="constant",
+                                     warmup_steps=min(spec.warmup_steps, steps) if k == 0 else 0)
+        out = train_sft(model, tok, ex, phase_settings, seed=seed + k)
         model.eval()
         return out
 

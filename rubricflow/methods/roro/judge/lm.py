@@ -11,6 +11,7 @@ from models.loader import load_policy
 from models.tiny import TinyDims, build_tiny_text, save
 from rubricflow.methods.roro.config import RubricLMConfig
 from rubricflow.methods.roro.judge.prompts import ADDED_TOKENS, chat
+from rubricflow.sections import SFTSchedule
 from rubricflow.training.sft import SFTExample, train_sft
 
 
@@ -48,8 +49,9 @@ class RubricLM:
         if not examples or steps <= 0:
             return []
         ex = [SFTExample(chat(self.tokenizer, c), t) for c, t in examples]
-        return train_sft(self.model, self.tokenizer, ex, steps=steps, batch_size=batch_size, lr=lr,
-                         warmup_steps=min(10, steps), seed=seed)
+        settings = SFTSchedule(steps=steps, batch_size=batch_size, lr=lr, warmup_steps=min(10, steps),
+                               schedule="constant")
+        return train_sft(self.model, self.tokenizer, ex, settings, seed=seed)
 
     def save(self, path: str | Path) -> Path:
         return save(self.model, self.tokenizer, path)
