@@ -21,6 +21,7 @@ solved example (:data:`DEMO`, :func:`task_demo`).
 from __future__ import annotations
 
 import random
+import re
 
 # The task's one-shot demonstration: every prompt starts with this solved problem as an earlier user/assistant
 # exchange (rubricflow.evaluation.heldout.policy_requests), which shows the response format the checks read. Measured on
@@ -34,7 +35,17 @@ DEMO = (
     "a = 2, b = 3, c = 4. s = 2 + 3 = 5, t = 5 * 4 = 20. \\boxed{20}",
 )
 
+# The arithmetic both multi-step tasks check, by operator symbol: this word-problem task (named quantities, a
+# boxed answer) and RoRo's operation chains (``rubricflow.methods.roro.env.task``: "Start with 7. Add 5. ...", one
+# step per line, ``#### N``). A written step is ``x op y = z`` in both (:func:`parse_step`).
 OPS = {"+": lambda x, y: x + y, "-": lambda x, y: x - y, "*": lambda x, y: x * y}
+STEP = re.compile(r"^\s*(-?\d+)\s*([+\-*])\s*(-?\d+)\s*=\s*(-?\d+)\s*$")
+
+
+def parse_step(text: str) -> tuple[int, str, int, int] | None:
+    """``"12 * 2 = 24"`` -> ``(12, "*", 2, 24)``; None when the text is not one integer step ``x op y = z``."""
+    m = STEP.match(text)
+    return (int(m.group(1)), m.group(2), int(m.group(3)), int(m.group(4))) if m else None
 
 # (story, op of s, op of t): {a} {b} {c} are the given values; s combines two of them, t combines s with the third.
 # Each template names its operands so that the result of "-" is never negative (the generator re-draws otherwise).

@@ -114,3 +114,16 @@ def test_config_reads_parity_and_refuses_it_without_checkable_steps():
     assert config_from_dict({}).roro.task.answer == "value"
     with pytest.raises(ConfigError, match="roro.task.*answer=parity needs source=synthetic"):
         config_from_dict({"roro": {"task": {"answer": "parity", "source": "gsm8k", "gsm8k_path": "g.jsonl"}}})
+
+
+def test_both_arithmetic_tasks_check_one_step_grammar():
+    """RoRo's operation chains and the arith word problems read and compute a step ``x op y = z`` the same way
+    (rubricflow.data.arith)."""
+    from rubricflow.data.arith import OPS as ARITHMETIC
+    from rubricflow.data.arith import parse_step
+    from rubricflow.methods.roro.env.task import OPS, apply_op
+
+    assert parse_step(" 12 * 2 = 24 ") == (12, "*", 2, 24) and parse_step("12 x 2 = 24") is None
+    assert all(apply_op(name, 7, 3) == ARITHMETIC[sym](7, 3) for name, (_, sym) in OPS.items())
+    with pytest.raises(ValueError, match="unknown operation 'div'"):
+        apply_op("div", 6, 2)

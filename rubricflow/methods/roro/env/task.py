@@ -29,25 +29,22 @@ import random
 import re
 from dataclasses import dataclass, field
 
+from rubricflow.data.arith import OPS as ARITHMETIC
+from rubricflow.data.arith import parse_step
 from rubricflow.data.traces import values_equal
 
-OPS = {"add": ("Add", "+"), "sub": ("Subtract", "-"), "mul": ("Multiply by", "*")}
+OPS = {"add": ("Add", "+"), "sub": ("Subtract", "-"), "mul": ("Multiply by", "*")}  # name -> (word, symbol)
 _SYMBOL_TO_OP = {sym: name for name, (_, sym) in OPS.items()}
 FINAL_PREFIX = "####"
 FINAL_NUMBER = r"####\s*(-?[\d,]*\.?\d+)\s*$"  # ``#### N`` at the end of a text; group 1 is N (commas allowed)
-_STEP_RE = re.compile(r"^\s*(-?\d+)\s*([+\-*])\s*(-?\d+)\s*=\s*(-?\d+)\s*$")
 _FINAL_RE = re.compile(r"^\s*" + FINAL_NUMBER)
 ANSWER_KINDS = ("value", "parity")
 
 
 def apply_op(op: str, a: int, b: int) -> int:
-    if op == "add":
-        return a + b
-    if op == "sub":
-        return a - b
-    if op == "mul":
-        return a * b
-    raise ValueError(f"unknown operation {op!r}; expected one of {sorted(OPS)}")
+    if op not in OPS:
+        raise ValueError(f"unknown operation {op!r}; expected one of {sorted(OPS)}")
+    return ARITHMETIC[OPS[op][1]](a, b)
 
 
 @dataclass
@@ -196,11 +193,11 @@ def check_step(problem: Problem, index: int, text: str, carried: int | None) -> 
         ok = value == carried
         return StepCheck("final", True, ok, value == int(problem.answer), value,
                          "" if ok else "does not restate the carried value")
-    m = _STEP_RE.match(text)
-    if not m:
+    parsed = parse_step(text)
+    if parsed is None:
         return StepCheck("unparsed", problem.checkable, False if problem.checkable else None,
                          False if problem.checkable else None, None, "not of the form 'a op b = c'")
-    a, sym, b, c = int(m.group(1)), m.group(2), int(m.group(3)), int(m.group(4))
+    a, sym, b, c = parsed
     if not problem.checkable:
         return StepCheck("op", False, None, None, c)
     if index >= len(problem.ops):

@@ -47,6 +47,7 @@ import random
 import re
 from typing import TYPE_CHECKING
 
+from rubricflow.data.arith import OPS, parse_step
 from rubricflow.judge.protocol import Rubric, Verdict
 from rubricflow.methods.roro.judge.rubric import criterion
 
@@ -136,9 +137,6 @@ def guidance_params(name: str, guidance: str) -> dict | None:
     return {k: int(v) for k, v in m.groupdict().items()} if m else None
 
 
-_STEP = re.compile(r"^\s*(-?\d+)\s*([+\-*])\s*(-?\d+)\s*=\s*(-?\d+)\s*$")
-
-
 def steps_look_right(t: Trajectory) -> bool:
     """What a reader can verify from the text alone: each ``a op b = c`` is right, each step starts from the
     previous result and the final ``#### N`` restates it (the problem's reference answer is not used)."""
@@ -146,11 +144,11 @@ def steps_look_right(t: Trajectory) -> bool:
     for s in t.steps:
         if s.text.strip().startswith("####"):
             return prev is not None and s.text.strip() == f"#### {prev}"
-        m = _STEP.match(s.text)
-        if not m:
+        step = parse_step(s.text)
+        if step is None:
             return False
-        a, op, b, c = int(m.group(1)), m.group(2), int(m.group(3)), int(m.group(4))
-        if (prev is not None and a != prev) or c != {"+": a + b, "-": a - b, "*": a * b}[op]:
+        a, op, b, c = step
+        if (prev is not None and a != prev) or c != OPS[op](a, b):
             return False
         prev = c
     return False
