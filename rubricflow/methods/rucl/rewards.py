@@ -51,7 +51,6 @@ from dataclasses import asdict, dataclass
 from rubricflow.judge.protocol import Judgment, Rubric
 from rubricflow.methods.rucl.config import REWARD_GATES, REWARD_MODES, Gate, RewardMode
 
-MODES, GATES = REWARD_MODES, REWARD_GATES
 TIERS = ("foundational", "advanced")
 NAN = float("nan")
 
@@ -117,10 +116,10 @@ def compute_reward(
     gate: Gate = "none",
 ) -> RewardBreakdown:
     """The reward of one response (see the module docstring for every rule)."""
-    if mode not in MODES:
-        raise ValueError(f"reward mode: expected one of {MODES}, got {mode!r}")
-    if gate not in GATES:
-        raise ValueError(f"reward gate: expected one of {GATES}, got {gate!r}")
+    if mode not in REWARD_MODES:
+        raise ValueError(f"reward mode: expected one of {REWARD_MODES}, got {mode!r}")
+    if gate not in REWARD_GATES:
+        raise ValueError(f"reward gate: expected one of {REWARD_GATES}, got {gate!r}")
     if not 0.0 <= alpha <= 1.0:
         raise ValueError(f"reward alpha: expected a weight in [0, 1], got {alpha}")
     if not 0.0 <= lambda_t <= 1.0:
