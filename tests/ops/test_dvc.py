@@ -137,3 +137,16 @@ def test_stages_declare_the_resolved_sections_they_read_as_params():
         files = [k for it in stages[name].get("params") or [] if isinstance(it, dict) for k in it]
         missing = [s for s in spec.sections if f"reports/params/{s}.json" not in files]
         assert not missing, f"dvc.yaml stage {name} reads sections {missing} without declaring them"
+
+
+def test_bytecode_caches_are_not_part_of_a_code_dependency():
+    """A stage depends on package folders (rubricflow/grpo, a method's folder): the .pyc files an import or a test
+    run leaves in them must not change the folder's hash, or `dvc status` reports the code modified after any run."""
+    from dvc.repo import Repo
+
+    ignore = Repo(str(ROOT)).dvcignore
+    pkg = ROOT / "rubricflow" / "grpo"
+    assert ignore.is_ignored_dir(str(pkg / "__pycache__"))
+    assert ignore.is_ignored_file(str(pkg / "__pycache__" / "core.cpython-311.pyc"))
+    assert ignore.is_ignored_file(str(pkg / "core.pyc"))
+    assert not ignore.is_ignored_file(str(pkg / "core.py"))
