@@ -71,19 +71,25 @@ def render_markdown(name: str, agg: Mapping, info: Mapping, chosen: Mapping | No
         if g:
             rule += (f"; a setting is eligible only if its mean {g['metric']} is at least {g['baseline']}'s minus "
                      f"{g['margin']:g}")
+        pre = chosen.get("require_preconditions")
+        if pre:
+            rule += "; a setting is eligible only if every precondition on its variants holds"
         lines += [
             "",
             f"Selection on {split}: each setting's score is the mean over its variants of their mean "
             f"{chosen['metric']} ({chosen['direction']} is better){rule}.",
             "",
             "| setting | variants | score | " + "".join(f"{c} | " for c in cost) + ("guard | " if g else "")
-            + "selected |",
-            "|---|---|---|" + "---|" * len(cost) + ("---|" if g else "") + "---|",
+            + ("preconditions | " if pre else "") + "selected |",
+            "|---|---|---|" + "---|" * len(cost) + ("---|" if g else "") + ("---|" if pre else "") + "---|",
         ]
         for k, v in chosen["settings"].items():
             members = ", ".join(f"{m} {_fmt(x)}" for m, x in v["means"].items())
             costs = "".join(f"{_fmt(c)} | " for c in v.get("cost", []))
             guard = (f"{_fmt(v.get('guard'))} {'ok' if v.get('guard_ok') else 'fails'} | " if g else "")
+            if pre:
+                guard += ("hold | " if v.get("preconditions_ok") else
+                          "fail: " + ", ".join(v.get("preconditions_failed", [])) + " | ")
             lines.append(f"| {k} | {members} | {_fmt(v['score'])} | {costs}{guard}"
                          f"{'**selected**' if k == chosen['selected'] else ''} |")
         fb = chosen.get("fallback")

@@ -115,6 +115,12 @@ class Selection(Section):
     )
     guard_baseline: str | None = Field(None, description="The variant the guard compares with (e.g. the start).")
     guard_margin: float = Field(0.0, ge=0, description="How far below the baseline the guard metric may fall.")
+    require_preconditions: bool = Field(
+        False,
+        description="A setting is eligible only if every precondition on one of its variants holds (e.g. a router "
+        "setting only where the oracle router reaches the threshold), so the rule cannot choose a setting under which "
+        "the claims it prepares would be untestable. False: preconditions are reported beside the choice only.",
+    )
     fallback: Literal["none", "most_defined"] = Field(
         "none",
         description="When no setting is eligible because a variant lacks the metric on some seed: 'none' selects "

@@ -276,9 +276,15 @@ def select(agg: Mapping[str, Any], selection: Selection | Mapping | None) -> dic
             guard = mean_of(v["variants"], sel.guard_metric)[1]
             v["guard"] = guard
             v["guard_ok"] = floor is not None and guard is not None and guard >= floor - sel.guard_margin - 1e-12
+    if sel.require_preconditions:
+        for v in scores.values():
+            failed = [p["name"] for p in agg.get("preconditions", [])
+                      if p["variant"] in v["variants"] and not p["holds"]]
+            v["preconditions_ok"] = not failed
+            v["preconditions_failed"] = failed
     sign = 1.0 if sel.direction == "higher" else -1.0
     eligible = [k for k, v in scores.items() if v["score"] is not None and v.get("guard_ok", True)
-                and all(c is not None for c in v.get("cost", []))]
+                and v.get("preconditions_ok", True) and all(c is not None for c in v.get("cost", []))]
     best, fallback = None, None
     if not eligible and sel.fallback == "most_defined":
         best, fallback = _most_defined(agg, groups, sel, scores, sign)
@@ -292,6 +298,7 @@ def select(agg: Mapping[str, Any], selection: Selection | Mapping | None) -> dic
     return {"metric": sel.metric, "direction": sel.direction, "tolerance": sel.tolerance, "cost": list(sel.cost),
             "guard": None if sel.guard_metric is None else {"metric": sel.guard_metric, "baseline": sel.guard_baseline,
                                                             "margin": sel.guard_margin},
+            "require_preconditions": sel.require_preconditions,
             "settings": scores, "selected": best, "fallback": fallback}
 
 
@@ -301,7 +308,7 @@ def _most_defined(agg, groups, sel, scores, sign) -> tuple[str | None, dict]:
     competing setting's list; returns ``(setting or None, what was decided)``."""
     places = {}
     for k, members in groups.items():
-        if not scores[k].get("guard_ok", True):
+        if not scores[k].get("guard_ok", True) or not scores[k].get("preconditions_ok", True):
             continue
         rows = [agg["variants"].get(v) or {} for v in members]
         places[k] = tuple(i for i, row in enumerate(rows) if _defined(row, sel.metric))

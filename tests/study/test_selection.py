@@ -177,3 +177,29 @@ def test_the_selection_guard_makes_a_setting_that_breaks_the_start_ineligible():
     assert chosen["selected"] == "slow"
     assert chosen["settings"]["fast"]["guard_ok"] is False and chosen["settings"]["slow"]["guard_ok"] is True
     assert select(agg, sel.model_copy(update={"guard_margin": 0.2}))["selected"] == "fast"
+
+
+def test_a_setting_whose_precondition_fails_is_not_eligible_when_the_rule_requires_them():
+    """The router-capacity case: the best-scoring setting's oracle router falls below the threshold on one seed, so
+    the claims it prepares would be untestable; with require_preconditions the next setting that meets it wins."""
+    from rubricflow.study.spec import Precondition, Selection
+    from rubricflow.study.stats import select
+
+    per_seed = {"best": (0.90, 0.70, 0.95), "steady": (0.84, 0.84, 0.84), "threshold": (0.83, 0.83, 0.83)}
+    rows = [{"variant": v, "seed": s, "metrics": {"acc": xs[i]}} for v, xs in per_seed.items()
+            for i, s in enumerate((1, 2, 3))]
+    pres = [Precondition(name=f"reaches the threshold ({v})", variant=v, minus="threshold", metric="acc",
+                         threshold=0.0, gates=[f"{v} vs threshold (acc)"]) for v in ("best", "steady")]
+    agg = aggregate(rows, [], ["acc"], preconditions=pres)
+    sel = Selection(metric="acc", settings={"best": ["best"], "steady": ["steady"]})
+    assert select(agg, sel)["selected"] == "best"  # without the requirement the mean wins
+    chosen = select(agg, sel.model_copy(update={"require_preconditions": True}))
+    assert chosen["selected"] == "steady"
+    assert chosen["settings"]["best"]["preconditions_failed"] == ["reaches the threshold (best)"]
+    assert chosen["settings"]["steady"]["preconditions_ok"] is True
+    from rubricflow.study.report import render_markdown
+
+    md = render_markdown("capacity", agg, {"eval_split": "val"}, chosen)
+    assert "a setting is eligible only if every precondition on its variants holds" in md
+    assert "| best | best 0.850 | 0.850 | fail: reaches the threshold (best) |  |" in md
+    assert "| steady | steady 0.840 | 0.840 | hold | **selected** |" in md
