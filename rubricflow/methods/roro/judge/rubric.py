@@ -140,13 +140,6 @@ def parse_rubric(text: str | None) -> ParsedRubric:
 # Judge output
 
 
-def judgment(status: str, verdicts: dict[str, Verdict], rubric: list[Rubric], reason: str | None = None,
-             raw: str | None = None) -> Judgment:
-    """A judgment of ``rubric`` with its process score and missing criteria."""
-    score, missing = weighted_score(rubric, verdicts)
-    return Judgment(status, verdicts, reason, raw, tuple(missing), score)
-
-
 def parse_criterion_judgments(text: str | None, rubric: list[Rubric]) -> Judgment:
     """Judge text -> verdicts on ``rubric``'s criteria and the process score (see the module docstring)."""
     obj, status, notes = load_json(text)
@@ -180,11 +173,11 @@ def parse_criterion_judgments(text: str | None, rubric: list[Rubric]) -> Judgmen
         verdicts[wanted[key]] = Verdict(True, sat, score=score)
     if not verdicts:
         return Judgment("failed", reason="; ".join(notes + ["no usable judgment"]), raw=text)
-    missing = [c.id for c in rubric if c.id not in verdicts]
+    score, missing = weighted_score(rubric, verdicts)
     if missing:
         notes.append(f"missing: {len(missing)} criteria")
-    return judgment("repaired" if (status != "ok" or notes) else "ok", verdicts, rubric, "; ".join(notes) or None,
-                    text)
+    return Judgment("repaired" if (status != "ok" or notes) else "ok", verdicts, "; ".join(notes) or None, text,
+                    tuple(missing), score)
 
 
 def process_score(rubric: list[Rubric], verdicts: dict[str, Verdict]) -> float:
