@@ -13,6 +13,16 @@ Three generators, deterministic by seed (each sample's RNG is seeded from (seed,
 * ``arith``     text only: a multi-step arithmetic word problem (rubricflow.data.arith): given a, b, c;
                 intermediate s, t; the smol profile's task for a real text policy.
 
+Wide variants (``WIDE_GENERATORS``, ``generate_samples(..., keys=K)``): the same tasks with ``K`` perception keys, more
+than a judge's 4-check budget (DeltaRubric's ``pairs.form: wide``, where a checklist must be chosen):
+
+* ``counting``  shapes in ``K`` colours (``WIDE_COLORS``) in the cells of a 3x3 grid (1-9 shapes);
+* ``barchart``  ``K`` bars labelled A, B, C, ... of heights 1-8 (repeats allowed, tallest - shortest >= 4 so a bar
+                can be misread strictly between the extremes); "tallest bar minus the shortest bar?".
+
+Their images are seeded apart from the narrow ones (task name ``<task>-wide<K>`` in the seed); the narrow generators
+and their outputs are untouched.
+
 Images are small (56 px by default = 4 visual tokens for Qwen2.5-VL): learning is visible on CPU only at that
 size. Every sample records ``facts`` (see rubricflow.data.traces) so reasoning can be checked, not just answers.
 
@@ -29,6 +39,7 @@ from __future__ import annotations
 import hashlib
 import random
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 from PIL import Image, ImageDraw
@@ -168,6 +179,77 @@ def gen_geometry(rng: random.Random, size: int) -> tuple[Image.Image, str, str, 
     return im, question, fmt(float(area)), "float" if not float(area).is_integer() else "int", facts
 
 
+# ------------------------------------------------------------------------------------------------------------
+# Wide variants: more perception keys than a 4-check checklist can cover
+
+WIDE_COLORS = {
+    **COLORS, "yellow": (230, 200, 20), "purple": (130, 40, 170), "orange": (240, 130, 20), "cyan": (20, 190, 200),
+    "pink": (240, 120, 180), "brown": (120, 70, 30), "gray": (130, 130, 130), "black": (0, 0, 0),
+    "olive": (120, 130, 20),
+}
+WIDE_GRID = 3  # cells per side of a wide counting scene: 1..WIDE_GRID**2 shapes
+WIDE_KEYS = (5, len(WIDE_COLORS))  # the perception keys a wide scene may have (colours; bars: at most 12 too)
+WIDE_SPREAD = 4  # wide bar charts: tallest - shortest at least this, so a bar can be misread between the extremes
+
+
+def _check_keys(keys: int) -> None:
+    if not WIDE_KEYS[0] <= keys <= WIDE_KEYS[1]:
+        raise ValueError(f"wide generators: keys must be in {WIDE_KEYS[0]}..{WIDE_KEYS[1]}, got {keys}")
+
+
+def gen_counting_wide(rng: random.Random, size: int, keys: int) -> tuple[Image.Image, str, str, str, dict]:
+    """Shapes in ``keys`` colours in a 3x3 grid; "How many <colour> shapes are there?"."""
+    _check_keys(keys)
+    im, d = _canvas(size)
+    colours = list(WIDE_COLORS)[:keys]
+    cell = size / WIDE_GRID
+    cells = rng.sample(range(WIDE_GRID**2), rng.randint(1, WIDE_GRID**2))
+    counts = {c: 0 for c in colours}
+    for c in cells:
+        color, shape = rng.choice(colours), rng.choice(SHAPES)
+        counts[color] += 1
+        cx, cy = (c % WIDE_GRID + 0.5) * cell, (c // WIDE_GRID + 0.5) * cell
+        r = cell * 0.36
+        box = [cx - r, cy - r, cx + r, cy + r]
+        if shape == "circle":
+            d.ellipse(box, fill=WIDE_COLORS[color])
+        elif shape == "square":
+            d.rectangle(box, fill=WIDE_COLORS[color])
+        else:
+            d.polygon([(cx, cy - r), (cx - r, cy + r), (cx + r, cy + r)], fill=WIDE_COLORS[color])
+    target = rng.choice(colours)
+    facts = {"task": "counting", "perception": [[c, counts[c]] for c in colours], "intermediate": [],
+             "target": target, "question_type": "count"}
+    return im, f"How many {target} shapes are there?", str(counts[target]), "int", facts
+
+
+def gen_barchart_wide(rng: random.Random, size: int, keys: int) -> tuple[Image.Image, str, str, str, dict]:
+    """``keys`` bars A, B, ... of heights 1..BAR_MAX; "What is the tallest bar minus the shortest bar?"."""
+    _check_keys(keys)
+    im, d = _canvas(size)
+    labels = [chr(ord("A") + i) for i in range(keys)]
+    while True:
+        values = [rng.randint(1, BAR_MAX) for _ in labels]
+        if max(values) - min(values) >= WIDE_SPREAD:
+            break
+    base, unit, slot = size - 4, (size - 8) / BAR_MAX, size / keys
+    for i, v in enumerate(values):
+        x0 = slot * (i + 0.2)
+        d.rectangle([x0, base - v * unit, x0 + slot * 0.6, base], fill=(40, 40, 40))
+    d.line([(0, base), (size, base)], fill=(120, 120, 120))
+    hi, lo = max(values), min(values)
+    q = f"Bars {labels[0]} to {labels[-1]} from left to right. What is the tallest bar minus the shortest bar?"
+    facts = {"task": "barchart", "perception": [[k, v] for k, v in zip(labels, values)],
+             "intermediate": [["max", hi], ["min", lo], ["diff", hi - lo]], "target": None, "question_type": "diff"}
+    return im, q, str(hi - lo), "int", facts
+
+
+WIDE_GENERATORS: dict[str, Callable[[random.Random, int, int], tuple]] = {
+    "counting": gen_counting_wide,
+    "barchart": gen_barchart_wide,
+}
+
+
 GENERATORS: dict[str, Callable[[random.Random, int], tuple]] = {
     "counting": gen_counting,
     "barchart": gen_barchart,
@@ -178,17 +260,23 @@ TEXT_TASKS = frozenset({"arith"})  # tasks whose samples have no image (the vali
 
 
 def generate_samples(
-    tasks: list[str], sizes: dict[str, int], seed: int, image_size: int, out_dir: str | Path, progress=None
+    tasks: list[str], sizes: dict[str, int], seed: int, image_size: int, out_dir: str | Path, progress=None,
+    keys: int | None = None,
 ) -> list[Sample]:
-    """Render images into ``out_dir/images`` and return the samples (not yet written as parquet)."""
+    """Render images into ``out_dir/images`` and return the samples (not yet written as parquet). ``keys``: None =
+    the tasks' own generators; a number = their wide variants with that many perception keys (``WIDE_GENERATORS``)."""
+    if keys is not None and (bad := [t for t in tasks if t not in WIDE_GENERATORS]):
+        raise ValueError(f"wide samples (keys={keys}): no wide variant of {bad}; expected tasks among "
+                         f"{sorted(WIDE_GENERATORS)}")
     out = Path(out_dir)
     (out / "images").mkdir(parents=True, exist_ok=True)
     samples: list[Sample] = []
     for task in tasks:
-        gen = GENERATORS[task]
+        gen = GENERATORS[task] if keys is None else partial(WIDE_GENERATORS[task], keys=keys)
+        seed_task = task if keys is None else f"{task}-wide{keys}"
         for split in SPLITS:
             for i in range(int(sizes.get(split, 0))):
-                rng = _rng(seed, task, split, i)
+                rng = _rng(seed, seed_task, split, i)
                 im, q, ans, atype, facts = gen(rng, image_size)
                 sid = f"{task}-{split}-{i:05d}"
                 images = []

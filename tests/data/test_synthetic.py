@@ -83,3 +83,28 @@ def test_claim_parser_edge_cases():
     assert extract_boxed("no box") is None
     assert parse_value("(1, -2)") == (1, -2) and parse_value("4.50") == 4.5 and parse_value("B") == "B"
     assert values_equal("3", 3.0) and not values_equal("3", "4") and values_equal("b", "B")
+
+
+@pytest.mark.parametrize("size", [28, 56, 112])
+def test_wide_generators_have_the_keys_asked_and_facts_that_determine_the_answer(tmp_path, size):
+    from PIL import Image
+
+    from rubricflow.data.synthetic import WIDE_COLORS, WIDE_GRID, WIDE_SPREAD, generate_samples
+
+    samples = generate_samples(["counting", "barchart"], {"train": 12}, 7, size, tmp_path, keys=10)
+    narrow = generate_samples(["counting"], {"train": 12}, 7, size, tmp_path / "narrow")
+    assert [s.facts for s in samples[:12]] != [s.facts for s in narrow]  # seeded apart from the narrow images
+    for s in samples:
+        assert Image.open(tmp_path / s.images[0]).size == (size, size)
+        per = dict(s.facts["perception"])
+        assert len(per) == 10
+        trace = render_trace(s.facts, s.answer)
+        assert dict(parse_claims(trace))[next(iter(per))] == str(next(iter(per.values())))
+        if s.task == "counting":
+            assert list(per) == list(WIDE_COLORS)[:10] and 1 <= sum(per.values()) <= WIDE_GRID**2
+            assert str(per[s.facts["target"]]) == s.answer
+        else:
+            assert list(per) == list("ABCDEFGHIJ") and max(per.values()) - min(per.values()) >= WIDE_SPREAD
+            assert int(s.answer) == max(per.values()) - min(per.values()) == dict(s.facts["intermediate"])["diff"]
+    with pytest.raises(ValueError, match="keys must be in 5..12"):
+        generate_samples(["barchart"], {"train": 1}, 7, size, tmp_path / "x", keys=13)

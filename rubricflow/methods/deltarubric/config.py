@@ -35,6 +35,26 @@ class PairsConfig(Section):
     )
     image_size: int = Field(56, ge=28, le=1024, description="Square image side in pixels (56 px = 4 visual tokens).")
     seed: int = Field(1234, description="Generator seed; the pairs are a pure function of seed and sizes.")
+    form: Literal["narrow", "wide"] = Field(
+        "narrow",
+        description="Which pairs (rubricflow.methods.deltarubric.synthetic). 'narrow': the tasks' own images (3 "
+        "colours, 3 bars) and partial pairs of two independent errors, the lower severity preferred; every claim key "
+        "of a counting pair fits the 4-check budget, so an instance-independent checklist of every key separates "
+        "every pair (issue 39). 'wide': a task where the checklist must be chosen: `keys` colours (counting, 3x3 "
+        "grid) or bars (bar charts, tallest minus shortest) per image, and partial pairs whose responses both misread "
+        "`confounds` keys differently and differ in one decisive key only the better one reads right "
+        "(docs/deltarubric_planning.md). Counting and barchart only.",
+    )
+    keys: int = Field(
+        10, ge=5, le=12,
+        description="form 'wide' only: perception keys per image (colours or bars). 10: more than twice the 4 "
+        "checks, so a fixed checklist of the first keys covers a misread key less than half the time.",
+    )
+    confounds: int = Field(
+        3, ge=1, le=6,
+        description="form 'wide' only: keys both responses of a partial pair misread, each with a different wrong "
+        "value (claims that differ but decide nothing), besides the decisive key.",
+    )
     balance_tol: float = Field(
         0.05, ge=0, le=0.5, description="Data gate: allowed |fraction of A-preferred pairs - 0.5| per split."
     )
@@ -193,6 +213,13 @@ class DREvalConfig(Section):
         "evaluated as well; a missing directory is an error.",
     )
     benchmark_limit: int = Field(0, ge=0, description="Pairs per benchmark (0 = all).")
+    exhaustive: Literal["budget", "all"] = Field(
+        "budget",
+        description="The static-exhaustive judge mode (`exhaustive`: every claim key of the pair's task as a check, "
+        "in the facts' fixed order, executed by the verifier; the control that isolates the planner): 'budget' = "
+        "the first 4 checks, what a planner may write; 'all' = every key, beyond the planner's budget (a wide pair "
+        "has up to 16 checks: raise train.verifier_max_tokens).",
+    )
     batch_size: int = Field(64, ge=1, le=MAX_BATCH, description="Prompts per generate() call.")
 
 

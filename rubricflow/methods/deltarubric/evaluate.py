@@ -8,6 +8,10 @@ Judge modes (greedy decoding, one verdict per pair; a format failure counts as a
                    (the no-rubric control of the same reading: does the checklist add to it?);
 * ``deltarubric``  the policy's own greedy checklist (planner), then the checklist-guided verdict (verifier);
                    a malformed checklist is a planner format violation and a wrong verdict;
+* ``exhaustive``   the static-exhaustive control (synthetic pairs only): every claim key of the pair's task as a check,
+                   in the facts' fixed order, the first 4 (``eval.exhaustive: budget``) or all (``all``), executed by
+                   the same verifier: the same checklist for every pair of a task, so DeltaRubric minus exhaustive is
+                   what the planner adds (issue 39, item 3a);
 * ``oracle``       the reference checklist from ground-truth facts, then the verifier (synthetic pairs only):
                    how well the verifier executes a good checklist, independent of the planner;
 * ``agreed``       a control (synthetic pairs only): a checklist of 2-4 checks on claims both responses agree on, so
@@ -15,6 +19,8 @@ Judge modes (greedy decoding, one verdict per pair; a format failure counts as a
                    that follows its checklist falls to chance. Pairs with fewer than two agreed claims are left out
                    (``n`` of the mode says how many were judged).
 
+On synthetic pairs the table also carries ``checklist_room`` (``planning.checklist_room``: how often the exhaustive,
+reference and a random checklist separate the pairs when executed against the facts, a property of the pairs).
 ``deltarubric`` on synthetic pairs also reports ``separating``: the share of the planner's checklists with a check
 on a claim the responses disagree on (a malformed checklist separates nothing).
 
@@ -38,15 +44,17 @@ from models.loader import load_policy
 from rubricflow.data.pairs import PreferencePair, load_pair_images, read_pairs, validate_pairs
 from rubricflow.methods.deltarubric.config import DeltaRubricConfig, role_max_tokens
 from rubricflow.methods.deltarubric.modes import MODES, SINGLE_STEP
+from rubricflow.methods.deltarubric.parsing import MAX_CHECKS
+from rubricflow.methods.deltarubric.planning import checklist_room
 from rubricflow.methods.deltarubric.roles import PLANNER, ROLES, VERIFIER
 from rubricflow.methods.deltarubric.rollout import Item, request
 from rubricflow.methods.deltarubric.targets import agreed_checks as agreed_check_list
-from rubricflow.methods.deltarubric.targets import reference_checks, separates
+from rubricflow.methods.deltarubric.targets import exhaustive_checks, reference_checks, separates
 from rubricflow.sections import GenerationConfig, ModelsConfig
 from rubricflow.training.generation import generator_for
 from rubricflow.util.io import write_json
 
-_FACT_MODES = ("oracle", "agreed")  # need ground-truth facts (synthetic pairs)
+_FACT_MODES = ("exhaustive", "oracle", "agreed")  # need ground-truth facts (synthetic pairs)
 
 
 def load_items(data_dir: str | Path, pairs: list[PreferencePair]) -> list[Item]:
@@ -78,8 +86,24 @@ def _generate(gen, reqs, max_new_tokens, temperature=0.0, n=1, seed=None):
     return gen.generate(reqs, n=n, max_new_tokens=max_new_tokens, temperature=temperature, seed=seed)
 
 
-def judge(gen, processor, items: list[Item], mode: str, max_tokens: dict[str, int]) -> list[Judged]:
-    """One greedy verdict per item in ``mode``."""
+def fact_checklist(pair: PreferencePair, mode: str, exhaustive: str = "budget") -> list[str] | None:
+    """The checklist texts of a facts-built mode: ``oracle`` (the reference checklist), ``exhaustive`` (every claim
+    key in the facts' order; ``exhaustive``: 'budget' = the first 4, 'all' = every one) or ``agreed`` (None when
+    the pair has fewer than two agreed claims)."""
+    if mode == "oracle":
+        return [c.text for c in reference_checks(pair)]
+    if mode == "exhaustive":
+        if exhaustive not in ("budget", "all"):
+            raise ValueError(f"eval.exhaustive: expected 'budget' or 'all', got {exhaustive!r}")
+        return [c.text for c in exhaustive_checks(pair, MAX_CHECKS if exhaustive == "budget" else None)]
+    if mode == "agreed":
+        return agreed_checks(pair)
+    raise ValueError(f"fact_checklist: {mode!r} is not one of {_FACT_MODES}")
+
+
+def judge(gen, processor, items: list[Item], mode: str, max_tokens: dict[str, int],
+          exhaustive: str = "budget") -> list[Judged]:
+    """One greedy verdict per item in ``mode`` (``exhaustive``: the exhaustive mode's reading, ``fact_checklist``)."""
     if mode not in MODES:
         raise ValueError(f"judge mode: expected one of {MODES}, got {mode!r}")
     vt = max_tokens["verifier"]
@@ -93,11 +117,9 @@ def judge(gen, processor, items: list[Item], mode: str, max_tokens: dict[str, in
                               text=o[0].text, reason=p.reason))
         return res
     if mode in _FACT_MODES:  # checklists built from the facts: no planner call
-        if mode == "oracle":
-            plans = [[c.text for c in reference_checks(it.pair)] for it in items]
-        else:  # agreed: only the pairs that have a control checklist
-            kept = [(it, checks) for it in items if (checks := agreed_checks(it.pair)) is not None]
-            items, plans = [it for it, _ in kept], [checks for _, checks in kept]
+        # agreed: only the pairs that have a control checklist
+        kept = [(it, checks) for it in items if (checks := fact_checklist(it.pair, mode, exhaustive)) is not None]
+        items, plans = [it for it, _ in kept], [checks for _, checks in kept]
         plan_ok = [True] * len(items)
         reasons = [None] * len(items)
     else:
@@ -145,12 +167,15 @@ def summarize(results: list[Judged]) -> dict:
 
 def evaluate_judge(
     gen, processor, items: list[Item], modes: tuple[str, ...], max_tokens: dict[str, int] | None = None,
-    examples: int = 0,
+    examples: int = 0, exhaustive: str = "budget",
 ) -> dict:
-    """``{"n": ..., "modes": {mode: {accuracy, format_violation, [planner_format_violation], by_category}}}``;
-    ``oracle`` is skipped (and reported as skipped) for pairs without facts."""
+    """``{"n": ..., "modes": {mode: {accuracy, format_violation, [planner_format_violation], by_category}}}``, and
+    ``checklist_room`` when every pair has facts; the facts-built modes are skipped (and reported as skipped) for
+    pairs without facts. ``exhaustive``: the exhaustive mode's reading (``eval.exhaustive``)."""
     max_tokens = max_tokens or {"planner": 40, "verifier": 48}
     out: dict = {"n": len(items), "modes": {}}
+    if items and all(it.pair.facts for it in items):
+        out["checklist_room"] = checklist_room([it.pair for it in items])
     for mode in modes:
         if mode in _FACT_MODES and not all(it.pair.facts for it in items):
             out.setdefault("skipped", {})[mode] = "pairs have no ground-truth facts"
@@ -158,7 +183,7 @@ def evaluate_judge(
         if mode == "agreed" and not any(agreed_checks(it.pair) is not None for it in items):
             out.setdefault("skipped", {})[mode] = "no pair has two claims both responses agree on"
             continue
-        res = judge(gen, processor, items, mode, max_tokens)
+        res = judge(gen, processor, items, mode, max_tokens, exhaustive)
         out["modes"][mode] = summarize(res)
         if examples:
             out["modes"][mode]["examples"] = [
@@ -238,7 +263,7 @@ def judge_tables(dr: DeltaRubricConfig, models: ModelsConfig, generation: Genera
         gen = generator_for(generation, model, proc, model_path=mdir, batch_size=dr.eval.batch_size)
         for sname, items in sets.items():
             out[f"{mname}/{sname}"] = evaluate_judge(gen, proc, items, modes, role_max_tokens(dr.train),
-                                                     examples=examples)
+                                                     examples=examples, exhaustive=dr.eval.exhaustive)
     return out
 
 

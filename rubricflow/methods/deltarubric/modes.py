@@ -10,7 +10,7 @@ compete as a judge (reported by the eval stage, not compared in studies); ``COMP
 from typing import Literal
 
 SINGLE_STEP = ("no_rubric", "static", "reading")
-MODES = (*SINGLE_STEP, "deltarubric", "oracle", "agreed")
+MODES = (*SINGLE_STEP, "deltarubric", "exhaustive", "oracle", "agreed")
 CONTROLS = ("agreed",)
 COMPARED_MODES = tuple(m for m in MODES if m not in CONTROLS)
 TrainedJudge = Literal[("deltarubric", *SINGLE_STEP)]  # type: ignore[valid-type]

@@ -5,7 +5,8 @@ Each is a ``@stage`` (``rubricflow.pipeline.stage``: MLflow child run, ``reports
 and the Prefect flow. Each binds its sections to the logic (imported when the stage runs: it loads torch):
 
 * ``deltarubric_pairs``  ``synthetic.write_pair_set``: ``deltarubric.pairs.out_dir`` (parquet + images), gated by
-                         ``validate_pairs``;
+                         ``validate_pairs``; its report adds ``planning.checklist_room`` (the separating shares of
+                         the exhaustive, reference and random checklists: does the planner have something to choose);
 * ``deltarubric_sft``    ``warmstart.warm_start``: the tiny base model (``sft.base_dir``, tokenizer trained on
                          DeltaRubric's texts) and the warm-started policy (``sft.out_dir``); the loss curve
                          (``reports/plots/deltarubric_sft_loss.json``);
@@ -22,7 +23,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from rubricflow.data.pairs import validate_pairs
+from rubricflow.data.pairs import read_pairs, validate_pairs
 from rubricflow.methods.deltarubric.config import DeltaRubricConfig
 from rubricflow.pipeline.stage import StageContext, stage
 from rubricflow.sections import GenerationConfig, ModelsConfig
@@ -47,9 +48,11 @@ def _checkpoint_dir(ctx: StageContext) -> Path:
 @stage("deltarubric_pairs", reads_test=True)
 def pairs_stage(deltarubric: DeltaRubricConfig, ctx: StageContext) -> dict:
     """Generate the synthetic preference pairs and run the data gate before publishing them."""
+    from rubricflow.methods.deltarubric.planning import checklist_room
     from rubricflow.methods.deltarubric.synthetic import write_pair_set
 
-    return write_pair_set(deltarubric.pairs)
+    out = write_pair_set(deltarubric.pairs)
+    return {**out, "checklist_room": checklist_room(read_pairs(deltarubric.pairs.out_dir))}
 
 
 @stage("deltarubric_sft", retries=1, metric_ns="train")

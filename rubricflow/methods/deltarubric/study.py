@@ -16,9 +16,14 @@ trained for (``deltarubric`` for DeltaRubric runs and the warm start, ``no_rubri
 for the trained single-step judges), so claims compare each method in its own mode; ``acc_<mode>`` and
 ``fmt_<mode>`` for every mode; the planner probe at the end of training (``probe_end``); ``sep_deltarubric``, the
 share of the planner's greedy checklists that separate the responses (before RL for the untrained variant, after for
-the trained ones); the step-0 precondition of the unit's training (``flat_step0``: planner groups with zero reward
-variance). The unit's result also keeps the probe curve (planner probe accuracy on val pairs over training steps), which
-:func:`report_probe_curve` averages over seeds into the report's training-dynamics table and ``<report>-probe.png``.
+the trained ones); ``planner_gain`` = ``acc_deltarubric - acc_exhaustive``, what the planner adds over the
+static-exhaustive checklist (every claim key in a fixed order, ``eval.exhaustive``) executed by the same verifier
+(issue 39, item 3a: a within-unit difference, so it needs no variant of its own; a claim on it compares variants,
+e.g. DeltaRubric against its warm start on ``planner_gain``, and on the wide pairs, ``deltarubric.pairs.form: wide``,
+it is where the planner has something to choose); the step-0 precondition of the unit's training (``flat_step0``:
+planner groups with zero reward variance). The unit's result also keeps the probe curve (planner probe accuracy on
+val pairs over training steps), which :func:`report_probe_curve` averages over seeds into the report's
+training-dynamics table and ``<report>-probe.png``.
 """
 
 from __future__ import annotations
@@ -149,7 +154,7 @@ def run_unit(ucfg: Any, unit: Unit, udir: Path, run: Any, secret_resolver=None) 
     gen = generator_for(ucfg.generation, model, proc, model_path=dr.train.out_dir, batch_size=dr.eval.batch_size)
     run.log_input(d, split=dr.eval.split, context="evaluation")
     items = load_items(d, read_pairs(d, dr.eval.split, limit=dr.eval.test_pairs or None))
-    table = evaluate_judge(gen, proc, items, MODES, role_max_tokens(dr.train))
+    table = evaluate_judge(gen, proc, items, MODES, role_max_tokens(dr.train), exhaustive=dr.eval.exhaustive)
     own = "deltarubric" if untrained else _own_mode(ucfg)
     modes = table["modes"]
     metrics: dict[str, float | None] = {"accuracy": modes[own]["accuracy"],
@@ -164,6 +169,8 @@ def run_unit(ucfg: Any, unit: Unit, udir: Path, run: Any, secret_resolver=None) 
             curve.append([dr.train.grpo.steps, train_out["final_probe"]["probe/accuracy"]])
     metrics["probe_end"] = curve[-1][1] if curve else None
     metrics["sep_deltarubric"] = modes["deltarubric"].get("separating")
+    # what the planner adds over the static-exhaustive checklist, both executed by this unit's verifier
+    metrics["planner_gain"] = modes["deltarubric"]["accuracy"] - modes["exhaustive"]["accuracy"]
     first = train_out["curve"][0] if train_out is not None and train_out["curve"] else {}
     metrics["flat_step0"] = first.get("planner/flat_groups")
     return {"metrics": metrics, "eval_samples": table["n"], "own_mode": own, "probe_curve": curve,
@@ -263,7 +270,7 @@ ADAPTER = StudyMethod(
 # verdict for the trained single-step judges); acc_<mode> for every mode, the agreed-claims control included;
 # sep_deltarubric the separating share of the planner's checklists; flat_step0 the step-0 precondition.
 METRICS = ["accuracy", "format_violation", *(f"acc_{m}" for m in MODES), "fmt_deltarubric", "probe_end",
-           "sep_deltarubric", "flat_step0"]
+           "sep_deltarubric", "flat_step0", "planner_gain"]
 
 # The study's RL budget, fixed before any run and set on every variant (the untrained one too, so every variant of
 # a seed shares one start): 40 steps x 4 pairs, N = M = K = 5 (the main pipeline's tiny budget is 20 x 2).

@@ -1,9 +1,13 @@
-"""DeltaRubric's lines of the run summary and its CLI command ``rubricflow eval-judge``."""
+"""DeltaRubric's lines of the run summary and its CLI commands ``rubricflow eval-judge`` and
+``rubricflow checklist-room``."""
 
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
 from typing import Annotated, Optional
+
+from pydantic import ValidationError
 
 from rubricflow.data.pairs import PairDataError
 from rubricflow.methods.deltarubric.modes import COMPARED_MODES, MODES
@@ -64,4 +68,37 @@ def eval_judge(
         write_json(out, tables)
 
 
-COMMANDS = (Command("eval-judge", eval_judge),)
+def checklist_room_cmd(
+    ctx: CommandContext,
+    form: Annotated[Optional[str], Opt("Pair form, narrow or wide (default: deltarubric.pairs.form).")] = None,
+    keys: Annotated[Optional[int], Opt("Perception keys per wide image (default: deltarubric.pairs.keys).")] = None,
+    confounds: Annotated[Optional[int], Opt("Shared misreadings per wide partial pair (default: "
+                                            "deltarubric.pairs.confounds).")] = None,
+    out: Annotated[Optional[Path], Opt("Also write the shares as json here.")] = None,
+) -> None:
+    """Print how often the static-exhaustive, reference and random checklists separate the synthetic pairs of
+    deltarubric.pairs when executed against the facts: does the planner have something to choose (no model; the
+    pairs are generated in a temporary folder)."""
+    from rubricflow.methods.deltarubric.config import PairsConfig
+    from rubricflow.methods.deltarubric.planning import checklist_room, format_room
+    from rubricflow.methods.deltarubric.synthetic import build_pairs
+
+    given = {k: v for k, v in {"form": form, "keys": keys, "confounds": confounds}.items() if v is not None}
+    try:
+        p = PairsConfig.model_validate({**ctx.load_config().deltarubric.pairs.model_dump(), **given})
+    except ValidationError as e:
+        err = e.errors()[0]
+        raise CommandError(f"checklist-room --{err['loc'][0]}: {err['msg']}", code=2) from None
+    with tempfile.TemporaryDirectory() as tmp:
+        pairs = build_pairs(tmp, list(p.tasks), {"train": p.train, "val": p.val, "test": p.test}, p.seed,
+                            p.image_size, p.partial_frac, p.form, p.keys, p.confounds)
+    room = checklist_room(pairs)
+    shape = f", {p.keys} keys, {p.confounds} confounds" if p.form == "wide" else ""
+    ctx.echo(f"{p.form} pairs ({', '.join(p.tasks)}; seed {p.seed}{shape}): checklists executed against the facts, "
+             "% of pairs separated / separated toward the preferred response")
+    ctx.echo(format_room(room))
+    if out:
+        write_json(out, room)
+
+
+COMMANDS = (Command("eval-judge", eval_judge), Command("checklist-room", checklist_room_cmd))

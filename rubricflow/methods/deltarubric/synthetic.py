@@ -17,6 +17,20 @@ Pair kinds: ``decisive`` = the faithful trace vs a trace with one visual error; 
 erroneous traces, the preferred one having the lower severity. Severity of a response = number of wrong
 ``key = value`` claims + 2 if its boxed answer is wrong (``severity``). A/B order is balanced exactly per split
 (half the pairs of each split prefer A).
+
+The wide form (``pairs.form: wide``; ``make_wide_pair``): images with ``keys`` perception keys (the wide generators
+of rubricflow.data.synthetic: counting with ``keys`` colours, bar charts with ``keys`` bars), more than the planner's
+4 checks, so an instance-independent checklist cannot cover them and a planned one must find the difference that
+decides:
+
+* decisive  the faithful trace vs a trace with one perception key misread (any key, any other value; the
+            intermediate values and the answer follow it);
+* partial   both traces misread the same ``confounds`` keys, each with a different wrong value (so those claims
+            differ but favour neither response), and the worse one also misreads one more key, the *decisive* key,
+            which the better one reads right. Only a check on the decisive key separates them. The decisive key
+            never moves the answer (counting: not the asked colour; bar charts: the confounds and the decisive key
+            are bars strictly between the shortest and the tallest, read again strictly between them), so the
+            answer and the intermediates never decide either. ``meta["decisive"]`` names it.
 """
 
 from __future__ import annotations
@@ -28,7 +42,7 @@ from typing import Any
 
 from rubricflow.data.pairs import PreferencePair, validate_pairs, write_pairs
 from rubricflow.data.schema import Sample
-from rubricflow.data.synthetic import BAR_MAX, generate_samples
+from rubricflow.data.synthetic import BAR_MAX, WIDE_GRID, generate_samples
 from rubricflow.data.traces import extract_boxed, fmt, parse_claims, render_trace, values_equal
 from rubricflow.methods.deltarubric.config import PairsConfig
 from rubricflow.util.io import staged_dir
@@ -222,6 +236,75 @@ def make_pair(sample: Sample, rng: random.Random, partial: bool) -> PreferencePa
     )
 
 
+def _misreadings(facts: dict, key: str) -> list[int]:
+    """Values a wide scene's perception ``key`` may be misread as (its true value left out)."""
+    vals = dict(facts["perception"])
+    hi = WIDE_GRID**2 if facts["task"] == "counting" else BAR_MAX
+    low = 0 if facts["task"] == "counting" else 1
+    return [v for v in range(low, hi + 1) if v != vals[key]]
+
+
+def _between(facts: dict) -> tuple[list[str], list[int]]:
+    """Bar charts: the bars strictly between the shortest and the tallest, and the heights strictly between."""
+    vals = dict(facts["perception"])
+    lo, hi = min(vals.values()), max(vals.values())
+    return [k for k, v in vals.items() if lo < v < hi], list(range(lo + 1, hi))
+
+
+def make_wide_pair(sample: Sample, rng: random.Random, partial: bool, confounds: int) -> PreferencePair | None:
+    """One pair of the wide form (see the module doc), better response first; None when the scene admits no partial
+    pair (too few keys between the extremes of a bar chart)."""
+    facts = sample.facts
+    gold_perc = [[k, v] for k, v in facts["perception"]]
+    truth = dict(gold_perc)
+    keys = list(truth)
+    if not partial:
+        k = rng.choice(keys)
+        worse = dict(truth) | {k: rng.choice(_misreadings(facts, k))}
+        better_perc, worse_perc = truth, worse
+        meta: dict[str, Any] = {"kind": "decisive", "decisive": k, "confounds": [], "errors": {"A": [], "B": [k]}}
+        category = f"{sample.task}/misread"
+    else:
+        if facts["task"] == "counting":
+            pool = keys
+            decisive_pool = [k for k in keys if k != facts["target"]]
+
+            def values(k: str) -> list[int]:
+                return _misreadings(facts, k)
+        else:
+            pool, between = _between(facts)
+            decisive_pool = pool
+
+            def values(k: str) -> list[int]:
+                return [v for v in between if v != truth[k]]
+        if not decisive_pool:
+            return None
+        d = rng.choice(decisive_pool)
+        others = [k for k in pool if k != d]
+        if len(others) < confounds:
+            return None
+        conf = rng.sample(others, confounds)
+        better_perc, worse_perc = dict(truth), dict(truth)
+        for k in conf:
+            opts = values(k)
+            if len(opts) < 2:
+                return None
+            better_perc[k], worse_perc[k] = rng.sample(opts, 2)
+        worse_perc[d] = rng.choice(values(d))
+        meta = {"kind": "partial", "decisive": d, "confounds": conf, "errors": {"A": conf, "B": [*conf, d]}}
+        category = f"{sample.task}/partial"
+    better = response_text(facts, [[k, better_perc[k]] for k in keys])
+    worse = response_text(facts, [[k, worse_perc[k]] for k in keys])
+    meta["severity"] = {"A": severity(better, facts), "B": severity(worse, facts)}
+    meta["sample_id"] = sample.id
+    meta["answer"] = sample.answer
+    return PreferencePair(
+        id=f"dr-{sample.id}", images=list(sample.images), question=sample.question, response_a=better,
+        response_b=worse, preferred="A", split=sample.split, category=category, source=f"synthetic/{sample.task}",
+        facts=facts, meta=meta,
+    )
+
+
 def balance_order(pairs: list[PreferencePair], seed: int) -> list[PreferencePair]:
     """Swap A/B so that exactly half (rounded down) of each split's pairs prefer A; seeded, order kept."""
     out = list(pairs)
@@ -246,20 +329,29 @@ def build_pairs(
     seed: int,
     image_size: int = 56,
     partial_frac: float = 0.3,
+    form: str = "narrow",
+    keys: int = 10,
+    confounds: int = 3,
 ) -> list[PreferencePair]:
     """Render the synthetic images into ``out_dir/images`` and write ``out_dir/pairs.parquet``.
 
     ``sizes``: pairs per split and task. ``partial_frac``: fraction of pairs where both responses are wrong.
+    ``form``: 'narrow' (the tasks' own images, ``make_pair``) or 'wide' (``keys`` perception keys per image and
+    ``confounds`` shared misreadings per partial pair, ``make_wide_pair``).
     """
-    samples = generate_samples(tasks, sizes, seed, image_size, out_dir)
+    if form not in ("narrow", "wide"):
+        raise ValueError(f"deltarubric pairs: form must be 'narrow' or 'wide', got {form!r}")
+    wide = form == "wide"
+    samples = generate_samples(tasks, sizes, seed, image_size, out_dir, keys=keys if wide else None)
     pairs: list[PreferencePair] = []
     n_fallback = 0
     for s in samples:
         rng = _pair_rng(seed, s.id)
         partial = rng.random() < partial_frac
-        p = make_pair(s, rng, partial)
+        p = make_wide_pair(s, rng, partial, confounds) if wide else make_pair(s, rng, partial)
         if p is None and partial:  # some samples admit no two errors of different severity
-            p, n_fallback = make_pair(s, rng, False), n_fallback + 1
+            p = make_wide_pair(s, rng, False, confounds) if wide else make_pair(s, rng, False)
+            n_fallback += 1
         if p is None:
             raise RuntimeError(f"deltarubric pairs: sample {s.id} admits no visual error (facts {s.facts})")
         pairs.append(p)
@@ -278,6 +370,8 @@ def build_pairs(
             "partial_frac": partial_frac,
             "partial_fallbacks": n_fallback,
             "categories": kinds,
+            # the wide form only, so that the narrow pairs' manifest (and the DVC hash of the set) stays as it was
+            **({"form": form, "keys": keys, "confounds": confounds} if wide else {}),
         },
     )
     return pairs
@@ -297,7 +391,8 @@ def write_pair_set(p: PairsConfig) -> dict:
     returns their counts per split and category, the A fraction per split and the fraction of partial pairs."""
     sizes = {"train": p.train, "val": p.val, "test": p.test}
     with staged_dir(p.out_dir) as tmp:
-        pairs = build_pairs(tmp, list(p.tasks), sizes, p.seed, p.image_size, p.partial_frac)
+        pairs = build_pairs(tmp, list(p.tasks), sizes, p.seed, p.image_size, p.partial_frac, p.form, p.keys,
+                            p.confounds)
         stats = validate_pairs(tmp, balance_tol=p.balance_tol)
     cats: dict[str, int] = {}
     for x in pairs:

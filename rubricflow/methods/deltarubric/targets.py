@@ -7,6 +7,9 @@
 * ``verifier_target(pair, checks)``: the verifier's own reading of the image as a worked trace (the gold trace, in
   the responses' own form), then per check ``image <key> = <value>, A <key> = <claim> yes|no, B <key> = <claim>
   yes|no -> A|B|both|neither``, then ``verdict: <preferred>`` (see ``evidence_lines`` for why this form).
+* ``exhaustive_checks(pair, budget)``: the static-exhaustive checklist, every claim key of the pair's task in the
+  facts' fixed order (perception, intermediate, answer), the first ``budget`` of them (None: all): the same for every
+  pair of a task, the control that isolates the planner (issue 39, item 3a).
 * ``agreed_checks(pair)``: a non-separating checklist, 2-4 checks on claims both responses agree on (None when
   fewer agree): the agreed-claims control of the evaluation and the planner's noisy target of a warm start with
   room (``sft.planner_target_noise``); ``separates(pair, checks)`` says whether a checklist has a check on a claim
@@ -77,13 +80,23 @@ def disagreement_keys(pair: PreferencePair) -> list[str]:
     return [k for k in keys if k not in a or k not in b or not values_equal(a[k], b[k])]
 
 
+def decisive_keys(pair: PreferencePair) -> list[str]:
+    """The claim keys whose check, executed against the facts, favours exactly one response (facts' order)."""
+    truth = gold_values(pair.facts)
+    return [k for k in truth if favours(pair, k, truth[k]) in ("A", "B")]
+
+
 def reference_checks(pair: PreferencePair, max_checks: int = 4) -> list[Rubric]:
     facts = pair.facts
     if not facts:
         raise ValueError(f"pair {pair.id}: no facts, so no reference checklist")
     perception = [k for k, _ in facts["perception"]]
     diff = disagreement_keys(pair)
-    ordered = [k for k in diff if k in perception] + [k for k in diff if k == "answer"]
+    first = [k for k in diff if k in perception]
+    if len(first) > max_checks:  # wide pairs only (a narrow task has at most 3 perception keys): decisive keys first
+        decisive = set(decisive_keys(pair))
+        first = [k for k in first if k in decisive] + [k for k in first if k not in decisive]
+    ordered = first + [k for k in diff if k == "answer"]
     ordered += [k for k in diff if k not in ordered]
     if len(ordered) < 2 and "answer" not in ordered:
         ordered.append("answer")
@@ -169,6 +182,12 @@ def static_target(pair: PreferencePair) -> str:
            "clarity": "both"}
     lines = [f"{i}. {name} -> {fav[name]}" for i, (name, _) in enumerate(STATIC_CRITERIA, 1)]
     return "\n".join(lines + [f"verdict: {pair.preferred}"])
+
+
+def exhaustive_checks(pair: PreferencePair, budget: int | None = 4) -> list[Rubric]:
+    """Every claim key of the pair's task as a check, in the facts' fixed order, the first ``budget`` (None: all)."""
+    keys = list(gold_values(pair.facts))
+    return [check(pair.facts["task"], k) for k in keys[:budget]]
 
 
 def agreed_checks(pair: PreferencePair, max_checks: int = 4) -> list[Rubric] | None:

@@ -234,7 +234,7 @@ def start_readout(dr: DeltaRubricConfig, models: ModelsConfig, generation: Gener
     model, proc = load_policy(str(policy_dir), dtype=models.policy.dtype)
     gen = generator_for(generation, model, proc, model_path=str(policy_dir), batch_size=dr.eval.batch_size)
     items = load_items(d, read_pairs(d, split, limit=dr.eval.test_pairs or None))
-    table = evaluate_judge(gen, proc, items, MODES, role_max_tokens(dr.train))
+    table = evaluate_judge(gen, proc, items, MODES, role_max_tokens(dr.train), exhaustive=dr.eval.exhaustive)
     out: dict[str, float | None] = {f"{split}_{m}": s["accuracy"] for m, s in table["modes"].items()}
     out[f"{split}_separating"] = table["modes"].get("deltarubric", {}).get("separating")
     cfg = dr.train.model_copy(update={"judge": "deltarubric"})

@@ -37,7 +37,7 @@ from typing import Any
 from models.loader import load_policy
 from models.tiny import TinyDims, build_tiny_text, build_tiny_vl, save
 from rubricflow.data.pairs import PreferencePair, read_pairs
-from rubricflow.data.synthetic import GENERATORS, _rng
+from rubricflow.data.synthetic import GENERATORS, WIDE_GENERATORS, _rng
 from rubricflow.methods.deltarubric.config import DeltaRubricConfig, DRSFTConfig
 from rubricflow.methods.deltarubric.evaluate import load_items
 from rubricflow.methods.deltarubric.prompts import read_prompt
@@ -108,13 +108,18 @@ def sft_examples(processor, items: list[Item], cfg: DRSFTConfig, seed: int = 0) 
 PERCEPTION_SPLIT = "perception"  # the split name in the image seeds: disjoint from every pair's image
 
 
-def perception_samples(tasks: list[str], n_per_task: int, seed: int, image_size: int):
+def perception_samples(tasks: list[str], n_per_task: int, seed: int, image_size: int, keys: int | None = None):
     """``(image, question, facts)`` rendered in memory: ``n_per_task`` per task, seeded like the synthetic data
-    set but under the split name ``perception``."""
+    set but under the split name ``perception``; ``keys``: the wide generators with that many perception keys (the
+    pairs' ``form: wide``), None = the tasks' own."""
     out = []
     for task in tasks:
         for i in range(n_per_task):
-            im, q, _, _, facts = GENERATORS[task](_rng(seed, task, PERCEPTION_SPLIT, i), image_size)
+            if keys is None:
+                im, q, _, _, facts = GENERATORS[task](_rng(seed, task, PERCEPTION_SPLIT, i), image_size)
+            else:
+                rng = _rng(seed, f"{task}-wide{keys}", PERCEPTION_SPLIT, i)
+                im, q, _, _, facts = WIDE_GENERATORS[task](rng, image_size, keys)
             out.append((im, q, facts))
     return out
 
@@ -179,7 +184,7 @@ def warm_start(dr: DeltaRubricConfig, models: ModelsConfig, seed: int, reports_d
     reading: list = []
     if dr.sft.perception_images:
         samples = perception_samples(list(dr.pairs.tasks), dr.sft.perception_images, dr.pairs.seed,
-                                     dr.pairs.image_size)
+                                     dr.pairs.image_size, dr.pairs.keys if dr.pairs.form == "wide" else None)
         reading = read_examples(proc, samples)
     phases = [("roles", examples, dr.sft.steps, dr.sft.batch_size)]
     if reading and dr.sft.perception_steps:
