@@ -227,17 +227,22 @@ def _run_unit_fn(cfg, name, spec, unit, ucfg, udir, unit_fn, track, secret_resol
 # the whole study
 
 
-def study_info(cfg: Any, spec: StudySpec, units: Sequence[Unit]) -> dict[str, Any]:
+def study_info(cfg: Any, spec: StudySpec, units: Sequence[Unit], name: str | None = None) -> dict[str, Any]:
     variants = list(dict.fromkeys(u.variant for u in units))
     seeds = sorted({u.seed for u in units})
     starts = seed_starts(spec.out_dir, seeds) if spec.per_seed_start else {}
+    method = study_method(spec)
+    # what the units share, read off the units' own configs (a method may build its environment per seed)
+    shared = ({s: p for u in units for s, p in method.shared_outputs(unit_config(cfg, name, spec, u)).items()}
+              if name is not None else method.shared_outputs(cfg))
     return {
         "seeds": sorted({u.seed for u in units}),
         "variants": variants,
         "overrides": {v: spec.variants[v] for v in variants},
         "untrained": [v for v in variants if v in spec.untrained],
         "method": spec.method,
-        "shared": ", ".join(f"{s}: {p}" for s, p in study_method(spec).shared_outputs(cfg).items()) + (
+        "shared": (", ".join(f"{s}: {p}" for s, p in shared.items())
+                   or "nothing (every unit builds its own inputs)") + (
             "; built per seed instead, shared by the seed's variants: the start (seed_starts)" if spec.per_seed_start
             else ""),
         "seed_starts": {s: rec.get("summary") for s, rec in starts.items()},
@@ -340,7 +345,7 @@ def report_study(
     provenance.require_clean(state, exploratory, f"study {name}")
     method = study_method(spec)
     machines = sorted({r.get("machine") for r in ordered} - {None})
-    info = {**study_info(cfg, spec, units),
+    info = {**study_info(cfg, spec, units, name),
             "eval_samples": next((r.get("eval_samples") for r in ordered if r.get("eval_samples")), None),
             "machine": "; ".join(machines) if machines else f"{machine()} (where the report was written; the units "
             "did not record theirs)",

@@ -85,8 +85,11 @@ class RoRoTaskConfig(Section):
 
 
 class StepModelConfig(Section):
-    source: Literal["tiny", "pretrained"] = Field(
-        "tiny", description="'tiny': a Qwen2 built offline and fine-tuned here; 'pretrained': a real model id/path."
+    source: Literal["tiny", "pretrained", "scripted"] = Field(
+        "tiny",
+        description="'tiny': a Qwen2 built offline and fine-tuned here; 'pretrained': a real model id/path; "
+        "'scripted': the long-chain environment's step model, whose errors, uncertainty and costs per step type are "
+        "set by `roro.scripted` (both models scripted or neither; rubricflow.methods.roro.env.scripted).",
     )
     path: str = Field(description="Tiny: directory the trained model is saved to. Pretrained: HF id or directory.")
     backend: Literal["transformers", "vllm"] = Field(
@@ -112,7 +115,7 @@ class StepModelConfig(Section):
     gpu_memory_utilization: float = Field(0.4, gt=0, le=1, description="vLLM only: GPU memory fraction.")
     n_params: int = Field(
         0, ge=0, le=10**14,
-        description="vLLM only: parameter count for the FLOPs estimate (tiny/transformers: counted).",
+        description="vLLM and scripted: parameter count for the FLOPs estimate (tiny/transformers: counted).",
     )
 
 
@@ -127,6 +130,61 @@ def _lrm() -> StepModelConfig:
     return StepModelConfig(path="artifacts/roro/models/lrm", hidden_size=128, num_layers=3, sft_steps=350,
                            sft_decay_steps=50, lr=1e-3, warmup_steps=40, target_step_acc=0.9, extra_block=100,
                            max_extra_steps=200)
+
+
+class ScriptedConfig(Section):
+    """The long-chain environment (``roro.slm.source = roro.lrm.source = scripted``; the third reading of the task
+    beside ``value`` and ``parity``): step models whose behaviour per step type is set here, so that a myopic
+    uncertainty threshold is not near-optimal (rubricflow.methods.roro.env.scripted)."""
+
+    seed: int = Field(
+        0,
+        description="Environment seed: every error, uncertainty and repair draw is a pure function of it, the model, "
+        "the problem, the step and the carried value. A study unit sets it to its own seed (with the problems' "
+        "seed), so the intervals cover the environment.",
+    )
+    formulate_steps: int = Field(
+        2, ge=0, description="The first operations of a chain are 'formulation' steps (the paper's problem-"
+        "formulation steps, where its LRM calls concentrate); the rest are 'compute' steps, then the final answer.",
+    )
+    slm_formulate_error: float = Field(0.3, ge=0, le=1, description="SLM error rate on a formulation step.")
+    slm_compute_error: float = Field(0.08, ge=0, le=1, description="SLM error rate on a compute step.")
+    lrm_error: float = Field(0.02, ge=0, le=1, description="LRM error rate on any operation step.")
+    miscalibrated: Literal["formulate", "none"] = Field(
+        "formulate",
+        description="The step type whose SLM uncertainty does not see its errors: a wrong step's uncertainty is drawn "
+        "from the right steps' range (confidently wrong), so a threshold on uncertainty cannot find those errors. "
+        "'none': every step type calibrated (the control reading).",
+    )
+    right_uncertainty: list[float] = Field(
+        default_factory=lambda: [0.0, 0.6], description="[low, high] of a right SLM step's uncertainty (uniform)."
+    )
+    wrong_uncertainty: list[float] = Field(
+        default_factory=lambda: [0.4, 1.0],
+        description="[low, high] of a wrong SLM step's uncertainty on a calibrated step type (uniform).",
+    )
+    formulate_tokens: int = Field(24, ge=1, description="Tokens of a formulation step (either model).")
+    compute_tokens: int = Field(8, ge=1, description="Tokens of a compute step (either model).")
+    final_tokens: int = Field(3, ge=1, description="Tokens of the SLM's final '#### N' step.")
+    verify_tokens_per_op: int = Field(
+        4, ge=1,
+        description="The LRM's final step verifies the chain from the question: it costs this many tokens per "
+        "operation of the problem, whether or not it repairs.",
+    )
+    lrm_repair: float = Field(
+        0.5, ge=0, le=1,
+        description="Probability that the LRM, called on the final step, re-derives the true answer from the question "
+        "(a late repair of an error made earlier; the route's outcome is then right and its chain is not); else it "
+        "restates the carried value.",
+    )
+
+    @model_validator(mode="after")
+    def _check(self) -> "ScriptedConfig":
+        for name in ("right_uncertainty", "wrong_uncertainty"):
+            v = getattr(self, name)
+            if len(v) != 2 or not 0.0 <= v[0] <= v[1] <= 1.0:
+                raise ValueError(f"{name} {v}: expected [low, high] with 0 <= low <= high <= 1")
+        return self
 
 
 class StepsConfig(Section):
@@ -432,3 +490,32 @@ class RoRoConfig(Section):
     )
     router: RouterConfig = Field(default_factory=RouterConfig, description="Router MLP, reward and GRPO.")
     eval: RoRoEvalConfig = Field(default_factory=RoRoEvalConfig, description="Baselines and curves.")
+    scripted: ScriptedConfig = Field(
+        default_factory=ScriptedConfig, description="The long-chain environment's step models (source 'scripted')."
+    )
+
+    @property
+    def scripted_env(self) -> bool:
+        """Both step models are scripted (the long-chain environment): nothing to train, rebuilt from a seed."""
+        return self.slm.source == "scripted"
+
+    @model_validator(mode="after")
+    def _check(self) -> "RoRoConfig":
+        if (self.slm.source == "scripted") != (self.lrm.source == "scripted"):
+            raise ValueError(f"slm.source={self.slm.source}, lrm.source={self.lrm.source}: the scripted environment "
+                             "needs both step models scripted, or neither")
+        if self.scripted_env:
+            if self.task.source != "synthetic":
+                raise ValueError("slm.source=scripted needs task.source=synthetic (it reads the question's operations)")
+            if self.steps.max_steps < self.task.max_ops + 1:
+                raise ValueError(f"steps.max_steps={self.steps.max_steps} cuts every {self.task.max_ops}-operation "
+                                 "chain before its final answer; expected >= task.max_ops + 1 = "
+                                 f"{self.task.max_ops + 1}")
+            for name, spec in (("slm", self.slm), ("lrm", self.lrm)):
+                if spec.n_params <= 0:
+                    raise ValueError(f"{name}.n_params: a scripted step model needs a nominal parameter count for "
+                                     "the FLOPs estimate; expected > 0")
+        if self.trajectories.enumerate_routes and self.task.source == "synthetic" and self.task.max_ops > 10:
+            raise ValueError(f"trajectories.enumerate_routes with task.max_ops={self.task.max_ops} would collect up to "
+                             f"2^{self.task.max_ops + 1} routes per problem; set it false (the policies' routes)")
+        return self

@@ -1,6 +1,7 @@
 """The step models (``roro_models``): the small (SLM) and the large (LRM) model that write one solution step at a
-time, built as tiny Qwen2s and fine-tuned on step-by-step solutions (or real models named by path); loading them
-back, and the routing environment over the two (``make_env``)."""
+time, built as tiny Qwen2s and fine-tuned on step-by-step solutions (or real models named by path, or the scripted
+models of the long-chain environment, ``env.scripted``); loading them back, and the routing environment over the two
+(``make_env``)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from models.tiny import TinyDims, build_tiny_text, save
 from rubricflow.methods.roro.config import RoRoConfig, StepModelConfig
 from rubricflow.methods.roro.env.problems import problems
 from rubricflow.methods.roro.env.routing import RoutingEnv, StepCache, model_fingerprint
+from rubricflow.methods.roro.env.scripted import ScriptedStepModel
 from rubricflow.methods.roro.env.step_lm import (
     INSTRUCTION,
     TransformersStepModel,
@@ -80,6 +82,9 @@ def train_step_model(spec: StepModelConfig, sft: list[Problem], val: list[Proble
 
 def load_step_model(spec: StepModelConfig, name: str, rc: RoRoConfig):
     """A StepModel for ``spec`` (transformers or vLLM) and its cache fingerprint."""
+    if spec.source == "scripted":
+        m = ScriptedStepModel(rc.scripted, name, spec.n_params)
+        return m, m.fingerprint
     if spec.backend == "vllm":
         m = VLLMStepModel(spec.path, name, spec.n_params, max_step_tokens=rc.steps.max_step_tokens,
                           uncertainty=rc.steps.uncertainty, gpu_memory_utilization=spec.gpu_memory_utilization)
@@ -113,6 +118,9 @@ def run_models(rc: RoRoConfig, log: Callable[[str, dict], None] | None = None) -
     corpus = _step_corpus(probs["sft"])
     out: dict = {"n_sft_problems": len(probs["sft"])}
     for name, spec, seed in (("slm", rc.slm, rc.seed), ("lrm", rc.lrm, rc.seed + 1)):
+        if spec.source == "scripted":  # the long-chain environment: set by roro.scripted, nothing to train
+            out[f"{name}_source"] = "scripted"
+            continue
         if spec.source != "tiny":
             out[f"{name}_source"] = spec.path  # a pretrained model: nothing to train here
             continue

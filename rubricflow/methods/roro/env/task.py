@@ -89,6 +89,20 @@ def render_question(start: int, ops: list[tuple[str, int]]) -> str:
     return " ".join([f"Start with {start}."] + [f"{OPS[op][0]} {arg}." for op, arg in ops])
 
 
+_WORD_TO_OP = {word: name for name, (word, _) in OPS.items()}
+_QUESTION_RE = re.compile(r"^Start with (-?\d+)\.((?: (?:Add|Subtract|Multiply by) -?\d+\.)*)$")
+_OP_RE = re.compile(r" (Add|Subtract|Multiply by) (-?\d+)\.")
+
+
+def parse_question(question: str) -> tuple[int, list[tuple[str, int]]]:
+    """The start value and operations of a synthetic question (the inverse of :func:`render_question`); ValueError
+    naming the text when it is not one."""
+    m = _QUESTION_RE.match(question.strip())
+    if not m:
+        raise ValueError(f"not a synthetic question ('Start with N. Add k. ...'): {question[:80]!r}")
+    return int(m.group(1)), [(_WORD_TO_OP[w], int(a)) for w, a in _OP_RE.findall(m.group(2))]
+
+
 def solution_steps(start: int, ops: list[tuple[str, int]]) -> list[str]:
     steps, v = [], start
     for op, arg in ops:

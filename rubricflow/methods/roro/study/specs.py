@@ -64,7 +64,12 @@ def unit_kind(rc) -> str:
 
 def _unit_overrides(vcfg: Any, name: str, spec: StudySpec, unit: Unit, udir: Path) -> dict[str, Any]:
     out = udir / "out"
+    # the scripted (long-chain) environment is rebuilt per seed: its draws, its problems and so its routes and pairs,
+    # written under the unit's own data directory; the tiny models' environment is the main pipeline's, shared
+    env = ({"roro.scripted.seed": unit.seed, "roro.task.seed": unit.seed, "roro.data_dir": str(udir / "data")}
+           if vcfg.roro.scripted_env else {})
     return {
+        **env,
         "roro.seed": unit.seed,  # router initialisation
         "roro.out_dir": str(out),
         "roro.rubricor_judge.seed": unit.seed,  # Judge / Rubricor initialisation, warm start and candidate sampling
@@ -80,6 +85,8 @@ def _unit_overrides(vcfg: Any, name: str, spec: StudySpec, unit: Unit, udir: Pat
 
 def _shared_outputs(cfg: Any) -> dict[str, Path]:
     rc = cfg.roro
+    if rc.scripted_env:  # every unit builds its own environment, routes and pairs
+        return {}
     return {
         "roro_models (SLM)": Path(rc.slm.path) / "config.json",
         "roro_models (LRM)": Path(rc.lrm.path) / "config.json",
@@ -91,6 +98,8 @@ def _shared_outputs(cfg: Any) -> dict[str, Path]:
 
 def _input_parts(ucfg: Any, unit: Unit) -> dict[str, Any]:
     rc = ucfg.roro
+    if rc.scripted_env:  # the environment is the config and the seed (the routes and pairs are built from them)
+        return {"config": {"roro": rc.essential_dump()}, "seed": unit.seed}
     return {
         "config": {"roro": rc.essential_dump()},
         "seed": unit.seed,
@@ -120,6 +129,13 @@ def run_roro_unit(ucfg: Any, unit: Unit, udir: Path, run: Any, secret_resolver=N
     rc = ucfg.roro
     kind = unit_kind(rc)
     out: dict[str, Any] = {"kind": kind}
+    if rc.scripted_env and kind in ("roro", "oracle-noisy", "exact-reader"):  # they read this unit's routes and pairs
+        from rubricflow.methods.roro.env.trajectories import run_trajectories
+        from rubricflow.methods.roro.judge.pairs import run_pairs
+
+        tr = run_trajectories(rc)
+        out["environment"] = {k: tr[k] for k in ("n_unique", "slm_step_error_rate", "uncertainty_auc")}
+        out["environment"]["pairs"] = {k: v for k, v in run_pairs(rc).items() if "available" not in k}
     if kind == "roro":  # the alternation reads the routes and the pairs
         log_judge_inputs(run, rc)
     if kind == "roro":
@@ -168,7 +184,7 @@ ADAPTER = StudyMethod(
     unit_overrides=_unit_overrides,
     reserved_keys=("roro.seed", "roro.out_dir", "roro.rubricor_judge.seed", "roro.rubricor_judge.judge.path",
                    "roro.rubricor_judge.rubricor.path", "roro.router.grpo.seed", "roro.router.checkpoint_dir",
-                   "roro.eval.seed", "roro.eval.split"),
+                   "roro.eval.seed", "roro.eval.split", "roro.scripted.seed", "roro.task.seed", "roro.data_dir"),
     shared_outputs=_shared_outputs,
     input_parts=_input_parts,
     code=("rubricflow.methods.roro", "rubricflow.grpo", "rubricflow.training.sft", "models.tiny", "models.generation"),
@@ -206,8 +222,8 @@ METRICS = [*_curve_metrics(), "judge_test_acc", "judge_test_process_acc"]
 PRIMARY = ("chain_pair_range_auc", "chain_acc_at_cost_50")
 
 
-def _spec(answer: str, out_dir: str) -> StudySpec:
-    task = {"roro.task.answer": answer}
+def _spec(answer: str, out_dir: str, env: dict[str, Any] | None = None) -> StudySpec:
+    task = {"roro.task.answer": answer, **(env or {})}
     trained = {**task, "roro.eval.baselines": [], "roro.router.sweep_cost_weights": STUDY_COST_WEIGHTS}
     variants = {
         "roro": {**trained, "roro.router.methods": ["roro"]},
@@ -375,6 +391,74 @@ def router_capacity_matched_spec() -> StudySpec:
                                 metric="chain_acc_at_cost_50")
 
 
+# ----------------------------------------------------------------------------------------------------------------
+# The long-chain environment (issue: "an environment where the route matters"), the third reading beside value and
+# parity: scripted step models (rubricflow.methods.roro.env.scripted) on 8-16-operation chains, whose SLM errs often
+# and confidently on the first two (formulation) steps, whose compute steps cost a third of a formulation step, and
+# whose LRM can verify and repair the chain at the final step at a cost that grows with its length. Every unit rebuilds
+# the environment (its draws, problems, routes and pairs) from its own seed, so the intervals cover the environment.
+LONG_ENV: dict[str, Any] = {
+    "roro.slm.source": "scripted", "roro.lrm.source": "scripted",
+    "roro.slm.n_params": 135_000_000, "roro.lrm.n_params": 1_700_000_000,  # nominal, for the FLOPs column only
+    "roro.task.min_ops": 8, "roro.task.max_ops": 16, "roro.task.max_value": 20, "roro.task.n_val": 32,
+    "roro.steps.max_steps": 17, "roro.steps.step_norm": 16.0, "roro.steps.token_norm": 32.0,
+    "roro.trajectories.enumerate_routes": False,
+}
+
+# The router's start in this environment, chosen on val by `roro_long_router` before the reporting study: the
+# oracle-process router under the coin start (the paper's) and the threshold start, each against the threshold router;
+# the higher mean val chain-exact accuracy at half the all-LRM cost (chain_acc_at_cost_50) wins among the starts whose
+# oracle router reaches the threshold's on every seed (require_preconditions); a tie goes to the coin start.
+LONG_ROUTER_SEEDS = (11, 22, 33)
+LONG_ROUTER_SETTINGS: dict[str, dict[str, Any]] = {
+    "coin": {"roro.router.start": "coin"},
+    "imitate": {"roro.router.start": "threshold"},
+}
+
+
+def long_router_spec() -> StudySpec:
+    """``roro_long_router``: the router's start in the long-chain environment, on val (rule above)."""
+    base = {**LONG_ENV, "roro.eval.baselines": [], "roro.router.methods": ["oracle-process"],
+            "roro.router.sweep_cost_weights": STUDY_COST_WEIGHTS}
+    variants = {name: {**base, **o} for name, o in LONG_ROUTER_SETTINGS.items()}
+    variants["threshold"] = {**LONG_ENV, "roro.router.methods": [], "roro.eval.baselines": ["threshold"]}
+    metric = "chain_acc_at_cost_50"
+    claims = [Claim(a=name, b="threshold", metric=metric, direction="higher", exploratory=True)
+              for name in LONG_ROUTER_SETTINGS]
+    preconditions = [
+        Precondition(name=f"oracle router reaches the threshold ({name})", variant=name, minus="threshold",
+                     metric=metric, threshold=0.0, min_share=1.0, gates=[c.key],
+                     description=f"under the {name} start, the oracle-process router's val {metric} at least the "
+                     "threshold router's on every seed")
+        for name, c in zip(LONG_ROUTER_SETTINGS, claims)
+    ]
+    metrics = ["chain_acc_at_cost_50", "chain_range_auc", "acc_at_cost_50", "range_auc", "chain_cost_min",
+               "chain_cost_max"]
+    return StudySpec(method="roro", seeds=list(LONG_ROUTER_SEEDS), variants=variants, untrained=["threshold"],
+                     metrics=metrics, eval_split="val", claims=claims, preconditions=preconditions,
+                     selection=Selection(metric=metric, direction="higher",
+                                         settings={name: [name] for name in LONG_ROUTER_SETTINGS},
+                                         require_preconditions=True),
+                     out_dir="artifacts/studies/roro_long_router")
+
+
+# Set from reports/studies/roro_long_router.md before roro_long ran.
+LONG_ROUTER_START = "coin"
+
+
+def roro_long_spec() -> StudySpec:
+    """``roro_long``: the RoRo study in the long-chain environment (value answers), on test, with the router start
+    chosen by ``roro_long_router``; the claims of the other readings plus whether a learned router on the exact
+    process signal beats the myopic threshold here (the premise of the environment)."""
+    spec = _spec("value", "artifacts/studies/roro_long", LONG_ENV)
+    variants = {name: {**o, "roro.router.start": LONG_ROUTER_START} if o.get("roro.router.methods") else o
+                for name, o in spec.variants.items()}
+    claims = [*spec.claims, *(Claim(a="oracle-process", b="threshold", metric=m, direction="higher")
+                              for m in PRIMARY)]
+    return StudySpec.model_validate({**spec.model_dump(), "variants": variants,
+                                     "claims": [c.model_dump() for c in claims]})
+
+
 _ABOUT = ("RoRo (outcome + the learned Judge's process score - cost), oracle-process (the exact process score read "
           "off the checked steps: the upper bound on any Judge) and outcome-only routers, each at the cost weights "
           "it keeps on val, the uncertainty threshold and the random router (descriptive); per unit the chain-exact "
@@ -389,6 +473,15 @@ STUDIES = (
               f"(roro.task.answer: parity, where the outcome can be right by luck): {_ABOUT} Needs the parity "
               "routes and pairs (`rubricflow --set roro.task.answer=parity roro-trajectories`, then `roro-pairs`; "
               "`rubricflow study roro_parity`)."),
+    StudyDecl("roro_long", roro_long_spec, "The RoRo study in the long-chain environment (8-16-operation chains; "
+              "scripted step models whose SLM is confidently wrong on the formulation steps, uneven step costs, an "
+              f"LRM that can repair at the final step; every unit rebuilds the environment from its seed): {_ABOUT} "
+              "Adds the claim that the oracle-process router beats the threshold (`rubricflow study roro_long`)."),
+    StudyDecl("roro_long_router", long_router_spec, "Chooses the router's start (coin or threshold imitation) for "
+              "the long-chain environment on val (`rubricflow study roro_long_router`; seeds 11, 22, 33): the "
+              "oracle-process router under each start against the threshold router; the best mean val chain-exact "
+              "accuracy at half the all-LRM cost wins among the starts whose oracle router reaches the threshold on "
+              "every seed."),
     StudyDecl("roro_router_tune", router_tune_spec, "Chooses the router's GRPO advantage scaling (roro.router.grpo."
               "scale_rewards: group, batch or none) on val (`rubricflow study roro_router_tune`; seeds 11, 22, not the "
               "study's): outcome-only and oracle-process routers under both readings of the task, kept on val by the "
