@@ -153,3 +153,31 @@ def test_deltarubric_mode_reports_the_separating_checklist_share(tmp_path):
     assert out["modes"]["deltarubric"]["separating"] == pytest.approx(even / len(pairs))
     oracle = evaluate_judge(_Planner(), _Proc(), [Item(p, []) for p in pairs], ("oracle",))["modes"]["oracle"]
     assert "separating" not in oracle  # only the planner's own checklists are read
+
+
+def test_the_generative_mode_asks_for_its_own_lines_and_fails_a_bare_verdict(tmp_path):
+    """The generative no-rubric judge (issue 39, item 3b) is evaluated with its own prompt (no planner call, no
+    checklist); a verdict without a comparison line is a format failure and a wrong verdict."""
+    build_pairs(tmp_path, ["counting"], {"train": 6}, seed=3, partial_frac=0.0)
+    pairs = read_pairs(tmp_path, "train")
+
+    class _Gen:
+        def __init__(self):
+            self.prompts = []
+
+        def generate(self, requests, n=1, max_new_tokens=48, temperature=0.0, seed=None):
+            self.prompts += [r.prompt for r in requests]
+            outs = []
+            for i, r in enumerate(requests):
+                p = pairs[i]
+                line = "image red = 1\n1. A red = 1 yes, B red = 2 no -> A\n" if i % 2 == 0 else ""
+                outs.append([Completion([], f"{line}verdict: {p.preferred}", True)])
+            return outs
+
+    gen = _Gen()
+    out = evaluate_judge(gen, _Proc(), [Item(p, []) for p in pairs], ("generative",))
+    assert len(gen.prompts) == len(pairs)  # one call per pair: no planner
+    assert all(p.startswith("Read the image where the two responses differ") and "Checks:" not in p
+               for p in gen.prompts)
+    s = out["modes"]["generative"]
+    assert s["accuracy"] == 0.5 and s["format_violation"] == 0.5

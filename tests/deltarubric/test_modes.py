@@ -8,9 +8,9 @@ from rubricflow.methods.deltarubric.roles import ROLES
 
 
 def test_the_mode_lists():
-    assert MODES == ("no_rubric", "static", "reading", "deltarubric", "exhaustive", "oracle", "agreed")
-    assert CONTROLS == ("agreed",) and COMPARED_MODES == ("no_rubric", "static", "reading", "deltarubric",
-                                                          "exhaustive", "oracle")
+    assert MODES == ("no_rubric", "static", "reading", "generative", "deltarubric", "exhaustive", "oracle", "agreed")
+    assert CONTROLS == ("agreed",) and COMPARED_MODES == ("no_rubric", "static", "reading", "generative",
+                                                          "deltarubric", "exhaustive", "oracle")
     assert evaluate.MODES is MODES
 
 

@@ -129,7 +129,7 @@ def test_stages_end_to_end(tmp_path):
     m = eval_stage(cfg, track=False)
     assert set(m) == {"sft/synthetic-test", "grpo/synthetic-test", "duration_s"}
     assert set(k for k in m["grpo/synthetic-test"] if not k.endswith("_format_violation")) - {"agreed"} == {
-        "no_rubric", "static", "reading", "deltarubric", "exhaustive", "oracle",
+        "no_rubric", "static", "reading", "generative", "deltarubric", "exhaustive", "oracle",
         "deltarubric_separating"}  # `agreed` when a test pair has two agreed claims
     assert 0.0 <= m["grpo/synthetic-test"]["deltarubric_separating"] <= 1.0
     table = (tmp_path / "eval" / "eval.txt").read_text()

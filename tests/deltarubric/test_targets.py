@@ -104,3 +104,47 @@ def test_separates_and_agreed_checks():
     one = _pair("red = 2, green = 1, blue = 0. so red = 2. \\boxed{2}",
                 "red = 3, green = 2, blue = 1. so red = 3. \\boxed{3}")
     assert agreed_checks(one) is None  # fewer than two agreed claims
+
+
+def test_the_generative_target_reads_and_compares_the_keys_where_the_responses_disagree(tmp_path):
+    """Issue 39, item 3b: reading lines of the disagreement keys, one comparison line per key, the verdict; its
+    own parse (through parse_verdict) gives back the verdict and one favoured response per key."""
+    from rubricflow.methods.deltarubric.planning import execute
+    from rubricflow.methods.deltarubric.roles import GENERATIVE
+    from rubricflow.methods.deltarubric.synthetic import gold_values
+    from rubricflow.methods.deltarubric.targets import generative_keys, generative_target
+
+    p = _pair("red = 2, green = 1, blue = 0. so red = 2. \\boxed{2}",
+              "red = 3, green = 1, blue = 0. so red = 3. \\boxed{3}")
+    keys = generative_keys(p)
+    assert keys == ["red", "answer"]
+    assert generative_target(p, keys).splitlines() == [
+        "image red = 2", "image answer = 2",
+        "1. A red = 2 yes, B red = 3 no -> A", "2. A answer = 2 yes, B answer = 3 no -> A", "verdict: A"]
+    for form in ("narrow", "wide"):
+        pairs = build_pairs(tmp_path / form, ["counting", "barchart"], {"train": 12}, seed=7, partial_frac=0.5,
+                            form=form)
+        for p in pairs:
+            fixed = generative_keys(p)
+            truth = gold_values(p.facts)
+            assert fixed == [k for k in truth if k in {c.id for c in reference_checks(p)}]  # the facts' order
+            shuffled = generative_keys(p, "shuffled", random.Random(p.id))
+            assert sorted(shuffled) == sorted(fixed) and shuffled == generative_keys(p, "shuffled", random.Random(p.id))
+            for keys in (fixed, shuffled):
+                text = generative_target(p, keys)
+                lines = text.splitlines()
+                assert lines[:len(keys)] == [f"image {k} = {truth[k]}" for k in keys]
+                v = parse_verdict(text)
+                assert v.verdict == p.preferred and [fav for _, fav in v.checks] == execute(p, keys)
+                parsed = GENERATIVE.parse(text)
+                assert parsed.ok and parsed.value == p.preferred
+    # the parse: a verdict without a comparison line is a format failure; the prompt hands it no checklist
+    assert not GENERATIVE.parse("image red = 2\nverdict: A").ok
+    assert "comparison line" in GENERATIVE.parse("verdict: A").reason
+    assert not GENERATIVE.parse("1. A red = 2 yes, B red = 3 no -> A").ok  # no verdict
+    prompt = GENERATIVE.prompt(pairs[0])
+    assert "Checks:" not in prompt and pairs[0].response_a in prompt
+    import pytest
+
+    with pytest.raises(ValueError, match="shuffled"):
+        generative_keys(pairs[0], "shuffled")

@@ -103,3 +103,255 @@ def test_planner_target_noise_touches_only_the_train_split(tmp_path):
     assert 0.25 < len(drawn) / len(room) < 0.75
     assert drawn == [p.id for p in reversed(room) if noisy_checks(p, half, 3) is not None][::-1]
     assert drawn != [p.id for p in room if noisy_checks(p, half, 4) is not None]
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# issue 39, item 2: the default example list, equal example counts per mode, the warm start to a bar
+
+
+class _ChatProc:  # a processor whose chat prompt is the text itself, with the image count in front
+    def chat_prompt(self, text, n_images=1, images_last=False):
+        return f"<{n_images}>" + text
+
+
+def test_the_default_config_keeps_the_example_list_of_the_code_before_the_bar(tmp_path):
+    """Prompts, targets and images of sft_examples and the tokenizer corpus on narrow and wide pairs, under the
+    default config and one with variants and planner noise: the digest was taken from the code before
+    equal_mode_examples / generative / the bar (commit 3e79c05)."""
+    import hashlib
+    import json
+
+    from rubricflow.methods.deltarubric.config import DRSFTConfig
+    from rubricflow.methods.deltarubric.rollout import Item
+    from rubricflow.methods.deltarubric.synthetic import build_pairs
+    from rubricflow.methods.deltarubric.warmstart import pair_tokenizer_corpus, sft_examples
+
+    narrow = build_pairs(tmp_path / "n", ["counting", "barchart"], {"train": 10, "val": 4}, seed=7, partial_frac=0.5)
+    wide = build_pairs(tmp_path / "w", ["counting", "barchart"], {"train": 10, "val": 4}, seed=7, partial_frac=0.5,
+                       form="wide")
+    h, counts = hashlib.sha256(), []
+    for cfg in (DRSFTConfig(), DRSFTConfig(verifier_variants=3, planner_target_noise=0.5)):
+        for pairs in (narrow, wide):
+            ex = sft_examples(_ChatProc(), [Item(p, ["img"]) for p in pairs], cfg, seed=3)
+            for e in ex:
+                h.update(json.dumps([e.prompt, e.target, e.images]).encode())
+            for t in pair_tokenizer_corpus(pairs, cfg, seed=3):
+                h.update(t.encode())
+            counts.append(len(ex))
+    assert counts == [168, 168, 230, 233]
+    assert h.hexdigest() == "552d8dec29108f706447fb783340abad84d324628be1abe2b5650d08ccfc0bf6"
+
+
+def test_equal_mode_examples_gives_every_judge_mode_the_verifiers_count(tmp_path):
+    import random
+    from collections import Counter
+
+    from rubricflow.methods.deltarubric.config import DRSFTConfig
+    from rubricflow.methods.deltarubric.parsing import parse_verdict
+    from rubricflow.methods.deltarubric.planning import facts_verdict
+    from rubricflow.methods.deltarubric.synthetic import build_pairs
+    from rubricflow.methods.deltarubric.targets import exhaustive_checks
+    from rubricflow.methods.deltarubric.warmstart import pair_examples
+
+    pairs = build_pairs(tmp_path, ["counting", "barchart"], {"train": 8}, seed=7, partial_frac=0.5, form="wide")
+    modes = ("verifier", "exhaustive", "no_rubric", "static", "reading", "generative")
+    for variants in (0, 1, 3):
+        off = DRSFTConfig(verifier_variants=variants, generative=True)
+        on = off.model_copy(update={"equal_mode_examples": True})
+        for p in pairs:
+            before = Counter(e.mode for e in pair_examples(p, off, random.Random(0)))
+            assert before == {"planner": 1, "verifier": 1 + variants, "no_rubric": 1, "static": 1, "reading": 1,
+                              "generative": 1}  # the controls under-taught by construction
+            exs = pair_examples(p, on, random.Random(0))
+            got = Counter(e.mode for e in exs)
+            assert {m: got[m] for m in modes} == {m: 1 + variants for m in modes} and got["planner"] == 1
+            for e in exs:
+                if e.mode in ("verifier", "planner"):
+                    assert e.pair is p
+                    continue
+                # odd variants swap the responses; the verdict follows the preferred response
+                assert {e.pair.response_a, e.pair.response_b} == {p.response_a, p.response_b}
+                v = parse_verdict(e.target).verdict
+                if e.mode == "exhaustive":  # the verdict its checklist supports (or the coin)
+                    ex = exhaustive_checks(e.pair, 4)
+                    assert e.checks == [c.text for c in ex]
+                    assert facts_verdict(e.pair, [c.id for c in ex]) in (None, v)
+                else:
+                    assert v == e.pair.preferred
+            for m in ("no_rubric", "generative"):
+                shown = [e.pair.preferred for e in exs if e.mode == m]
+                assert shown == [p.preferred if v % 2 == 0 else ("B" if p.preferred == "A" else "A")
+                                 for v in range(1 + variants)]
+
+
+def _phase_fakes(curve):
+    """A trainer that counts steps and a measure that reads ``curve(total steps trained)``."""
+    state = {"steps": 0, "blocks": []}
+
+    def train_block(examples, steps, batch_size, seed):
+        state["steps"] += steps
+        state["blocks"].append((len(examples), steps, batch_size, seed))
+
+    def measure(names):
+        return {n: curve(n, state["steps"]) for n in names}
+
+    return state, train_block, measure
+
+
+def test_a_phase_trains_in_blocks_until_its_bar_and_stops_there():
+    from rubricflow.methods.deltarubric.bars import Phase, train_phase
+
+    state, train_block, measure = _phase_fakes(lambda n, s: s / 1000)  # 0.1 per 100 steps
+    rec = train_phase(Phase("evidence", ["x"] * 5, {"oracle": 0.3}, 8), train_block, measure, block_steps=100,
+                      max_steps=1000, seed=11)
+    assert rec["met"] and rec["steps"] == 300 and state["steps"] == 300  # 0.1, 0.2, 0.3: stops at the bar
+    assert [b["steps"] for b in rec["blocks"]] == [100, 200, 300] and rec["reached"] == {"oracle": 0.3}
+    assert [b[3] for b in state["blocks"]] == [11, 11 + 100003, 11 + 2 * 100003]  # a new data order per block
+    assert all(b[:3] == (5, 100, 8) for b in state["blocks"])
+    # the cap: whole blocks, the last one cut; the bar missed is recorded with the value reached
+    state, train_block, measure = _phase_fakes(lambda n, s: s / 1000)
+    rec = train_phase(Phase("evidence", ["x"], {"oracle": 0.9}, 8), train_block, measure, 100, 250, seed=0)
+    assert not rec["met"] and rec["steps"] == 250 and [b[1] for b in state["blocks"]] == [100, 100, 50]
+    assert rec["reached"] == {"oracle": 0.25}
+    # a phase without an active bar trains one block and measures nothing
+    state, train_block, measure = _phase_fakes(lambda n, s: 1 / 0)
+    rec = train_phase(Phase("comparison", ["x"], {}, 8), train_block, measure, 100, 1000, seed=0)
+    assert rec["met"] and rec["steps"] == 100 and rec["blocks"] == [{"steps": 100}]
+
+
+def test_staged_phases_are_cumulative_in_the_issues_order():
+    from rubricflow.methods.deltarubric.bars import staged_phases
+    from rubricflow.methods.deltarubric.config import DRSFTConfig
+
+    roles = [("planner", "p"), ("verifier", "v1"), ("verifier", "v2"), ("no_rubric", "n"), ("static", "s"),
+             ("reading", "r"), ("generative", "g")]
+    cfg = DRSFTConfig(bar_reading=0.8, bar_oracle=0.9, perception_batch_size=32, batch_size=16)
+    ph = staged_phases(["read1", "read2"], roles, cfg)
+    assert [p.name for p in ph] == ["reading", "evidence", "comparison", "verdicts"]
+    assert [p.examples for p in ph] == [
+        ["read1", "read2"], ["read1", "read2", "v1", "v2"], ["read1", "read2", "v1", "v2", "s", "g"],
+        ["read1", "read2", "v1", "v2", "s", "g", "p", "n", "r"]]
+    assert [p.bars for p in ph] == [{"reading": 0.8}, {"oracle": 0.9}, {"oracle": 0.9},
+                                    {"reading": 0.8, "oracle": 0.9}]
+    assert [p.batch_size for p in ph] == [32, 16, 16, 16]
+    # no reading examples: no reading phase; a bar at 0 is off
+    ph = staged_phases([], roles, cfg.model_copy(update={"bar_reading": 0.0}))
+    assert [(p.name, p.bars) for p in ph] == [("evidence", {"oracle": 0.9}), ("comparison", {"oracle": 0.9}),
+                                              ("verdicts", {"oracle": 0.9})]
+
+
+def test_a_start_that_misses_its_bar_restarts_from_a_new_init_seed_and_fails_after_the_last():
+    import pytest
+
+    from rubricflow.methods.deltarubric.bars import BarMissed, Phase, train_to_bar
+    from rubricflow.methods.deltarubric.config import DRSFTConfig
+
+    cfg = DRSFTConfig(bar_oracle=0.5, block_steps=100, max_steps=300, max_restarts=2)
+    seeds = []
+
+    def attempt_with(rate):  # init seed -> how fast its start learns
+        def attempt(init_seed):
+            seeds.append(init_seed)
+            _, train_block, measure = _phase_fakes(lambda n, s: s * rate[init_seed])
+            return [Phase("evidence", ["v"], {"oracle": 0.5}, 8), Phase("verdicts", ["v", "n"], {"oracle": 0.5}, 8)], \
+                train_block, measure
+        return attempt
+
+    # seed 7 never reaches 0.5 in 300 steps; 1007 does, after 200 steps
+    attempts = train_to_bar(attempt_with({7: 0.001, 1007: 0.003}), cfg, seed=7)
+    assert seeds == [7, 1007]
+    assert [(a["init_seed"], a["met"], a["steps"]) for a in attempts] == [(7, False, 300), (1007, True, 300)]
+    first = attempts[0]["phases"]
+    assert len(first) == 1 and first[0]["phase"] == "evidence" and not first[0]["met"]  # stopped at the first miss
+    assert first[0]["reached"] == {"oracle": 0.3}
+    assert [(p["phase"], p["steps"], p["met"]) for p in attempts[1]["phases"]] == [("evidence", 200, True),
+                                                                                  ("verdicts", 100, True)]
+    # every attempt misses: the error names the phase, the bar, the value reached and what to change
+    seeds.clear()
+    with pytest.raises(BarMissed) as err:
+        train_to_bar(attempt_with({7: 0.001, 1007: 0.001, 2007: 0.0012}), cfg, seed=7)
+    assert seeds == [7, 1007, 2007]
+    msg = str(err.value)
+    assert "phase 'evidence'" in msg and "bar_oracle 0.500, reached 0.360" in msg and "[7, 1007, 2007]" in msg
+    assert "deltarubric.sft.max_steps" in msg and "max_restarts" in msg
+    assert [a["met"] for a in err.value.attempts] == [False, False, False]
+    # max_restarts 0: no restart
+    seeds.clear()
+    with pytest.raises(BarMissed):
+        train_to_bar(attempt_with({7: 0.001}), cfg.model_copy(update={"max_restarts": 0}), seed=7)
+    assert seeds == [7]
+
+
+def test_reading_exactness_needs_every_claim_key_right():
+    from rubricflow.methods.deltarubric.bars import reading_exact
+
+    facts = {"task": "counting", "perception": [["red", 2], ["green", 1], ["blue", 0]], "intermediate": [],
+             "target": "green", "question_type": "count"}
+    assert reading_exact(worked_reading(facts), facts)
+    assert not reading_exact("red = 2, green = 1, blue = 1. so green = 1. \\boxed{1}", facts)
+    assert not reading_exact("red = 2, green = 1. so green = 1. \\boxed{1}", facts)  # a key left out
+    assert not reading_exact("red = 2, green = 1, blue = 0. so green = 1.", facts)  # no answer
+
+
+def test_the_sft_stage_trains_to_the_bar_and_records_every_attempt(tmp_path, monkeypatch):
+    """The stage wiring on a toy model: the staged phases, a restart from init seed + 1000 (a fresh base), the
+    summary and the attempts file; the val measure is a fake that reads the attempt's init seed and steps."""
+    import json
+
+    from rubricflow.config import config_from_dict
+    from rubricflow.methods.deltarubric import warmstart
+    from rubricflow.methods.deltarubric.stages import pairs_stage, sft_stage
+
+    dr = {"pairs": {"out_dir": str(tmp_path / "pairs"), "tasks": ["counting"], "train": 4, "val": 2, "test": 2,
+                    "balance_tol": 0.5},
+          "sft": {"out_dir": str(tmp_path / "sft"), "base_dir": str(tmp_path / "base"), "batch_size": 4,
+                  "warmup_steps": 1, "hidden_size": None, "perception_images": 2, "perception_batch_size": 2,
+                  "bar_reading": 0.5, "bar_oracle": 0.5, "block_steps": 2, "max_steps": 4, "max_restarts": 1,
+                  "generative": True, "equal_mode_examples": True}}
+    cfg = config_from_dict({"seed": 1, "artifacts_dir": str(tmp_path / "a"), "reports_dir": str(tmp_path / "reports"),
+                            "models": {"policy": {"source": "tiny", "hidden_size": 32, "num_layers": 1,
+                                                  "num_heads": 2, "vision_hidden_size": 32, "vision_depth": 1,
+                                                  "vocab_size": 400}},
+                            "deltarubric": dr})
+    pairs_stage(cfg, track=False)
+    built = []
+    real_build = warmstart.build_or_load_base
+
+    def build(models, d, train, seed, init_seed=None):
+        built.append((seed, init_seed))
+        return real_build(models, d, train, seed, init_seed)
+
+    def fake_measure(d, items, model, proc):
+        init_seed = built[-1][1]
+        steps = {"n": 0}
+        real_train = model.train
+
+        def counting_train(mode=True):  # train_sft calls model.train() once per block
+            steps["n"] += mode
+            return real_train(mode)
+
+        model.train = counting_train
+        # seed 1 misses the oracle bar; 1001 meets each bar after its second block
+        return lambda names: {n: (0.0 if init_seed == 1 and n == "oracle" else 0.25 * steps["n"]) for n in names}
+
+    monkeypatch.setattr(warmstart, "build_or_load_base", build)
+    monkeypatch.setattr(warmstart, "val_measure", fake_measure)
+    logged = []
+    m = sft_stage(cfg, track=False, log_fn=lambda s, x: logged.append(s))
+    assert built == [(1, 1), (1, 1001)]
+    assert (m["init_seed"], m["restarts"]) == (1001, 1)
+    assert [(a["init_seed"], a["met"]) for a in m["attempts"]] == [(1, False), (1001, True)]
+    assert [p["phase"] for p in m["attempts"][0]["phases"]] == ["reading", "evidence"]  # stopped at the miss
+    assert list(m["phases"]) == ["reading", "evidence", "comparison", "verdicts"]
+    assert m["phases"]["reading"]["steps"] == 4 and m["phases"]["reading"]["met"]
+    assert m["steps"] == sum(p["steps"] for p in m["phases"].values()) and m["reading_steps"] == 4
+    assert m["bars"] == {"reading": 0.5, "oracle": 0.5} and all(v >= 0.5 for v in m["reached"].values())
+    # per pair: planner + 2 x (verifier, exhaustive, no-rubric, static, reading, generative)
+    assert m["pair_examples"] == 4 * 13 and m["reading_examples"] == 2
+    # every attempt's steps, numbered on: the first attempt's 8 (reading 4, evidence 4 to its cap), then the kept one's
+    assert m["attempts"][0]["steps"] == 8 and logged == list(range(8 + m["steps"]))
+    loss = json.loads((tmp_path / "reports" / "plots" / "deltarubric_sft_loss.json").read_text())
+    assert [c["step"] for c in loss] == list(range(m["steps"])) and {c["init_seed"] for c in loss} == {1001}
+    saved = json.loads((tmp_path / "reports" / "plots" / "deltarubric_sft_bars.json").read_text())
+    assert saved["met"] and len(saved["attempts"]) == 2
+    assert (tmp_path / "sft" / "config.json").exists()

@@ -6,6 +6,9 @@ Judge modes (greedy decoding, one verdict per pair; a format failure counts as a
 * ``static``       the five fixed criteria;
 * ``reading``      the reading judge: the verifier's worked reading of the image, then the verdict, no checklist
                    (the no-rubric control of the same reading: does the checklist add to it?);
+* ``generative``   the generative no-rubric judge (issue 39, item 3b; the paper's no-rubric baseline): its own reading
+                   and comparison lines over keys it chooses, then the verdict; no planner, no checklist handed to it
+                   (a bare verdict is a format failure; taught only with ``sft.generative``);
 * ``deltarubric``  the policy's own greedy checklist (planner), then the checklist-guided verdict (verifier);
                    a malformed checklist is a planner format violation and a wrong verdict;
 * ``exhaustive``   the static-exhaustive control (synthetic pairs only): every claim key of the pair's task as a check,

@@ -9,7 +9,7 @@ compete as a judge (reported by the eval stage, not compared in studies); ``COMP
 
 from typing import Literal
 
-SINGLE_STEP = ("no_rubric", "static", "reading")
+SINGLE_STEP = ("no_rubric", "static", "reading", "generative")
 MODES = (*SINGLE_STEP, "deltarubric", "exhaustive", "oracle", "agreed")
 CONTROLS = ("agreed",)
 COMPARED_MODES = tuple(m for m in MODES if m not in CONTROLS)

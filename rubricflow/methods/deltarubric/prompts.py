@@ -1,12 +1,15 @@
 """Prompt templates of DeltaRubric's roles and of the paper's two baselines (after the paper's appendix A.6).
 
-Six templates, kept short for the tiny CPU model but with the paper's structure:
+Seven templates, kept short for the tiny CPU model but with the paper's structure:
 
 * ``NO_RUBRIC``  judge the two responses directly, end with the verdict (the "lazy" single-step baseline);
 * ``STATIC``     judge them on five fixed criteria (relevance, factual consistency, key visual information,
                  reasoning, clarity/completeness), ignoring irrelevant / vague / contradicted criteria;
 * ``READING``    the reading judge, the no-rubric control of the same reading: read the image (the verifier's
                  worked trace), then the verdict, with no checklist;
+* ``GENERATIVE`` the generative no-rubric judge (the paper's no-rubric baseline, issue 39 item 3b): read the values
+                 where the responses differ, compare each response's claims with them, then the verdict; no checklist
+                 and no planner role;
 * ``PLANNER``    the Disagreement Planner: 2-4 neutral, evidence-seeking checks on where the responses
                  disagree, one concrete fact / relation / constraint each, never naming a response or a winner,
                  no preamble;
@@ -41,6 +44,11 @@ STATIC = (
 
 READING = "Read the image, then judge the two responses against it.\n" + _CASE + "End with verdict: A or verdict: B."
 
+GENERATIVE = (
+    "Read the image where the two responses differ, compare each response's claims with it, then judge.\n" + _CASE
+    + "End with verdict: A or verdict: B."
+)
+
 PLANNER = (
     "List 2-4 neutral checks where the two responses disagree, one concrete fact, relation or constraint each. "
     "Name no response and no winner. No preamble.\n" + _CASE + "Checks:"
@@ -69,6 +77,10 @@ def static_prompt(question: str, a: str, b: str) -> str:
 
 def reading_prompt(question: str, a: str, b: str) -> str:
     return READING.format(question=question, a=a, b=b)
+
+
+def generative_prompt(question: str, a: str, b: str) -> str:
+    return GENERATIVE.format(question=question, a=a, b=b)
 
 
 def planner_prompt(question: str, a: str, b: str) -> str:

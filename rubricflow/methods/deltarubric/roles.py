@@ -1,15 +1,17 @@
 """Roles as data: a role is a prompt template, an output parser and a reward rule, all sharing one policy.
 
-``ROLES`` holds DeltaRubric's two roles (``planner``, ``verifier``) and the three single-step judge modes
+``ROLES`` holds DeltaRubric's two roles (``planner``, ``verifier``) and the four single-step judge modes
 (``no_rubric``, ``static``, ``reading``: the verifier's worked reading of the image, then the verdict, with no
-checklist). A DeltaRubric run trains the planner and the verifier and samples no-rubric verdicts as the reward's
-baseline (see rewards); a baseline run (``train.judge: no_rubric | static | reading``) trains that judge mode
-alone, so the baselines are as trained as DeltaRubric. Nothing here knows about models: rollout and
+checklist; ``generative``: its own reading and comparison lines over keys it chooses, then the verdict). A DeltaRubric
+run trains the planner and the verifier and samples no-rubric verdicts as the reward's baseline (see rewards); a
+baseline run (``train.judge: no_rubric | static | reading | generative``) trains that judge mode alone, so the
+baselines are as trained as DeltaRubric. Nothing here knows about models: rollout and
 evaluation turn ``Role.prompt`` into chat prompts and feed the completions to ``Role.parse``.
 
 The verifier's output is valid only when it executes the checklist: one evidence line (``... -> A|B|both|neither``)
 per check, then the verdict. A bare verdict skips the work the role exists for, so it is a format failure (no
-reward, and a wrong verdict in evaluation).
+reward, and a wrong verdict in evaluation). Likewise the generative judge's output is valid only with at least one
+comparison line (``... -> A|B|both|neither``) before its verdict: it chooses its keys, so their number is its own.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from rubricflow.data.pairs import PreferencePair
 from rubricflow.judge.protocol import Parsed
 from rubricflow.methods.deltarubric.parsing import parse_checklist, parse_verdict
 from rubricflow.methods.deltarubric.prompts import (
+    generative_prompt,
     no_rubric_prompt,
     planner_prompt,
     reading_prompt,
@@ -73,11 +76,23 @@ def parse_execution(text: str, checks: list[str] | None = None) -> Parsed:
     return Parsed("ok", v.verdict, raw=text)
 
 
+def parse_generation(text: str, checks: list[str] | None = None) -> Parsed:
+    """The generative judge's verdict, valid only after at least one comparison line."""
+    v = parse_verdict(text)
+    if not v.ok:
+        return Parsed("failed", reason=v.reason, raw=text)
+    if not v.checks:
+        return Parsed("failed", reason="no comparison line ('<i>. A <key> = ... -> A|B|both|neither') before the "
+                      "verdict", raw=text)
+    return Parsed("ok", v.verdict, raw=text)
+
+
 PLANNER = Role("planner", planner_prompt, parse_plan, planner_reward)
 VERIFIER = Role("verifier", verifier_prompt, parse_execution, verifier_reward, needs_checklist=True)
 NO_RUBRIC = Role("no_rubric", no_rubric_prompt, parse_judgement, judge_reward)
 STATIC = Role("static", static_prompt, parse_judgement, judge_reward)
 # the reading judge's verdict is read as the no-rubric one's: its reading is taught, not required by the parser
 READING = Role("reading", reading_prompt, parse_judgement, judge_reward)
+GENERATIVE = Role("generative", generative_prompt, parse_generation, judge_reward)
 
-ROLES: dict[str, Role] = {r.name: r for r in (PLANNER, VERIFIER, NO_RUBRIC, STATIC, READING)}
+ROLES: dict[str, Role] = {r.name: r for r in (PLANNER, VERIFIER, NO_RUBRIC, STATIC, READING, GENERATIVE)}

@@ -11,10 +11,10 @@ Per pair (one GRPO "prompt"), with ``train.judge: deltarubric`` (the method):
    (``<pair>/c<j>``), roles ``"planner"`` / ``"verifier"``. The GRPO updater normalises advantages per role
    (decoupled), and one ``update`` call trains the shared policy on both roles' episodes.
 
-With ``train.judge: no_rubric | static | reading`` (the paper's trained baselines, and the reading judge: the
-verifier's worked reading without a checklist) the policy samples ``N * M`` verdicts of that judge mode per pair,
-as many as DeltaRubric's verifier samples, rewarded by correctness and grouped per pair (role ``no_rubric`` /
-``static`` / ``reading``), with the same steps, pairs per step and optimiser.
+With ``train.judge: no_rubric | static | reading | generative`` (the paper's trained baselines, the reading judge:
+the verifier's worked reading without a checklist, and the generative judge) the policy samples ``N * M`` verdicts of
+that judge mode per pair, as many as DeltaRubric's verifier samples, rewarded by correctness and grouped per pair
+(role ``no_rubric`` / ``static`` / ``reading`` / ``generative``), with the same steps, pairs per step and optimiser.
 
 ``collect`` does the generation; ``score`` is pure (completions in, episodes and metrics out), so tests drive the
 real episode/advantage path with scripted completions.
@@ -79,7 +79,7 @@ class Rollout:
     verifier_reqs: dict[tuple[int, int], GenRequest] = field(default_factory=dict)
     verifier: dict[tuple[int, int], list[Completion]] = field(default_factory=dict)
     checklists: dict[tuple[int, int], list[str]] = field(default_factory=dict)
-    judge_reqs: list[GenRequest] = field(default_factory=list)  # single-step judge runs (no_rubric | static | reading)
+    judge_reqs: list[GenRequest] = field(default_factory=list)  # single-step judge runs (train.judge)
     judge: list[list[Completion]] = field(default_factory=list)
 
 

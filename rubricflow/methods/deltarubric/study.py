@@ -13,8 +13,9 @@ the main pipeline's warm start.
 
 Metrics of a unit (``metrics`` of its result): ``accuracy`` / ``format_violation`` of the judge mode the unit was
 trained for (``deltarubric`` for DeltaRubric runs and the warm start, ``no_rubric`` / ``static`` / ``reading``
-for the trained single-step judges), so claims compare each method in its own mode; ``acc_<mode>`` and
-``fmt_<mode>`` for every mode; the planner probe at the end of training (``probe_end``); ``sep_deltarubric``, the
+for the trained single-step judges, ``generative`` for the generative no-rubric judge), so claims compare each method
+in its own mode; ``acc_<mode>`` and ``fmt_<mode>`` for every mode (``acc_generative``: the generative control,
+issue 39 item 3b); the planner probe at the end of training (``probe_end``); ``sep_deltarubric``, the
 share of the planner's greedy checklists that separate the responses (before RL for the untrained variant, after for
 the trained ones); ``planner_gain`` = ``acc_deltarubric - acc_exhaustive``, what the planner adds over the
 static-exhaustive checklist (every claim key in a fixed order, ``eval.exhaustive``) executed by the same verifier
@@ -128,7 +129,7 @@ def _input_parts(ucfg: Any, unit: Unit) -> dict[str, Any]:
 
 
 def _own_mode(ucfg: Any) -> str:
-    return ucfg.deltarubric.train.judge  # deltarubric | no_rubric | static | reading
+    return ucfg.deltarubric.train.judge  # deltarubric | no_rubric | static | reading | generative
 
 
 def run_unit(ucfg: Any, unit: Unit, udir: Path, run: Any, secret_resolver=None) -> dict:
@@ -266,11 +267,12 @@ ADAPTER = StudyMethod(
 # the default study
 
 # Metrics of a unit on the held-out pairs: `accuracy` / `format_violation` are those of the judge mode the unit was
-# trained for (DeltaRubric's own checklist for DeltaRubric runs and the warm start, the no-rubric / static / reading
-# verdict for the trained single-step judges); acc_<mode> for every mode, the agreed-claims control included;
+# trained for (DeltaRubric's own checklist for DeltaRubric runs and the warm start, the no-rubric / static / reading /
+# generative verdict for the trained single-step judges); acc_<mode> for every mode, the agreed-claims control
+# included; fmt_generative the generative control's format failures (a verdict without a comparison line);
 # sep_deltarubric the separating share of the planner's checklists; flat_step0 the step-0 precondition.
-METRICS = ["accuracy", "format_violation", *(f"acc_{m}" for m in MODES), "fmt_deltarubric", "probe_end",
-           "sep_deltarubric", "flat_step0", "planner_gain"]
+METRICS = ["accuracy", "format_violation", *(f"acc_{m}" for m in MODES), "fmt_deltarubric", "fmt_generative",
+           "probe_end", "sep_deltarubric", "flat_step0", "planner_gain"]
 
 # The study's RL budget, fixed before any run and set on every variant (the untrained one too, so every variant of
 # a seed shares one start): 40 steps x 4 pairs, N = M = K = 5 (the main pipeline's tiny budget is 20 x 2).

@@ -20,6 +20,11 @@
 * ``no_rubric_target(pair)``: the verdict alone (the single-step judge).
 * ``reading_target(pair)``: the reading judge, the no-rubric control of the same reading: the verifier's worked
   reading (``worked_reading``, the one builder both use), then the verdict; no checklist, no evidence lines.
+* ``generative_target(pair, keys)``: the generative no-rubric judge (issue 39, item 3b): its own reading lines of the
+  keys it chooses (``image <key> = <value>``), one comparison line per key (``<i>. A <key> = <claim> yes|no, B <key> =
+  <claim> yes|no -> A|B|both|neither``), then the verdict; no planner role, no checklist handed to it.
+  ``generative_keys(pair, order, rng)`` are the keys it is taught to choose: the keys where the responses disagree
+  (the reference checklist's keys), in the facts' order (``fixed``) or shuffled (``shuffled``).
 
 Only synthetic pairs (with ``facts``) have targets; benchmark pairs are evaluation-only.
 """
@@ -117,6 +122,12 @@ def _agrees(claims: dict[str, str], key: str, truth) -> str:
     return "yes" if key in claims and values_equal(claims[key], fmt(truth)) else "no"
 
 
+def _comparison(key: str, truth, a: dict[str, str], b: dict[str, str], fav: str) -> str:
+    """``A <key> = <A's claim> yes|no, B <key> = <B's claim> yes|no -> <favours>`` (``?`` for a missing claim)."""
+    return (f"A {key} = {a.get(key, '?')} {_agrees(a, key, truth)}, "
+            f"B {key} = {b.get(key, '?')} {_agrees(b, key, truth)} -> {fav}")
+
+
 def evidence_lines(pair: PreferencePair, checks: list[Rubric]) -> list[str]:
     """``<i>. image <key> = <value>, A <key> = <A's claim> yes|no, B <key> = <B's claim> yes|no -> <favours>``.
 
@@ -133,10 +144,7 @@ def evidence_lines(pair: PreferencePair, checks: list[Rubric]) -> list[str]:
     lines = []
     for i, c in enumerate(checks, 1):
         t = truth[c.id]
-        lines.append(
-            f"{i}. image {c.id} = {fmt(t)}, A {c.id} = {a.get(c.id, '?')} {_agrees(a, c.id, t)}, "
-            f"B {c.id} = {b.get(c.id, '?')} {_agrees(b, c.id, t)} -> {favours(pair, c.id, t)}"
-        )
+        lines.append(f"{i}. image {c.id} = {fmt(t)}, {_comparison(c.id, t, a, b, favours(pair, c.id, t))}")
     return lines
 
 
@@ -162,6 +170,31 @@ def no_rubric_target(pair: PreferencePair) -> str:
 
 def reading_target(pair: PreferencePair) -> str:
     return "\n".join([worked_reading(pair.facts), f"verdict: {pair.preferred}"])
+
+
+def generative_keys(pair: PreferencePair, order: str = "fixed", rng: random.Random | None = None) -> list[str]:
+    """The keys the generative judge is taught to read and compare: those of the reference checklist (where the
+    responses disagree; 2-4, the decisive keys first when they overflow the budget), in the facts' order
+    (``fixed``) or shuffled by ``rng`` (``shuffled``)."""
+    keys = [c.id for c in reference_checks(pair)]
+    if order == "fixed":
+        return [k for k in gold_values(pair.facts) if k in keys]
+    if order == "shuffled":
+        if rng is None:
+            raise ValueError("generative_keys: order 'shuffled' needs an rng")
+        rng.shuffle(keys)
+        return keys
+    raise ValueError(f"generative_keys: order {order!r}: expected 'fixed' or 'shuffled'")
+
+
+def generative_target(pair: PreferencePair, keys: list[str]) -> str:
+    """Reading lines ``image <key> = <value>``, then per key ``<i>. A <key> = <claim> yes|no, B <key> = <claim>
+    yes|no -> <favours>``, then ``verdict: <preferred>``."""
+    truth = gold_values(pair.facts)
+    a, b = claim_values(pair.response_a), claim_values(pair.response_b)
+    lines = [f"image {k} = {fmt(truth[k])}" for k in keys]
+    lines += [f"{i}. {_comparison(k, truth[k], a, b, favours(pair, k, truth[k]))}" for i, k in enumerate(keys, 1)]
+    return "\n".join([*lines, f"verdict: {pair.preferred}"])
 
 
 def _wrong(pair: PreferencePair, response: str, keys: list[str] | None) -> int:

@@ -13,6 +13,15 @@ Per training pair (rubricflow.methods.deltarubric.targets):
 * static:     static-rubric prompt -> per-criterion preference + verdict;
 * reading:    reading-judge prompt -> the verifier's worked reading + verdict (no checklist; the same
               ``worked_reading`` builder as the verifier's target).
+* generative: (``generative``) generative-judge prompt -> its reading lines of the keys where the responses disagree
+              (``generative_order``: the facts' order or shuffled), one comparison line per key, the verdict;
+* exhaustive: (``equal_mode_examples`` only) verifier prompt with the static-exhaustive checklist -> its evidence
+              lines and the verdict they support (``planning.facts_verdict``; ``noise_verdict`` when they favour
+              neither response).
+
+``equal_mode_examples``: every judge mode gets as many examples per pair as the verifier (1 + ``verifier_variants``),
+variant v with the responses swapped when v is odd; off, each single-step mode gets one (the default: the example list
+of the code before the flag, byte for byte; ``tests/deltarubric/test_warmstart.py`` checks a digest).
 
 Perception (``perception_images`` per task, ``read_examples``): images rendered in memory by the synthetic
 generators under their own split name (``"perception"``, so never a train/val/test image), each with the read
@@ -24,7 +33,10 @@ checklist to guide.
 The baselines get examples too: the tiny model has no instruction following of its own, and the comparison
 between judge modes is only fair when every mode's output format was taught equally.
 
-``warm_start`` is the ``deltarubric_sft`` stage: the base model (``build_or_load_base``), the examples, the phases.
+``warm_start`` is the ``deltarubric_sft`` stage: the base model (``build_or_load_base``), the examples, the phases:
+a fixed schedule (``perception_steps``, then ``steps``) or, with ``bar_reading`` / ``bar_oracle``, the staged phases
+trained to the bars on val, restarted from a new init seed when a phase misses at its cap (``warm_start_to_bar``,
+``rubricflow.methods.deltarubric.bars``).
 """
 
 from __future__ import annotations
@@ -32,20 +44,26 @@ from __future__ import annotations
 import random
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from models.loader import load_policy
 from models.tiny import TinyDims, build_tiny_text, build_tiny_vl, save
 from rubricflow.data.pairs import PreferencePair, read_pairs
 from rubricflow.data.synthetic import GENERATORS, WIDE_GENERATORS, _rng
+from rubricflow.methods.deltarubric.bars import BarMissed, bar_values, bars_on, staged_phases, train_to_bar, val_measure
 from rubricflow.methods.deltarubric.config import DeltaRubricConfig, DRSFTConfig
 from rubricflow.methods.deltarubric.evaluate import load_items
+from rubricflow.methods.deltarubric.parsing import MAX_CHECKS
+from rubricflow.methods.deltarubric.planning import facts_verdict
 from rubricflow.methods.deltarubric.prompts import read_prompt
 from rubricflow.methods.deltarubric.roles import ROLES
 from rubricflow.methods.deltarubric.rollout import Item, chat, request
 from rubricflow.util.io import staged_dir, write_json
 from rubricflow.methods.deltarubric.targets import (
     agreed_checks,
+    exhaustive_checks,
+    generative_keys,
+    generative_target,
     no_rubric_target,
     planner_target,
     reading_target,
@@ -71,38 +89,88 @@ def noisy_checks(pair: PreferencePair, cfg: DRSFTConfig, seed: int):
     return agreed_checks(pair)
 
 
-def role_texts(pair: PreferencePair, cfg: DRSFTConfig, rng: random.Random,
-               seed: int = 0) -> list[tuple[str, list[str] | None, str]]:
-    """``(role name, checklist or None, target)`` for every example of one pair."""
+class PairExample(NamedTuple):
+    """One warm-start example of a pair: the judge ``mode`` it teaches, the ``role`` whose prompt it uses, the
+    checklist in that prompt (or None), the target, and the pair as the prompt shows it (swapped in some variants)."""
+
+    mode: str
+    role: str
+    checks: list[str] | None
+    target: str
+    pair: PreferencePair
+
+
+def _shown(pair: PreferencePair, variant: int) -> PreferencePair:
+    """Variant ``v`` of an equal-count mode: the pair as it is (even ``v``) or with the responses swapped (odd)."""
+    return pair if variant % 2 == 0 else pair.swapped()
+
+
+def _coin(cfg: DRSFTConfig, key: str, preferred: str | None) -> str | None:
+    """The verdict under a checklist that favours neither response (``noise_verdict``)."""
+    return random.Random(key).choice("AB") if cfg.noise_verdict == "coin" else preferred
+
+
+def pair_examples(pair: PreferencePair, cfg: DRSFTConfig, rng: random.Random, seed: int = 0) -> list[PairExample]:
+    """Every warm-start example of one pair (module docstring), in a fixed order: planner, verifier (reference, then
+    ``verifier_variants`` variants, then the noisy checklist), exhaustive (``equal_mode_examples`` only), no-rubric,
+    static, reading, generative. ``rng`` draws the verifier's variant checklists only (the other draws are seeded by
+    pair and seed), so the default examples are those of the code before ``equal_mode_examples`` and ``generative``."""
     checks = reference_checks(pair)
     noisy = noisy_checks(pair, cfg, seed)
-    out: list[tuple[str, list[str] | None, str]] = []
+    out: list[PairExample] = []
     if cfg.planner:
-        out.append(("planner", None, planner_target(noisy or checks)))
-    out.append(("verifier", [c.text for c in checks], verifier_target(pair, checks)))
+        out.append(PairExample("planner", "planner", None, planner_target(noisy or checks), pair))
+    out.append(PairExample("verifier", "verifier", [c.text for c in checks], verifier_target(pair, checks), pair))
     for _ in range(cfg.verifier_variants):
         var = variant_checks(pair, rng)
-        out.append(("verifier", [c.text for c in var], verifier_target(pair, var)))
+        out.append(PairExample("verifier", "verifier", [c.text for c in var], verifier_target(pair, var), pair))
     if noisy:  # the verifier follows the checklist it is given: here one that favours neither response
-        verdict = random.Random(f"noise-verdict/{seed}/{pair.id}").choice("AB") if cfg.noise_verdict == "coin" else None
-        out.append(("verifier", [c.text for c in noisy], verifier_target(pair, noisy, verdict)))
-    if cfg.no_rubric:
-        out.append(("no_rubric", None, no_rubric_target(pair)))
-    if cfg.static:
-        out.append(("static", None, static_target(pair)))
-    if cfg.reading:
-        out.append(("reading", None, reading_target(pair)))
+        verdict = _coin(cfg, f"noise-verdict/{seed}/{pair.id}", None)  # None: the preferred response
+        out.append(PairExample("noise", "verifier", [c.text for c in noisy], verifier_target(pair, noisy, verdict),
+                               pair))
+    n = 1 + cfg.verifier_variants if cfg.equal_mode_examples else 1
+    if cfg.equal_mode_examples:  # the exhaustive mode: the verifier on the static-exhaustive checklist
+        for v in range(n):
+            q = _shown(pair, v)
+            ex = exhaustive_checks(q, MAX_CHECKS)
+            # the verifier follows its checklist: the response it favours, or the noise rule when it favours neither
+            verdict = facts_verdict(q, [c.id for c in ex]) or _coin(cfg, f"exhaustive-verdict/{seed}/{pair.id}/{v}",
+                                                                     q.preferred)
+            out.append(PairExample("exhaustive", "verifier", [c.text for c in ex], verifier_target(q, ex, verdict), q))
+    single = [("no_rubric", cfg.no_rubric, no_rubric_target), ("static", cfg.static, static_target),
+              ("reading", cfg.reading, reading_target)]
+    for mode, on, target in single:
+        if on:
+            out += [PairExample(mode, mode, None, target(q), q) for q in (_shown(pair, v) for v in range(n))]
+    if cfg.generative:
+        for v in range(n):
+            q = _shown(pair, v)
+            keys = generative_keys(q, cfg.generative_order, random.Random(f"generative/{seed}/{pair.id}/{v}"))
+            out.append(PairExample("generative", "generative", None, generative_target(q, keys), q))
+    return out
+
+
+def role_texts(pair: PreferencePair, cfg: DRSFTConfig, rng: random.Random,
+               seed: int = 0) -> list[tuple[str, list[str] | None, str]]:
+    """``(role name, checklist or None, target)`` for every example of one pair (``pair_examples``; a swapped
+    variant's prompt shows the responses the other way round)."""
+    return [(e.role, e.checks, e.target) for e in pair_examples(pair, cfg, rng, seed)]
+
+
+def mode_examples(processor, items: list[Item], cfg: DRSFTConfig,
+                  seed: int = 0) -> list[tuple[PairExample, SFTExample]]:
+    """Every pair example with its SFT example (chat prompt with the pair's images)."""
+    rng = random.Random(seed)
+    out = []
+    for it in items:
+        for e in pair_examples(it.pair, cfg, rng, seed):
+            req = request(processor, ROLES[e.role], Item(e.pair, it.images), e.checks)
+            out.append((e, SFTExample(req.prompt, e.target, req.images)))
     return out
 
 
 def sft_examples(processor, items: list[Item], cfg: DRSFTConfig, seed: int = 0) -> list[SFTExample]:
-    rng = random.Random(seed)
-    out = []
-    for it in items:
-        for role, checks, target in role_texts(it.pair, cfg, rng, seed):
-            req = request(processor, ROLES[role], it, checks)
-            out.append(SFTExample(req.prompt, target, req.images))
-    return out
+    return [ex for _, ex in mode_examples(processor, items, cfg, seed)]
 
 
 PERCEPTION_SPLIT = "perception"  # the split name in the image seeds: disjoint from every pair's image
@@ -136,9 +204,9 @@ def pair_tokenizer_corpus(pairs: list[PreferencePair], cfg: DRSFTConfig, seed: i
     rng = random.Random(seed)
     texts = ["user assistant system"] * 8  # the chat template's role names
     for p in pairs:
-        for role, checks, target in role_texts(p, cfg, rng, seed):
-            texts.append(ROLES[role].prompt(p, checks))
-            texts.append(target)
+        for e in pair_examples(p, cfg, rng, seed):
+            texts.append(ROLES[e.role].prompt(e.pair, e.checks))
+            texts.append(e.target)
     for p in pairs[:64]:  # the read task's instruction (its images are not pairs; its targets are traces)
         texts.append(read_prompt(p.question))
     return texts
@@ -148,9 +216,11 @@ def pair_tokenizer_corpus(pairs: list[PreferencePair], cfg: DRSFTConfig, seed: i
 # The warm start (the ``deltarubric_sft`` stage)
 
 
-def build_or_load_base(models: ModelsConfig, dr: DeltaRubricConfig, train_pairs, seed: int):
-    """Tiny profile: build a fresh tiny model whose tokenizer is trained on DeltaRubric's prompts and targets;
-    pretrained: load ``models.policy.path``."""
+def build_or_load_base(models: ModelsConfig, dr: DeltaRubricConfig, train_pairs, seed: int,
+                       init_seed: int | None = None):
+    """Tiny profile: build a fresh tiny model whose tokenizer is trained on DeltaRubric's prompts and targets (the
+    corpus drawn with ``seed``, the weights with ``init_seed``, default ``seed``); pretrained: load
+    ``models.policy.path``."""
     spec = models.policy
     if spec.source == "pretrained":
         return load_policy(spec.path, dtype=spec.dtype)
@@ -160,32 +230,43 @@ def build_or_load_base(models: ModelsConfig, dr: DeltaRubricConfig, train_pairs,
         vision_depth=spec.vision_depth, vocab_size=spec.vocab_size, image_size=dr.pairs.image_size,
     )
     build = build_tiny_vl if spec.arch == "qwen2_5_vl" else build_tiny_text
-    model, proc = build(pair_tokenizer_corpus(train_pairs, dr.sft, seed), dims, seed=seed)
+    model, proc = build(pair_tokenizer_corpus(train_pairs, dr.sft, seed), dims,
+                        seed=seed if init_seed is None else init_seed)
     with staged_dir(dr.sft.base_dir) as tmp:
         save(model, proc, tmp)
     return model, proc
+
+
+def _start(dr: DeltaRubricConfig, models: ModelsConfig, train, seed: int, init_seed: int | None = None):
+    if dr.sft.init_from:
+        return load_policy(dr.sft.init_from, dtype=models.policy.dtype)
+    return build_or_load_base(models, dr, train, seed, init_seed)
+
+
+def _reading_examples(dr: DeltaRubricConfig, proc) -> list[SFTExample]:
+    if not dr.sft.perception_images:
+        return []
+    samples = perception_samples(list(dr.pairs.tasks), dr.sft.perception_images, dr.pairs.seed,
+                                 dr.pairs.image_size, dr.pairs.keys if dr.pairs.form == "wide" else None)
+    return read_examples(proc, samples)
 
 
 def warm_start(dr: DeltaRubricConfig, models: ModelsConfig, seed: int, reports_dir: Path, run: Any,
                log_fn=None) -> dict:
     """Warm start on the train pairs (and, with ``sft.perception_images``, the reading examples first): saves the
     policy to ``sft.out_dir`` and the loss curve to ``reports_dir/plots/deltarubric_sft_loss.json``; logs every
-    10th step to ``run`` and every step to ``log_fn``; returns the example counts and the losses."""
+    10th step to ``run`` and every step to ``log_fn``; returns the example counts and the losses. With a bar
+    (``sft.bar_reading`` / ``bar_oracle``) it trains the staged phases to the bars instead (``warm_start_to_bar``)."""
     d = Path(dr.pairs.out_dir)
     train = read_pairs(d, "train")
     if not train:
         raise ValueError(f"{d}: no train pairs; set deltarubric.pairs.train > 0")
-    if dr.sft.init_from:
-        model, proc = load_policy(dr.sft.init_from, dtype=models.policy.dtype)
-    else:
-        model, proc = build_or_load_base(models, dr, train, seed)
+    if bars_on(dr.sft):
+        return warm_start_to_bar(dr, models, seed, reports_dir, run, train, log_fn)
+    model, proc = _start(dr, models, train, seed)
     examples = sft_examples(proc, load_items(d, train), dr.sft, seed=seed)
     n_pair_examples = len(examples)
-    reading: list = []
-    if dr.sft.perception_images:
-        samples = perception_samples(list(dr.pairs.tasks), dr.sft.perception_images, dr.pairs.seed,
-                                     dr.pairs.image_size, dr.pairs.keys if dr.pairs.form == "wide" else None)
-        reading = read_examples(proc, samples)
+    reading = _reading_examples(dr, proc)
     phases = [("roles", examples, dr.sft.steps, dr.sft.batch_size)]
     if reading and dr.sft.perception_steps:
         phases.insert(0, ("reading", reading, dr.sft.perception_steps, dr.sft.perception_batch_size))
@@ -224,4 +305,89 @@ def warm_start(dr: DeltaRubricConfig, models: ModelsConfig, seed: int, reports_d
         "first_loss": losses[0] if losses else None,
         "final_loss": sum(tail) / len(tail) if tail else None,
         "sft_seconds": round(sft_s, 1),
+    }
+
+
+def warm_start_to_bar(dr: DeltaRubricConfig, models: ModelsConfig, seed: int, reports_dir: Path, run: Any,
+                      train: list[PreferencePair], log_fn=None) -> dict:
+    """The warm start to a bar (``bars``): the staged phases in blocks, measured on val, restarted from a new init
+    seed when a phase misses its bar at its cap. Writes every attempt to ``reports_dir/plots/deltarubric_sft_bars.json``
+    (also when the last one fails) and the loss curve of the attempt kept (``run`` and ``log_fn`` get every attempt's
+    steps, numbered on over the attempts); returns the summary of ``warm_start`` plus
+    ``phases`` (the kept attempt's phases: steps, the values after each block, bars, met), ``attempts`` (every
+    attempt: init seed, phases, steps, met), ``restarts`` and ``init_seed``."""
+    d = Path(dr.pairs.out_dir)
+    val = read_pairs(d, "val", limit=dr.sft.bar_pairs or None)
+    if not val:
+        raise ValueError(f"{d}: no val pairs to measure the warm start's bars on; set deltarubric.pairs.val > 0")
+    val_items, train_items = load_items(d, val), load_items(d, train)
+    state: dict[str, Any] = {"logged": 0}  # steps logged over every attempt (MLflow's and log_fn's step)
+    curve: list[dict] = []
+
+    def attempt(init_seed: int):
+        model, proc = _start(dr, models, train, seed, init_seed)
+        pairs = [(e.role, ex) for e, ex in mode_examples(proc, train_items, dr.sft, seed=seed)]
+        reading = _reading_examples(dr, proc)
+        phases = staged_phases(reading, pairs, dr.sft)
+        state.update(model=model, proc=proc, reading=len(reading), pair_examples=len(pairs), losses=[], step=0,
+                     init_seed=init_seed)
+        curve.clear()
+        print(f"deltarubric sft: attempt from init seed {init_seed}: phases "
+              + ", ".join(f"{p.name} ({len(p.examples)} examples, bars {p.bars or 'none'})" for p in phases),
+              flush=True)
+
+        def train_block(examples, steps, batch_size, block_seed):
+            settings = dr.sft.model_copy(update={"steps": steps, "batch_size": batch_size})
+            offset, logged = state["step"], state["logged"]
+
+            def log(s: int, m: dict) -> None:
+                curve.append({"step": offset + s, "loss": m["sft/loss"], "init_seed": init_seed})
+                if log_fn is not None:
+                    log_fn(logged + s, m)
+                if (logged + s) % 10 == 0:
+                    run.log_metrics(m, step=logged + s)
+
+            state["losses"] = train_sft(model, proc, examples, settings, seed=block_seed, log_fn=log)
+            state["step"] += steps
+            state["logged"] += steps
+
+        return phases, train_block, val_measure(dr, val_items, model, proc)
+
+    def report(rec: dict) -> None:
+        print(f"deltarubric sft: phase {rec['phase']}: {rec['steps']} steps, reached "
+              + (", ".join(f"{b} {v:.3f}" for b, v in rec["reached"].items()) or "no bar")
+              + f" (bars {rec['bars'] or 'none'}): {'met' if rec['met'] else 'MISSED'}", flush=True)
+
+    out_json = Path(reports_dir) / "plots" / "deltarubric_sft_bars.json"
+    t0 = time.perf_counter()
+    try:
+        attempts = train_to_bar(attempt, dr.sft, seed, on_phase=report)
+    except BarMissed as e:
+        write_json(out_json, {"met": False, "attempts": e.attempts, "error": str(e)})  # type: ignore[attr-defined]
+        raise
+    sft_s = time.perf_counter() - t0
+    model, proc = state["model"], state["proc"]
+    with staged_dir(dr.sft.out_dir) as tmp:
+        save(model, proc, tmp)
+    write_json(out_json, {"met": True, "attempts": attempts})
+    write_json(Path(reports_dir) / "plots" / "deltarubric_sft_loss.json", curve)
+    losses = state["losses"]
+    tail = losses[-20:]
+    kept = attempts[-1]
+    return {
+        "train_examples": state["pair_examples"] + state["reading"],
+        "pair_examples": state["pair_examples"],
+        "reading_examples": state["reading"],
+        "reading_steps": sum(p["steps"] for p in kept["phases"] if p["phase"] == "reading"),
+        "params": sum(p.numel() for p in model.parameters()),
+        "first_loss": curve[0]["loss"] if curve else None,
+        "final_loss": sum(tail) / len(tail) if tail else None,
+        "sft_seconds": round(sft_s, 1),
+        "steps": kept["steps"],
+        "init_seed": kept["init_seed"],
+        "restarts": len(attempts) - 1,
+        "bars": {b: v for b, v in bar_values(dr.sft).items() if v > 0},
+        "reached": {b: v for p in kept["phases"] for b, v in p["reached"].items()},
+        "phases": {p["phase"]: {k: v for k, v in p.items() if k != "phase"} for p in kept["phases"]},
+        "attempts": attempts,
     }

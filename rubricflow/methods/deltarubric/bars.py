@@ -1,0 +1,192 @@
+"""The warm start to a bar (issue 39, item 2): staged phases, each trained in blocks until its bars are met on val.
+
+A fixed step count leaves a tiny start near a threshold (across 12 seeds the val oracle accuracy of the 2000-step
+start ran 0.52-1.00, and its final loss predicted it, Pearson r = -0.85), so a seed's start could decide a claim. With
+``sft.bar_reading`` or ``sft.bar_oracle`` set, the warm start instead runs these phases in order (``STAGES``), each
+on its own kind of example plus every earlier phase's (so an earlier skill is kept while the next is taught):
+
+=============  ===================================================================  =====================
+phase          examples added                                                       bars
+=============  ===================================================================  =====================
+``reading``    the read task (read prompt + image -> worked trace; needs             reading
+               ``perception_images``)
+``evidence``   the verifier's examples (worked reading, one evidence line per        oracle
+               check, verdict; the exhaustive mode's too)
+``comparison`` the judges that write their own comparison lines: static,            oracle
+               generative
+``verdicts``   the rest: planner, no-rubric, reading judge (all examples now)       reading, oracle
+=============  ===================================================================  =====================
+
+A bar at 0 is off; a phase left without an active bar (or without examples) trains one block (or is skipped). A phase
+trains ``block_steps`` at a time and measures its bars on val after each block, until every bar is met or it has
+trained ``max_steps``. The measures (``val_measure``), both greedy on the val pairs (``bar_pairs`` of them):
+
+* ``reading``: the reading exactness, the share of val pair images whose read (the read prompt, as the reading
+  examples teach it) states every claim key of the facts (perception, intermediate, answer) with its true value;
+* ``oracle``:  the oracle-checklist accuracy, the share of val pairs where the verifier, given the reference checklist
+  (``evaluate.judge`` in mode ``oracle``), picks the preferred response (a format failure is wrong).
+
+A phase that misses a bar at its cap ends the attempt: the warm start restarts from a fresh base with init seed
+``seed + 1000 * k`` (``max_restarts``), and every attempt is kept in the summary (``attempts``: per phase the steps,
+the blocks' values, the bars, whether they were met). After the last attempt ``BarMissed`` names the phase, the bar,
+the value reached and the parameters to change. ``train_to_bar`` and ``train_phase`` take the training and measuring
+as functions, so the loop is tested without a model.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from rubricflow.data.traces import fmt, values_equal
+from rubricflow.methods.deltarubric.config import DeltaRubricConfig, DRSFTConfig, role_max_tokens
+from rubricflow.methods.deltarubric.evaluate import judge
+from rubricflow.methods.deltarubric.prompts import read_prompt
+from rubricflow.methods.deltarubric.rollout import Item, chat
+from rubricflow.methods.deltarubric.synthetic import gold_values
+from rubricflow.methods.deltarubric.targets import claim_values
+
+BARS = ("reading", "oracle")
+# phase -> (the roles whose examples it adds, the bars it is trained to); in this order
+STAGES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    "reading": ((), ("reading",)),  # the read task's examples (not a role)
+    "evidence": (("verifier",), ("oracle",)),
+    "comparison": (("static", "generative"), ("oracle",)),
+    "verdicts": (("planner", "no_rubric", "reading"), ("reading", "oracle")),
+}
+RESTART_SEED = 1000  # attempt k starts from init seed seed + 1000 * k
+
+Measure = Callable[[Sequence[str]], dict[str, float]]  # bar names -> their val values for the model being trained
+TrainBlock = Callable[[list, int, int, int], None]  # (examples, steps, batch size, block seed) -> trains in place
+
+
+def bars_on(cfg: DRSFTConfig) -> bool:
+    return cfg.bar_reading > 0 or cfg.bar_oracle > 0
+
+
+def bar_values(cfg: DRSFTConfig) -> dict[str, float]:
+    return {"reading": cfg.bar_reading, "oracle": cfg.bar_oracle}
+
+
+@dataclass
+class Phase:
+    name: str
+    examples: list
+    bars: dict[str, float]  # the active bars: name -> value to reach
+    batch_size: int
+
+
+def staged_phases(reading: list, role_examples: list[tuple[str, Any]], cfg: DRSFTConfig) -> list[Phase]:
+    """The phases of ``STAGES`` with their cumulative example lists (``role_examples``: ``(role, example)``); a phase
+    that adds no example is left out. The reading phase uses ``perception_batch_size``, the others ``batch_size``."""
+    want = bar_values(cfg)
+    phases, pool = [], []
+    for name, (roles, bars) in STAGES.items():
+        added = reading if name == "reading" else [ex for role, ex in role_examples if role in roles]
+        if not added:
+            continue
+        pool = pool + added
+        bs = cfg.perception_batch_size if name == "reading" else cfg.batch_size
+        phases.append(Phase(name, pool, {b: want[b] for b in bars if want[b] > 0}, bs))
+    known = {r for roles, _ in STAGES.values() for r in roles}
+    if stray := {role for role, _ in role_examples} - known:
+        raise ValueError(f"staged_phases: no phase for the examples of {sorted(stray)}")
+    return phases
+
+
+def train_phase(phase: Phase, train_block: TrainBlock, measure: Measure, block_steps: int, max_steps: int,
+                seed: int, block0: int = 0) -> dict:
+    """Train ``phase`` in blocks until its bars are met (one block when it has none) or ``max_steps``; block ``b``
+    (counted over the attempt from ``block0``) draws its data order from ``seed + 100003 * b``. Returns the phase's
+    record: ``steps``, ``blocks`` (steps and values after each), ``bars``, ``reached`` (the last values), ``met``."""
+    used, blocks, values = 0, [], {}
+    met = False
+    while used < max_steps:
+        n = min(block_steps, max_steps - used)
+        train_block(phase.examples, n, phase.batch_size, seed + 100003 * (block0 + len(blocks)))
+        used += n
+        values = dict(measure(list(phase.bars))) if phase.bars else {}
+        blocks.append({"steps": used, **values})
+        met = all(values[b] >= v for b, v in phase.bars.items())
+        if met:
+            break
+    return {"phase": phase.name, "examples": len(phase.examples), "steps": used, "blocks": blocks,
+            "bars": dict(phase.bars), "reached": values, "met": met}
+
+
+class BarMissed(RuntimeError):
+    """The warm start missed a bar after its last restart."""
+
+
+def train_to_bar(attempt: Callable[[int], tuple[list[Phase], TrainBlock, Measure]],
+                 cfg: DRSFTConfig, seed: int, on_phase: Callable[[dict], None] | None = None) -> list[dict]:
+    """Run the phases of attempt k = 0, 1, ... (``attempt(init_seed)`` builds the fresh model and returns its
+    phases, trainer and measure; ``init_seed = seed + 1000 * k``) until one attempt meets every phase's bars; each
+    attempt stops at its first phase that misses. Returns every attempt (``init_seed``, ``phases``, ``steps``,
+    ``met``), the last one met; raises ``BarMissed`` (with the attempts) after ``max_restarts`` restarts."""
+    attempts: list[dict] = []
+    for k in range(cfg.max_restarts + 1):
+        init_seed = seed + RESTART_SEED * k
+        phases, train_block, measure = attempt(init_seed)
+        records: list[dict] = []
+        block0 = 0
+        for ph in phases:
+            rec = train_phase(ph, train_block, measure, cfg.block_steps, cfg.max_steps, init_seed, block0)
+            block0 += len(rec["blocks"])
+            records.append(rec)
+            if on_phase is not None:
+                on_phase(rec)
+            if not rec["met"]:
+                break
+        met = all(r["met"] for r in records) and len(records) == len(phases)
+        attempts.append({"init_seed": init_seed, "phases": records, "steps": sum(r["steps"] for r in records),
+                         "met": met})
+        if met:
+            return attempts
+    last = attempts[-1]["phases"][-1]
+    missed = {b: (v, last["reached"].get(b)) for b, v in last["bars"].items() if not last["reached"].get(b, 0) >= v}
+    what = "; ".join(f"bar_{b} {v:.3f}, reached {r:.3f}" for b, (v, r) in missed.items())
+    err = BarMissed(
+        f"deltarubric warm start: phase {last['phase']!r} missed its bar after {cfg.max_steps} steps on every one of "
+        f"{len(attempts)} attempts (init seeds {[a['init_seed'] for a in attempts]}): {what}. Raise "
+        "deltarubric.sft.max_steps (the cap per phase) or deltarubric.sft.max_restarts, lower the bar "
+        "(deltarubric.sft.bar_reading / bar_oracle), or change the recipe (lr, batch_size, perception_images)."
+    )
+    err.attempts = attempts  # type: ignore[attr-defined]
+    raise err
+
+
+# ----------------------------------------------------------------------------------------------------------------
+# The val measures
+
+
+def reading_exact(text: str, facts: dict) -> bool:
+    """Whether a read states every claim key of the facts (perception, intermediate, answer) with its true value."""
+    got = claim_values(text)
+    return all(k in got and values_equal(got[k], fmt(v)) for k, v in gold_values(facts).items())
+
+
+def val_measure(dr: DeltaRubricConfig, items: list[Item], model, processor) -> Measure:
+    """The greedy val measures of ``model`` (see the module docstring): ``reading`` and ``oracle``."""
+    from models.generation import GenRequest  # torch: imported when a bar is measured
+    from rubricflow.sections import GenerationConfig
+    from rubricflow.training.generation import generator_for
+
+    tokens = role_max_tokens(dr.train)
+
+    def measure(names: Sequence[str]) -> dict[str, float]:
+        gen = generator_for(GenerationConfig(), model, processor, batch_size=dr.eval.batch_size, in_memory=True)
+        out: dict[str, float] = {}
+        if "reading" in names:
+            n_img = 1 if hasattr(processor, "chat_prompt") else 0
+            reqs = [GenRequest(chat(processor, read_prompt(it.pair.question), n_img), list(it.images)[:n_img])
+                    for it in items]
+            outs = gen.generate(reqs, n=1, max_new_tokens=tokens["verifier"], temperature=0.0)
+            out["reading"] = sum(reading_exact(o[0].text, it.pair.facts) for o, it in zip(outs, items)) / len(items)
+        if "oracle" in names:
+            res = judge(gen, processor, items, "oracle", tokens)
+            out["oracle"] = sum(r.correct for r in res) / len(res)
+        return out
+
+    return measure
