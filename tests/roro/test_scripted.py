@@ -153,3 +153,14 @@ def test_a_study_unit_rebuilds_the_scripted_environment_from_its_seed(tmp_path):
     assert {c.key for c in spec.claims} >= {"oracle-process vs threshold (chain_acc_at_cost_50)"}
     assert spec.variants["oracle-process"]["roro.router.start"] in ("coin", "threshold")
     assert "roro.router.start" not in spec.variants["threshold"]
+
+
+def test_the_environment_report_gives_each_seed_its_rules_and_pairs():
+    from rubricflow.methods.roro.study.long_env import describe, render
+
+    row = describe(7)
+    assert row["steps"]["formulation"]["auc"] < 0.7 < row["steps"]["compute"]["auc"]
+    assert row["points"]["all-lrm"]["cost"] == 1.0 and row["points"]["all-slm"]["cost"] == 0.0
+    assert row["pairs"]["train_outcome"] > 0 and row["routes"] > 0
+    text = render([row])
+    assert "| formulation+0.4 | " in text and "| 7 | " in text
