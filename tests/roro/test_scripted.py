@@ -164,3 +164,27 @@ def test_the_environment_report_gives_each_seed_its_rules_and_pairs():
     assert row["pairs"]["train_outcome"] > 0 and row["routes"] > 0
     text = render([row])
     assert "| formulation+0.4 | " in text and "| 7 | " in text
+
+
+def test_routers_on_long_chains_score_their_rollouts_as_they_come(tmp_path, monkeypatch):
+    """Where routes are not enumerable the router's GRPO does not pre-score every route of the training problems;
+    with an exact scorer the trained router is the same either way."""
+    from rubricflow.methods.roro.router.train import OracleScorer, RouterRun, train_router
+
+    rc = _cfg(**{"roro.router.grpo.steps": 2, "roro.router.grpo.group_size": 2,
+                 "roro.router.grpo.prompts_per_step": 2, "roro.router.grpo.checkpoint_every": 0}).roro
+    probs = _probs(rc, 4)
+    run = RouterRun("oracle-cw0.2", 0.5, 0.2, "oracle-process")
+    small = _cfg(**{"roro.task.min_ops": 3, "roro.task.max_ops": 4, "roro.steps.max_steps": 6}).roro
+    short = _probs(small, 4)
+    torch.manual_seed(0)
+    pre, _ = train_router(run, make_env(small), short, rc.router, OracleScorer(), tmp_path / "a", seed=3)
+    torch.manual_seed(0)
+    lazy, _ = train_router(run, make_env(small), short, rc.router, OracleScorer(), tmp_path / "b", seed=3,
+                           prescore=False)
+    assert all(torch.equal(a, b) for a, b in zip(pre.state_dict().values(), lazy.state_dict().values()))
+
+    env = make_env(rc)
+    monkeypatch.setattr(env, "enumerate_routes", lambda *a: pytest.fail("enumerated 2^17 routes per problem"))
+    _, summ = train_router(run, env, probs, rc.router, OracleScorer(), tmp_path / "c", seed=3, prescore=False)
+    assert summ["steps"] == 2 and len(summ["history"]) == 2 and summ["missing_rewards"] == 0

@@ -49,7 +49,7 @@ from rubricflow.methods.roro.judge.lm import load_rubric_lm
 from rubricflow.methods.roro.judge.rubricor import problem_views, write_rubrics
 from rubricflow.methods.roro.env.step_models import make_env
 from rubricflow.methods.roro.env.task import Problem
-from rubricflow.methods.roro.env.trajectories import dedupe
+from rubricflow.methods.roro.env.trajectories import dedupe, policy_routes
 
 COLUMNS = ("method", "param", "accuracy", "chain_exact", "lrm_tokens", "lrm_cost_frac", "lrm_call_rate", "lrm_flops",
            "total_flops", "n")
@@ -232,8 +232,9 @@ def method_curves(rows: list[dict], ec: RoRoEvalConfig | None = None) -> dict[st
 
 
 def judge_test_accuracy(rc: RoRoConfig, env: RoutingEnv, test: list[Problem]) -> dict:
-    """The kept Judge's pairwise accuracy on test pairs, overall and per category: every route of the first
-    ``rc.eval.judge_problems`` problems of ``test`` (the evaluation split), paired by the training rules
+    """The kept Judge's pairwise accuracy on test pairs, overall and per category: every route (or, without
+    ``trajectories.enumerate_routes``, the collection policies' routes) of the first ``rc.eval.judge_problems``
+    problems of ``test`` (the evaluation split), paired by the training rules
     (``judge.pairs.make_pairs``), each problem's rubric written by the kept Rubricor, scored as in training
     (``score_mode``). A final evaluation: nothing is chosen on it."""
     probs = test[: rc.eval.judge_problems]
@@ -242,7 +243,9 @@ def judge_test_accuracy(rc: RoRoConfig, env: RoutingEnv, test: list[Problem]) ->
     rj = rc.rubricor_judge
     lms = {name: load_rubric_lm(spec, name, rj.batch_size) for name, spec in (("judge", rj.judge),
                                                                               ("rubricor", rj.rubricor))}
-    trajs = dedupe(env.enumerate_routes(probs))
+    # the routes are collected as the training routes were (every route, or the collection policies' routes where
+    # chains are too long to enumerate)
+    trajs = dedupe(env.enumerate_routes(probs) if rc.trajectories.enumerate_routes else policy_routes(rc, env, probs))
     pairs, counts = make_pairs(rc, trajs)
     views = problem_views(trajs)
     rubrics = write_rubrics(lms["rubricor"], views, sorted(views))

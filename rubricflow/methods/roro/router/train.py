@@ -204,6 +204,7 @@ def train_router(
     fingerprints: list[str] | None = None,
     key_parts: dict | None = None,
     start_thresholds: Sequence[float] = (),
+    prescore: bool = True,
 ):
     """GRPO-train a fresh router (or resume its checkpoint, if it was trained on the same inputs: see
     :func:`resume_parts`; ``key_parts`` adds the caller's parts); returns ``(router, summary)``, the router with
@@ -228,9 +229,11 @@ def train_router(
     partitioned = zero3_world(engine.module) > 1
     updater = GRPOUpdater(RouterAdapter(router), engine, g)
     all_lrm = {t.problem_id: t.lrm_tokens for t in env.rollout(problems, ConstantPolicy(1))}
-    if run.process_weight > 0:
+    if run.process_weight > 0 and prescore:
         # every route of every training problem: the step cache then holds the whole decision tree and the Judge
-        # scores all distinct trajectories in a few big batches, so the GRPO steps below are lookups
+        # scores all distinct trajectories in a few big batches, so the GRPO steps below are lookups (not where the
+        # chains are too long to enumerate: roro.trajectories.enumerate_routes off; the rollouts are scored as they
+        # come)
         scorer.scores(env.enumerate_routes(problems))
     policy = RouterPolicy(plain if partitioned else router, greedy=False, name=run.tag)  # torch's global RNG
 
@@ -395,7 +398,8 @@ def run_router(rc: RoRoConfig, log: Callable[[str, dict], None] | None = None) -
     for run in runs:
         router, summ = train_router(run, env, probs, rc.router, scorers.get(run.method, scorer),
                                     rc.router.checkpoint_dir, rc.seed, log=log, fingerprints=fps, key_parts=key_parts,
-                                    start_thresholds=rc.eval.thresholds)
+                                    start_thresholds=rc.eval.thresholds,
+                                    prescore=rc.trajectories.enumerate_routes)
         history = summ.pop("history")
         if main:
             save_router(router, out_dir / f"{run.tag}.pt",

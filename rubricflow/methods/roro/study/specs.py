@@ -403,8 +403,8 @@ LONG_ENV: dict[str, Any] = {
     "roro.task.min_ops": 8, "roro.task.max_ops": 16, "roro.task.max_value": 20, "roro.task.n_val": 32,
     "roro.steps.max_steps": 17, "roro.steps.step_norm": 16.0, "roro.steps.token_norm": 32.0,
     "roro.trajectories.enumerate_routes": False,
-    # a Judge prompt holds the whole route: 256 prompts of a 17-step route per generate() call took the 24 GiB machine
-    # to its memory limit (eager attention is quadratic in the prompt)
+    # a Judge prompt holds the whole route, so the default prompts per generate() call do not fit a CPU machine's
+    # memory here (docs/operations.md, "The long-chain environment")
     "roro.rubricor_judge.batch_size": 32,
 }
 
