@@ -355,3 +355,11 @@ def test_the_sft_stage_trains_to_the_bar_and_records_every_attempt(tmp_path, mon
     saved = json.loads((tmp_path / "reports" / "plots" / "deltarubric_sft_bars.json").read_text())
     assert saved["met"] and len(saved["attempts"]) == 2
     assert (tmp_path / "sft" / "config.json").exists()
+
+
+def test_a_missed_bar_is_not_retried_by_the_stage():
+    """The same settings miss the bar again: the stage's retry condition lets it fail at once."""
+    from rubricflow.methods.deltarubric.bars import BarMissed
+    from tasks.stage import NOT_RETRIED
+
+    assert issubclass(BarMissed, NOT_RETRIED)

@@ -115,8 +115,9 @@ def train_phase(phase: Phase, train_block: TrainBlock, measure: Measure, block_s
             "bars": dict(phase.bars), "reached": values, "met": met}
 
 
-class BarMissed(RuntimeError):
-    """The warm start missed a bar after its last restart."""
+class BarMissed(ValueError):
+    """The warm start missed a bar after its last restart. A ValueError: the same settings miss it again, so the
+    stage is not retried (tasks.stage.NOT_RETRIED); the message names the parameters to change."""
 
 
 def train_to_bar(attempt: Callable[[int], tuple[list[Phase], TrainBlock, Measure]],
