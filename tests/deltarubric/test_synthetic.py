@@ -132,3 +132,20 @@ def test_wide_pairs_have_more_keys_than_the_budget_and_one_decisive_difference(t
 def test_the_wide_form_refuses_a_task_without_a_wide_variant(tmp_path):
     with pytest.raises(ValueError, match=r"no wide variant of \['geometry'\]"):
         build_pairs(tmp_path, ["geometry"], {"train": 2}, seed=1, form="wide")
+
+
+def test_no_config_field_shadows_the_mapping_protocol():
+    """Prefect walks task parameters with ``dict(model)``, which calls ``model.keys()`` when the object has one: a
+    config field named ``keys`` (or ``items`` / ``values``) makes every flow that passes the config fail."""
+    from rubricflow.config import config_from_dict
+
+    def walk(model):
+        for name in type(model).model_fields:
+            assert name not in ("keys", "items", "values", "get"), f"{type(model).__name__}.{name}"
+            value = getattr(model, name)
+            if hasattr(type(value), "model_fields"):
+                walk(value)
+
+    cfg = config_from_dict({})
+    walk(cfg)
+    assert dict(cfg.deltarubric.pairs)["n_keys"] == 10

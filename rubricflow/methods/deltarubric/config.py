@@ -45,7 +45,7 @@ class PairsConfig(Section):
         "`confounds` keys differently and differ in one decisive key only the better one reads right "
         "(docs/deltarubric_planning.md). Counting and barchart only.",
     )
-    keys: int = Field(
+    n_keys: int = Field(
         10, ge=5, le=12,
         description="form 'wide' only: perception keys per image (colours or bars). 10: more than twice the 4 "
         "checks, so a fixed checklist of the first keys covers a misread key less than half the time.",

@@ -71,7 +71,7 @@ def eval_judge(
 def checklist_room_cmd(
     ctx: CommandContext,
     form: Annotated[Optional[str], Opt("Pair form, narrow or wide (default: deltarubric.pairs.form).")] = None,
-    keys: Annotated[Optional[int], Opt("Perception keys per wide image (default: deltarubric.pairs.keys).")] = None,
+    keys: Annotated[Optional[int], Opt("Perception keys per wide image (default: deltarubric.pairs.n_keys).")] = None,
     confounds: Annotated[Optional[int], Opt("Shared misreadings per wide partial pair (default: "
                                             "deltarubric.pairs.confounds).")] = None,
     out: Annotated[Optional[Path], Opt("Also write the shares as json here.")] = None,
@@ -83,17 +83,18 @@ def checklist_room_cmd(
     from rubricflow.methods.deltarubric.planning import checklist_room, format_room
     from rubricflow.methods.deltarubric.synthetic import build_pairs
 
-    given = {k: v for k, v in {"form": form, "keys": keys, "confounds": confounds}.items() if v is not None}
+    given = {k: v for k, v in {"form": form, "n_keys": keys, "confounds": confounds}.items() if v is not None}
     try:
         p = PairsConfig.model_validate({**ctx.load_config().deltarubric.pairs.model_dump(), **given})
     except ValidationError as e:
         err = e.errors()[0]
-        raise CommandError(f"checklist-room --{err['loc'][0]}: {err['msg']}", code=2) from None
+        option = {"n_keys": "keys"}.get(str(err["loc"][0]), err["loc"][0])
+        raise CommandError(f"checklist-room --{option}: {err['msg']}", code=2) from None
     with tempfile.TemporaryDirectory() as tmp:
         pairs = build_pairs(tmp, list(p.tasks), {"train": p.train, "val": p.val, "test": p.test}, p.seed,
-                            p.image_size, p.partial_frac, p.form, p.keys, p.confounds)
+                            p.image_size, p.partial_frac, p.form, p.n_keys, p.confounds)
     room = checklist_room(pairs)
-    shape = f", {p.keys} keys, {p.confounds} confounds" if p.form == "wide" else ""
+    shape = f", {p.n_keys} keys, {p.confounds} confounds" if p.form == "wide" else ""
     ctx.echo(f"{p.form} pairs ({', '.join(p.tasks)}; seed {p.seed}{shape}): checklists executed against the facts, "
              "% of pairs separated / separated toward the preferred response")
     ctx.echo(format_room(room))

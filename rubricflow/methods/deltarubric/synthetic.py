@@ -391,7 +391,7 @@ def write_pair_set(p: PairsConfig) -> dict:
     returns their counts per split and category, the A fraction per split and the fraction of partial pairs."""
     sizes = {"train": p.train, "val": p.val, "test": p.test}
     with staged_dir(p.out_dir) as tmp:
-        pairs = build_pairs(tmp, list(p.tasks), sizes, p.seed, p.image_size, p.partial_frac, p.form, p.keys,
+        pairs = build_pairs(tmp, list(p.tasks), sizes, p.seed, p.image_size, p.partial_frac, p.form, p.n_keys,
                             p.confounds)
         stats = validate_pairs(tmp, balance_tol=p.balance_tol)
     cats: dict[str, int] = {}

@@ -247,7 +247,7 @@ def _reading_examples(dr: DeltaRubricConfig, proc) -> list[SFTExample]:
     if not dr.sft.perception_images:
         return []
     samples = perception_samples(list(dr.pairs.tasks), dr.sft.perception_images, dr.pairs.seed,
-                                 dr.pairs.image_size, dr.pairs.keys if dr.pairs.form == "wide" else None)
+                                 dr.pairs.image_size, dr.pairs.n_keys if dr.pairs.form == "wide" else None)
     return read_examples(proc, samples)
 
 
