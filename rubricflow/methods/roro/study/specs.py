@@ -448,7 +448,7 @@ def long_router_spec() -> StudySpec:
 # Set from reports/studies/roro_long_router.md before roro_long ran. Where no start is eligible, the paper's (coin)
 # stays, and roro_long reports its precondition as it finds it (declared after one exploratory coin unit on seed 11,
 # before the selection run's results).
-LONG_ROUTER_START = "coin"
+LONG_ROUTER_START = "threshold"  # roro_long_router selected the threshold start ('imitate'; coin's failed on 1 seed)
 
 
 def roro_long_spec() -> StudySpec:
