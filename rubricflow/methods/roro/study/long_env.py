@@ -14,7 +14,7 @@ import time
 
 import torch
 
-from rubricflow.config import config_from_dict
+from rubricflow.methods.roro.config import RoRoConfig
 from rubricflow.methods.roro.env.problems import problems
 from rubricflow.methods.roro.env.routing import ConstantPolicy, ThresholdPolicy
 from rubricflow.methods.roro.env.step_models import make_env
@@ -37,12 +37,26 @@ class FormulationAware:
         return [int(round(s[4] * self.step_norm) < self.formulate or s[0] > self.threshold) for s in states.tolist()]
 
 
+def roro_config(overrides: dict[str, object]) -> RoRoConfig:
+    """The ``roro`` section's defaults with dotted ``roro.*`` overrides applied (the study's variant keys)."""
+    raw = RoRoConfig().model_dump()
+    for dotted, value in overrides.items():
+        head, *path = dotted.split(".")
+        if head != "roro" or not path:
+            raise ValueError(f"override {dotted!r}: expected a roro.* key")
+        node = raw
+        for part in path[:-1]:
+            node = node[part]
+        node[path[-1]] = value
+    return RoRoConfig.model_validate(raw)
+
+
 def describe(seed: int, split: str = "val") -> dict:
     """One environment seed: step statistics on the train + val routes of all-SLM, the rules on ``split``, the
     pair categories of the train + val routes."""
     with tempfile.TemporaryDirectory() as tmp:
         over = {**LONG_ENV, "roro.scripted.seed": seed, "roro.task.seed": seed, "roro.data_dir": tmp}
-        rc = config_from_dict({}, overrides=over).roro
+        rc = roro_config(over)
         probs = problems(rc)
         env = make_env(rc)
         steps = [s for t in env.rollout(probs["train"] + probs["val"], ConstantPolicy(0)) for s in t.steps[:-1]]
