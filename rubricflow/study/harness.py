@@ -114,15 +114,21 @@ def unit_config(cfg: Any, name: str, spec: StudySpec, unit: Unit) -> Any:
                                   **method.unit_overrides(vcfg, name, spec, unit, unit_dir(spec, unit))})
 
 
+def shared_inputs(cfg: Any, name: str, spec: StudySpec, unit: Unit) -> dict[str, Path]:
+    """What ``unit`` reuses from the main pipeline (stage -> file that proves it ran), read off the unit's own config
+    (a method may build its environment per seed); the seed's start, when the study builds one, is not shared."""
+    own = start_dir(spec.out_dir, unit.seed).resolve() if spec.per_seed_start else None
+    return {stage: Path(path)
+            for stage, path in study_method(spec).shared_outputs(unit_config(cfg, name, spec, unit)).items()
+            if own is None or not Path(path).resolve().is_relative_to(own)}
+
+
 def require_shared(cfg: Any, name: str, spec: StudySpec, units: Iterable[Unit]) -> None:
     """Refuse (naming each missing path) unless the main pipeline's shared outputs exist for every unit."""
     method = study_method(spec)
     missing: dict[str, str] = {}
     for u in units:
-        own = start_dir(spec.out_dir, u.seed).resolve() if spec.per_seed_start else None
-        for stage, path in method.shared_outputs(unit_config(cfg, name, spec, u)).items():
-            if own is not None and Path(path).resolve().is_relative_to(own):
-                continue  # built per seed by the study itself
+        for stage, path in shared_inputs(cfg, name, spec, u).items():
             if not path.exists():
                 missing.setdefault(str(path), stage)
     if missing:
@@ -227,16 +233,13 @@ def _run_unit_fn(cfg, name, spec, unit, ucfg, udir, unit_fn, track, secret_resol
 # the whole study
 
 
-def study_info(cfg: Any, spec: StudySpec, units: Sequence[Unit], name: str | None = None) -> dict[str, Any]:
+def study_info(cfg: Any, name: str, spec: StudySpec, units: Sequence[Unit]) -> dict[str, Any]:
     variants = list(dict.fromkeys(u.variant for u in units))
     seeds = sorted({u.seed for u in units})
     starts = seed_starts(spec.out_dir, seeds) if spec.per_seed_start else {}
-    method = study_method(spec)
-    # what the units share, read off the units' own configs (a method may build its environment per seed)
-    shared = ({s: p for u in units for s, p in method.shared_outputs(unit_config(cfg, name, spec, u)).items()}
-              if name is not None else method.shared_outputs(cfg))
+    shared = {s: p for u in units for s, p in shared_inputs(cfg, name, spec, u).items()}
     return {
-        "seeds": sorted({u.seed for u in units}),
+        "seeds": seeds,
         "variants": variants,
         "overrides": {v: spec.variants[v] for v in variants},
         "untrained": [v for v in variants if v in spec.untrained],
@@ -345,7 +348,7 @@ def report_study(
     provenance.require_clean(state, exploratory, f"study {name}")
     method = study_method(spec)
     machines = sorted({r.get("machine") for r in ordered} - {None})
-    info = {**study_info(cfg, spec, units, name),
+    info = {**study_info(cfg, name, spec, units),
             "eval_samples": next((r.get("eval_samples") for r in ordered if r.get("eval_samples")), None),
             "machine": "; ".join(machines) if machines else f"{machine()} (where the report was written; the units "
             "did not record theirs)",

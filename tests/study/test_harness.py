@@ -375,3 +375,16 @@ def test_a_toy_study_with_a_failing_precondition_prints_its_claim_untestable(tmp
     assert ("| flaws stay low: rucl-sigmoid correct_but_flawed | 11: 0.410 no, 22: 0.390 no, 33: 0.400 no "
             "| <= 0.35 on >= 3 of 3 | 0/3 | **fails** |") in md
     assert "Holm-adjusted over the 3 pre-registered testable claim(s)" in md
+
+
+def test_the_report_names_as_shared_only_what_no_seed_builds_itself(tmp_path):
+    """A study that builds each seed's start lists the main pipeline's data as shared, not one seed's start."""
+    from rubricflow.study.harness import study_info
+
+    cfg = harness_cfg(tmp_path)
+    per_seed = cfg.study.rucl.model_copy(update={"per_seed_start": True})
+    units = plan(per_seed)
+    assert "sft/config.json" in study_info(cfg, "rucl", cfg.study.rucl, units)["shared"]
+    shared = study_info(cfg, "rucl", per_seed, units)["shared"]
+    assert "data/manifest.json" in shared and "/_start/" not in shared and "sft/config.json" not in shared
+    assert shared.endswith("the start (seed_starts)")
