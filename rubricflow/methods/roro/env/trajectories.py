@@ -39,6 +39,12 @@ def policy_routes(rc: RoRoConfig, env: RoutingEnv, pool: list[Problem]) -> list[
     return trajs
 
 
+def collect_routes(rc: RoRoConfig, env: RoutingEnv, pool: list[Problem]) -> list[Trajectory]:
+    """Every route of each problem of ``pool`` (``trajectories.enumerate_routes``), or the collection policies' routes
+    where chains are too long to enumerate."""
+    return env.enumerate_routes(pool) if rc.trajectories.enumerate_routes else policy_routes(rc, env, pool)
+
+
 def dedupe(trajectories: list[Trajectory]) -> list[Trajectory]:
     """First trajectory of each distinct solution (policies that routed identically are merged)."""
     seen: dict[tuple, int] = {}
@@ -88,7 +94,7 @@ def run_trajectories(rc: RoRoConfig, log: Callable[[str, dict], None] | None = N
     # model never reads a stale step): the parity reading's routes are then lookups of the value reading's steps
     env = make_env(rc, cache_path(rc))
     pool = probs["train"] + probs["val"]
-    trajs = env.enumerate_routes(pool) if rc.trajectories.enumerate_routes else policy_routes(rc, env, pool)
+    trajs = collect_routes(rc, env, pool)
     unique = dedupe(trajs)
     write_trajectories(trajectories_path(rc), unique)
     steps = [s for t in unique for s in t.steps]

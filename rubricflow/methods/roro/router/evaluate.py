@@ -49,7 +49,7 @@ from rubricflow.methods.roro.judge.lm import load_rubric_lm
 from rubricflow.methods.roro.judge.rubricor import problem_views, write_rubrics
 from rubricflow.methods.roro.env.step_models import make_env
 from rubricflow.methods.roro.env.task import Problem
-from rubricflow.methods.roro.env.trajectories import dedupe, policy_routes
+from rubricflow.methods.roro.env.trajectories import collect_routes, dedupe
 
 COLUMNS = ("method", "param", "accuracy", "chain_exact", "lrm_tokens", "lrm_cost_frac", "lrm_call_rate", "lrm_flops",
            "total_flops", "n")
@@ -243,9 +243,7 @@ def judge_test_accuracy(rc: RoRoConfig, env: RoutingEnv, test: list[Problem]) ->
     rj = rc.rubricor_judge
     lms = {name: load_rubric_lm(spec, name, rj.batch_size) for name, spec in (("judge", rj.judge),
                                                                               ("rubricor", rj.rubricor))}
-    # the routes are collected as the training routes were (every route, or the collection policies' routes where
-    # chains are too long to enumerate)
-    trajs = dedupe(env.enumerate_routes(probs) if rc.trajectories.enumerate_routes else policy_routes(rc, env, probs))
+    trajs = dedupe(collect_routes(rc, env, probs))  # collected as the training routes were
     pairs, counts = make_pairs(rc, trajs)
     views = problem_views(trajs)
     rubrics = write_rubrics(lms["rubricor"], views, sorted(views))

@@ -100,13 +100,12 @@ def _scorer_accuracy(rc, env, kind: str, dose: Mapping) -> dict:
     from rubricflow.methods.roro.env.oracles import process_accuracy, warm_rubricor_rubrics
     from rubricflow.methods.roro.env.routing import ConstantPolicy
     from rubricflow.methods.roro.judge.rubricor import problem_views
-    from rubricflow.methods.roro.env.trajectories import dedupe, policy_routes, read_trajectories
+    from rubricflow.methods.roro.env.trajectories import collect_routes, dedupe, read_trajectories
 
     trajs = read_trajectories(trajectories_path(rc))
     pairs = read_trajectory_pairs(pairs_path(rc))
     test_probs = problems(rc)["test"][: rc.eval.judge_problems]
-    test_trajs = dedupe(env.enumerate_routes(test_probs) if rc.trajectories.enumerate_routes
-                        else policy_routes(rc, env, test_probs))
+    test_trajs = dedupe(collect_routes(rc, env, test_probs))
     test_pairs, _ = make_pairs(rc, test_trajs)
     rubrics = None
     if kind == "exact-reader":  # the warm Rubricor again (deterministic), now writing the test problems' rubrics too

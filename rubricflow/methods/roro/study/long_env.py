@@ -21,6 +21,7 @@ from rubricflow.methods.roro.env.step_models import make_env
 from rubricflow.methods.roro.env.trajectories import _auc, run_trajectories
 from rubricflow.methods.roro.judge.pairs import CATEGORIES, run_pairs
 from rubricflow.methods.roro.study.specs import LONG_ENV
+from rubricflow.pipeline.stage import apply_overrides
 
 THRESHOLDS = (0.0, 0.2, 0.3, 0.4, 0.5, 0.6)
 
@@ -39,16 +40,9 @@ class FormulationAware:
 
 def roro_config(overrides: dict[str, object]) -> RoRoConfig:
     """The ``roro`` section's defaults with dotted ``roro.*`` overrides applied (the study's variant keys)."""
-    raw = RoRoConfig().model_dump()
-    for dotted, value in overrides.items():
-        head, *path = dotted.split(".")
-        if head != "roro" or not path:
-            raise ValueError(f"override {dotted!r}: expected a roro.* key")
-        node = raw
-        for part in path[:-1]:
-            node = node[part]
-        node[path[-1]] = value
-    return RoRoConfig.model_validate(raw)
+    if bad := [k for k in overrides if not k.startswith("roro.")]:
+        raise ValueError(f"overrides {bad}: expected roro.* keys")
+    return apply_overrides(RoRoConfig(), {k.removeprefix("roro."): v for k, v in overrides.items()})
 
 
 def describe(seed: int, split: str = "val") -> dict:

@@ -347,34 +347,43 @@ CAPACITY_WIDE_COST_WEIGHTS = [0.0, 0.005, 0.01, *STUDY_COST_WEIGHTS]
 CAPACITY_MATCHED_SEEDS = (77, 88, 99)
 
 
+def oracle_router_selection(settings: dict[str, dict[str, Any]], env: dict[str, Any], seeds, out_dir: str,
+                            metric: str, metrics: list[str], label: str = "{name}",
+                            cost_weights: list[float] | None = None, **selection: Any) -> StudySpec:
+    """A selection study of the router's training settings on val: the oracle-process router under each of
+    ``settings`` (on top of ``env``) and the threshold router once; per setting, the oracle router's margin over the
+    threshold on ``metric`` (exploratory: a few seeds on val choose a setting; the claims are the reporting studies')
+    and the precondition that it reaches the threshold on every seed; the best mean ``metric`` wins (``selection``:
+    the rule's other keys, e.g. its fallback or ``require_preconditions``). ``label`` names a setting in the
+    preconditions' descriptions."""
+    base = {**env, "roro.eval.baselines": [], "roro.router.methods": ["oracle-process"],
+            "roro.router.sweep_cost_weights": cost_weights or STUDY_COST_WEIGHTS}
+    variants = {name: {**base, **o} for name, o in settings.items()}
+    variants["threshold"] = {**env, "roro.router.methods": [], "roro.eval.baselines": ["threshold"]}
+    claims = [Claim(a=name, b="threshold", metric=metric, direction="higher", exploratory=True) for name in settings]
+    preconditions = [
+        Precondition(name=f"oracle router reaches the threshold ({name})", variant=name, minus="threshold",
+                     metric=metric, threshold=0.0, min_share=1.0, gates=[c.key],
+                     description=f"under {label.format(name=name)}, the oracle-process router's val {metric} at least "
+                     "the threshold router's on every seed")
+        for name, c in zip(settings, claims)
+    ]
+    return StudySpec(method="roro", seeds=list(seeds), variants=variants, untrained=["threshold"],
+                     metrics=metrics, eval_split="val", claims=claims, preconditions=preconditions,
+                     selection=Selection(metric=metric, direction="higher",
+                                         settings={name: [name] for name in settings}, **selection),
+                     out_dir=out_dir)
+
+
 def router_capacity_spec(cost_weights: list[float] | None = None, seeds=CAPACITY_SEEDS,
                          out_dir: str = "artifacts/studies/roro_router_capacity",
                          metric: str = "chain_range_auc") -> StudySpec:
     """``roro_router_capacity``: the oracle-process router under each training budget / start of
     ``CAPACITY_SETTINGS`` and the threshold router, on val (rule above)."""
-    base = {"roro.task.answer": "value", "roro.eval.baselines": [], "roro.router.methods": ["oracle-process"],
-            "roro.router.sweep_cost_weights": cost_weights or STUDY_COST_WEIGHTS}
-    variants = {name: {**base, **o} for name, o in CAPACITY_SETTINGS.items()}
-    variants["threshold"] = {"roro.task.answer": "value", "roro.router.methods": [], "roro.eval.baselines":
-                             ["threshold"]}
-    # per setting, the oracle router's margin over the threshold (described with its interval, not claimed: three
-    # seeds on val choose a setting; the claims are the reporting studies') and its precondition
-    claims = [Claim(a=name, b="threshold", metric=metric, direction="higher", exploratory=True)
-              for name in CAPACITY_SETTINGS]
-    preconditions = [
-        Precondition(name=f"oracle router reaches the threshold ({name})", variant=name, minus="threshold",
-                     metric=metric, threshold=0.0, min_share=1.0, gates=[c.key],
-                     description=f"under {name}, the oracle-process router's val {metric} at least the threshold "
-                     "router's on every seed")
-        for name, c in zip(CAPACITY_SETTINGS, claims)
-    ]
-    metrics = ["chain_range_auc", "range_auc", "chain_acc_at_cost_50", "chain_cost_min", "chain_cost_max"]
-    return StudySpec(method="roro", seeds=list(seeds), variants=variants, untrained=["threshold"],
-                     metrics=metrics, eval_split="val", claims=claims, preconditions=preconditions,
-                     selection=Selection(metric=metric, direction="higher",
-                                         settings={name: [name] for name in CAPACITY_SETTINGS},
-                                         fallback="most_defined"),
-                     out_dir=out_dir)
+    return oracle_router_selection(
+        CAPACITY_SETTINGS, {"roro.task.answer": "value"}, seeds, out_dir, metric,
+        ["chain_range_auc", "range_auc", "chain_acc_at_cost_50", "chain_cost_min", "chain_cost_max"],
+        cost_weights=cost_weights, fallback="most_defined")
 
 
 def router_capacity_wide_spec() -> StudySpec:
@@ -421,28 +430,10 @@ LONG_ROUTER_SETTINGS: dict[str, dict[str, Any]] = {
 
 def long_router_spec() -> StudySpec:
     """``roro_long_router``: the router's start in the long-chain environment, on val (rule above)."""
-    base = {**LONG_ENV, "roro.eval.baselines": [], "roro.router.methods": ["oracle-process"],
-            "roro.router.sweep_cost_weights": STUDY_COST_WEIGHTS}
-    variants = {name: {**base, **o} for name, o in LONG_ROUTER_SETTINGS.items()}
-    variants["threshold"] = {**LONG_ENV, "roro.router.methods": [], "roro.eval.baselines": ["threshold"]}
-    metric = "chain_acc_at_cost_50"
-    claims = [Claim(a=name, b="threshold", metric=metric, direction="higher", exploratory=True)
-              for name in LONG_ROUTER_SETTINGS]
-    preconditions = [
-        Precondition(name=f"oracle router reaches the threshold ({name})", variant=name, minus="threshold",
-                     metric=metric, threshold=0.0, min_share=1.0, gates=[c.key],
-                     description=f"under the {name} start, the oracle-process router's val {metric} at least the "
-                     "threshold router's on every seed")
-        for name, c in zip(LONG_ROUTER_SETTINGS, claims)
-    ]
-    metrics = ["chain_acc_at_cost_50", "chain_range_auc", "acc_at_cost_50", "range_auc", "chain_cost_min",
-               "chain_cost_max"]
-    return StudySpec(method="roro", seeds=list(LONG_ROUTER_SEEDS), variants=variants, untrained=["threshold"],
-                     metrics=metrics, eval_split="val", claims=claims, preconditions=preconditions,
-                     selection=Selection(metric=metric, direction="higher",
-                                         settings={name: [name] for name in LONG_ROUTER_SETTINGS},
-                                         require_preconditions=True),
-                     out_dir="artifacts/studies/roro_long_router")
+    return oracle_router_selection(
+        LONG_ROUTER_SETTINGS, LONG_ENV, LONG_ROUTER_SEEDS, "artifacts/studies/roro_long_router", "chain_acc_at_cost_50",
+        ["chain_acc_at_cost_50", "chain_range_auc", "acc_at_cost_50", "range_auc", "chain_cost_min", "chain_cost_max"],
+        label="the {name} start", require_preconditions=True)
 
 
 # Set from reports/studies/roro_long_router.md before roro_long ran. Where no start is eligible, the paper's (coin)
