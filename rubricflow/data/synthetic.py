@@ -63,6 +63,17 @@ def _canvas(size: int) -> tuple[Image.Image, ImageDraw.ImageDraw]:
 
 
 # ------------------------------------------------------------------------------------------------------------
+def _draw_shape(d: ImageDraw.ImageDraw, shape: str, cx: float, cy: float, r: float, fill) -> None:
+    """One counting shape (``SHAPES``) of radius ``r`` centred at ``(cx, cy)``."""
+    box = [cx - r, cy - r, cx + r, cy + r]
+    if shape == "circle":
+        d.ellipse(box, fill=fill)
+    elif shape == "square":
+        d.rectangle(box, fill=fill)
+    else:
+        d.polygon([(cx, cy - r), (cx - r, cy + r), (cx + r, cy + r)], fill=fill)
+
+
 def gen_counting(rng: random.Random, size: int) -> tuple[Image.Image, str, str, str, dict]:
     im, d = _canvas(size)
     # A 2x2 grid: each cell is one merged Qwen2.5-VL visual token at 56 px (28 px), which keeps counting
@@ -76,14 +87,7 @@ def gen_counting(rng: random.Random, size: int) -> tuple[Image.Image, str, str, 
         shape = rng.choice(SHAPES)
         counts[color] += 1
         cx, cy = (c % 2 + 0.5) * cell, (c // 2 + 0.5) * cell
-        r = cell * 0.36
-        box = [cx - r, cy - r, cx + r, cy + r]
-        if shape == "circle":
-            d.ellipse(box, fill=COLORS[color])
-        elif shape == "square":
-            d.rectangle(box, fill=COLORS[color])
-        else:
-            d.polygon([(cx, cy - r), (cx - r, cy + r), (cx + r, cy + r)], fill=COLORS[color])
+        _draw_shape(d, shape, cx, cy, cell * 0.36, COLORS[color])
     target = rng.choice(list(COLORS))
     q = f"How many {target} shapes are there?"
     facts = {
@@ -209,14 +213,7 @@ def gen_counting_wide(rng: random.Random, size: int, keys: int) -> tuple[Image.I
         color, shape = rng.choice(colours), rng.choice(SHAPES)
         counts[color] += 1
         cx, cy = (c % WIDE_GRID + 0.5) * cell, (c // WIDE_GRID + 0.5) * cell
-        r = cell * 0.36
-        box = [cx - r, cy - r, cx + r, cy + r]
-        if shape == "circle":
-            d.ellipse(box, fill=WIDE_COLORS[color])
-        elif shape == "square":
-            d.rectangle(box, fill=WIDE_COLORS[color])
-        else:
-            d.polygon([(cx, cy - r), (cx - r, cy + r), (cx + r, cy + r)], fill=WIDE_COLORS[color])
+        _draw_shape(d, shape, cx, cy, cell * 0.36, WIDE_COLORS[color])
     target = rng.choice(colours)
     facts = {"task": "counting", "perception": [[c, counts[c]] for c in colours], "intermediate": [],
              "target": target, "question_type": "count"}
