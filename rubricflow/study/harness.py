@@ -97,6 +97,11 @@ def unit_dir(spec: StudySpec, unit: Unit) -> Path:
     return Path(spec.out_dir) / unit.variant / f"seed{unit.seed}"
 
 
+def unit_start_dir(spec: StudySpec, unit: Unit) -> Path:
+    """The start ``unit`` trains from (``per_seed_start``): its seed's, of its variant's start group if any."""
+    return start_dir(spec.out_dir, unit.seed, spec.start_group(unit.variant))
+
+
 def unit_config(cfg: Any, name: str, spec: StudySpec, unit: Unit) -> Any:
     """``cfg`` with the variant's overrides, then the unit seed and what the method sets per unit (its own seeds,
     output and checkpoint directories, the evaluation split)."""
@@ -109,7 +114,7 @@ def unit_config(cfg: Any, name: str, spec: StudySpec, unit: Unit) -> Any:
     if spec.per_seed_start:
         if method.seed_start is None:
             raise ConfigError(f"study.{name}.per_seed_start: method {spec.method!r} builds no start per seed")
-        vcfg = apply_overrides(vcfg, method.seed_start.overrides(vcfg, start_dir(spec.out_dir, unit.seed)))
+        vcfg = apply_overrides(vcfg, method.seed_start.overrides(vcfg, unit_start_dir(spec, unit)))
     return apply_overrides(vcfg, {"seed": unit.seed,
                                   **method.unit_overrides(vcfg, name, spec, unit, unit_dir(spec, unit))})
 
@@ -117,7 +122,7 @@ def unit_config(cfg: Any, name: str, spec: StudySpec, unit: Unit) -> Any:
 def shared_inputs(cfg: Any, name: str, spec: StudySpec, unit: Unit) -> dict[str, Path]:
     """What ``unit`` reuses from the main pipeline (stage -> file that proves it ran), read off the unit's own config
     (a method may build its environment per seed); the seed's start, when the study builds one, is not shared."""
-    own = start_dir(spec.out_dir, unit.seed).resolve() if spec.per_seed_start else None
+    own = unit_start_dir(spec, unit).resolve() if spec.per_seed_start else None
     return {stage: Path(path)
             for stage, path in study_method(spec).shared_outputs(unit_config(cfg, name, spec, unit)).items()
             if own is None or not Path(path).resolve().is_relative_to(own)}
@@ -186,7 +191,7 @@ def run_unit(
     ucfg = unit_config(cfg, name, spec, unit)
     if spec.per_seed_start:  # the seed's start first (it trains: no test row): the unit's inputs hash its contents
         with forbid_test_split(f"study {name} (start of seed {unit.seed})"):
-            ensure_start(method.seed_start, ucfg, unit.seed, start_dir(spec.out_dir, unit.seed))
+            ensure_start(method.seed_start, ucfg, unit.seed, unit_start_dir(spec, unit))
     inputs = unit_inputs(ucfg, unit, method)
     udir = unit_dir(spec, unit)
     with locked(udir / ".lock", f"unit {unit.key} of study {name}"):  # another process may be running it
@@ -249,6 +254,9 @@ def study_info(cfg: Any, name: str, spec: StudySpec, units: Sequence[Unit]) -> d
             "; built per seed instead, shared by the seed's variants: the start (seed_starts)" if spec.per_seed_start
             else ""),
         "seed_starts": {s: rec.get("summary") for s, rec in starts.items()},
+        **({"group_starts": {g: {s: rec.get("summary") for s, rec in seed_starts(spec.out_dir, seeds, g).items()}
+                             for g, members in spec.start_groups.items() if set(members) & set(variants)}}
+           if spec.start_groups else {}),
         "profile": cfg.profile,
         "eval_split": spec.eval_split,
         "n_units": len(units),
@@ -458,8 +466,12 @@ def rerender(
     provenance.require_clean(state, exploratory, f"study {name} --rerender-from {source}")
     stem = report_name or name
     info = {k: old.get(k) for k in ("seeds", "variants", "overrides", "untrained", "method", "shared", "seed_starts",
-                                     "profile", "eval_split", "eval_samples", "machine")}
+                                     "group_starts", "profile", "eval_split", "eval_samples", "machine")}
     info["seed_starts"] = {int(k): v for k, v in (info.get("seed_starts") or {}).items()}
+    if info.get("group_starts"):
+        info["group_starts"] = {g: {int(k): v for k, v in ss.items()} for g, ss in info["group_starts"].items()}
+    else:
+        info.pop("group_starts")
     info.update({
         "n_units": len(results), "git_commit": state.commit + ("-dirty" if state.dirty else ""),
         "params_hash": provenance.params_hash(cfg), "inputs": {"digest": None, "parts": {}},

@@ -128,7 +128,8 @@ def engine_hash(spec: Any, base_sections: Mapping[str, Any], results: Sequence[M
     config sections before per-unit overrides, and the variants."""
     code = sorted({(r.get("inputs") or {}).get("code") for r in results} - {None})
     return _sha({"code": code, "sections": base_sections, "variants": spec.variants, "untrained": spec.untrained,
-                 "per_seed_start": spec.per_seed_start, "method": spec.method})
+                 "per_seed_start": spec.per_seed_start, "method": spec.method,
+                 **({"start_groups": spec.start_groups} if spec.start_groups else {})})
 
 
 def claim_hash(claim: Any) -> str:

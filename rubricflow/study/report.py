@@ -29,6 +29,17 @@ def machine() -> str:
     return f"{cpu}, {os.cpu_count()} logical CPUs, {platform.system()} {platform.release()}"
 
 
+def start_lines(starts: dict, title: str) -> list[str]:
+    """A table of the seeds' start summaries (their scalar fields); nothing when no start was built."""
+    if not starts:
+        return []
+    cols = sorted({k for s in starts.values() for k, v in (s or {}).items() if not isinstance(v, (dict, list))})
+    lines = ["", title, "", "| seed | " + " | ".join(cols) + " |", "|---|" + "---|" * len(cols)]
+    for seed, s in sorted(starts.items()):
+        lines.append(f"| {seed} | " + " | ".join(_cell((s or {}).get(c)) for c in cols) + " |")
+    return lines
+
+
 def _fmt(x: float | None, digits: int = 3) -> str:
     return "n/a" if x is None else f"{x:.{digits}f}"
 
@@ -114,13 +125,11 @@ def render_markdown(name: str, agg: Mapping, info: Mapping, chosen: Mapping | No
         for c in paired:
             per_seed = "; ".join(f"{s}: {_fmt(xa)} / {_fmt(xb)}" for s, (xa, xb) in sorted(c["pair_values"].items()))
             lines.append(f"- {c['a']} vs {c['b']} ({c['metric']}): {per_seed or 'no paired seeds'}")
-    starts = info.get("seed_starts") or {}
-    if starts:
-        cols = sorted({k for s in starts.values() for k, v in (s or {}).items() if not isinstance(v, (dict, list))})
-        lines += ["", "Start of each seed (built once per seed, shared by its variants):", "",
-                  "| seed | " + " | ".join(cols) + " |", "|---|" + "---|" * len(cols)]
-        for seed, s in sorted(starts.items()):
-            lines.append(f"| {seed} | " + " | ".join(_cell((s or {}).get(c)) for c in cols) + " |")
+    lines += start_lines(info.get("seed_starts") or {}, "Start of each seed (built once per seed, shared by its "
+                         "variants):")
+    for g, starts in (info.get("group_starts") or {}).items():
+        lines += start_lines(starts, f"Start of each seed in start group `{g}` (built once per seed, shared by the "
+                             "group's variants):")
     lines += [
         "",
         f"- seeds: {', '.join(str(s) for s in info.get('seeds', []))} (study parameters, fixed in advance)",

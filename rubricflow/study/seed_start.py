@@ -2,11 +2,12 @@
 per seed, shared by that seed's variants so per-seed differences stay paired.
 
 With ``study.<name>.per_seed_start``, the method's ``StudyMethod.seed_start`` says how: ``overrides`` point a unit's
-config at ``<out_dir>/_start/seed<k>/``, ``inputs`` are what the start depends on, ``build`` makes it. The first unit
-of a seed to need the start builds it under a lock (units of one seed may run side by side, in threads, processes or
-on Ray workers sharing the folder); the others wait and reuse it. A start is rebuilt when its inputs changed, never
-reused half-written: it is built in a temporary folder, its ``start.json`` (the inputs' hashes and the build's
-summary) written last, and renamed into place.
+config at ``<out_dir>/_start/seed<k>/`` (``<out_dir>/_start/<group>/seed<k>/`` for the variants of a start group,
+``study.<name>.start_groups``: e.g. one warm-start recipe each), ``inputs`` are what the start depends on, ``build``
+makes it. The first unit of a seed to need the start builds it under a lock (units of one seed may run side by side,
+in threads, processes or on Ray workers sharing the folder); the others wait and reuse it. A start is rebuilt when
+its inputs changed, never reused half-written: it is built in a temporary folder, its ``start.json`` (the inputs'
+hashes and the build's summary) written last, and renamed into place.
 """
 
 from __future__ import annotations
@@ -27,8 +28,10 @@ from rubricflow.util.io import write_json
 START_FILE = "start.json"
 
 
-def start_dir(out_dir: str | Path, seed: int) -> Path:
-    return Path(out_dir) / "_start" / f"seed{seed}"
+def start_dir(out_dir: str | Path, seed: int, group: str | None = None) -> Path:
+    """``<out_dir>/_start/seed<k>``, or ``<out_dir>/_start/<group>/seed<k>`` for a start group (``start_groups``)."""
+    root = Path(out_dir) / "_start"
+    return (root if group is None else root / group) / f"seed{seed}"
 
 
 @contextlib.contextmanager
@@ -80,11 +83,11 @@ def ensure_start(ss: SeedStart, ucfg: Any, seed: int, directory: Path) -> dict:
         return record
 
 
-def seed_starts(out_dir: str | Path, seeds: list[int]) -> dict[int, dict]:
-    """``seed -> start.json`` of the starts built so far (for the report)."""
+def seed_starts(out_dir: str | Path, seeds: list[int], group: str | None = None) -> dict[int, dict]:
+    """``seed -> start.json`` of the starts built so far (for the report), of the default start or of ``group``."""
     out = {}
     for s in seeds:
-        rec = read_start(start_dir(out_dir, s))
+        rec = read_start(start_dir(out_dir, s, group))
         if rec is not None:
             out[s] = rec
     return out

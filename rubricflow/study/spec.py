@@ -203,6 +203,12 @@ class StudySpec(Section):
         "tiers), shared by that seed's variants, so the interval covers the start too. False: every unit starts "
         "from the main pipeline's shared outputs.",
     )
+    start_groups: dict[str, list[str]] = Field(
+        default_factory=dict,
+        description="With per_seed_start: group name -> the variants that build and share a start of their own "
+        "(<out_dir>/_start/<group>/seed<k>/), e.g. one per warm-start recipe a selection study compares; a variant in "
+        "no group shares the default start (<out_dir>/_start/seed<k>/). A variant is in at most one group.",
+    )
     profile: str | None = Field(
         None,
         description="The profile the study belongs to (its data, policy and tiers are that profile's): run under "
@@ -212,6 +218,10 @@ class StudySpec(Section):
         "reports/studies", description="Study reports: <report_dir>/<name>.md, .json and .png (the study name)."
     )
 
+    def start_group(self, variant: str) -> str | None:
+        """The start group ``variant`` belongs to (None: the default start)."""
+        return next((g for g, members in self.start_groups.items() if variant in members), None)
+
     @model_validator(mode="after")
     def _names_known(self) -> StudySpec:
         for name in self.variants:
@@ -220,6 +230,17 @@ class StudySpec(Section):
         unknown = [u for u in self.untrained if u not in self.variants]
         if unknown:
             raise ValueError(f"untrained {unknown} are not variants ({sorted(self.variants)})")
+        if self.start_groups and not self.per_seed_start:
+            raise ValueError("start_groups: only a study that builds a start per seed (per_seed_start) has groups")
+        grouped: list[str] = []
+        for g, members in self.start_groups.items():
+            if not g or "/" in g or g.startswith((".", "seed")):
+                raise ValueError(f"start group {g!r}: must be a plain folder name not starting with 'seed' or '.'")
+            if stray := [v for v in members if v not in self.variants]:
+                raise ValueError(f"start group {g!r}: {stray} are not variants ({sorted(self.variants)})")
+            grouped += members
+        if twice := sorted({v for v in grouped if grouped.count(v) > 1}):
+            raise ValueError(f"start_groups: {twice} are in more than one group")
         if len(set(self.seeds)) != len(self.seeds):
             raise ValueError(f"seeds {self.seeds} repeat a seed")
         bad = [s for s in self.seeds if not 0 <= s <= MAX_SEED]

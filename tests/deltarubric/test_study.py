@@ -81,6 +81,36 @@ def test_every_variant_of_a_seed_shares_one_start_and_seeds_differ(tmp_path):
     assert start_inputs(SEED_START, unit_config(cfg, "deltarubric", spec, Unit("sft", 22)), 22) != keys["sft"]
 
 
+def test_a_start_group_builds_its_own_start_per_seed(tmp_path):
+    """A variant in a start group (e.g. one warm-start recipe of a selection study) trains from its group's start of
+    the seed; the other variants keep the default start; the group's start is what its unit evaluates untrained."""
+    from pydantic import ValidationError
+
+    from rubricflow.study.spec import StudySpec
+
+    study = {"variants": {"sft": {}, "deltarubric": {}, "wide-sft": {"deltarubric.sft.hidden_size": 96}},
+             "untrained": ["sft", "wide-sft"], "claims": [], "preconditions": [],
+             "start_groups": {"h96": ["wide-sft"]}}
+    cfg = _cfg(tmp_path, study)
+    spec = cfg.study.deltarubric
+    root = tmp_path / "studies" / "dr" / "_start"
+    grouped = unit_config(cfg, "deltarubric", spec, Unit("wide-sft", 22))
+    assert grouped.deltarubric.sft.out_dir == str(root / "h96" / "seed22" / "sft")
+    assert grouped.deltarubric.train.out_dir == str(root / "h96" / "seed22" / "sft")  # untrained: its own start
+    assert grouped.deltarubric.sft.hidden_size == 96
+    plain = unit_config(cfg, "deltarubric", spec, Unit("deltarubric", 22))
+    assert plain.deltarubric.sft.out_dir == str(root / "seed22" / "sft")
+    assert spec.start_group("wide-sft") == "h96" and spec.start_group("sft") is None
+    base = {"method": "deltarubric", "out_dir": "x", "variants": {"a": {}, "b": {}}, "metrics": ["accuracy"],
+            "per_seed_start": True}
+    for groups, match in (({"g": ["c"]}, "not variants"), ({"g": ["a"], "h": ["a"]}, "more than one group"),
+                          ({"seed1": ["a"]}, "plain folder name")):
+        with pytest.raises(ValidationError, match=match):
+            StudySpec(**base, start_groups=groups)
+    with pytest.raises(ValidationError, match="per_seed_start"):
+        StudySpec(**{**base, "per_seed_start": False}, start_groups={"g": ["a"]})
+
+
 def test_require_shared_names_the_pairs_and_the_warm_start(tmp_path):
     cfg = _cfg(tmp_path, {"per_seed_start": False})
     units = plan(cfg.study.deltarubric)
