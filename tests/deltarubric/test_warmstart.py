@@ -258,8 +258,13 @@ def test_a_start_that_misses_its_bar_restarts_from_a_new_init_seed_and_fails_aft
         return attempt
 
     # seed 7 never reaches 0.5 in 300 steps; 1007 does, after 200 steps
-    attempts = train_to_bar(attempt_with({7: 0.001, 1007: 0.003}), cfg, seed=7)
+    told = []
+    attempts = train_to_bar(attempt_with({7: 0.001, 1007: 0.003}), cfg, seed=7,
+                            on_block=lambda ph, b: told.append((ph, b["steps"])))
     assert seeds == [7, 1007]
+    # progress: every block of every attempt is told as it ends (steps counted within the phase)
+    assert told == [("evidence", 100), ("evidence", 200), ("evidence", 300), ("evidence", 100), ("evidence", 200),
+                    ("verdicts", 100)]
     assert [(a["init_seed"], a["met"], a["steps"]) for a in attempts] == [(7, False, 300), (1007, True, 300)]
     first = attempts[0]["phases"]
     assert len(first) == 1 and first[0]["phase"] == "evidence" and not first[0]["met"]  # stopped at the first miss

@@ -96,7 +96,7 @@ def staged_phases(reading: list, role_examples: list[tuple[str, Any]], cfg: DRSF
 
 
 def train_phase(phase: Phase, train_block: TrainBlock, measure: Measure, block_steps: int, max_steps: int,
-                seed: int, block0: int = 0) -> dict:
+                seed: int, block0: int = 0, on_block: Callable[[str, dict], None] | None = None) -> dict:
     """Train ``phase`` in blocks until its bars are met (one block when it has none) or ``max_steps``; block ``b``
     (counted over the attempt from ``block0``) draws its data order from ``seed + 100003 * b``. Returns the phase's
     record: ``steps``, ``blocks`` (steps and values after each), ``bars``, ``reached`` (the last values), ``met``."""
@@ -108,6 +108,8 @@ def train_phase(phase: Phase, train_block: TrainBlock, measure: Measure, block_s
         used += n
         values = dict(measure(list(phase.bars))) if phase.bars else {}
         blocks.append({"steps": used, **values})
+        if on_block is not None:
+            on_block(phase.name, blocks[-1])
         met = all(values[b] >= v for b, v in phase.bars.items())
         if met:
             break
@@ -121,11 +123,13 @@ class BarMissed(ValueError):
 
 
 def train_to_bar(attempt: Callable[[int], tuple[list[Phase], TrainBlock, Measure]],
-                 cfg: DRSFTConfig, seed: int, on_phase: Callable[[dict], None] | None = None) -> list[dict]:
+                 cfg: DRSFTConfig, seed: int, on_phase: Callable[[dict], None] | None = None,
+                 on_block: Callable[[str, dict], None] | None = None) -> list[dict]:
     """Run the phases of attempt k = 0, 1, ... (``attempt(init_seed)`` builds the fresh model and returns its
     phases, trainer and measure; ``init_seed = seed + 1000 * k``) until one attempt meets every phase's bars; each
     attempt stops at its first phase that misses. Returns every attempt (``init_seed``, ``phases``, ``steps``,
-    ``met``), the last one met; raises ``BarMissed`` (with the attempts) after ``max_restarts`` restarts."""
+    ``met``), the last one met; ``on_phase`` / ``on_block`` are told of each phase's record and each block's values
+(progress); raises ``BarMissed`` (with the attempts) after ``max_restarts`` restarts."""
     attempts: list[dict] = []
     for k in range(cfg.max_restarts + 1):
         init_seed = seed + RESTART_SEED * k
@@ -133,7 +137,7 @@ def train_to_bar(attempt: Callable[[int], tuple[list[Phase], TrainBlock, Measure
         records: list[dict] = []
         block0 = 0
         for ph in phases:
-            rec = train_phase(ph, train_block, measure, cfg.block_steps, cfg.max_steps, init_seed, block0)
+            rec = train_phase(ph, train_block, measure, cfg.block_steps, cfg.max_steps, init_seed, block0, on_block)
             block0 += len(rec["blocks"])
             records.append(rec)
             if on_phase is not None:

@@ -361,7 +361,9 @@ def warm_start_to_bar(dr: DeltaRubricConfig, models: ModelsConfig, seed: int, re
     out_json = Path(reports_dir) / "plots" / "deltarubric_sft_bars.json"
     t0 = time.perf_counter()
     try:
-        attempts = train_to_bar(attempt, dr.sft, seed, on_phase=report)
+        attempts = train_to_bar(attempt, dr.sft, seed, on_phase=report, on_block=lambda ph, b: print(
+            f"deltarubric sft: phase {ph}, {b['steps']} steps: "
+            + (", ".join(f"{k} {v:.3f}" for k, v in b.items() if k != "steps") or "no bar"), flush=True))
     except BarMissed as e:
         write_json(out_json, {"met": False, "attempts": e.attempts, "error": str(e)})  # type: ignore[attr-defined]
         raise
