@@ -151,8 +151,10 @@ def test_deltarubric_mode_reports_the_separating_checklist_share(tmp_path):
     assert len(pairs) >= 2
     even = sum(i % 2 == 0 for i in range(len(pairs)))
     assert out["modes"]["deltarubric"]["separating"] == pytest.approx(even / len(pairs))
+    # decisive pairs (partial_frac 0): a check on a claim they disagree on favours one response, so it decides too
+    assert out["modes"]["deltarubric"]["deciding"] == pytest.approx(even / len(pairs))
     oracle = evaluate_judge(_Planner(), _Proc(), [Item(p, []) for p in pairs], ("oracle",))["modes"]["oracle"]
-    assert "separating" not in oracle  # only the planner's own checklists are read
+    assert "separating" not in oracle and "deciding" not in oracle  # only the planner's own checklists are read
 
 
 def test_the_generative_mode_asks_for_its_own_lines_and_fails_a_bare_verdict(tmp_path):

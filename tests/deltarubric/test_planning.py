@@ -12,13 +12,20 @@ from rubricflow.methods.deltarubric.evaluate import Item, evaluate_judge, fact_c
 from rubricflow.methods.deltarubric.planning import (
     checklist_keys,
     checklist_room,
+    decides,
     execute,
     facts_verdict,
     format_room,
     separating_shares,
 )
 from rubricflow.methods.deltarubric.synthetic import build_pairs
-from rubricflow.methods.deltarubric.targets import exhaustive_checks, reference_checks
+from rubricflow.methods.deltarubric.targets import (
+    check_keys,
+    check_text,
+    exhaustive_checks,
+    reference_checks,
+    separates,
+)
 
 # six colours: more claim keys (6 + answer) than the 4-check budget
 FACTS = {"task": "counting", "perception": [["red", 2], ["green", 1], ["blue", 0], ["yellow", 0], ["purple", 1],
@@ -53,6 +60,18 @@ def test_executing_a_checklist_against_the_facts():
     assert len(rand) == 4 and len(set(rand)) == 4 and rand == checklist_keys(p, "random", seed=3)
     assert separating_shares([p], "exhaustive") == {"separating": 0.0, "right": 0.0}
     assert separating_shares([p], "oracle") == {"separating": 1.0, "right": 1.0}
+
+
+def test_a_written_checklist_decides_only_where_its_checks_favour_one_response_against_the_facts():
+    """``decides`` executes the planner's written checks against the facts; ``separates`` only asks for a check on a
+    claim the responses disagree on, which a check on a claim both misread (differently) satisfies."""
+    p = _pair(_trace(green=2, yellow=1), _trace(green=3, yellow=2, purple=3))
+    text = {k: check_text("counting", k) for k in ("red", "green", "yellow", "purple", "blue")}
+    confounds = [text["green"], text["yellow"]]
+    assert check_keys(p, [*confounds, "count the green shapes", "look closely."]) == ["green", "yellow"]
+    assert separates(p, confounds) and not decides(p, confounds)  # differ, but both wrong: nothing decided
+    assert decides(p, [*confounds, text["purple"]]) and decides(p, [text["purple"].upper()])
+    assert not decides(p, [text["red"], text["blue"]]) and not decides(p, [])
 
 
 def test_the_reference_puts_the_decisive_key_first_only_when_the_perception_overflows_the_budget():

@@ -25,7 +25,9 @@ Judge modes (greedy decoding, one verdict per pair; a format failure counts as a
 On synthetic pairs the table also carries ``checklist_room`` (``planning.checklist_room``: how often the exhaustive,
 reference and a random checklist separate the pairs when executed against the facts, a property of the pairs).
 ``deltarubric`` on synthetic pairs also reports ``separating``: the share of the planner's checklists with a check
-on a claim the responses disagree on (a malformed checklist separates nothing).
+on a claim the responses disagree on (a malformed checklist separates nothing), and ``deciding``: the share that
+separate the pair when executed against the facts (``planning.decides``; on wide partial pairs a check on a claim both
+responses misread differs between them and decides nothing).
 
 Planner probe (the paper's training-dynamics proxy): sample N checklists per pair at the rollout temperature and
 give each to a cheap verdict (the greedy verifier); the probe accuracy is the fraction of sampled checklists that
@@ -48,7 +50,7 @@ from rubricflow.data.pairs import PreferencePair, load_pair_images, read_pairs, 
 from rubricflow.methods.deltarubric.config import DeltaRubricConfig, role_max_tokens
 from rubricflow.methods.deltarubric.modes import MODES, SINGLE_STEP
 from rubricflow.methods.deltarubric.parsing import MAX_CHECKS
-from rubricflow.methods.deltarubric.planning import checklist_room
+from rubricflow.methods.deltarubric.planning import checklist_room, decides
 from rubricflow.methods.deltarubric.roles import PLANNER, ROLES, VERIFIER
 from rubricflow.methods.deltarubric.rollout import Item, request
 from rubricflow.methods.deltarubric.targets import agreed_checks as agreed_check_list
@@ -73,6 +75,7 @@ class Judged:
     format_ok: bool
     planner_ok: bool | None = None  # deltarubric only
     separating: bool | None = None  # deltarubric on synthetic pairs: the planner's checklist separates the responses
+    deciding: bool | None = None  # ... and decides the pair when executed against the facts (planning.decides)
     checklist: list[str] | None = None
     text: str = ""
     reason: str | None = None
@@ -136,16 +139,18 @@ def judge(gen, processor, items: list[Item], mode: str, max_tokens: dict[str, in
     by_i = dict(zip(idx, vouts))
     res = []
     for i, it in enumerate(items):
-        sep = None
+        sep = dec = None
         if mode == "deltarubric" and it.pair.facts:
             sep = plan_ok[i] and separates(it.pair, plans[i])
+            dec = plan_ok[i] and decides(it.pair, plans[i])
         if i not in by_i:
-            res.append(Judged(it.pair.id, it.pair.category, None, False, False, False, sep, None, "", reasons[i]))
+            res.append(Judged(it.pair.id, it.pair.category, None, False, False, False, sep, dec, None, "",
+                              reasons[i]))
             continue
         o = by_i[i][0]
         p = VERIFIER.parse(o.text, plans[i])
         res.append(Judged(it.pair.id, it.pair.category, p.value, p.ok and p.value == it.pair.preferred, p.ok, True,
-                          sep, plans[i], o.text, p.reason))
+                          sep, dec, plans[i], o.text, p.reason))
     return res
 
 
@@ -161,6 +166,9 @@ def summarize(results: list[Judged]) -> dict:
     seps = [r.separating for r in results if r.separating is not None]
     if seps:  # a malformed checklist separates nothing
         out["separating"] = sum(seps) / len(seps)
+    decs = [r.deciding for r in results if r.deciding is not None]
+    if decs:
+        out["deciding"] = sum(decs) / len(decs)
     cats: dict[str, list[bool]] = defaultdict(list)
     for r in results:
         cats[r.category or "all"].append(r.correct)

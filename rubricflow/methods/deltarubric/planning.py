@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from rubricflow.data.pairs import PreferencePair
 from rubricflow.methods.deltarubric.parsing import MAX_CHECKS
 from rubricflow.methods.deltarubric.synthetic import gold_values
-from rubricflow.methods.deltarubric.targets import exhaustive_checks, favours, reference_checks
+from rubricflow.methods.deltarubric.targets import check_keys, exhaustive_checks, favours, reference_checks
 
 CHECKLISTS = ("exhaustive", "oracle", "random")
 
@@ -42,6 +42,14 @@ def facts_verdict(pair: PreferencePair, keys: Sequence[str]) -> str | None:
     favs = execute(pair, keys)
     a, b = favs.count("A"), favs.count("B")
     return "A" if a > b else "B" if b > a else None
+
+
+def decides(pair: PreferencePair, checks: Sequence[str]) -> bool:
+    """Whether a written checklist (check texts, matched to claim keys by the check templates, ``targets.check_keys``)
+    separates the pair when executed against the facts: more checks favour one response. Stricter than
+    ``targets.separates`` (a check on a claim the responses disagree on): on a wide partial pair a check on a key both
+    responses misread differs between them and decides nothing."""
+    return facts_verdict(pair, check_keys(pair, checks)) is not None
 
 
 def checklist_keys(pair: PreferencePair, kind: str, budget: int = MAX_CHECKS, seed: int = 0) -> list[str]:

@@ -17,7 +17,8 @@ for the trained single-step judges, ``generative`` for the generative no-rubric 
 in its own mode; ``acc_<mode>`` and ``fmt_<mode>`` for every mode (``acc_generative``: the generative control,
 issue 39 item 3b); the planner probe at the end of training (``probe_end``); ``sep_deltarubric``, the
 share of the planner's greedy checklists that separate the responses (before RL for the untrained variant, after for
-the trained ones); ``planner_gain`` = ``acc_deltarubric - acc_exhaustive``, what the planner adds over the
+the trained ones), and ``dec_deltarubric``, the share that separate the pair executed against the facts
+(``planning.decides``: on wide partial pairs a check on a claim both responses misread separates nothing); ``planner_gain`` = ``acc_deltarubric - acc_exhaustive``, what the planner adds over the
 static-exhaustive checklist (every claim key in a fixed order, ``eval.exhaustive``) executed by the same verifier
 (issue 39, item 3a: a within-unit difference, so it needs no variant of its own; a claim on it compares variants,
 e.g. DeltaRubric against its warm start on ``planner_gain``, and on the wide pairs, ``deltarubric.pairs.form: wide``,
@@ -170,6 +171,7 @@ def run_unit(ucfg: Any, unit: Unit, udir: Path, run: Any, secret_resolver=None) 
             curve.append([dr.train.grpo.steps, train_out["final_probe"]["probe/accuracy"]])
     metrics["probe_end"] = curve[-1][1] if curve else None
     metrics["sep_deltarubric"] = modes["deltarubric"].get("separating")
+    metrics["dec_deltarubric"] = modes["deltarubric"].get("deciding")
     # what the planner adds over the static-exhaustive checklist, both executed by this unit's verifier
     metrics["planner_gain"] = modes["deltarubric"]["accuracy"] - modes["exhaustive"]["accuracy"]
     first = train_out["curve"][0] if train_out is not None and train_out["curve"] else {}
@@ -272,7 +274,7 @@ ADAPTER = StudyMethod(
 # included; fmt_generative the generative control's format failures (a verdict without a comparison line);
 # sep_deltarubric the separating share of the planner's checklists; flat_step0 the step-0 precondition.
 METRICS = ["accuracy", "format_violation", *(f"acc_{m}" for m in MODES), "fmt_deltarubric", "fmt_generative",
-           "probe_end", "sep_deltarubric", "flat_step0", "planner_gain"]
+           "probe_end", "sep_deltarubric", "dec_deltarubric", "flat_step0", "planner_gain"]
 
 # The study's RL budget, fixed before any run and set on every variant (the untrained one too, so every variant of
 # a seed shares one start): 40 steps x 4 pairs, N = M = K = 5 (the main pipeline's tiny budget is 20 x 2).

@@ -235,6 +235,14 @@ def _norm(text: str) -> str:
     return text.strip().rstrip(".").strip().lower()
 
 
+def check_keys(pair: PreferencePair, checks: list[str]) -> list[str]:
+    """The claim keys of the pair's facts that a written checklist checks, in its order (a check is matched to its
+    claim by the check templates, ``check_text``; a check in other words, or twice, adds nothing)."""
+    task = pair.facts["task"]
+    by_text = {_norm(check_text(task, k)): k for k in gold_values(pair.facts)}
+    return list(dict.fromkeys(by_text[t] for c in checks if (t := _norm(c)) in by_text))
+
+
 def separates(pair: PreferencePair, checks: list[str]) -> bool:
     """Whether a checklist (check texts, as the planner writes them) has a check on a claim the two responses
     disagree on; a check is matched to its claim by the check templates (``check_text``), so a check in other

@@ -225,7 +225,8 @@ READOUT_REWARDS = ("improvement", "absolute")  # `shift` is flat exactly when `a
 def start_readout(dr: DeltaRubricConfig, models: ModelsConfig, generation: GenerationConfig, policy_dir: str | Path,
                   split: str = "val", seed: int = 0) -> dict[str, float | None]:
     """A warm start on ``split`` before RL: greedy accuracy in every judge mode (``<split>_<mode>``), the share of
-    the planner's greedy checklists that separate the responses (``<split>_separating``), and the precondition of
+    the planner's greedy checklists that separate the responses (``<split>_separating``; executed against the facts:
+``<split>_deciding``), and the precondition of
     planner RL on ``train.probe_pairs`` pairs: one rollout sampled as training samples it (N checklists, M verdicts
     each, K no-rubric verdicts; seeded by ``seed``), scored as training scores it, gives the share of planner groups
     with zero reward variance under the relative and the absolute planner reward (``flat_groups_<reward>``) and the
@@ -237,6 +238,7 @@ def start_readout(dr: DeltaRubricConfig, models: ModelsConfig, generation: Gener
     table = evaluate_judge(gen, proc, items, MODES, role_max_tokens(dr.train), exhaustive=dr.eval.exhaustive)
     out: dict[str, float | None] = {f"{split}_{m}": s["accuracy"] for m, s in table["modes"].items()}
     out[f"{split}_separating"] = table["modes"].get("deltarubric", {}).get("separating")
+    out[f"{split}_deciding"] = table["modes"].get("deltarubric", {}).get("deciding")
     cfg = dr.train.model_copy(update={"judge": "deltarubric"})
     probe = load_items(d, probe_subset(read_pairs(d, split), dr.train.probe_pairs))
     eos = text_tokenizer(proc).convert_tokens_to_ids("<|im_end|>")
