@@ -360,6 +360,28 @@ def test_the_sft_stage_trains_to_the_bar_and_records_every_attempt(tmp_path, mon
     saved = json.loads((tmp_path / "reports" / "plots" / "deltarubric_sft_bars.json").read_text())
     assert saved["met"] and len(saved["attempts"]) == 2
     assert (tmp_path / "sft" / "config.json").exists()
+    # the checkpoint carries its bars record (a study unit reads it: start_met, start_steps)
+    assert warmstart.bars_record(tmp_path / "sft") == {
+        "met": True, "steps": m["steps"], "restarts": 1, "init_seed": 1001, "bars": {"reading": 0.5, "oracle": 0.5},
+        "reached": m["reached"]}
+    # a study's per-seed start keeps the last attempt when every attempt misses, and says so
+    import pytest
+
+    built.clear()
+    missed = cfg.deltarubric.model_copy(update={"sft": cfg.deltarubric.sft.model_copy(update={
+        "max_restarts": 0, "out_dir": str(tmp_path / "sft-missed")})})
+    with pytest.raises(warmstart.BarMissed):
+        warmstart.warm_start(missed, cfg.models, 1, tmp_path / "r2", _NullRun())
+    assert not (tmp_path / "sft-missed").exists()
+    kept = warmstart.warm_start(missed, cfg.models, 1, tmp_path / "r3", _NullRun(), keep_missed=True)
+    assert kept["met"] is False and kept["restarts"] == 0 and (tmp_path / "sft-missed" / "config.json").exists()
+    assert warmstart.bars_record(tmp_path / "sft-missed")["met"] is False
+    assert not json.loads((tmp_path / "r3" / "plots" / "deltarubric_sft_bars.json").read_text())["met"]
+
+
+class _NullRun:
+    def log_metrics(self, metrics, step=None):
+        pass
 
 
 def test_a_missed_bar_is_not_retried_by_the_stage():

@@ -12,20 +12,22 @@ share of the planner's checklists, the flat planner groups of a step-0 rollout);
 the main pipeline's warm start.
 
 Metrics of a unit (``metrics`` of its result): ``accuracy`` / ``format_violation`` of the judge mode the unit was
-trained for (``deltarubric`` for DeltaRubric runs and the warm start, ``no_rubric`` / ``static`` / ``reading``
-for the trained single-step judges, ``generative`` for the generative no-rubric judge), so claims compare each method
-in its own mode; ``acc_<mode>`` and ``fmt_<mode>`` for every mode (``acc_generative``: the generative control,
-issue 39 item 3b); the planner probe at the end of training (``probe_end``); ``sep_deltarubric``, the
-share of the planner's greedy checklists that separate the responses (before RL for the untrained variant, after for
-the trained ones), and ``dec_deltarubric``, the share that separate the pair executed against the facts
-(``planning.decides``: on wide partial pairs a check on a claim both responses misread separates nothing); ``planner_gain`` = ``acc_deltarubric - acc_exhaustive``, what the planner adds over the
-static-exhaustive checklist (every claim key in a fixed order, ``eval.exhaustive``) executed by the same verifier
-(issue 39, item 3a: a within-unit difference, so it needs no variant of its own; a claim on it compares variants,
-e.g. DeltaRubric against its warm start on ``planner_gain``, and on the wide pairs, ``deltarubric.pairs.form: wide``,
-it is where the planner has something to choose); the step-0 precondition of the unit's training (``flat_step0``:
-planner groups with zero reward variance). The unit's result also keeps the probe curve (planner probe accuracy on
-val pairs over training steps), which :func:`report_probe_curve` averages over seeds into the report's
-training-dynamics table and ``<report>-probe.png``.
+trained for (``deltarubric`` for DeltaRubric runs and the warm start, ``no_rubric`` / ``static`` / ``reading`` for
+the trained single-step judges, ``generative`` for the generative no-rubric judge), so claims compare each method in
+its own mode; ``acc_<mode>`` and ``fmt_<mode>`` for every mode (``acc_generative``: the generative control, issue 39
+item 3b); the planner probe at the end of training (``probe_end``); ``sep_deltarubric``, the share of the planner's
+greedy checklists that separate the responses (before RL for the untrained variant, after for the trained ones), and
+``dec_deltarubric``, the share that separate the pair executed against the facts (``planning.decides``: on wide
+partial pairs a check on a claim both responses misread separates nothing); ``planner_gain`` = ``acc_deltarubric -
+acc_exhaustive``, what the planner adds over the static-exhaustive checklist (every claim key in a fixed order,
+``eval.exhaustive``) executed by the same verifier (issue 39, item 3a: a within-unit difference, so it needs no
+variant of its own; a claim on it compares variants, e.g. DeltaRubric against its warm start on ``planner_gain``, and
+on the wide pairs, ``deltarubric.pairs.form: wide``, it is where the planner has something to choose); the step-0
+precondition of the unit's training (``flat_step0``: planner groups with zero reward variance); ``start_met`` /
+``start_steps``, whether the warm start met its bars and its steps, where it was trained to a bar (``sft.bar_*``;
+None for a fixed schedule). The unit's result also keeps the probe curve (planner probe accuracy on val pairs over
+training steps), which :func:`report_probe_curve` averages over seeds into the report's training-dynamics table and
+``<report>-probe.png``.
 """
 
 from __future__ import annotations
@@ -101,9 +103,11 @@ def build_start(ucfg: Any, seed: int, build_dir: Path, final_dir: Path) -> dict:
     dr = ucfg.deltarubric
     sft = dr.sft.model_copy(update={"out_dir": str(build_dir / "sft"), "base_dir": str(build_dir / "base")})
     dr = dr.model_copy(update={"sft": sft})
-    ws = warm_start(dr, ucfg.models, seed, build_dir / "reports", _NoRun())
+    ws = warm_start(dr, ucfg.models, seed, build_dir / "reports", _NoRun(), keep_missed=True)
     readout = start_readout(dr, ucfg.models, ucfg.generation, sft.out_dir, split="val", seed=seed)
-    return {"sft_seconds": ws["sft_seconds"], "sft_final_loss": ws["final_loss"], **readout}
+    bars = {k: ws[k] for k in ("met", "steps", "restarts", "init_seed") if k in ws}
+    return {"sft_seconds": ws["sft_seconds"], "sft_final_loss": ws["final_loss"],
+            **{f"bars_{k}": v for k, v in bars.items()}, **readout}
 
 
 SEED_START = SeedStart(overrides=start_overrides, inputs=start_inputs, build=build_start,
@@ -138,6 +142,7 @@ def run_unit(ucfg: Any, unit: Unit, udir: Path, run: Any, secret_resolver=None) 
     from models.loader import load_policy
     from rubricflow.methods.deltarubric.evaluate import evaluate_judge, load_items
     from rubricflow.methods.deltarubric.train import resume_parts, train_policy, training_inputs
+    from rubricflow.methods.deltarubric.warmstart import bars_record
 
     dr = ucfg.deltarubric
     d = Path(dr.pairs.out_dir)
@@ -174,6 +179,10 @@ def run_unit(ucfg: Any, unit: Unit, udir: Path, run: Any, secret_resolver=None) 
     metrics["dec_deltarubric"] = modes["deltarubric"].get("deciding")
     # what the planner adds over the static-exhaustive checklist, both executed by this unit's verifier
     metrics["planner_gain"] = modes["deltarubric"]["accuracy"] - modes["exhaustive"]["accuracy"]
+    # the warm start's bars (a start trained to a bar records them beside its weights; a fixed schedule has none)
+    bars = bars_record(dr.sft.out_dir) or {}
+    metrics["start_met"] = None if not bars else float(bars["met"])
+    metrics["start_steps"] = bars.get("steps")
     first = train_out["curve"][0] if train_out is not None and train_out["curve"] else {}
     metrics["flat_step0"] = first.get("planner/flat_groups")
     return {"metrics": metrics, "eval_samples": table["n"], "own_mode": own, "probe_curve": curve,
@@ -274,7 +283,7 @@ ADAPTER = StudyMethod(
 # included; fmt_generative the generative control's format failures (a verdict without a comparison line);
 # sep_deltarubric the separating share of the planner's checklists; flat_step0 the step-0 precondition.
 METRICS = ["accuracy", "format_violation", *(f"acc_{m}" for m in MODES), "fmt_deltarubric", "fmt_generative",
-           "probe_end", "sep_deltarubric", "dec_deltarubric", "flat_step0", "planner_gain"]
+           "probe_end", "sep_deltarubric", "dec_deltarubric", "flat_step0", "planner_gain", "start_met", "start_steps"]
 
 # The study's RL budget, fixed before any run and set on every variant (the untrained one too, so every variant of
 # a seed shares one start): 40 steps x 4 pairs, N = M = K = 5 (the main pipeline's tiny budget is 20 x 2).

@@ -41,6 +41,7 @@ trained to the bars on val, restarted from a new init seed when a phase misses a
 
 from __future__ import annotations
 
+import json
 import random
 import time
 from pathlib import Path
@@ -252,17 +253,18 @@ def _reading_examples(dr: DeltaRubricConfig, proc) -> list[SFTExample]:
 
 
 def warm_start(dr: DeltaRubricConfig, models: ModelsConfig, seed: int, reports_dir: Path, run: Any,
-               log_fn=None) -> dict:
+               log_fn=None, keep_missed: bool = False) -> dict:
     """Warm start on the train pairs (and, with ``sft.perception_images``, the reading examples first): saves the
     policy to ``sft.out_dir`` and the loss curve to ``reports_dir/plots/deltarubric_sft_loss.json``; logs every
     10th step to ``run`` and every step to ``log_fn``; returns the example counts and the losses. With a bar
-    (``sft.bar_reading`` / ``bar_oracle``) it trains the staged phases to the bars instead (``warm_start_to_bar``)."""
+    (``sft.bar_reading`` / ``bar_oracle``) it trains the staged phases to the bars instead (``warm_start_to_bar``;
+    ``keep_missed``: see there)."""
     d = Path(dr.pairs.out_dir)
     train = read_pairs(d, "train")
     if not train:
         raise ValueError(f"{d}: no train pairs; set deltarubric.pairs.train > 0")
     if bars_on(dr.sft):
-        return warm_start_to_bar(dr, models, seed, reports_dir, run, train, log_fn)
+        return warm_start_to_bar(dr, models, seed, reports_dir, run, train, log_fn, keep_missed)
     model, proc = _start(dr, models, train, seed)
     examples = sft_examples(proc, load_items(d, train), dr.sft, seed=seed)
     n_pair_examples = len(examples)
@@ -308,14 +310,28 @@ def warm_start(dr: DeltaRubricConfig, models: ModelsConfig, seed: int, reports_d
     }
 
 
+BARS_FILE = "warm_start.json"  # in a checkpoint warm-started to a bar: whether it met its bars, its steps and restarts
+
+
+def bars_record(policy_dir: str | Path) -> dict | None:
+    """The bars record a warm start to a bar saved beside its weights (``BARS_FILE``), or None (a fixed schedule)."""
+    try:
+        return json.loads((Path(policy_dir) / BARS_FILE).read_text())
+    except FileNotFoundError:
+        return None
+
+
 def warm_start_to_bar(dr: DeltaRubricConfig, models: ModelsConfig, seed: int, reports_dir: Path, run: Any,
-                      train: list[PreferencePair], log_fn=None) -> dict:
+                      train: list[PreferencePair], log_fn=None, keep_missed: bool = False) -> dict:
     """The warm start to a bar (``bars``): the staged phases in blocks, measured on val, restarted from a new init
     seed when a phase misses its bar at its cap. Writes every attempt to ``reports_dir/plots/deltarubric_sft_bars.json``
     (also when the last one fails) and the loss curve of the attempt kept (``run`` and ``log_fn`` get every attempt's
     steps, numbered on over the attempts); returns the summary of ``warm_start`` plus
     ``phases`` (the kept attempt's phases: steps, the values after each block, bars, met), ``attempts`` (every
-    attempt: init seed, phases, steps, met), ``restarts`` and ``init_seed``."""
+    attempt: init seed, phases, steps, met), ``restarts``, ``init_seed`` and ``met``. The checkpoint folder also holds
+    ``BARS_FILE`` (met, steps, restarts, init seed, the values reached). When the last attempt misses, ``BarMissed``
+    is raised, unless ``keep_missed`` (a study's per-seed start, which reports a miss instead of losing its seed):
+    then the last attempt's model is saved with ``met`` false, and the study's preconditions say what that means."""
     d = Path(dr.pairs.out_dir)
     val = read_pairs(d, "val", limit=dr.sft.bar_pairs or None)
     if not val:
@@ -360,22 +376,31 @@ def warm_start_to_bar(dr: DeltaRubricConfig, models: ModelsConfig, seed: int, re
 
     out_json = Path(reports_dir) / "plots" / "deltarubric_sft_bars.json"
     t0 = time.perf_counter()
+    met = True
     try:
         attempts = train_to_bar(attempt, dr.sft, seed, on_phase=report, on_block=lambda ph, b: print(
             f"deltarubric sft: phase {ph}, {b['steps']} steps: "
             + (", ".join(f"{k} {v:.3f}" for k, v in b.items() if k != "steps") or "no bar"), flush=True))
     except BarMissed as e:
         write_json(out_json, {"met": False, "attempts": e.attempts, "error": str(e)})  # type: ignore[attr-defined]
-        raise
+        if not keep_missed:
+            raise
+        print(f"deltarubric sft: kept the last attempt, which missed its bar ({e})", flush=True)
+        attempts, met = e.attempts, False  # type: ignore[attr-defined]
     sft_s = time.perf_counter() - t0
     model, proc = state["model"], state["proc"]
+    kept = attempts[-1]
+    reached = {b: v for p in kept["phases"] for b, v in p["reached"].items()}
+    record = {"met": met, "steps": kept["steps"], "restarts": len(attempts) - 1, "init_seed": kept["init_seed"],
+              "bars": {b: v for b, v in bar_values(dr.sft).items() if v > 0}, "reached": reached}
     with staged_dir(dr.sft.out_dir) as tmp:
         save(model, proc, tmp)
-    write_json(out_json, {"met": True, "attempts": attempts})
+        write_json(Path(tmp) / BARS_FILE, record)
+    if met:
+        write_json(out_json, {"met": True, "attempts": attempts})
     write_json(Path(reports_dir) / "plots" / "deltarubric_sft_loss.json", curve)
     losses = state["losses"]
     tail = losses[-20:]
-    kept = attempts[-1]
     return {
         "train_examples": state["pair_examples"] + state["reading"],
         "pair_examples": state["pair_examples"],
@@ -385,11 +410,7 @@ def warm_start_to_bar(dr: DeltaRubricConfig, models: ModelsConfig, seed: int, re
         "first_loss": curve[0]["loss"] if curve else None,
         "final_loss": sum(tail) / len(tail) if tail else None,
         "sft_seconds": round(sft_s, 1),
-        "steps": kept["steps"],
-        "init_seed": kept["init_seed"],
-        "restarts": len(attempts) - 1,
-        "bars": {b: v for b, v in bar_values(dr.sft).items() if v > 0},
-        "reached": {b: v for p in kept["phases"] for b, v in p["reached"].items()},
+        **record,
         "phases": {p["phase"]: {k: v for k, v in p.items() if k != "phase"} for p in kept["phases"]},
         "attempts": attempts,
     }
