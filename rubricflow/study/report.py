@@ -171,8 +171,9 @@ def precondition_lines(pres: Sequence[Mapping]) -> list[str]:
         rule = f"{'>=' if p['direction'] == 'higher' else '<='} {p['threshold']:g} on >= {p['need']} of {p['n_seeds']}"
         per_seed = ", ".join(f"{s}: {_fmt(v)} {'yes' if p['met'][s] else 'no'}" for s, v in p["values"].items())
         name = p["name"] + (" (declared after the units ran)" if p.get("added_after_results") else "")
+        gates = "; ".join(p["gates"]) or "the setting's eligibility (selection)"
         lines.append(f"| {name}: {what} | {per_seed or 'no seeds'} | {rule} | {p['n_met']}/{p['n_seeds']} | "
-                     f"**{'holds' if p['holds'] else 'fails'}** | {'; '.join(p['gates'])} |")
+                     f"**{'holds' if p['holds'] else 'fails'}** | {gates} |")
     descr = [f"- {p['name']}: {p['description']}" for p in pres if p.get("description")]
     return lines + ([""] + descr if descr else [])
 

@@ -74,7 +74,10 @@ class Precondition(Section):
         1.0, gt=0, le=1, description="Share of seeds that must meet it (0.8: 4 of 5, 8 of 10; 1: every seed)."
     )
     gates: list[str] = Field(
-        min_length=1, description="Names of the claims it gates (`Claim.key`: the name, or '<a> vs <b> (<metric>)')."
+        default_factory=list,
+        description="Names of the claims it gates (`Claim.key`: the name, or '<a> vs <b> (<metric>)'). Empty only in a "
+        "selection study whose rule requires the preconditions (`selection.require_preconditions`): there it gates "
+        "its variants' setting, which is then not eligible.",
     )
     added_after_results: bool = Field(
         False,
@@ -270,6 +273,9 @@ class StudySpec(Section):
             for m in filter(None, (p.metric, p.minus_metric)):
                 if m not in self.metrics:
                     raise ValueError(f"precondition {p.name!r}: metric {m!r} is not in metrics {self.metrics}")
+            if not p.gates and not (self.selection is not None and self.selection.require_preconditions):
+                raise ValueError(f"precondition {p.name!r} gates nothing: name the claims it gates, or make it a "
+                                 "selection study's eligibility rule (selection.require_preconditions)")
             unknown = [g for g in p.gates if g not in keys]
             if unknown:
                 raise ValueError(f"precondition {p.name!r} gates {unknown}, which are not claims ({keys})")

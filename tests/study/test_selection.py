@@ -203,3 +203,7 @@ def test_a_setting_whose_precondition_fails_is_not_eligible_when_the_rule_requir
     assert "a setting is eligible only if every precondition on its variants holds" in md
     assert "| best | best 0.850 | 0.850 | fail: reaches the threshold (best) |  |" in md
     assert "| steady | steady 0.840 | 0.840 | hold | **selected** |" in md
+    # a precondition that gates no claim gates the setting: the report says so
+    free = [p.model_copy(update={"gates": []}) for p in pres]
+    md = render_markdown("capacity", aggregate(rows, [], ["acc"], preconditions=free), {"eval_split": "val"}, chosen)
+    assert "| **fails** | the setting's eligibility (selection) |" in md

@@ -230,6 +230,13 @@ def test_a_spec_checks_its_preconditions_and_claim_names():
         StudySpec(**base, preconditions=[{**pre, "gates": ["nope"]}])
     with pytest.raises(ValidationError, match=r"precondition 'p': metric 'x' is not in metrics"):
         StudySpec(**base, preconditions=[{**pre, "metric": "x"}])
+    # a precondition gating no claim is a selection rule's eligibility condition, and only that
+    with pytest.raises(ValidationError, match=r"precondition 'p' gates nothing"):
+        StudySpec(**base, preconditions=[{**pre, "gates": []}])
+    chooses = {**base, "eval_split": "val", "selection": {"metric": "acc", "require_preconditions": True}}
+    assert StudySpec(**chooses, preconditions=[{**pre, "gates": []}]).preconditions[0].gates == []
+    with pytest.raises(ValidationError, match=r"precondition 'p' gates nothing"):
+        StudySpec(**{**chooses, "selection": {"metric": "acc"}}, preconditions=[{**pre, "gates": []}])
     with pytest.raises(ValidationError, match=r"precondition 'p': 'c' is not a variant"):
         StudySpec(**base, preconditions=[{**pre, "minus": "c"}])
     with pytest.raises(ValidationError, match=r"claims \['a vs b \(acc\)'\] appear twice"):
