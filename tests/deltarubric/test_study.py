@@ -230,3 +230,25 @@ def test_the_lr_tune_is_a_val_selection_over_both_trained_judges():
     budget = {k: v for k, v in study.variants["deltarubric"].items()}
     for over in tune.variants.values():
         assert {k: over[k] for k in budget} == budget
+
+
+def test_the_wide_start_selection_gives_each_recipe_its_own_start_and_gates_it_by_its_preconditions(tmp_path):
+    """`deltarubric_wide_start` (issue 39, item 2): every recipe untrained, on val, in its own start group; a recipe
+    is eligible only where its preconditions hold (bars met, room for the planner, each control deciding)."""
+    from rubricflow.methods.deltarubric.study import WIDE_CONTROLS, WIDE_RECIPES, wide_start_spec
+
+    spec = wide_start_spec()
+    assert spec.eval_split == "val" and spec.per_seed_start and set(spec.untrained) == set(WIDE_RECIPES)
+    assert spec.start_groups == {r: [r] for r in WIDE_RECIPES} and len(spec.seeds) >= 3
+    sel = spec.selection
+    assert sel.require_preconditions and sel.metric == "acc_oracle" and sel.cost == ["start_steps"]
+    for r in WIDE_RECIPES:
+        pres = {p.metric: p for p in spec.preconditions if p.variant == r}
+        assert pres["start_met"].threshold == 1.0 and pres["dec_deltarubric"].direction == "lower"
+        assert pres["acc_oracle"].minus_metric == "acc_deltarubric" and pres["acc_oracle"].threshold == 0.05
+        assert all(pres[f"acc_{c}"].threshold > 0.5 for c in WIDE_CONTROLS)
+        assert all(p.min_share == 1.0 and not p.gates for p in pres.values())
+    cfg = _cfg(tmp_path, spec.model_dump(exclude={"out_dir"}))
+    a, b = (unit_config(cfg, "deltarubric", cfg.study.deltarubric, Unit(r, 11)) for r in WIDE_RECIPES)
+    assert a.deltarubric.sft.out_dir != b.deltarubric.sft.out_dir  # one start per recipe and seed
+    assert a.deltarubric.train.out_dir == a.deltarubric.sft.out_dir  # evaluated as it is

@@ -361,6 +361,61 @@ def deltarubric_tune_spec() -> StudySpec:
                      per_seed_start=True, out_dir="artifacts/studies/deltarubric_tune")
 
 
+# ----------------------------------------------------------------------------------------------------------------
+# The warm start on the wide pairs, chosen on val (issue 39, item 2): `deltarubric_wide_start`
+
+# The recipes compared (each builds its own start per seed: a start group), fixed before the runs; the pairs and the
+# bars every recipe trains to are the tiny profile's (params.yaml: wide pairs; val reading exactness 0.6, val oracle
+# accuracy 0.8, blocks of 200 steps, each phase capped at 3000, one restart).
+# The narrow pairs' width and lr, and a base twice as wide at half the lr (on the development seed 1234 the 128-wide
+# base at lr 3e-3 read no val image exactly after 1200 reading steps, the 64-wide one 61% after 1000).
+WIDE_RECIPES: dict[str, dict[str, Any]] = {
+    "h64-lr3e-3": {"deltarubric.sft.hidden_size": 64, "deltarubric.sft.lr": 0.003},
+    "h128-lr1.5e-3": {"deltarubric.sft.hidden_size": 128, "deltarubric.sft.lr": 0.0015},
+}
+WIDE_START_SEEDS = [11, 22, 33]
+# A start is usable for the study of issue 39 only where (every seed): it met its bars; its planner leaves room
+# (the share of its greedy checklists that decide the pair against the facts at most 0.7, and the reference checklist
+# beats them by at least 0.05 accuracy); each control decides (the static-exhaustive checklist, the generative
+# no-rubric judge and the reading judge at least 0.55 on the balanced pairs, above a constant verdict's 0.5).
+WIDE_CONTROLS = ("exhaustive", "generative", "reading")
+
+
+def wide_start_preconditions(recipe: str) -> list[Precondition]:
+    """The usability preconditions of ``recipe``'s start on every seed (they gate its eligibility)."""
+    at = f" ({recipe})"
+    return [
+        Precondition(name=f"start met its bars{at}", variant=recipe, metric="start_met", threshold=1.0,
+                     description="the warm start reached the reading and oracle bars within its cap and restarts"),
+        Precondition(name=f"planner leaves room: deciding share{at}", variant=recipe, metric="dec_deltarubric",
+                     direction="lower", threshold=0.7,
+                     description="at most 0.7 of the start planner's greedy val checklists separate the pair executed "
+                     "against the facts"),
+        Precondition(name=f"planner leaves room: oracle gap{at}", variant=recipe, metric="acc_oracle",
+                     minus_metric="acc_deltarubric", threshold=0.05,
+                     description="the reference checklist beats the planner's own by at least 0.05 val accuracy"),
+        *(Precondition(name=f"{c} decides{at}", variant=recipe, metric=f"acc_{c}", threshold=0.55,
+                       description=f"the {c} control's val accuracy at least 0.55 (a constant verdict scores 0.5)")
+          for c in WIDE_CONTROLS),
+    ]
+
+
+def wide_start_spec() -> StudySpec:
+    """``deltarubric_wide_start``: each recipe of ``WIDE_RECIPES`` trained to the configured bars per seed (its own
+    start group) and evaluated untrained on val in every judge mode; the rule, fixed before the runs: a recipe is
+    eligible only where every precondition of ``wide_start_preconditions`` holds on every seed; among the eligible, the
+    highest mean val oracle-checklist accuracy wins, and recipes within 0.02 of it compete on the mean warm-start steps
+    (the cheaper wins)."""
+    variants = {r: dict(o) for r, o in WIDE_RECIPES.items()}
+    return StudySpec(
+        method="deltarubric", seeds=list(WIDE_START_SEEDS), variants=variants, untrained=list(variants),
+        metrics=list(METRICS), eval_split="val", per_seed_start=True, start_groups={r: [r] for r in variants},
+        preconditions=[p for r in variants for p in wide_start_preconditions(r)],
+        selection=Selection(metric="acc_oracle", direction="higher", settings={r: [r] for r in variants},
+                            require_preconditions=True, tolerance=0.02, cost=["start_steps"]),
+        profile="tiny", out_dir="artifacts/studies/deltarubric_wide_start")
+
+
 STUDIES = (
     StudyDecl("deltarubric", deltarubric_spec,
               "The DeltaRubric study: the warm start (before RL), DeltaRubric, the trained no-rubric, static and "
@@ -372,4 +427,9 @@ STUDIES = (
               "budget for DeltaRubric and the reading judge on seeds 11, 22 (each with its own warm start), scored by "
               "their mean val accuracy in their own judge mode (the winner is `selected` in "
               "reports/studies/deltarubric_tune.md)."),
+    StudyDecl("deltarubric_wide_start", wide_start_spec,
+              "Chooses the warm start on the wide pairs (issue 39, item 2) on val: each recipe trained to the val "
+              "reading and oracle bars on seeds 11, 22, 33 (its own start per seed), evaluated in every judge mode; "
+              "eligible where it met its bars and its planner leaves room and every control decides on every seed; "
+              "the best mean val oracle accuracy wins, ties within 0.02 to the fewer steps."),
 )
