@@ -305,6 +305,7 @@ def evaluate_policies(dr: DeltaRubricConfig, models: ModelsConfig, generation: G
         for mode, s in t["modes"].items():
             metrics.setdefault(name, {})[mode] = s["accuracy"]
             metrics.setdefault(name, {})[f"{mode}_format_violation"] = s["format_violation"]
-            if "separating" in s:
-                metrics[name][f"{mode}_separating"] = s["separating"]
+            for k in ("separating", "deciding"):
+                if k in s:
+                    metrics[name][f"{mode}_{k}"] = s[k]
     return metrics

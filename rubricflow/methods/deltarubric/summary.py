@@ -26,11 +26,15 @@ def summary_lines(r: Path) -> list[str]:
     for key in sets:
         accs = m[key]
         modes = [k for k in order if k in accs] + sorted(
-            k for k in accs if k not in order and not k.endswith(("_format_violation", "_separating")))
+            k for k in accs if k not in order and not k.endswith(("_format_violation", "_separating", "_deciding")))
         sep = accs.get("deltarubric_separating")
-        out.append(f"{'deltarubric' if not out else '':<12}{key}: " + ", ".join(
-            f"{k} {accs[k]:.1%}" for k in modes) + " (pair accuracy)"
-            + ("" if sep is None else f"; separating checklists {sep:.1%}"))
+        line = (f"{'deltarubric' if not out else '':<12}{key}: " + ", ".join(f"{k} {accs[k]:.1%}" for k in modes)
+                + " (pair accuracy)" + ("" if sep is None else f"; separating checklists {sep:.1%}"))
+        dec = accs.get("deltarubric_deciding")
+        if dec is not None:  # does the planner have something to choose (issue 39)
+            gap = accs["oracle"] - accs["deltarubric"] if "oracle" in accs and "deltarubric" in accs else None
+            line += f", deciding against the facts {dec:.1%}" + ("" if gap is None else f"; oracle gap {gap:+.1%}")
+        out.append(line)
     return out
 
 
