@@ -148,3 +148,24 @@ def test_the_generative_target_reads_and_compares_the_keys_where_the_responses_d
 
     with pytest.raises(ValueError, match="shuffled"):
         generative_keys(pairs[0], "shuffled")
+
+
+def test_restated_evidence_lines_write_the_check_first_and_parse_as_the_keyed_ones(tmp_path):
+    """`sft.evidence_form: restated` (the wide pairs): each evidence line copies its check's text, then the keyed
+    line; the verdict and the per-check favours parse exactly as from the keyed lines."""
+    import pytest
+
+    from rubricflow.methods.deltarubric.roles import VERIFIER
+
+    pairs = build_pairs(tmp_path, ["counting"], {"train": 12}, seed=5, partial_frac=0.5, form="wide")
+    for p in pairs:
+        checks = reference_checks(p)
+        keyed, restated = verifier_target(p, checks), verifier_target(p, checks, form="restated")
+        lines = {"keyed": keyed.splitlines()[1:-1], "restated": restated.splitlines()[1:-1]}
+        for i, (c, k, r) in enumerate(zip(checks, lines["keyed"], lines["restated"]), 1):
+            assert r == f"{i}. {c.text} " + k.removeprefix(f"{i}. ")
+        assert parse_verdict(restated).checks == [(f"{c.text} {e}", fav) for c, (e, fav)
+                                                  in zip(checks, parse_verdict(keyed).checks)]
+        assert VERIFIER.parse(restated, [c.text for c in checks]).value == p.preferred
+    with pytest.raises(ValueError, match="evidence form"):
+        verifier_target(pairs[0], reference_checks(pairs[0]), form="compact")

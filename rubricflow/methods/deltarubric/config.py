@@ -122,6 +122,14 @@ class DRSFTConfig(SFTSchedule):
         "planner's reward then varies with its checklist). 'preferred': the right verdict anyway, from the "
         "verifier's own reading (its checklist then changes nothing; the agreed-claims control stays high).",
     )
+    evidence_form: Literal["keyed", "restated"] = Field(
+        "keyed",
+        description="The verifier's evidence lines in its warm-start targets (targets.evidence_lines): 'keyed' = "
+        "`<i>. image <key> = <v>, A <key> = <a> yes|no, B <key> = <b> yes|no -> <favours>`; 'restated' = the check's "
+        "text first (`<i>. count the purple shapes. image purple = ...`), so the key is a few tokens back rather than "
+        "in check i of the prompt (the wide pairs' 10 colours). Both parse alike (one `... -> <favours>` line per "
+        "check).",
+    )
     verifier_variants: int = Field(
         1, ge=0, description="Extra verifier examples per pair with a shuffled / extended checklist."
     )

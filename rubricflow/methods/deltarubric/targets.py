@@ -128,8 +128,12 @@ def _comparison(key: str, truth, a: dict[str, str], b: dict[str, str], fav: str)
             f"B {key} = {b.get(key, '?')} {_agrees(b, key, truth)} -> {fav}")
 
 
-def evidence_lines(pair: PreferencePair, checks: list[Rubric]) -> list[str]:
-    """``<i>. image <key> = <value>, A <key> = <A's claim> yes|no, B <key> = <B's claim> yes|no -> <favours>``.
+EVIDENCE_FORMS = ("keyed", "restated")
+
+
+def evidence_lines(pair: PreferencePair, checks: list[Rubric], form: str = "keyed") -> list[str]:
+    """``<i>. image <key> = <value>, A <key> = <A's claim> yes|no, B <key> = <B's claim> yes|no -> <favours>``
+    (``form`` 'keyed'); 'restated' writes the check's text first: ``<i>. <check text> image <key> = ...``.
 
     Every value the line needs is one copy away for a small model: the key is written again before each value,
     so ``A red =`` is completed from the ``red =`` of response A (and ``image red =`` from the verifier's own
@@ -138,13 +142,21 @@ def evidence_lines(pair: PreferencePair, checks: list[Rubric]) -> list[str]:
     does not make is ``?`` (and ``no``). The compact form ``<key> = <v> (A <a>, B <b>) -> <favours>`` of the
     first version asked a 2-layer policy to find a key in the checklist and its claims in both responses at once;
     after 400-1500 warm-start steps it copied a claim right 30-65% of the time and the oracle checklist left it at
-    chance (docs/operations.md, "DeltaRubric warm start")."""
+    chance (docs/operations.md, "DeltaRubric warm start").
+
+    With many claim keys (the wide pairs: 10 colours) the key itself is not one copy away: it sits in check ``i`` of
+    the prompt, among up to 4 checks. Warm-started on keyed lines, the tiny verifier wrote the answer's line for every
+    check (docs/deltarubric_planning.md). 'restated' copies check ``i`` whole first (a contiguous span after its
+    number), so the key is then a few tokens back."""
+    if form not in EVIDENCE_FORMS:
+        raise ValueError(f"evidence form: expected one of {EVIDENCE_FORMS}, got {form!r}")
     truth = gold_values(pair.facts)
     a, b = claim_values(pair.response_a), claim_values(pair.response_b)
     lines = []
     for i, c in enumerate(checks, 1):
         t = truth[c.id]
-        lines.append(f"{i}. image {c.id} = {fmt(t)}, {_comparison(c.id, t, a, b, favours(pair, c.id, t))}")
+        head = f"{i}. {c.text} " if form == "restated" else f"{i}. "
+        lines.append(f"{head}image {c.id} = {fmt(t)}, {_comparison(c.id, t, a, b, favours(pair, c.id, t))}")
     return lines
 
 
@@ -154,9 +166,11 @@ def worked_reading(facts: dict) -> str:
     return response_text(facts, facts["perception"])
 
 
-def verifier_target(pair: PreferencePair, checks: list[Rubric], verdict: str | None = None) -> str:
-    """The worked reading, one evidence line per check, then ``verdict`` (default: the preferred response)."""
-    lines = [worked_reading(pair.facts), *evidence_lines(pair, checks), f"verdict: {verdict or pair.preferred}"]
+def verifier_target(pair: PreferencePair, checks: list[Rubric], verdict: str | None = None,
+                    form: str = "keyed") -> str:
+    """The worked reading, one evidence line per check (``evidence_lines`` in ``form``), then ``verdict`` (default:
+    the preferred response)."""
+    lines = [worked_reading(pair.facts), *evidence_lines(pair, checks, form), f"verdict: {verdict or pair.preferred}"]
     return "\n".join(lines)
 
 

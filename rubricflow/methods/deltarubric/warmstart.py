@@ -118,17 +118,21 @@ def pair_examples(pair: PreferencePair, cfg: DRSFTConfig, rng: random.Random, se
     pair and seed), so the default examples are those of the code before ``equal_mode_examples`` and ``generative``."""
     checks = reference_checks(pair)
     noisy = noisy_checks(pair, cfg, seed)
+    form = cfg.evidence_form
+
+    def executed(role: str, checks, q: PreferencePair = pair, verdict: str | None = None) -> PairExample:
+        """A verifier example: ``q`` judged by executing ``checks`` (evidence lines in ``cfg.evidence_form``)."""
+        return PairExample(role, "verifier", [c.text for c in checks], verifier_target(q, checks, verdict, form), q)
+
     out: list[PairExample] = []
     if cfg.planner:
         out.append(PairExample("planner", "planner", None, planner_target(noisy or checks), pair))
-    out.append(PairExample("verifier", "verifier", [c.text for c in checks], verifier_target(pair, checks), pair))
+    out.append(executed("verifier", checks))
     for _ in range(cfg.verifier_variants):
-        var = variant_checks(pair, rng)
-        out.append(PairExample("verifier", "verifier", [c.text for c in var], verifier_target(pair, var), pair))
+        out.append(executed("verifier", variant_checks(pair, rng)))
     if noisy:  # the verifier follows the checklist it is given: here one that favours neither response
         verdict = _coin(cfg, f"noise-verdict/{seed}/{pair.id}", None)  # None: the preferred response
-        out.append(PairExample("noise", "verifier", [c.text for c in noisy], verifier_target(pair, noisy, verdict),
-                               pair))
+        out.append(executed("noise", noisy, verdict=verdict))
     n = 1 + cfg.verifier_variants if cfg.equal_mode_examples else 1
     if cfg.equal_mode_examples:  # the exhaustive mode: the verifier on the static-exhaustive checklist
         for v in range(n):
@@ -137,7 +141,7 @@ def pair_examples(pair: PreferencePair, cfg: DRSFTConfig, rng: random.Random, se
             # the verifier follows its checklist: the response it favours, or the noise rule when it favours neither
             verdict = facts_verdict(q, [c.id for c in ex]) or _coin(cfg, f"exhaustive-verdict/{seed}/{pair.id}/{v}",
                                                                      q.preferred)
-            out.append(PairExample("exhaustive", "verifier", [c.text for c in ex], verifier_target(q, ex, verdict), q))
+            out.append(executed("exhaustive", ex, q, verdict))
     single = [("no_rubric", cfg.no_rubric, no_rubric_target), ("static", cfg.static, static_target),
               ("reading", cfg.reading, reading_target)]
     for mode, on, target in single:
