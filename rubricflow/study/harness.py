@@ -140,7 +140,7 @@ def require_shared(cfg: Any, name: str, spec: StudySpec, units: Iterable[Unit]) 
         lines = "\n".join(f"  - {p} (stage `{s}`)" for p, s in missing.items())
         raise SharedOutputsMissing(
             f"study {name}: the main pipeline's shared outputs are missing (they are shared by every unit, not made "
-            f"per seed):\n{lines}\n{method.shared_hint}"
+            f"per seed):\n{lines}\n{spec.shared_hint or method.shared_hint}"
         )
 
 

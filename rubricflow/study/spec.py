@@ -206,6 +206,11 @@ class StudySpec(Section):
         "tiers), shared by that seed's variants, so the interval covers the start too. False: every unit starts "
         "from the main pipeline's shared outputs.",
     )
+    shared_hint: str | None = Field(
+        None,
+        description="How to build the shared outputs this study reads when they are not the main pipeline's (e.g. "
+        "pairs of another form, in their own folder); printed when they are missing. None: the method's hint.",
+    )
     start_groups: dict[str, list[str]] = Field(
         default_factory=dict,
         description="With per_seed_start: group name -> the variants that build and share a start of their own "

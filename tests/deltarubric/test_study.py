@@ -252,3 +252,9 @@ def test_the_wide_start_selection_gives_each_recipe_its_own_start_and_gates_it_b
     a, b = (unit_config(cfg, "deltarubric", cfg.study.deltarubric, Unit(r, 11)) for r in WIDE_RECIPES)
     assert a.deltarubric.sft.out_dir != b.deltarubric.sft.out_dir  # one start per recipe and seed
     assert a.deltarubric.train.out_dir == a.deltarubric.sft.out_dir  # evaluated as it is
+    # the wide pairs live apart from the main pipeline's; missing, the study says how to build them
+    assert a.deltarubric.pairs.form == "wide" and a.deltarubric.pairs.out_dir.endswith("pairs-wide")
+    with pytest.raises(SharedOutputsMissing) as e:
+        require_shared(cfg, "deltarubric", cfg.study.deltarubric, plan(cfg.study.deltarubric))
+    assert "pairs-wide/manifest.json" in str(e.value)
+    assert "--set deltarubric.pairs.form=wide --set deltarubric.pairs.image_size=84" in str(e.value)

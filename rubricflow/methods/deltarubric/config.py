@@ -82,6 +82,12 @@ class DRSFTConfig(SFTSchedule):
         description="Tiny base only (init_from None): width of DeltaRubric's fresh base model (None = "
         "models.policy.hidden_size).",
     )
+    num_layers: int | None = Field(
+        None,
+        ge=1,
+        description="Tiny base only (init_from None): depth of DeltaRubric's fresh base model (None = "
+        "models.policy.num_layers).",
+    )
     steps: int = Field(
         400, ge=0,
         description="SFT optimizer steps (their cost per step: docs/operations.md, \"DeltaRubric warm start\").",

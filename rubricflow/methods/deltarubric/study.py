@@ -364,11 +364,25 @@ def deltarubric_tune_spec() -> StudySpec:
 # ----------------------------------------------------------------------------------------------------------------
 # The warm start on the wide pairs, chosen on val (issue 39, item 2): `deltarubric_wide_start`
 
-# The recipes compared (each builds its own start per seed: a start group), fixed before the runs; the pairs and the
-# bars every recipe trains to are the tiny profile's (params.yaml: wide pairs; val reading exactness 0.6, val oracle
-# accuracy 0.8, blocks of 200 steps, each phase capped at 3000, one restart).
-# The narrow pairs' width and lr, and a base twice as wide at half the lr (on the development seed 1234 the 128-wide
-# base at lr 3e-3 read no val image exactly after 1200 reading steps, the 64-wide one 61% after 1000).
+# The wide setting (issue 39; docs/deltarubric_planning.md), on every variant of the wide studies: wide counting pairs
+# (10 colours, more claim keys than the 4 checks) at 84 px (a 3x3 grid cell per merged visual token; at 56 px the tiny
+# base read no colour count) in their own folder, built by `rubricflow --set ... deltarubric-pairs` with the pairs'
+# keys below (WIDE_PAIRS_HINT); the warm start trained to val bars in staged phases (reading exactness 0.6, oracle
+# accuracy 0.8; blocks of 200 steps, each phase capped at 3000, one restart), every judge mode taught with the
+# verifier's example count, the generative judge included; the verifier's budget 224 tokens (a wide target with
+# restated evidence lines takes up to about 180).
+WIDE_PAIRS = {"deltarubric.pairs.form": "wide", "deltarubric.pairs.image_size": 84,
+              "deltarubric.pairs.out_dir": "data/deltarubric/pairs-wide"}
+WIDE_SETTING: dict[str, Any] = {
+    **WIDE_PAIRS,
+    "deltarubric.sft.equal_mode_examples": True, "deltarubric.sft.generative": True,
+    "deltarubric.sft.bar_reading": 0.6, "deltarubric.sft.bar_oracle": 0.8, "deltarubric.sft.block_steps": 200,
+    "deltarubric.sft.max_steps": 3000, "deltarubric.sft.max_restarts": 1,
+    "deltarubric.train.verifier_max_tokens": 224,
+}
+WIDE_PAIRS_HINT = ("build the wide pairs first: rubricflow " + " ".join(f"--set {k}={v}" for k, v in WIDE_PAIRS.items())
+                   + " deltarubric-pairs")
+# The recipes compared (each builds its own start per seed: a start group), fixed before the runs.
 WIDE_RECIPES: dict[str, dict[str, Any]] = {
     "h64-lr3e-3": {"deltarubric.sft.hidden_size": 64, "deltarubric.sft.lr": 0.003},
     "h128-lr1.5e-3": {"deltarubric.sft.hidden_size": 128, "deltarubric.sft.lr": 0.0015},
@@ -401,19 +415,19 @@ def wide_start_preconditions(recipe: str) -> list[Precondition]:
 
 
 def wide_start_spec() -> StudySpec:
-    """``deltarubric_wide_start``: each recipe of ``WIDE_RECIPES`` trained to the configured bars per seed (its own
-    start group) and evaluated untrained on val in every judge mode; the rule, fixed before the runs: a recipe is
+    """``deltarubric_wide_start``: each recipe of ``WIDE_RECIPES`` in ``WIDE_SETTING`` trained to its bars per seed (its
+    own start group) and evaluated untrained on val in every judge mode; the rule, fixed before the runs: a recipe is
     eligible only where every precondition of ``wide_start_preconditions`` holds on every seed; among the eligible, the
     highest mean val oracle-checklist accuracy wins, and recipes within 0.02 of it compete on the mean warm-start steps
     (the cheaper wins)."""
-    variants = {r: dict(o) for r, o in WIDE_RECIPES.items()}
+    variants = {r: {**WIDE_SETTING, **o} for r, o in WIDE_RECIPES.items()}
     return StudySpec(
         method="deltarubric", seeds=list(WIDE_START_SEEDS), variants=variants, untrained=list(variants),
         metrics=list(METRICS), eval_split="val", per_seed_start=True, start_groups={r: [r] for r in variants},
         preconditions=[p for r in variants for p in wide_start_preconditions(r)],
         selection=Selection(metric="acc_oracle", direction="higher", settings={r: [r] for r in variants},
                             require_preconditions=True, tolerance=0.02, cost=["start_steps"]),
-        profile="tiny", out_dir="artifacts/studies/deltarubric_wide_start")
+        profile="tiny", shared_hint=WIDE_PAIRS_HINT, out_dir="artifacts/studies/deltarubric_wide_start")
 
 
 STUDIES = (

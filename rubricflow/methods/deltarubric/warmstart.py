@@ -230,7 +230,8 @@ def build_or_load_base(models: ModelsConfig, dr: DeltaRubricConfig, train_pairs,
     if spec.source == "pretrained":
         return load_policy(spec.path, dtype=spec.dtype)
     dims = TinyDims(
-        hidden_size=dr.sft.hidden_size or spec.hidden_size, num_layers=spec.num_layers, num_heads=spec.num_heads,
+        hidden_size=dr.sft.hidden_size or spec.hidden_size, num_layers=dr.sft.num_layers or spec.num_layers,
+        num_heads=spec.num_heads,
         num_kv_heads=max(1, spec.num_heads // 2), vision_hidden_size=spec.vision_hidden_size,
         vision_depth=spec.vision_depth, vocab_size=spec.vocab_size, image_size=dr.pairs.image_size,
     )
