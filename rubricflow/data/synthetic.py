@@ -17,8 +17,9 @@ Wide variants (``WIDE_GENERATORS``, ``generate_samples(..., keys=K)``): the same
 than a judge's 4-check budget (DeltaRubric's ``pairs.form: wide``, where a checklist must be chosen):
 
 * ``counting``  shapes in ``K`` colours (``WIDE_COLORS``) in the cells of a 3x3 grid (1-9 shapes);
-* ``barchart``  ``K`` bars labelled A, B, C, ... of heights 1-8 (repeats allowed, tallest - shortest >= 4 so a bar
-                can be misread strictly between the extremes); "tallest bar minus the shortest bar?".
+* ``barchart``  ``K`` bars labelled C, D, E, ... (``WIDE_BAR_LABELS``: not A, B, P, Q) of heights 1-8 (repeats
+                allowed, tallest - shortest >= 4 so a bar can be misread strictly between the extremes); "tallest bar
+                minus the shortest bar?".
 
 Their images are seeded apart from the narrow ones (task name ``<task>-wide<K>`` in the seed); the narrow generators
 and their outputs are untouched.
@@ -194,6 +195,9 @@ WIDE_COLORS = {
 WIDE_GRID = 3  # cells per side of a wide counting scene: 1..WIDE_GRID**2 shapes
 WIDE_KEYS = (5, len(WIDE_COLORS))  # the perception keys a wide scene may have (colours; bars: at most 12 too)
 WIDE_SPREAD = 4  # wide bar charts: tallest - shortest at least this, so a bar can be misread between the extremes
+# wide bar charts' labels: letters that are neither a response's name (A, B: a check "bar A" would name a response,
+# and an evidence line "A A = 3" would read two ways) nor a fixed claim key (geometry's points P, Q)
+WIDE_BAR_LABELS = "CDEFGHIJKLMN"
 
 
 def _check_keys(keys: int) -> None:
@@ -224,7 +228,7 @@ def gen_barchart_wide(rng: random.Random, size: int, keys: int) -> tuple[Image.I
     """``keys`` bars A, B, ... of heights 1..BAR_MAX; "What is the tallest bar minus the shortest bar?"."""
     _check_keys(keys)
     im, d = _canvas(size)
-    labels = [chr(ord("A") + i) for i in range(keys)]
+    labels = list(WIDE_BAR_LABELS[:keys])
     while True:
         values = [rng.randint(1, BAR_MAX) for _ in labels]
         if max(values) - min(values) >= WIDE_SPREAD:

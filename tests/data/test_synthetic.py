@@ -104,7 +104,9 @@ def test_wide_generators_have_the_keys_asked_and_facts_that_determine_the_answer
             assert list(per) == list(WIDE_COLORS)[:10] and 1 <= sum(per.values()) <= WIDE_GRID**2
             assert str(per[s.facts["target"]]) == s.answer
         else:
-            assert list(per) == list("ABCDEFGHIJ") and max(per.values()) - min(per.values()) >= WIDE_SPREAD
+            # labelled apart from the responses' names A, B and geometry's points P, Q (keys the checks fix)
+            assert list(per) == list("CDEFGHIJKL") and max(per.values()) - min(per.values()) >= WIDE_SPREAD
+            assert s.question.startswith("Bars C to L from left to right.")
             assert int(s.answer) == max(per.values()) - min(per.values()) == dict(s.facts["intermediate"])["diff"]
     with pytest.raises(ValueError, match="keys must be in 5..12"):
         generate_samples(["barchart"], {"train": 1}, 7, size, tmp_path / "x", keys=13)
