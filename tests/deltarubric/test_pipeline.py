@@ -130,8 +130,9 @@ def test_stages_end_to_end(tmp_path):
     assert set(m) == {"sft/synthetic-test", "grpo/synthetic-test", "duration_s"}
     assert set(k for k in m["grpo/synthetic-test"] if not k.endswith("_format_violation")) - {"agreed"} == {
         "no_rubric", "static", "reading", "generative", "deltarubric", "exhaustive", "oracle",
-        "deltarubric_separating"}  # `agreed` when a test pair has two agreed claims
-    assert 0.0 <= m["grpo/synthetic-test"]["deltarubric_separating"] <= 1.0
+        "deltarubric_separating", "deltarubric_deciding"}  # `agreed` when a test pair has two agreed claims
+    g = m["grpo/synthetic-test"]
+    assert 0.0 <= g["deltarubric_deciding"] <= g["deltarubric_separating"] <= 1.0  # deciding implies separating
     table = (tmp_path / "eval" / "eval.txt").read_text()
     assert "grpo/synthetic-test" in table and "deltarubric" in table.splitlines()[0]
 
