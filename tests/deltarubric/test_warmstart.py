@@ -114,32 +114,40 @@ class _ChatProc:  # a processor whose chat prompt is the text itself, with the i
         return f"<{n_images}>" + text
 
 
-def test_the_default_config_keeps_the_example_list_of_the_code_before_the_bar(tmp_path):
+def test_the_default_config_keeps_the_example_list_of_the_code_before_the_bar(tmp_path, monkeypatch):
     """Prompts, targets and images of sft_examples and the tokenizer corpus on narrow and wide pairs, under the
     default config and one with variants and planner noise: the digest was taken from the code before
-    equal_mode_examples / generative / the bar (commit 3e79c05)."""
+    equal_mode_examples / generative / the bar (commit 3e79c05), with the wide bar charts labelled A, B, ... as they
+    were then; relabelled C, D, ... (WIDE_BAR_LABELS) only the wide bar charts' texts change (the second digest)."""
     import hashlib
     import json
+
+    import rubricflow.data.synthetic as synthetic
 
     from rubricflow.methods.deltarubric.config import DRSFTConfig
     from rubricflow.methods.deltarubric.rollout import Item
     from rubricflow.methods.deltarubric.synthetic import build_pairs
     from rubricflow.methods.deltarubric.warmstart import pair_tokenizer_corpus, sft_examples
 
-    narrow = build_pairs(tmp_path / "n", ["counting", "barchart"], {"train": 10, "val": 4}, seed=7, partial_frac=0.5)
-    wide = build_pairs(tmp_path / "w", ["counting", "barchart"], {"train": 10, "val": 4}, seed=7, partial_frac=0.5,
-                       form="wide")
-    h, counts = hashlib.sha256(), []
-    for cfg in (DRSFTConfig(), DRSFTConfig(verifier_variants=3, planner_target_noise=0.5)):
-        for pairs in (narrow, wide):
-            ex = sft_examples(_ChatProc(), [Item(p, ["img"]) for p in pairs], cfg, seed=3)
-            for e in ex:
-                h.update(json.dumps([e.prompt, e.target, e.images]).encode())
-            for t in pair_tokenizer_corpus(pairs, cfg, seed=3):
-                h.update(t.encode())
-            counts.append(len(ex))
-    assert counts == [168, 168, 230, 233]
-    assert h.hexdigest() == "552d8dec29108f706447fb783340abad84d324628be1abe2b5650d08ccfc0bf6"
+    def digest(d):
+        narrow = build_pairs(d / "n", ["counting", "barchart"], {"train": 10, "val": 4}, seed=7, partial_frac=0.5)
+        wide = build_pairs(d / "w", ["counting", "barchart"], {"train": 10, "val": 4}, seed=7, partial_frac=0.5,
+                           form="wide")
+        h, counts = hashlib.sha256(), []
+        for cfg in (DRSFTConfig(), DRSFTConfig(verifier_variants=3, planner_target_noise=0.5)):
+            for pairs in (narrow, wide):
+                ex = sft_examples(_ChatProc(), [Item(p, ["img"]) for p in pairs], cfg, seed=3)
+                for e in ex:
+                    h.update(json.dumps([e.prompt, e.target, e.images]).encode())
+                for t in pair_tokenizer_corpus(pairs, cfg, seed=3):
+                    h.update(t.encode())
+                counts.append(len(ex))
+        assert counts == [168, 168, 230, 233]
+        return h.hexdigest()
+
+    assert digest(tmp_path / "now") == "a5a2fc238a24f6a2c181b5fcd65f8c75c1f37b9cfad8206367f8318d8ecd9103"
+    monkeypatch.setattr(synthetic, "WIDE_BAR_LABELS", "ABCDEFGHIJKL")
+    assert digest(tmp_path / "then") == "552d8dec29108f706447fb783340abad84d324628be1abe2b5650d08ccfc0bf6"
 
 
 def test_equal_mode_examples_gives_every_judge_mode_the_verifiers_count(tmp_path):
