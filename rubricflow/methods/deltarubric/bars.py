@@ -129,7 +129,7 @@ def train_to_bar(attempt: Callable[[int], tuple[list[Phase], TrainBlock, Measure
     phases, trainer and measure; ``init_seed = seed + 1000 * k``) until one attempt meets every phase's bars; each
     attempt stops at its first phase that misses. Returns every attempt (``init_seed``, ``phases``, ``steps``,
     ``met``), the last one met; ``on_phase`` / ``on_block`` are told of each phase's record and each block's values
-(progress); raises ``BarMissed`` (with the attempts) after ``max_restarts`` restarts."""
+    (progress); raises ``BarMissed`` (with the attempts) after ``max_restarts`` restarts."""
     attempts: list[dict] = []
     for k in range(cfg.max_restarts + 1):
         init_seed = seed + RESTART_SEED * k

@@ -224,13 +224,13 @@ READOUT_REWARDS = ("improvement", "absolute")  # `shift` is flat exactly when `a
 
 def start_readout(dr: DeltaRubricConfig, models: ModelsConfig, generation: GenerationConfig, policy_dir: str | Path,
                   split: str = "val", seed: int = 0) -> dict[str, float | None]:
-    """A warm start on ``split`` before RL: greedy accuracy in every judge mode (``<split>_<mode>``), the share of
-    the planner's greedy checklists that separate the responses (``<split>_separating``; executed against the facts:
-``<split>_deciding``), and the precondition of
-    planner RL on ``train.probe_pairs`` pairs: one rollout sampled as training samples it (N checklists, M verdicts
-    each, K no-rubric verdicts; seeded by ``seed``), scored as training scores it, gives the share of planner groups
-    with zero reward variance under the relative and the absolute planner reward (``flat_groups_<reward>``) and the
-    share of sampled checklists that separate the responses (``rollout_separating``)."""
+    """A warm start on ``split`` before RL: greedy accuracy in every judge mode (``<split>_<mode>``), the share of the
+    planner's greedy checklists that separate the responses (``<split>_separating``; executed against the facts:
+    ``<split>_deciding``), and the precondition of planner RL on ``train.probe_pairs`` pairs: one rollout sampled as
+    training samples it (N checklists, M verdicts each, K no-rubric verdicts; seeded by ``seed``), scored as training
+    scores it, gives the share of planner groups with zero reward variance under the relative and the absolute planner
+    reward (``flat_groups_<reward>``) and the share of sampled checklists that separate the responses
+    (``rollout_separating``)."""
     d = Path(dr.pairs.out_dir)
     model, proc = load_policy(str(policy_dir), dtype=models.policy.dtype)
     gen = generator_for(generation, model, proc, model_path=str(policy_dir), batch_size=dr.eval.batch_size)
