@@ -52,7 +52,8 @@ from pathlib import Path
 import rubricflow.util.env  # noqa: F401
 from rubricflow.config import load_config
 from rubricflow.util.hashing import content_hash
-from rubricflow.methods.deltarubric.study import BUDGET, build_start
+from rubricflow.methods.deltarubric.study import build_start
+from rubricflow.methods.deltarubric.study_specs import BUDGET
 from rubricflow.pipeline.stage import apply_overrides
 seed, out = int(sys.argv[1]), Path(sys.argv[2])
 cfg = apply_overrides(load_config("params.yaml"), {"seed": seed, **BUDGET})

@@ -235,7 +235,7 @@ def test_the_lr_tune_is_a_val_selection_over_both_trained_judges():
 def test_the_wide_start_selection_gives_each_recipe_its_own_start_and_gates_it_by_its_preconditions(tmp_path):
     """`deltarubric_wide_start` (issue 39, item 2): every recipe untrained, on val, in its own start group; a recipe
     is eligible only where its preconditions hold (bars met, room for the planner, each control deciding)."""
-    from rubricflow.methods.deltarubric.study import WIDE_CONTROLS, WIDE_RECIPES, wide_start_spec
+    from rubricflow.methods.deltarubric.study_specs import WIDE_CONTROLS, WIDE_RECIPES, wide_start_spec
 
     spec = wide_start_spec()
     assert spec.eval_split == "val" and spec.per_seed_start and set(spec.untrained) == set(WIDE_RECIPES)

@@ -5,12 +5,13 @@ modes (the judge modes), prompts and parsing (the roles' templates and parsers),
 reward), rewards (pure math), targets (SFT targets from facts), planning (checklists executed against the facts:
 does the planner have something to choose), warmstart (the warm start), bars (the warm start to a bar), rollout
 (multi-role episodes), train, evaluate (judge accuracy tables), stages (thin bindings), study (the study adapter),
-summary (summary lines, ``rubricflow eval-judge`` and ``rubricflow checklist-room``).
+study_specs (its studies), summary (summary lines, ``rubricflow eval-judge`` and ``rubricflow checklist-room``).
 """
 
 from rubricflow.methods.deltarubric import stages
 from rubricflow.methods.deltarubric.config import DeltaRubricConfig
-from rubricflow.methods.deltarubric.study import ADAPTER, STUDIES
+from rubricflow.methods.deltarubric.study import ADAPTER
+from rubricflow.methods.deltarubric.study_specs import STUDIES
 from rubricflow.methods.deltarubric.summary import COMMANDS, summary_lines
 from rubricflow.registry import Method, Pipeline, SectionDecl
 
