@@ -12,7 +12,8 @@ from rubricflow.methods.roro.env.scripted import ScriptedStepModel
 from rubricflow.methods.roro.env.step_models import make_env
 from rubricflow.methods.roro.env.task import parse_question, render_question
 from rubricflow.methods.roro.env.trajectories import _auc
-from rubricflow.methods.roro.study.specs import LONG_ENV, _shared_outputs, _unit_overrides, roro_long_spec
+from rubricflow.methods.roro.study.specs import LONG_ENV, roro_long_spec
+from rubricflow.methods.roro.study.unit import _shared_outputs, _unit_overrides
 from rubricflow.sections import ConfigError
 from rubricflow.study.adapter import Unit
 

@@ -59,7 +59,7 @@ def test_default_studies_preregister_matched_cost_claims_in_both_readings():
 
 
 def test_router_tune_chooses_the_scaling_on_val_without_the_method_under_test(tmp_path):
-    from rubricflow.methods.roro.study.specs import unit_kind
+    from rubricflow.methods.roro.study.unit import unit_kind
     from rubricflow.study.stats import aggregate, select
 
     cfg = _cfg(tmp_path)
@@ -85,7 +85,7 @@ def test_router_tune_chooses_the_scaling_on_val_without_the_method_under_test(tm
 
 
 def test_unit_configs_have_their_own_seeds_dirs_and_one_method(tmp_path):
-    from rubricflow.methods.roro.study.specs import unit_kind
+    from rubricflow.methods.roro.study.unit import unit_kind
 
     cfg = _cfg(tmp_path)
     spec = cfg.study.roro
@@ -140,7 +140,7 @@ class FakeUnit:
         self.calls = []
 
     def __call__(self, ucfg, unit, udir, run, secret_resolver):
-        from rubricflow.methods.roro.study.specs import unit_kind
+        from rubricflow.methods.roro.study.unit import unit_kind
 
         kind = unit_kind(ucfg.roro)
         self.calls.append((kind, unit.seed))

@@ -3,16 +3,17 @@
 Four parts, one subpackage each: ``env/`` the routing environment (problems, step models, routing trajectories,
 process oracles), ``judge/`` the rubrics, the Rubricor and the Judge (preference pairs, pairwise accuracy, the
 alternating Rubricor-Judge optimization), ``router/`` the router (its state, the MLP, GRPO training, the
-accuracy-vs-cost evaluation) and ``study/`` the studies (``study/specs.py`` the adapter of routing units,
-``study/judge_tune.py`` the selection study of the Judge's warm start, ``study/judge_dose.py`` the Judge-quality
-dose-response). At the root: ``config.py`` the section, ``paths.py`` every output, ``stages.py`` the stage bindings,
-``summary.py`` the summary lines and CLI printers.
+accuracy-vs-cost evaluation) and ``study/`` the studies (``study/unit.py`` the adapter of routing units,
+``study/specs.py`` their studies, ``study/judge_tune.py`` the selection study of the Judge's warm start,
+``study/judge_dose.py`` the Judge-quality dose-response). At the root: ``config.py`` the section, ``paths.py``
+every output, ``stages.py`` the stage bindings, ``summary.py`` the summary lines and CLI printers.
 """
 
 from rubricflow.methods.roro import stages
 from rubricflow.methods.roro.config import RoRoConfig
 from rubricflow.methods.roro.study import judge_dose, judge_tune
-from rubricflow.methods.roro.study.specs import ADAPTER, STUDIES
+from rubricflow.methods.roro.study.specs import STUDIES
+from rubricflow.methods.roro.study.unit import ADAPTER
 from rubricflow.methods.roro.summary import COMMANDS, summary_lines
 from rubricflow.registry import Method, Pipeline, SectionDecl
 

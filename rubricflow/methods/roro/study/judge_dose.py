@@ -34,8 +34,9 @@ from rubricflow.util.io import save_figure
 from rubricflow.methods.roro.config import CHECKED_ROUTERS
 from rubricflow.methods.roro.env.problems import problems
 from rubricflow.methods.roro.paths import cache_path, pairs_path, trajectories_path
-from rubricflow.methods.roro.study.specs import ADAPTER as RORO_ADAPTER
-from rubricflow.methods.roro.study.specs import STUDY_COST_WEIGHTS, run_roro_unit, unit_kind
+from rubricflow.methods.roro.study.unit import ADAPTER as RORO_ADAPTER
+from rubricflow.methods.roro.study.specs import STUDY_COST_WEIGHTS
+from rubricflow.methods.roro.study.unit import run_roro_unit, unit_kind
 from rubricflow.methods.roro.study.report import PAIR_METRICS, _finite, _pair, pair_metric, report_extra
 from rubricflow.registry import StudyDecl
 from rubricflow.study.spec import Claim, StudySpec
