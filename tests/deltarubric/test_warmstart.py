@@ -398,3 +398,39 @@ def test_a_missed_bar_is_not_retried_by_the_stage():
     from tasks.stage import NOT_RETRIED
 
     assert issubclass(BarMissed, NOT_RETRIED)
+
+
+def test_the_base_is_induction_pretrained_when_asked_and_records_it(tmp_path):
+    """sft.induction_steps: the fresh base trains on the induction task before it is saved (its copy accuracy
+    before and after beside the weights); 0 builds the same base as before, with no record."""
+    import json
+
+    import torch
+
+    from rubricflow.config import config_from_dict
+    from rubricflow.data.pairs import read_pairs
+    from rubricflow.methods.deltarubric.stages import pairs_stage
+    from rubricflow.methods.deltarubric.warmstart import INDUCTION_FILE, build_or_load_base
+
+    def cfg(steps, base):
+        dr = {"pairs": {"out_dir": str(tmp_path / "pairs"), "tasks": ["counting"], "train": 4, "val": 2, "test": 2,
+                        "balance_tol": 0.5},
+              "sft": {"base_dir": str(tmp_path / base), "batch_size": 4, "hidden_size": None,
+                      "induction_steps": steps}}
+        return config_from_dict({"seed": 1, "artifacts_dir": str(tmp_path / "a"),
+                                 "reports_dir": str(tmp_path / "reports"),
+                                 "models": {"policy": {"source": "tiny", "hidden_size": 32, "num_layers": 1,
+                                                       "num_heads": 2, "vision_hidden_size": 32, "vision_depth": 1,
+                                                       "vocab_size": 400}},
+                                 "deltarubric": dr})
+
+    plain, pre = cfg(0, "plain"), cfg(5, "pre")
+    pairs_stage(plain, track=False)
+    train = read_pairs(tmp_path / "pairs", "train")
+    m0, _ = build_or_load_base(plain.models, plain.deltarubric, train, 1)
+    m1, _ = build_or_load_base(pre.models, pre.deltarubric, train, 1)
+    assert not (tmp_path / "plain" / INDUCTION_FILE).exists()
+    rec = json.loads((tmp_path / "pre" / INDUCTION_FILE).read_text())
+    assert rec["steps"] == 5 and 0 <= rec["copy_acc_before"] <= 1 and 0 <= rec["copy_acc_after"] <= 1
+    w0, w1 = m0.state_dict(), m1.state_dict()
+    assert any(not torch.equal(w0[k], w1[k]) for k in w0)  # same init seed, then 5 steps of the induction task

@@ -88,6 +88,14 @@ class DRSFTConfig(SFTSchedule):
         description="Tiny base only (init_from None): depth of DeltaRubric's fresh base model (None = "
         "models.policy.num_layers).",
     )
+    induction_steps: int = Field(
+        0,
+        ge=0,
+        description="Tiny base only: steps of induction pretraining of the fresh base before the warm start "
+        "(rubricflow.training.induction: copy the tokens that follow a random sequence's span found by its content; "
+        "batch_size and lr as the warm start's). 0 = none. Without it the tiny verifier did not learn to copy a "
+        "response's claim for a checked key on the wide pairs (bench/copy_probe.py, docs/deltarubric_planning.md).",
+    )
     steps: int = Field(
         400, ge=0,
         description="SFT optimizer steps (their cost per step: docs/operations.md, \"DeltaRubric warm start\").",

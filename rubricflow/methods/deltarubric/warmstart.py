@@ -236,10 +236,20 @@ def build_or_load_base(models: ModelsConfig, dr: DeltaRubricConfig, train_pairs,
         vision_depth=spec.vision_depth, vocab_size=spec.vocab_size, image_size=dr.pairs.image_size,
     )
     build = build_tiny_vl if spec.arch == "qwen2_5_vl" else build_tiny_text
-    model, proc = build(pair_tokenizer_corpus(train_pairs, dr.sft, seed), dims,
-                        seed=seed if init_seed is None else init_seed)
+    init = seed if init_seed is None else init_seed
+    model, proc = build(pair_tokenizer_corpus(train_pairs, dr.sft, seed), dims, seed=init)
+    induction = None
+    if dr.sft.induction_steps:
+        from rubricflow.training.induction import pretrain_induction
+
+        induction = pretrain_induction(model, proc, dr.sft.induction_steps, dr.sft.batch_size, dr.sft.lr, seed=init)
+        print(f"deltarubric base: induction pretraining, {induction['steps']} steps: held-out copy accuracy "
+              f"{induction['copy_acc_before']:.3f} -> {induction['copy_acc_after']:.3f} "
+              f"(chance {induction['chance']:.3f})", flush=True)
     with staged_dir(dr.sft.base_dir) as tmp:
         save(model, proc, tmp)
+        if induction is not None:
+            write_json(Path(tmp) / INDUCTION_FILE, induction)
     return model, proc
 
 
@@ -315,6 +325,7 @@ def warm_start(dr: DeltaRubricConfig, models: ModelsConfig, seed: int, reports_d
     }
 
 
+INDUCTION_FILE = "induction.json"  # in a base pretrained on the induction task: its copy accuracy before / after
 BARS_FILE = "warm_start.json"  # in a checkpoint warm-started to a bar: whether it met its bars, its steps and restarts
 
 
