@@ -20,11 +20,13 @@ Formats (the claim as the responses state it / as the check line copies it):
 * ``fused``: ``AC6`` / ``AD7, BD3`` (both: the token before the value names the response and the key, so the copy is
   the one-token look-up of an induction head).
 
-The baseline is ``production``, trained in the same run. Prints one line per (format, seed, block) and a final table
-of the last block's values, each format against the baseline.
+``--induction-steps N`` first pretrains each fresh model on the induction task (``rubricflow.training.induction``:
+copy what follows a random sequence's span found by its content), as ``deltarubric.sft.induction_steps`` does for the
+warm start's base. The baseline is ``production``, trained in the same run. Prints one line per (format, seed, block)
+and a final table of the last block's values, each format against the baseline.
 
     RUBRICFLOW_THREADS=1 .venv/bin/python bench/copy_probe.py [--formats production,fused] [--seeds 0,1] \\
-        [--steps 3000] [--block 200]
+        [--steps 3000] [--block 200] [--induction-steps 3000]
 """
 
 from __future__ import annotations
@@ -116,6 +118,12 @@ def run(fmt: str, seed: int, args) -> list[dict]:
     dims = TinyDims(hidden_size=args.hidden, num_layers=args.layers, num_heads=args.heads,
                     num_kv_heads=max(1, args.heads // 2))
     model, tok = build_tiny_text([p + t for p, t, _ in train], dims, seed=seed)
+    if args.induction_steps:
+        from rubricflow.training.induction import pretrain_induction
+
+        pre = pretrain_induction(model, tok, args.induction_steps, args.batch_size, args.lr, seed=seed)
+        print(f"copy_probe format={fmt} seed={seed} induction pretraining {pre['steps']} steps: copy accuracy "
+              f"{pre['copy_acc_before']:.3f} -> {pre['copy_acc_after']:.3f} (chance {pre['chance']:.3f})", flush=True)
     examples = [SFTExample(prompt=p, target=t) for p, t, _ in train]
     rows = []
     t0 = time.perf_counter()
@@ -147,6 +155,8 @@ def main() -> None:
     ap.add_argument("--hidden", type=int, default=64)
     ap.add_argument("--layers", type=int, default=2)
     ap.add_argument("--heads", type=int, default=4)
+    ap.add_argument("--induction-steps", type=int, default=0,
+                    help="pretrain each fresh model on the induction task first (rubricflow.training.induction)")
     args = ap.parse_args()
     if not 2 <= args.keys <= len(LABELS):
         ap.error(f"--keys: expected 2-{len(LABELS)}, got {args.keys}")
@@ -163,8 +173,8 @@ def main() -> None:
     for fmt in formats:
         for seed in seeds:
             last[fmt, seed] = run(fmt, seed, args)[-1]
-    print(f"\ncopy_probe: {args.keys} keys per response, after {args.steps} steps (blocks of {args.block}), held-out, "
-          "teacher-forced")
+    print(f"\ncopy_probe: {args.keys} keys per response, induction pretraining {args.induction_steps} steps, after "
+          f"{args.steps} steps (blocks of {args.block}), held-out, teacher-forced")
     print("| format | seed | value A | value B | both right where A != B | vs production |")
     print("|---|---|---|---|---|---|")
     for (fmt, seed), r in last.items():
