@@ -434,3 +434,38 @@ def test_the_base_is_induction_pretrained_when_asked_and_records_it(tmp_path):
     assert rec["steps"] == 5 and 0 <= rec["copy_acc_before"] <= 1 and 0 <= rec["copy_acc_after"] <= 1
     w0, w1 = m0.state_dict(), m1.state_dict()
     assert any(not torch.equal(w0[k], w1[k]) for k in w0)  # same init seed, then 5 steps of the induction task
+
+
+def test_induction_after_reading_runs_once_the_reading_bar_is_met(tmp_path, monkeypatch, capsys):
+    """induction_at 'after_reading': the pretraining runs between the reading and the evidence phases (recorded
+    beside the checkpoint); without a bar there are no phases to run it between, and the warm start says so."""
+    import pytest
+
+    from rubricflow.config import config_from_dict
+    from rubricflow.methods.deltarubric import warmstart
+    from rubricflow.methods.deltarubric.stages import pairs_stage
+
+    dr = {"pairs": {"out_dir": str(tmp_path / "pairs"), "tasks": ["counting"], "train": 4, "val": 2, "test": 2,
+                    "balance_tol": 0.5},
+          "sft": {"out_dir": str(tmp_path / "sft"), "base_dir": str(tmp_path / "base"), "batch_size": 4,
+                  "warmup_steps": 1, "hidden_size": None, "perception_images": 2, "perception_batch_size": 2,
+                  "bar_reading": 0.5, "bar_oracle": 0.5, "block_steps": 2, "max_steps": 4, "max_restarts": 0,
+                  "induction_steps": 3, "induction_at": "after_reading"}}
+    cfg = config_from_dict({"seed": 1, "artifacts_dir": str(tmp_path / "a"), "reports_dir": str(tmp_path / "reports"),
+                            "models": {"policy": {"source": "tiny", "hidden_size": 32, "num_layers": 1,
+                                                  "num_heads": 2, "vision_hidden_size": 32, "vision_depth": 1,
+                                                  "vocab_size": 400}},
+                            "deltarubric": dr})
+    pairs_stage(cfg, track=False)
+    monkeypatch.setattr(warmstart, "val_measure", lambda d, items, model, proc: lambda names: {n: 1.0 for n in names})
+    warmstart.warm_start(cfg.deltarubric, cfg.models, 1, tmp_path / "reports", _NullRun())
+    out = capsys.readouterr().out
+    assert "deltarubric base: induction" not in out  # not on the fresh base
+    reading_done, induction = out.index("phase reading: 2 steps"), out.index("deltarubric sft: induction pretraining")
+    assert reading_done < induction < out.index("phase evidence: 2 steps")
+    rec = warmstart.bars_record(tmp_path / "sft")
+    assert rec["met"] and rec["induction"]["steps"] == 3
+    fixed = cfg.deltarubric.model_copy(update={"sft": cfg.deltarubric.sft.model_copy(update={
+        "bar_reading": 0.0, "bar_oracle": 0.0})})
+    with pytest.raises(ValueError, match="induction_at"):
+        warmstart.warm_start(fixed, cfg.models, 1, tmp_path / "r2", _NullRun())

@@ -96,6 +96,13 @@ class DRSFTConfig(SFTSchedule):
         "batch_size and lr as the warm start's). 0 = none. Without it the tiny verifier did not learn to copy a "
         "response's claim for a checked key on the wide pairs (bench/copy_probe.py, docs/deltarubric_planning.md).",
     )
+    induction_at: Literal["base", "after_reading"] = Field(
+        "base",
+        description="When the induction pretraining runs: 'base' on the fresh base before any warm-start step; "
+        "'after_reading' once the reading phase of a warm start to a bar has met its bar, before the evidence phase "
+        "(the later phases keep the reading examples). On the wide bar charts a base pretrained first learned to read "
+        "the images far more slowly than a fresh one (docs/deltarubric_planning.md).",
+    )
     steps: int = Field(
         400, ge=0,
         description="SFT optimizer steps (their cost per step: docs/operations.md, \"DeltaRubric warm start\").",

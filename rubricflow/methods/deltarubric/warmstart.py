@@ -239,18 +239,23 @@ def build_or_load_base(models: ModelsConfig, dr: DeltaRubricConfig, train_pairs,
     init = seed if init_seed is None else init_seed
     model, proc = build(pair_tokenizer_corpus(train_pairs, dr.sft, seed), dims, seed=init)
     induction = None
-    if dr.sft.induction_steps:
-        from rubricflow.training.induction import pretrain_induction
-
-        induction = pretrain_induction(model, proc, dr.sft.induction_steps, dr.sft.batch_size, dr.sft.lr, seed=init)
-        print(f"deltarubric base: induction pretraining, {induction['steps']} steps: held-out copy accuracy "
-              f"{induction['copy_acc_before']:.3f} -> {induction['copy_acc_after']:.3f} "
-              f"(chance {induction['chance']:.3f})", flush=True)
+    if dr.sft.induction_steps and dr.sft.induction_at == "base":
+        induction = _induction(dr, model, proc, init, "base")
     with staged_dir(dr.sft.base_dir) as tmp:
         save(model, proc, tmp)
         if induction is not None:
             write_json(Path(tmp) / INDUCTION_FILE, induction)
     return model, proc
+
+
+def _induction(dr: DeltaRubricConfig, model, proc, seed: int, where: str) -> dict:
+    """``sft.induction_steps`` of induction pretraining of ``model`` (``rubricflow.training.induction``), printed."""
+    from rubricflow.training.induction import pretrain_induction
+
+    out = pretrain_induction(model, proc, dr.sft.induction_steps, dr.sft.batch_size, dr.sft.lr, seed=seed)
+    print(f"deltarubric {where}: induction pretraining, {out['steps']} steps: held-out copy accuracy "
+          f"{out['copy_acc_before']:.3f} -> {out['copy_acc_after']:.3f} (chance {out['chance']:.3f})", flush=True)
+    return out
 
 
 def _start(dr: DeltaRubricConfig, models: ModelsConfig, train, seed: int, init_seed: int | None = None):
@@ -278,6 +283,9 @@ def warm_start(dr: DeltaRubricConfig, models: ModelsConfig, seed: int, reports_d
     train = read_pairs(d, "train")
     if not train:
         raise ValueError(f"{d}: no train pairs; set deltarubric.pairs.train > 0")
+    if dr.sft.induction_steps and dr.sft.induction_at == "after_reading" and not bars_on(dr.sft):
+        raise ValueError("deltarubric.sft.induction_at: 'after_reading' runs between the phases of a warm start to a "
+                         "bar; set sft.bar_reading / bar_oracle > 0, or induction_at: base")
     if bars_on(dr.sft):
         return warm_start_to_bar(dr, models, seed, reports_dir, run, train, log_fn, keep_missed)
     model, proc = _start(dr, models, train, seed)
@@ -362,7 +370,7 @@ def warm_start_to_bar(dr: DeltaRubricConfig, models: ModelsConfig, seed: int, re
         reading = _reading_examples(dr, proc)
         phases = staged_phases(reading, pairs, dr.sft)
         state.update(model=model, proc=proc, reading=len(reading), pair_examples=len(pairs), losses=[], step=0,
-                     init_seed=init_seed)
+                     init_seed=init_seed, induction=None)
         curve.clear()
         print(f"deltarubric sft: attempt from init seed {init_seed}: phases "
               + ", ".join(f"{p.name} ({len(p.examples)} examples, bars {p.bars or 'none'})" for p in phases),
@@ -389,6 +397,9 @@ def warm_start_to_bar(dr: DeltaRubricConfig, models: ModelsConfig, seed: int, re
         print(f"deltarubric sft: phase {rec['phase']}: {rec['steps']} steps, reached "
               + (", ".join(f"{b} {v:.3f}" for b, v in rec["reached"].items()) or "no bar")
               + f" (bars {rec['bars'] or 'none'}): {'met' if rec['met'] else 'MISSED'}", flush=True)
+        if (rec["phase"] == "reading" and rec["met"] and dr.sft.induction_steps
+                and dr.sft.induction_at == "after_reading"):
+            state["induction"] = _induction(dr, state["model"], state["proc"], state["init_seed"], "sft")
 
     out_json = Path(reports_dir) / "plots" / "deltarubric_sft_bars.json"
     t0 = time.perf_counter()
@@ -409,6 +420,8 @@ def warm_start_to_bar(dr: DeltaRubricConfig, models: ModelsConfig, seed: int, re
     reached = {b: v for p in kept["phases"] for b, v in p["reached"].items()}
     record = {"met": met, "steps": kept["steps"], "restarts": len(attempts) - 1, "init_seed": kept["init_seed"],
               "bars": {b: v for b, v in bar_values(dr.sft).items() if v > 0}, "reached": reached}
+    if state.get("induction") is not None:
+        record["induction"] = state["induction"]
     with staged_dir(dr.sft.out_dir) as tmp:
         save(model, proc, tmp)
         write_json(Path(tmp) / BARS_FILE, record)
