@@ -106,8 +106,6 @@ def value_accuracy(model, tok, items) -> dict[str, float]:
 
 
 def run(fmt: str, seed: int, args) -> list[dict]:
-    import torch
-
     from models.tiny import TinyDims, build_tiny_text
     from rubricflow.sections import SFTSchedule
     from rubricflow.training.sft import SFTExample, train_sft
@@ -137,7 +135,6 @@ def run(fmt: str, seed: int, args) -> list[dict]:
         print(f"copy_probe format={fmt} keys={args.keys} seed={seed} steps={row['steps']} value_A={row['A']:.3f} "
               f"value_B={row['B']:.3f} differ_both={row['differ_both']:.3f} ({time.perf_counter() - t0:.0f} s)",
               flush=True)
-    del torch
     return rows
 
 

@@ -241,6 +241,18 @@ if a.pre:
                     "pre", s_ + 1, "repeat acc %.3f" % ((pred == lab[:, 1:]) & m).sum().div(m.sum()).item(), flush=True
                 )
 print(vars(a), flush=True)
+
+
+def report():
+    print(
+        step,
+        "loss %.3f" % loss.item(),
+        "A %.3f B %.3f Bdiff %.3f" % evaluate(),
+        "%.0fs" % (time.time() - t0),
+        flush=True,
+    )
+
+
 while step < a.steps:
     opt = torch.optim.AdamW(model.parameters(), lr=a.lr, weight_decay=0.0)
     for s in range(a.block):
@@ -258,20 +270,7 @@ while step < a.steps:
         loss.backward()
         opt.step()
         step += 1
-        if step % 200 == 0 and a.block > 200:
-            print(
-                step,
-                "loss %.3f" % loss.item(),
-                "A %.3f B %.3f Bdiff %.3f" % evaluate(),
-                "%.0fs" % (time.time() - t0),
-                flush=True,
-            )
-    if a.block > 200:
-        continue
-    print(
-        step,
-        "loss %.3f" % loss.item(),
-        "A %.3f B %.3f Bdiff %.3f" % evaluate(),
-        "%.0fs" % (time.time() - t0),
-        flush=True,
-    )
+        if step % 200 == 0 and a.block > 200:  # long blocks: every 200 steps
+            report()
+    if a.block <= 200:  # otherwise at each block's end
+        report()

@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from rubricflow.training.sft import lr_factor
+from rubricflow.training.sft import lr_factor, optimizer_step
 
 
 def test_warmup_then_constant():
@@ -26,6 +26,20 @@ def test_warmup_then_cosine_to_zero_at_the_last_step():
     assert all(a >= b for a, b in zip(f[1:], f[2:]))  # monotone after warmup
     with pytest.raises(ValueError, match="'linear'"):
         lr_factor(0, 10, 2, "linear")
+
+
+def test_an_update_clips_the_gradient_and_stops_on_a_non_finite_loss():
+    import torch
+
+    w = torch.nn.Parameter(torch.zeros(3))
+    model = torch.nn.Module()
+    model.w = w
+    opt = torch.optim.SGD([w], lr=1.0)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 1.0)
+    assert optimizer_step(model, opt, sched, (w * torch.tensor([30.0, 40.0, 0.0])).sum(), "SFT", 0) == 0.0
+    assert torch.allclose(w.detach(), torch.tensor([-0.6, -0.8, 0.0]))  # the gradient (30, 40, 0) clipped to norm 1
+    with pytest.raises(FloatingPointError, match=r"induction pretraining: loss became nan at step 7"):
+        optimizer_step(model, opt, sched, w.sum() * float("nan"), "induction pretraining:", 7)
 
 
 def test_the_sft_stage_warm_starts_a_text_policy_with_lora_and_saves_a_plain_checkpoint(tmp_path):

@@ -9,8 +9,8 @@ easy ones. Pretrained models bring it from pretraining; a tiny base gets it here
 One example is a random sequence of ``min_len``-``max_len`` tokens drawn from ``pool`` tokens of the tokenizer's
 ordinary vocabulary, a separator, then ``prefix`` consecutive tokens of the sequence from a random start; the target
 is the ``copy`` tokens that follow them in the sequence. The start varies, so no fixed offset finds them: only
-matching the prefix's content does. Loss on the target only; AdamW with linear warmup and cosine decay, like
-``train_sft``.
+matching the prefix's content does. Loss on the target only; AdamW, the learning rate a linear warmup times one cosine
+over all the steps (``train_sft``'s cosine starts after its warmup), the update itself ``sft.optimizer_step``.
 """
 
 from __future__ import annotations
@@ -102,6 +102,8 @@ def pretrain_induction(model, processor, steps: int, batch_size: int, lr: float,
     the held-out copy accuracy before and after (``copy_accuracy``)."""
     import torch
 
+    from rubricflow.training.sft import optimizer_step
+
     if steps <= 0:
         raise ValueError(f"induction pretraining: steps must be > 0, got {steps}")
     tok = text_tokenizer(processor)
@@ -122,14 +124,7 @@ def pretrain_induction(model, processor, steps: int, batch_size: int, lr: float,
     for step in range(steps):
         ids, mask, labels = _batch([example(rng, pool, sep, task) for _ in range(batch_size)], pad)
         loss = model(input_ids=ids, attention_mask=mask, labels=labels).loss
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-        sched.step()
-        loss_value = float(loss.detach())
-        if not math.isfinite(loss_value):
-            raise FloatingPointError(f"induction pretraining: loss became {loss_value} at step {step}")
+        loss_value = optimizer_step(model, opt, sched, loss, "induction pretraining:", step)
         if log_fn is not None:
             log_fn(step, {"induction/loss": loss_value})
     model.eval()

@@ -96,6 +96,20 @@ def lr_factor(step: int, steps: int, warmup_steps: int, schedule: str = "constan
     return 0.5 * (1.0 + math.cos(math.pi * min(1.0, (step - warmup_steps) / span)))
 
 
+def optimizer_step(model, opt, sched, loss, what: str, step: int) -> float:
+    """One update from ``loss``: backward, gradient norm clipped to 1, AdamW and scheduler steps; returns the loss
+    value, and raises FloatingPointError naming ``what`` and ``step`` when it is not finite."""
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    opt.step()
+    sched.step()
+    value = float(loss.detach())
+    if not math.isfinite(value):
+        raise FloatingPointError(f"{what} loss became {value} at step {step}")
+    return value
+
+
 def train_sft(
     model,
     processor,
@@ -134,15 +148,7 @@ def train_sft(
             [examples[i].images for i in idx],
             [tids[i] for i in idx],
         )
-        loss = sft_loss(model, batch)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-        sched.step()
-        value = float(loss.detach())
-        if not math.isfinite(value):
-            raise FloatingPointError(f"SFT loss became {value} at step {step}")
+        value = optimizer_step(model, opt, sched, sft_loss(model, batch), "SFT", step)
         losses.append(value)
         if log_fn is not None:
             log_fn(step, {"sft/loss": value, "sft/lr": sched.get_last_lr()[0], "sft/step_s": time.perf_counter() - t0})

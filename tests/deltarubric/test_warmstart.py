@@ -306,12 +306,22 @@ def test_reading_exactness_needs_every_claim_key_right():
     assert not reading_exact("red = 2, green = 1, blue = 0. so green = 1.", facts)  # no answer
 
 
+def _tiny_config(tmp_path, dr: dict):
+    """A config whose DeltaRubric section is ``dr``, on a one-layer tiny policy, writing under ``tmp_path``."""
+    from rubricflow.config import config_from_dict
+
+    return config_from_dict({"seed": 1, "artifacts_dir": str(tmp_path / "a"), "reports_dir": str(tmp_path / "reports"),
+                             "models": {"policy": {"source": "tiny", "hidden_size": 32, "num_layers": 1,
+                                                   "num_heads": 2, "vision_hidden_size": 32, "vision_depth": 1,
+                                                   "vocab_size": 400}},
+                             "deltarubric": dr})
+
+
 def test_the_sft_stage_trains_to_the_bar_and_records_every_attempt(tmp_path, monkeypatch):
     """The stage wiring on a toy model: the staged phases, a restart from init seed + 1000 (a fresh base), the
     summary and the attempts file; the val measure is a fake that reads the attempt's init seed and steps."""
     import json
 
-    from rubricflow.config import config_from_dict
     from rubricflow.methods.deltarubric import warmstart
     from rubricflow.methods.deltarubric.stages import pairs_stage, sft_stage
 
@@ -321,11 +331,7 @@ def test_the_sft_stage_trains_to_the_bar_and_records_every_attempt(tmp_path, mon
                   "warmup_steps": 1, "hidden_size": None, "perception_images": 2, "perception_batch_size": 2,
                   "bar_reading": 0.5, "bar_oracle": 0.5, "block_steps": 2, "max_steps": 4, "max_restarts": 1,
                   "generative": True, "equal_mode_examples": True}}
-    cfg = config_from_dict({"seed": 1, "artifacts_dir": str(tmp_path / "a"), "reports_dir": str(tmp_path / "reports"),
-                            "models": {"policy": {"source": "tiny", "hidden_size": 32, "num_layers": 1,
-                                                  "num_heads": 2, "vision_hidden_size": 32, "vision_depth": 1,
-                                                  "vocab_size": 400}},
-                            "deltarubric": dr})
+    cfg = _tiny_config(tmp_path, dr)
     pairs_stage(cfg, track=False)
     built = []
     real_build = warmstart.build_or_load_base
@@ -407,7 +413,6 @@ def test_the_base_is_induction_pretrained_when_asked_and_records_it(tmp_path):
 
     import torch
 
-    from rubricflow.config import config_from_dict
     from rubricflow.data.pairs import read_pairs
     from rubricflow.methods.deltarubric.stages import pairs_stage
     from rubricflow.methods.deltarubric.warmstart import INDUCTION_FILE, build_or_load_base
@@ -417,12 +422,7 @@ def test_the_base_is_induction_pretrained_when_asked_and_records_it(tmp_path):
                         "balance_tol": 0.5},
               "sft": {"base_dir": str(tmp_path / base), "batch_size": 4, "hidden_size": None,
                       "induction_steps": steps}}
-        return config_from_dict({"seed": 1, "artifacts_dir": str(tmp_path / "a"),
-                                 "reports_dir": str(tmp_path / "reports"),
-                                 "models": {"policy": {"source": "tiny", "hidden_size": 32, "num_layers": 1,
-                                                       "num_heads": 2, "vision_hidden_size": 32, "vision_depth": 1,
-                                                       "vocab_size": 400}},
-                                 "deltarubric": dr})
+        return _tiny_config(tmp_path, dr)
 
     plain, pre = cfg(0, "plain"), cfg(5, "pre")
     pairs_stage(plain, track=False)
@@ -441,7 +441,6 @@ def test_induction_after_reading_runs_once_the_reading_bar_is_met(tmp_path, monk
     beside the checkpoint); without a bar there are no phases to run it between, and the warm start says so."""
     import pytest
 
-    from rubricflow.config import config_from_dict
     from rubricflow.methods.deltarubric import warmstart
     from rubricflow.methods.deltarubric.stages import pairs_stage
 
@@ -451,11 +450,7 @@ def test_induction_after_reading_runs_once_the_reading_bar_is_met(tmp_path, monk
                   "warmup_steps": 1, "hidden_size": None, "perception_images": 2, "perception_batch_size": 2,
                   "bar_reading": 0.5, "bar_oracle": 0.5, "block_steps": 2, "max_steps": 4, "max_restarts": 0,
                   "induction_steps": 3, "induction_at": "after_reading"}}
-    cfg = config_from_dict({"seed": 1, "artifacts_dir": str(tmp_path / "a"), "reports_dir": str(tmp_path / "reports"),
-                            "models": {"policy": {"source": "tiny", "hidden_size": 32, "num_layers": 1,
-                                                  "num_heads": 2, "vision_hidden_size": 32, "vision_depth": 1,
-                                                  "vocab_size": 400}},
-                            "deltarubric": dr})
+    cfg = _tiny_config(tmp_path, dr)
     pairs_stage(cfg, track=False)
     monkeypatch.setattr(warmstart, "val_measure", lambda d, items, model, proc: lambda names: {n: 1.0 for n in names})
     warmstart.warm_start(cfg.deltarubric, cfg.models, 1, tmp_path / "reports", _NullRun())
