@@ -117,17 +117,20 @@ def run(fmt: str, seed: int, args) -> list[dict]:
                     num_kv_heads=max(1, args.heads // 2))
     model, tok = build_tiny_text([p + t for p, t, _ in train], dims, seed=seed)
     if args.induction_steps:
-        from rubricflow.training.induction import pretrain_induction
+        from rubricflow.training.induction import pretrain_induction, text_pool
 
-        pre = pretrain_induction(model, tok, args.induction_steps, args.batch_size, args.lr, seed=seed)
+        pool = text_pool(tok, [p + t for p, t, _ in train[:200]], seed) if args.induction_pool == "task" else None
+        pre = pretrain_induction(model, tok, args.induction_steps, args.batch_size, args.lr, seed=seed, pool=pool,
+                                 clip=args.grad_clip or None)
         print(f"copy_probe format={fmt} seed={seed} induction pretraining {pre['steps']} steps: copy accuracy "
               f"{pre['copy_acc_before']:.3f} -> {pre['copy_acc_after']:.3f} (chance {pre['chance']:.3f})", flush=True)
     examples = [SFTExample(prompt=p, target=t) for p, t, _ in train]
     rows = []
     t0 = time.perf_counter()
+    block = SFTSchedule(steps=args.block, batch_size=args.batch_size, lr=args.lr, warmup_steps=20, schedule="cosine",
+                        grad_clip=args.grad_clip or None)
     for k in range(args.steps // args.block):
-        train_sft(model, tok, examples, SFTSchedule(steps=args.block, batch_size=args.batch_size, lr=args.lr,
-                                                    warmup_steps=20, schedule="cosine"), seed=seed + k)
+        train_sft(model, tok, examples, block, seed=seed + k)
         model.eval()
         row = {"format": fmt, "keys": args.keys, "seed": seed, "steps": (k + 1) * args.block,
                **value_accuracy(model, tok, val)}
@@ -154,6 +157,10 @@ def main() -> None:
     ap.add_argument("--heads", type=int, default=4)
     ap.add_argument("--induction-steps", type=int, default=0,
                     help="pretrain each fresh model on the induction task first (rubricflow.training.induction)")
+    ap.add_argument("--grad-clip", type=float, default=1.0,
+                    help="gradient norm clip of every update, as sft.grad_clip (0: not clipped)")
+    ap.add_argument("--induction-pool", choices=("random", "task"), default="random",
+                    help="the induction sequences' tokens: a seeded sample of the vocabulary or the probe's own")
     args = ap.parse_args()
     if not 2 <= args.keys <= len(LABELS):
         ap.error(f"--keys: expected 2-{len(LABELS)}, got {args.keys}")

@@ -42,6 +42,7 @@ p.add_argument("--prelen", type=int, default=24)
 p.add_argument("--theta", type=float, default=10000.0)
 p.add_argument("--nkeys", type=int, default=10)
 p.add_argument("--indep", type=int, default=0)
+p.add_argument("--clip", type=float, default=0.0)
 a = p.parse_args()
 torch.set_num_threads(1)
 torch.manual_seed(a.seed)
@@ -231,6 +232,8 @@ if a.pre:
         )
         opt.zero_grad()
         ce.backward()
+        if a.clip:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), a.clip)
         opt.step()
         if (s_ + 1) % 200 == 0:
             with torch.no_grad():
@@ -268,6 +271,8 @@ while step < a.steps:
         loss = (ce * ww).sum() / (lab[:, 1:] != -100).sum()
         opt.zero_grad()
         loss.backward()
+        if a.clip:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), a.clip)
         opt.step()
         step += 1
         if step % 200 == 0 and a.block > 200:  # long blocks: every 200 steps

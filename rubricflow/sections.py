@@ -317,6 +317,11 @@ class SFTSchedule(Section):
         "the end of a cooled-down run rather than a point on a noisy constant-lr trajectory; 'constant' keeps it.",
     )
     weight_decay: float = Field(0.0, ge=0, description="AdamW weight decay.")
+    grad_clip: float | None = Field(
+        1.0, gt=0,
+        description="Clip the gradient's global norm to this before each AdamW step; null = no clipping (a tiny "
+        "model forming an attention circuit from scratch may need the unclipped spikes: docs/deltarubric_planning.md).",
+    )
 
 
 class SFTConfig(SFTSchedule):

@@ -5,7 +5,8 @@ import random
 
 import pytest
 
-from rubricflow.training.induction import InductionTask, copy_accuracy, example, pretrain_induction, token_pool
+from rubricflow.training.induction import (InductionTask, copy_accuracy, example, pretrain_induction, text_pool,
+                                          token_pool)
 
 
 class _Tok:
@@ -37,6 +38,17 @@ def test_the_pool_is_a_seeded_sample_of_ordinary_tokens_and_the_separator_is_not
     assert token_pool(_Tok(), 8, seed=4) != (pool, sep)
     with pytest.raises(ValueError, match="ordinary tokens"):
         token_pool(_Tok(), 38)
+
+
+def test_a_text_pool_is_the_texts_own_tokens_and_its_separator_is_outside_them():
+    class Tok(_Tok):
+        def __call__(self, text, add_special_tokens=False):
+            return {"input_ids": [0] + [ord(c) - 90 for c in text]}  # 0 is special; "a" -> 7, "b" -> 8, ...
+
+    pool, sep = text_pool(Tok(), ["ab", "ba", "ad"], seed=1)
+    assert pool == [7, 8, 10] and sep not in pool and sep not in (0, 1) and 0 <= sep < 40
+    with pytest.raises(ValueError, match="distinct ordinary tokens"):
+        text_pool(Tok(), ["aaa"])
 
 
 def test_the_task_refuses_a_sequence_too_short_for_its_span():

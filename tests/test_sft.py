@@ -38,6 +38,10 @@ def test_an_update_clips_the_gradient_and_stops_on_a_non_finite_loss():
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: 1.0)
     assert optimizer_step(model, opt, sched, (w * torch.tensor([30.0, 40.0, 0.0])).sum(), "SFT", 0) == 0.0
     assert torch.allclose(w.detach(), torch.tensor([-0.6, -0.8, 0.0]))  # the gradient (30, 40, 0) clipped to norm 1
+    optimizer_step(model, opt, sched, (w * torch.tensor([30.0, 40.0, 0.0])).sum(), "SFT", 1, clip=None)
+    assert torch.allclose(w.detach(), torch.tensor([-30.6, -40.8, 0.0]))  # sft.grad_clip null: the whole gradient
+    optimizer_step(model, opt, sched, (w * torch.tensor([3.0, 4.0, 0.0])).sum(), "SFT", 2, clip=10.0)
+    assert torch.allclose(w.detach(), torch.tensor([-33.6, -44.8, 0.0]))  # under the clip: untouched
     with pytest.raises(FloatingPointError, match=r"induction pretraining: loss became nan at step 7"):
         optimizer_step(model, opt, sched, w.sum() * float("nan"), "induction pretraining:", 7)
 

@@ -52,6 +52,18 @@ def token_pool(tokenizer, size: int, seed: int = 0) -> tuple[list[int], int]:
     return sorted(picked[1:]), picked[0]
 
 
+def text_pool(tokenizer, texts, seed: int = 0) -> tuple[list[int], int]:
+    """The distinct ordinary token ids of ``texts`` (a task's own vocabulary, so the circuit forms on the embeddings
+    the task uses), and a seeded ordinary token outside them as the separator."""
+    special = set(tokenizer.all_special_ids)
+    pool = sorted({i for t in texts for i in tokenizer(t, add_special_tokens=False)["input_ids"]} - special)
+    rest = [i for i in range(len(tokenizer)) if i not in special and i not in set(pool)]
+    if len(pool) < 2 or not rest:
+        raise ValueError(f"induction pretraining: the texts hold {len(pool)} distinct ordinary tokens and leave "
+                         f"{len(rest)} for the separator; the pool needs >= 2 and the separator 1")
+    return pool, random.Random(seed).choice(rest)
+
+
 def example(rng: random.Random, pool: list[int], sep: int, task: InductionTask = InductionTask()):
     """``(prompt ids, target ids)``: a random sequence, the separator, ``prefix`` tokens of it; then what follows."""
     n = rng.randint(task.min_len, task.max_len)
@@ -77,13 +89,13 @@ def _batch(examples, pad: int):
 
 
 def copy_accuracy(model, processor, n: int = 64, seed: int = 7, task: InductionTask = InductionTask(),
-                  pool_seed: int = 0) -> float:
+                  pool_seed: int = 0, pool: tuple[list[int], int] | None = None) -> float:
     """Held-out (examples drawn with ``seed``), teacher-forced: the share of target tokens predicted right (chance:
-    1 / pool size)."""
+    1 / pool size). ``pool``: ``(ids, separator)`` to draw from instead of ``token_pool``'s sample."""
     import torch
 
     tok = text_tokenizer(processor)
-    pool, sep = token_pool(tok, task.pool, pool_seed)
+    pool, sep = pool or token_pool(tok, task.pool, pool_seed)
     rng = random.Random(seed)
     ids, mask, labels = _batch([example(rng, pool, sep, task) for _ in range(n)], tok.pad_token_id or 0)
     was_training = model.training
@@ -97,9 +109,12 @@ def copy_accuracy(model, processor, n: int = 64, seed: int = 7, task: InductionT
 
 def pretrain_induction(model, processor, steps: int, batch_size: int, lr: float, seed: int = 0,
                        task: InductionTask = InductionTask(), warmup_steps: int = 20,
-                       log_fn: Callable[[int, dict], None] | None = None) -> dict:
+                       log_fn: Callable[[int, dict], None] | None = None,
+                       pool: tuple[list[int], int] | None = None, clip: float | None = 1.0) -> dict:
     """Train ``model`` in place for ``steps`` steps on the induction task; returns the loss curve's last value and
-    the held-out copy accuracy before and after (``copy_accuracy``)."""
+    the held-out copy accuracy before and after (``copy_accuracy``). ``pool``: ``(ids, separator)`` to draw the
+    sequences from (e.g. ``text_pool`` of the task's texts) instead of ``token_pool``'s seeded sample; ``clip``: the
+    gradient norm clip of ``optimizer_step`` (None: not clipped)."""
     import torch
 
     from rubricflow.training.sft import optimizer_step
@@ -107,9 +122,9 @@ def pretrain_induction(model, processor, steps: int, batch_size: int, lr: float,
     if steps <= 0:
         raise ValueError(f"induction pretraining: steps must be > 0, got {steps}")
     tok = text_tokenizer(processor)
-    pool, sep = token_pool(tok, task.pool, seed)
+    pool, sep = pool or token_pool(tok, task.pool, seed)
     pad = tok.pad_token_id or 0
-    before = copy_accuracy(model, processor, seed=seed + 1, task=task, pool_seed=seed)
+    before = copy_accuracy(model, processor, seed=seed + 1, task=task, pool=(pool, sep))
     rng = random.Random(seed)
     torch.manual_seed(seed)
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
@@ -124,10 +139,10 @@ def pretrain_induction(model, processor, steps: int, batch_size: int, lr: float,
     for step in range(steps):
         ids, mask, labels = _batch([example(rng, pool, sep, task) for _ in range(batch_size)], pad)
         loss = model(input_ids=ids, attention_mask=mask, labels=labels).loss
-        loss_value = optimizer_step(model, opt, sched, loss, "induction pretraining:", step)
+        loss_value = optimizer_step(model, opt, sched, loss, "induction pretraining:", step, clip)
         if log_fn is not None:
             log_fn(step, {"induction/loss": loss_value})
     model.eval()
-    after = copy_accuracy(model, processor, seed=seed + 1, task=task, pool_seed=seed)
+    after = copy_accuracy(model, processor, seed=seed + 1, task=task, pool=(pool, sep))
     return {"steps": steps, "final_loss": loss_value, "copy_acc_before": before, "copy_acc_after": after,
             "chance": 1 / len(pool)}

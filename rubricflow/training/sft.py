@@ -96,12 +96,14 @@ def lr_factor(step: int, steps: int, warmup_steps: int, schedule: str = "constan
     return 0.5 * (1.0 + math.cos(math.pi * min(1.0, (step - warmup_steps) / span)))
 
 
-def optimizer_step(model, opt, sched, loss, what: str, step: int) -> float:
-    """One update from ``loss``: backward, gradient norm clipped to 1, AdamW and scheduler steps; returns the loss
-    value, and raises FloatingPointError naming ``what`` and ``step`` when it is not finite."""
+def optimizer_step(model, opt, sched, loss, what: str, step: int, clip: float | None = 1.0) -> float:
+    """One update from ``loss``: backward, the gradient's global norm clipped to ``clip`` (None: not clipped), AdamW
+    and scheduler steps; returns the loss value, and raises FloatingPointError naming ``what`` and ``step`` when it
+    is not finite."""
     opt.zero_grad(set_to_none=True)
     loss.backward()
-    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    if clip is not None:
+        torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
     opt.step()
     sched.step()
     value = float(loss.detach())
@@ -148,7 +150,7 @@ def train_sft(
             [examples[i].images for i in idx],
             [tids[i] for i in idx],
         )
-        value = optimizer_step(model, opt, sched, sft_loss(model, batch), "SFT", step)
+        value = optimizer_step(model, opt, sched, sft_loss(model, batch), "SFT", step, settings.grad_clip)
         losses.append(value)
         if log_fn is not None:
             log_fn(step, {"sft/loss": value, "sft/lr": sched.get_last_lr()[0], "sft/step_s": time.perf_counter() - t0})

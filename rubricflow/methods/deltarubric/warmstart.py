@@ -252,7 +252,8 @@ def _induction(dr: DeltaRubricConfig, model, proc, seed: int, where: str) -> dic
     """``sft.induction_steps`` of induction pretraining of ``model`` (``rubricflow.training.induction``), printed."""
     from rubricflow.training.induction import pretrain_induction
 
-    out = pretrain_induction(model, proc, dr.sft.induction_steps, dr.sft.batch_size, dr.sft.lr, seed=seed)
+    out = pretrain_induction(model, proc, dr.sft.induction_steps, dr.sft.batch_size, dr.sft.lr, seed=seed,
+                             clip=dr.sft.grad_clip)
     print(f"deltarubric {where}: induction pretraining, {out['steps']} steps: held-out copy accuracy "
           f"{out['copy_acc_before']:.3f} -> {out['copy_acc_after']:.3f} (chance {out['chance']:.3f})", flush=True)
     return out
