@@ -122,3 +122,17 @@ def test_the_study_is_registered_and_its_units_are_roro_judge_units():
     method, decl = registry.studies()["roro_judge_tune"]
     assert method.name == "roro" and "roro_judge" in registry.study_adapters()
     assert config_from_dict({}).study.roro_judge_tune.selection.cost == ["judge_params", "warm_steps"]
+
+
+def test_the_families_study_compares_four_and_six_on_val_with_the_cheaper_winning_a_tie():
+    from rubricflow import registry
+    from rubricflow.config import config_from_dict
+
+    method, decl = registry.studies()["roro_families"]
+    spec = config_from_dict({}).study.roro_families
+    assert method.name == "roro" and spec.method == "roro_judge" and spec.eval_split == "val"
+    assert spec.variants == {"four": {"roro.rubricor_judge.families": "four"},
+                             "six": {"roro.rubricor_judge.families": "six"}}
+    assert (spec.selection.metric, spec.selection.tolerance, spec.selection.cost) == ("kept_process", 0.01,
+                                                                                      ["judge_params"])
+    assert "literal_no_call_on_a_sure_step" in spec.metrics and "literal_slm_steps_are_right" in spec.metrics

@@ -83,3 +83,54 @@ def test_the_warm_start_trains_each_role_with_its_own_steps_and_learning_rate():
     rows = alternate(judge, rubricor, rj, [a, b], [Pair("p1", 0, 0, "cost")], [Pair("p2", 1, 1, "cost")])
     assert judge.calls == [(1, 1500, 1e-3)] and rubricor.calls == [(4, 80, 3e-3)]
     assert [(r["phase"], r["selected"]) for r in rows] == [("warm", True)]
+
+
+def test_six_families_add_two_to_the_rubric_and_leave_the_four_family_draws_as_they_were():
+    from rubricflow.methods.roro.judge.prompts import FAMILY_SETS, added_tokens, guidance_params
+
+    four_rng, six_rng = random.Random(5), random.Random(5)
+    four = random_rubric(four_rng, 4)
+    assert four == random_rubric(random.Random(5), 4, FAMILIES)
+    state = four_rng.getstate()
+    six = random_rubric(six_rng, 4, FAMILY_SETS["six"])
+    assert [c.id for c in six] == [n for n, _ in FAMILY_SETS["six"]] and [c.id for c in six[:4]] == [c.id for c in four]
+    assert six_rng.getstate() != state  # six draws two more weights and the sure-step digit
+    sure = six[4]
+    assert sure.id == "no call on a sure step" and 0 <= guidance_params(sure.id, sure.guidance)["s"] <= 8
+    assert added_tokens(FAMILIES) == ADDED_TOKENS  # the four-family tokenizer is unchanged
+    assert {"no call on a sure step", "SLM steps are right"} <= set(added_tokens(FAMILY_SETS["six"]))
+    views = {"p1": ProblemView("Start with 7. Add 5. Multiply by 2.", [0.12, 0.71, 0.0])}
+    rub_ex, jud_ex = warm_start_examples(views, [_traj()], random.Random(0), per_problem=1,
+                                         families=FAMILY_SETS["six"])
+    assert [c.id for c in parse_rubric(rub_ex[0][1]).value][-2:] == ["no call on a sure step", "SLM steps are right"]
+    assert '"criterion": "SLM steps are right"' in jud_ex[0][1]
+
+
+def test_the_rubricor_phase_keeps_only_candidates_that_list_the_configured_families():
+    from rubricflow.methods.roro.judge.alternation import rubricor_phase
+    from rubricflow.methods.roro.judge.prompts import FAMILY_SETS
+
+    six = [replace(c, weight=0.5) for c in random_rubric(random.Random(0), 3, FAMILY_SETS["six"])]
+
+    class LM:
+        def __init__(self, texts):
+            self.texts, self.sft_calls = texts, []
+
+        def generate(self, contents, n=1, temperature=0.0, seed=None):
+            return [self.texts[:n] for _ in contents]
+
+        def sft(self, examples, steps, batch_size, lr, seed):
+            self.sft_calls.append(examples)
+            return []
+
+    judgment = render_judgment_json({c.id: v for c, v in zip(six, random_judgments(random.Random(1), six).values())})
+    trajs = [_traj((SLM, "LRM", SLM)), _traj((SLM, SLM, SLM))]
+    views = problem_views(trajs)
+    from rubricflow.config import config_from_dict
+
+    rj = config_from_dict({}).roro.rubricor_judge
+    for fams, kept in (("four", 0), ("six", 1)):
+        rubricor = LM([render_rubric_json(six)])
+        m = rubricor_phase(rubricor, LM([judgment]), views, trajs, [Pair("p1", 0, 1, "process")], rj.rubricor, 0, 12,
+                           1, 1.0, True, "sampled", FAMILY_SETS[fams])
+        assert len(rubricor.sft_calls and rubricor.sft_calls[0] or []) == kept, (fams, m)

@@ -320,6 +320,13 @@ class RubricorJudgeConfig(Section):
         "copy free text into judgments within the CPU budget, so the tiny profile fills this template. Off (the gpu "
         "profile): free-form rubrics of real models.",
     )
+    families: Literal["four", "six"] = Field(
+        "four",
+        description="The criterion families of a fixed-family rubric (rubricflow.methods.roro.judge.prompts."
+        "FAMILY_SETS): 'four' (risky step, uncertain steps, few LRM steps, steps are right); 'six' adds 'no call on "
+        "a sure step' and 'SLM steps are right', the visible traces of a wasted call and of an accepted SLM error. "
+        "What each set lets an exact reader reach on the process pairs: reports/studies/roro_family_ceiling.md.",
+    )
     rubricor_problems: int = Field(12, ge=1, description="Training problems per Rubricor phase.")
     select_on: Literal["val", "last"] = Field(
         "val",

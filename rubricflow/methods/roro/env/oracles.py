@@ -206,8 +206,10 @@ def warm_rubricor_rubrics(rc, trajectories: list[Trajectory], train_pids: Sequen
     rj = rc.rubricor_judge
     stored = problem_views(trajectories)
     torch.manual_seed(rj.seed)
-    corpus = routing_tokenizer_corpus(stored, trajectories, rj.seed)
-    _, rubricor = build_rubric_lms(corpus, rj.judge, rj.rubricor, rj.batch_size, rj.seed)
+    from rubricflow.methods.roro.judge.prompts import FAMILY_SETS
+
+    corpus = routing_tokenizer_corpus(stored, trajectories, rj.seed, FAMILY_SETS[rj.families])
+    _, rubricor = build_rubric_lms(corpus, rj.judge, rj.rubricor, rj.batch_size, rj.seed, FAMILY_SETS[rj.families])
     pids = sorted(set(train_pids))
     warm_start(None, rubricor, rj, {p: stored[p] for p in pids}, [t for t in trajectories if t.problem_id in set(pids)])
     return write_rubrics(rubricor, dict(views), sorted(views))

@@ -48,7 +48,8 @@ from rubricflow.methods.roro.judge.scoring import judge_scores, process_scores
 from rubricflow.methods.roro.judge.pairs import Pair, read_trajectory_pairs
 from rubricflow.methods.roro.judge.pairwise import pair_credit, pairwise_accuracy
 from rubricflow.methods.roro.paths import pairs_path, rounds_path, rubrics_path, trajectories_path
-from rubricflow.methods.roro.judge.prompts import FAMILIES, judge_input, noisy_judgments, random_rubric, rubricor_input
+from rubricflow.methods.roro.judge.prompts import (FAMILIES, FAMILY_SETS, judge_input, noisy_judgments, random_rubric,
+                                                   rubricor_input)
 from rubricflow.methods.roro.env.routing import Trajectory
 from rubricflow.judge.protocol import Judgment, Parsed, Rubric
 from rubricflow.methods.roro.judge.rubric import ParsedRubric, parse_rubric, render_judgment_json, render_rubric_json
@@ -61,25 +62,27 @@ from rubricflow.methods.roro.env.trajectories import read_trajectories
 
 
 def warm_start_examples(views: dict[str, ProblemView], trajectories: list[Trajectory], rng: random.Random,
-                        per_problem: int = 4, label_noise: float = 0.5) -> tuple[list, list]:
-    """(rubricor examples, judge examples): random rubrics; Judge labels flipped with probability ``label_noise``."""
+                        per_problem: int = 4, label_noise: float = 0.5, families=FAMILIES) -> tuple[list, list]:
+    """(rubricor examples, judge examples): random rubrics over ``families``; Judge labels flipped with probability
+    ``label_noise``."""
     rub, jud = [], []
     for pid, v in views.items():
         for _ in range(per_problem):
-            r = random_rubric(rng, len(v.slm_uncertainties))
+            r = random_rubric(rng, len(v.slm_uncertainties), families)
             rub.append((rubricor_input(v.question, v.slm_uncertainties), render_rubric_json(r)))
     for t in trajectories:
         v = views[t.problem_id]
-        r = random_rubric(rng, len(v.slm_uncertainties))
+        r = random_rubric(rng, len(v.slm_uncertainties), families)
         jud.append((judge_input(v.question, r, t), render_judgment_json(noisy_judgments(rng, r, t, label_noise))))
     return rub, jud
 
 
-def routing_tokenizer_corpus(views: dict[str, ProblemView], trajectories: list[Trajectory], seed: int) -> list[str]:
+def routing_tokenizer_corpus(views: dict[str, ProblemView], trajectories: list[Trajectory], seed: int,
+                             families=FAMILIES) -> list[str]:
     """Chat markers plus the Rubricor and Judge warm-start texts built from these routing trajectories (the tiny
     Judge and Rubricor tokenizers are trained on it)."""
     rng = random.Random(seed)
-    rub, jud = warm_start_examples(views, trajectories, rng, per_problem=2)
+    rub, jud = warm_start_examples(views, trajectories, rng, per_problem=2, families=families)
     chat_marks = ["<|im_start|>user\n", "<|im_end|>\n<|im_start|>assistant\n"] * 20
     return chat_marks + [c + "\n" + t for c, t in rub + jud]
 
@@ -89,7 +92,8 @@ def warm_start(judge: RubricLM | None, rubricor: RubricLM | None, rj_cfg: Rubric
     """Round 0: templated SFT of the Rubricor, then of the Judge (either may be None: left out, the other trained
     exactly as in the alternation: the examples of both are drawn first, from ``rj_cfg.seed``)."""
     rng = random.Random(rj_cfg.seed)
-    rub_ex, jud_ex = warm_start_examples(views, train_trajs, rng, label_noise=rj_cfg.warm_label_noise)
+    rub_ex, jud_ex = warm_start_examples(views, train_trajs, rng, label_noise=rj_cfg.warm_label_noise,
+                                         families=FAMILY_SETS[rj_cfg.families])
     torch.manual_seed(rj_cfg.seed)
     if rubricor is not None:
         rubricor.sft(rub_ex, rj_cfg.rubricor.warm_steps, rj_cfg.rubricor.batch_size, rj_cfg.rubricor.lr, rj_cfg.seed)
@@ -161,7 +165,7 @@ def warm_style_weights(rubric: list[Rubric]) -> list[Rubric]:
 def rubricor_phase(rubricor: RubricLM, judge: RubricLM, views: dict[str, ProblemView], trajectories: list[Trajectory],
                    pairs: list[Pair], cfg: RubricLMConfig, seed: int, n_problems: int, score_samples: int,
                    score_temperature: float, fixed_families: bool = True,
-                   score_mode: str = "sampled") -> dict[str, float]:
+                   score_mode: str = "sampled", families=FAMILIES) -> dict[str, float]:
     """Rejection sampling over rubrics with the Judge fixed; SFT the Rubricor on each problem's best rubric
     (``n_problems`` training problems per phase, drawn with ``seed``)."""
     by_pid: dict[str, list[Pair]] = defaultdict(list)
@@ -174,7 +178,7 @@ def rubricor_phase(rubricor: RubricLM, judge: RubricLM, views: dict[str, Problem
                               n=cfg.samples, temperature=cfg.temperature, seed=seed)
     cands = {pid: [parse_rubric(x) for x in row] for pid, row in zip(pids, texts)}
     if fixed_families:  # the tiny Judge reads the fixed family list: a rubric that drops or repeats one is unusable
-        names = [n for n, _ in FAMILIES]
+        names = [n for n, _ in families]
         for pid in pids:
             cands[pid] = [r if r.ok and [c.id for c in r.value] == names
                           else Parsed("failed", reason="not the family list", raw=r.raw)
@@ -277,7 +281,8 @@ def alternate(
         evaluate(r, "judge", jm)
         rm = rubricor_phase(rubricor, judge, views, trajectories, train_pairs, rj_cfg.rubricor,
                             rj_cfg.seed + 100 * r + 1, rj_cfg.rubricor_problems, rj_cfg.score_samples,
-                            rj_cfg.score_temperature, rj_cfg.fixed_families, rj_cfg.score_mode)
+                            rj_cfg.score_temperature, rj_cfg.fixed_families, rj_cfg.score_mode,
+                            FAMILY_SETS[rj_cfg.families])
         evaluate(r, "rubricor", rm)
     keep = select_phase(rows, rj_cfg.select_on)  # chosen on val pairs; test pairs are never read here
     judge.model.load_state_dict(states[keep][0])
@@ -305,8 +310,8 @@ def run_rubricor_judge(rc: RoRoConfig, log: Callable[[str, dict], None] | None =
     rj = rc.rubricor_judge
     views = problem_views(trajs)
     torch.manual_seed(rj.seed)
-    corpus = routing_tokenizer_corpus(views, trajs, rj.seed)
-    judge, rubricor = build_rubric_lms(corpus, rj.judge, rj.rubricor, rj.batch_size, rj.seed)
+    corpus = routing_tokenizer_corpus(views, trajs, rj.seed, FAMILY_SETS[rj.families])
+    judge, rubricor = build_rubric_lms(corpus, rj.judge, rj.rubricor, rj.batch_size, rj.seed, FAMILY_SETS[rj.families])
     rows = alternate(judge, rubricor, rj, trajs, pairs["train"], pairs["val"],
                      log=(lambda row: log("rubricor_judge", row)) if log else None)
     judge.save(rj.judge.path)

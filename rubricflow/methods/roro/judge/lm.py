@@ -10,7 +10,7 @@ from models.generation import GenRequest, TransformersGenerator
 from models.loader import load_policy
 from models.tiny import TinyDims, build_tiny_text, save
 from rubricflow.methods.roro.config import RubricLMConfig
-from rubricflow.methods.roro.judge.prompts import ADDED_TOKENS, chat
+from rubricflow.methods.roro.judge.prompts import FAMILIES, added_tokens, chat
 from rubricflow.sections import SFTSchedule
 from rubricflow.training.sft import SFTExample, train_sft
 
@@ -58,10 +58,11 @@ class RubricLM:
 
 
 def build_rubric_lms(
-    corpus: list[str], judge_cfg: RubricLMConfig, rubricor_cfg: RubricLMConfig, batch_size: int, seed: int
+    corpus: list[str], judge_cfg: RubricLMConfig, rubricor_cfg: RubricLMConfig, batch_size: int, seed: int,
+    families=FAMILIES,
 ) -> tuple[RubricLM, RubricLM]:
-    """The Judge and the Rubricor: fresh tiny Qwen2s with an offline tokenizer trained on ``corpus`` (plus the
-    ``prompts.ADDED_TOKENS``), or pretrained models loaded from ``init``."""
+    """The Judge and the Rubricor: fresh tiny Qwen2s with an offline tokenizer trained on ``corpus`` (plus
+    ``prompts.added_tokens(families)``), or pretrained models loaded from ``init``."""
     out = []
     for i, (name, rc) in enumerate((("judge", judge_cfg), ("rubricor", rubricor_cfg))):
         if rc.source == "pretrained":
@@ -73,7 +74,7 @@ def build_rubric_lms(
         dims = TinyDims(hidden_size=rc.hidden_size, num_layers=rc.num_layers, num_heads=4, num_kv_heads=2,
                         vocab_size=rc.vocab_size, max_positions=1024)
         model, tok = build_tiny_text(corpus, dims, seed=seed + i)
-        tok.add_tokens(ADDED_TOKENS)
+        tok.add_tokens(added_tokens(families))
         model.resize_token_embeddings(len(tok), mean_resizing=False)
         out.append(RubricLM(model, tok, name, batch_size, rc.max_new_tokens))
     return out[0], out[1]

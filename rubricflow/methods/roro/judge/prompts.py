@@ -28,12 +28,12 @@ at that step; ``STEP_MARKS``)::
 A tiny Judge did not learn to read ``SLM u=7`` spelled over several tokens within the CPU budget (docs/operations.md,
 "Measurements behind defaults"): one token per step makes "is there an SLM step above u 5" a lookup of marks.
 
-Criterion families. On the tiny profile a rubric weighs a fixed list of four criterion families (``FAMILIES``),
-always in the same order; what makes it query-specific is the weights (0 drops a family) and the parameters of
-the score guidance: the step to escalate, the uncertainty digit that counts as risky, the LRM-call budget. A tiny
-Judge then never has to copy free text into ``criterion_judgments`` (it failed to within the CPU budget), and
-all of its learning goes into the judgments themselves. The parsing and the process score are generic: any
-criteria (a real Rubricor's) work the same way.
+Criterion families. On the tiny profile a rubric weighs a fixed list of four criterion families (``FAMILIES``;
+``rubricor_judge.families: six`` adds ``EXTRA_FAMILIES``), always in the same order; what makes it query-specific is
+the weights (0 drops a family) and the parameters of the score guidance: the step to escalate, the uncertainty digit
+that counts as risky, the LRM-call budget. A tiny Judge then never has to copy free text into
+``criterion_judgments`` (it failed to within the CPU budget), and all of its learning goes into the judgments
+themselves. The parsing and the process score are generic: any criteria (a real Rubricor's) work the same way.
 
 Round-0 warm start: both LMs learn the output *format* with deliberately noisy or uninformative content, so
 the alternation has room to learn: the Rubricor gets random weights and parameters; the Judge gets each
@@ -57,23 +57,38 @@ if TYPE_CHECKING:  # types only: importing routing (torch) here would load torch
 RUBRICOR_TASK = "Write a routing rubric."
 JUDGE_TASK = "Judge the routing."
 
-# (criterion name, score guidance); {k} a step number, {d} an uncertainty digit, {m} a number of LRM steps
+# (criterion name, score guidance); {k} a step number, {d} / {s} an uncertainty digit, {m} a number of LRM steps
 FAMILIES = (
     ("risky step to LRM", "1.0 if step {k} is by the LRM"),
     ("uncertain steps to LRM", "1.0 if no SLM step has u above {d}"),
     ("few LRM steps", "1.0 if at most {m} LRM steps"),
     ("steps are right", "1.0 if every step is right"),
 )
+# Two more families (``rubricor_judge.families: six``): a wasted call (an LRM call where the SLM was right) shows as
+# an LRM step where the SLM was sure; an accepted SLM error shows (when it is an arithmetic slip, not a misread
+# operand) as a wrong SLM step. What they add to the exact-reader ceiling: ``study/family_ceiling.py``.
+EXTRA_FAMILIES = (
+    ("no call on a sure step", "1.0 if no LRM step has u at most {s}"),
+    ("SLM steps are right", "1.0 if every SLM step is right"),
+)
+FAMILY_SETS = {"four": FAMILIES, "six": FAMILIES + EXTRA_FAMILIES}
 
 
 # JSON boilerplate of the canonical renderings and the criterion names, added to the rubric LMs' tokenizer as whole
 # tokens: a judgment is then a fraction of its length in word pieces, and copying a criterion name into
 # ``criterion_judgments`` is copying one token. The text (and its parsing) is unchanged.
 STEP_MARKS = [f"{w}{d}" for w in ("S", "L") for d in range(10)]
-ADDED_TOKENS = [
-    '{"criterion_judgments": [{"criterion": "', '", "score": ', ', "satisfied": ', '}, {"criterion": "', "}]}",
-    '{"criteria": [{"criterion": "', '", "weight": ', ', "score_guidance": "', '"}, {"criterion": "', '"}]}',
-] + [name for name, _ in FAMILIES] + STEP_MARKS
+
+
+def added_tokens(families=FAMILIES) -> list[str]:
+    """The JSON boilerplate, the names of ``families`` and the step marks, as whole tokens."""
+    return [
+        '{"criterion_judgments": [{"criterion": "', '", "score": ', ', "satisfied": ', '}, {"criterion": "', "}]}",
+        '{"criteria": [{"criterion": "', '", "weight": ', ', "score_guidance": "', '"}, {"criterion": "', '"}]}',
+    ] + [name for name, _ in families] + STEP_MARKS
+
+
+ADDED_TOKENS = added_tokens()
 
 
 def u_digit(u: float) -> int:
@@ -111,7 +126,7 @@ def chat(tokenizer, content: str) -> str:
 # Warm-start templates
 
 
-def random_rubric(rng: random.Random, n_steps: int) -> list[Rubric]:
+def random_rubric(rng: random.Random, n_steps: int, families=FAMILIES) -> list[Rubric]:
     """Every family, random weights (0.1-0.9) and random parameters: uninformative by construction (the parameters
     are read back from the guidance by :func:`guidance_params`).
 
@@ -119,19 +134,21 @@ def random_rubric(rng: random.Random, n_steps: int) -> list[Rubric]:
     among ten equally frequent targets a warm-started Rubricor wrote 0.0 for every family of every problem (a rubric
     with no weight fails to parse: every score missing). A rubric learns to drop a family by weight 0 from kept
     candidates later."""
-    weights = [rng.randint(1, 9) / 10 for _ in FAMILIES]
+    weights = [rng.randint(1, 9) / 10 for _ in families]
     params = {"k": rng.randint(1, max(1, n_steps)), "d": rng.randint(1, 8), "m": rng.randint(0, 2)}
-    return [criterion(name, w, guide.format(**params)) for (name, guide), w in zip(FAMILIES, weights)]
+    if any("{s}" in guide for _, guide in families):  # drawn only then: the four families' draws stay as they were
+        params["s"] = rng.randint(0, 8)
+    return [criterion(name, w, guide.format(**params)) for (name, guide), w in zip(families, weights)]
 
 
 def guidance_params(name: str, guidance: str) -> dict | None:
-    """The parameters (``k``, ``d``, ``m``) a criterion family's score guidance names, read back from its text;
-    None when the text is not the family's template."""
-    guide = dict(FAMILIES).get(name)
+    """The parameters (``k``, ``d``, ``m``, ``s``) a criterion family's score guidance names, read back from its
+    text; None when the text is not the family's template."""
+    guide = dict(FAMILY_SETS["six"]).get(name)
     if guide is None:
         return None
     pattern = re.escape(guide)
-    for key in "kdm":
+    for key in "kdms":
         pattern = pattern.replace(re.escape("{" + key + "}"), f"(?P<{key}>-?\\d+)")
     m = re.fullmatch(pattern, guidance.strip())
     return {k: int(v) for k, v in m.groupdict().items()} if m else None
@@ -154,6 +171,26 @@ def steps_look_right(t: Trajectory) -> bool:
     return False
 
 
+def visible_slm_errors(t: Trajectory) -> int:
+    """SLM steps a reader of the text alone finds wrong: wrong arithmetic, not starting from the previous result, or
+    a final answer that does not restate it (an SLM step that misreads an operand is right arithmetic: invisible
+    without the problem)."""
+    prev, n = None, 0
+    for s in t.steps:
+        text = s.text.strip()
+        if text.startswith("####"):
+            return n + int(s.writer == "SLM" and (prev is None or text != f"#### {prev}"))
+        step = parse_step(text)
+        if step is None:
+            n += s.writer == "SLM"
+            prev = None
+            continue
+        a, op, b, c = step
+        n += s.writer == "SLM" and ((prev is not None and a != prev) or c != OPS[op](a, b))
+        prev = c
+    return n
+
+
 def literal_satisfied(name: str, params: dict, t: Trajectory) -> bool:
     """The literal reading of a criterion family on the visible trajectory."""
     if name == "risky step to LRM":
@@ -165,6 +202,10 @@ def literal_satisfied(name: str, params: dict, t: Trajectory) -> bool:
         return t.lrm_calls <= params["m"]
     if name == "steps are right":
         return steps_look_right(t)
+    if name == "no call on a sure step":
+        return all(not (s.writer == "LRM" and u_digit(s.slm_uncertainty) <= params["s"]) for s in t.steps)
+    if name == "SLM steps are right":
+        return visible_slm_errors(t) == 0
     raise ValueError(f"unknown criterion family {name!r}")
 
 
@@ -174,7 +215,7 @@ def family_satisfied(c: Rubric, t: Trajectory) -> bool | None:
     params = guidance_params(c.id, c.guidance)
     if params is None:
         return None
-    return literal_satisfied(c.id, {"k": 0, "d": 0, "m": 0, **params}, t)
+    return literal_satisfied(c.id, {"k": 0, "d": 0, "m": 0, "s": 0, **params}, t)
 
 
 def noisy_judgments(rng: random.Random, rubric: list[Rubric], t: Trajectory, label_noise: float) -> dict[str, Verdict]:

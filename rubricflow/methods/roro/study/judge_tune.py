@@ -31,7 +31,7 @@ from typing import Any
 
 from rubricflow.util.hashing import content_hash
 from rubricflow.methods.roro.paths import pairs_path, trajectories_path
-from rubricflow.methods.roro.judge.prompts import FAMILIES
+from rubricflow.methods.roro.judge.prompts import FAMILIES, FAMILY_SETS
 from rubricflow.methods.roro.stages import log_judge_inputs
 from rubricflow.registry import StudyDecl
 from rubricflow.study.adapter import StudyMethod, Unit
@@ -55,7 +55,7 @@ def family_key(name: str) -> str:
     return "literal_" + re.sub(r"[^a-z0-9]+", "_", name.lower()).strip("_")
 
 
-def literal_agreement(judge, views, trajectories, seed: int) -> dict[str, float]:
+def literal_agreement(judge, views, trajectories, seed: int, families=FAMILIES) -> dict[str, float]:
     """Per criterion family: the fraction of val routes whose greedy verdict equals the literal reading, under one
     random rubric per route (``judge.prompts.random_rubric``); a failed parse or a missing criterion counts as
     disagreement."""
@@ -65,11 +65,11 @@ def literal_agreement(judge, views, trajectories, seed: int) -> dict[str, float]
     rng = random.Random(seed)
     items, rubrics = [], []
     for t in trajectories:
-        r = random_rubric(rng, len(views[t.problem_id].slm_uncertainties))
+        r = random_rubric(rng, len(views[t.problem_id].slm_uncertainties), families)
         rubrics.append(r)
         items.append((views[t.problem_id].question, r, t))
     parsed = judge_scores(judge, items)
-    agree = {name: 0 for name, _ in FAMILIES}
+    agree = {name: 0 for name, _ in families}
     for (_, r, t), row in zip(items, parsed):
         got = {k: v.satisfied for k, v in row[0].verdicts.items()} if not row[0].failed else {}
         for c in r:
@@ -108,8 +108,8 @@ def run_one(rc, seed: int) -> dict:
     pairs = read_trajectory_pairs(pairs_path(rc))
     views = problem_views(trajs)
     torch.manual_seed(rj.seed)
-    corpus = routing_tokenizer_corpus(views, trajs, rj.seed)
-    judge, rubricor = build_rubric_lms(corpus, rj.judge, rj.rubricor, rj.batch_size, rj.seed)
+    corpus = routing_tokenizer_corpus(views, trajs, rj.seed, FAMILY_SETS[rj.families])
+    judge, rubricor = build_rubric_lms(corpus, rj.judge, rj.rubricor, rj.batch_size, rj.seed, FAMILY_SETS[rj.families])
     val_pids = {p.problem_id for p in pairs["val"]}
     val_trajs = [t for t in trajs if t.problem_id in val_pids]
     out: dict = {"judge_params": sum(p.numel() for p in judge.model.parameters())}
@@ -118,7 +118,8 @@ def run_one(rc, seed: int) -> dict:
     def log(row: dict) -> None:
         if row["phase"] == "warm":
             out["warm_s"] = time.perf_counter() - t0
-            out["literal_agreement"] = literal_agreement(judge, views, val_trajs, seed + 5)
+            out["literal_agreement"] = literal_agreement(judge, views, val_trajs, seed + 5,
+                                                         FAMILY_SETS[rj.families])
         rubrics = write_rubrics(rubricor, views, sorted(val_pids))  # memoised: the rubrics the phase was scored under
         out.setdefault("oracle_process", []).append(oracle_accuracy(rubrics, trajs, pairs["val"]).get("acc_process"))
 
@@ -161,7 +162,7 @@ def run_unit(ucfg: Any, unit: Unit, udir: Path, run: Any, secret_resolver=None) 
                "judge_params": float(r["judge_params"]), "warm_steps": float(rc.rubricor_judge.judge.warm_steps),
                **{f"process_{ph.replace('/', '_')}": (by_phase.get(ph) or {}).get("acc_process") for ph in PHASES},
                "oracle_process_warm": (r.get("oracle_process") or [None])[0],
-               **{family_key(n): r["literal_agreement"].get(n) for n, _ in FAMILIES}}
+               **{family_key(n): v for n, v in r["literal_agreement"].items()}}
     return {"metrics": metrics, "eval_samples": None, "kept_phase": r["kept_phase"], "phases": r["phases"],
             "oracle_process": r.get("oracle_process"), "seconds": r["seconds"]}
 
@@ -212,10 +213,34 @@ def judge_tune_spec() -> StudySpec:
     )
 
 
+def families_spec() -> StudySpec:
+    """``roro_families``: the four criterion families against six (``rubricor_judge.families``), with the Judge
+    setting chosen by ``roro_judge_tune``; the same unit (warm start and one alternation round, val only)."""
+    metrics = ["kept_process", "kept_overall", "judge_params",
+               *(f"process_{ph.replace('/', '_')}" for ph in PHASES), "oracle_process_warm",
+               *(family_key(n) for n, _ in FAMILY_SETS["six"])]
+    return StudySpec(
+        method="roro_judge",
+        seeds=list(SEEDS),
+        variants={name: {"roro.rubricor_judge.families": name} for name in FAMILY_SETS},
+        metrics=metrics,
+        eval_split="val",
+        selection=Selection(metric="kept_process", direction="higher", tolerance=0.01, cost=["judge_params"]),
+        out_dir="artifacts/studies/roro_families",
+    )
+
+
 STUDY = StudyDecl(
     "roro_judge_tune", judge_tune_spec,
     "Chooses the tiny Judge's size and warm start on val pairs (`rubricflow study roro_judge_tune`): each setting "
     "runs the warm start and one alternation round per seed (11, 22; not the study's seeds); the highest mean kept-"
     "phase val process-pair accuracy wins, and within 0.01 of it the cheaper setting (fewer Judge parameters, then "
     "fewer warm-start steps).",
+)
+
+FAMILIES_STUDY = StudyDecl(
+    "roro_families", families_spec,
+    "Chooses the criterion families on val pairs (`rubricflow study roro_families`): four against six "
+    "(`roro.rubricor_judge.families`), each the warm start and one alternation round per seed (11, 22); the higher "
+    "mean kept-phase val process-pair accuracy wins, and within 0.01 of it the cheaper (fewer Judge parameters: four).",
 )
