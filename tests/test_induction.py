@@ -47,6 +47,7 @@ def test_a_text_pool_is_the_texts_own_tokens_and_its_separator_is_outside_them()
 
     pool, sep = text_pool(Tok(), ["ab", "ba", "ad"], seed=1)
     assert pool == [7, 8, 10] and sep not in pool and sep not in (0, 1) and 0 <= sep < 40
+    assert text_pool(Tok(), ["ab", "ba", "ad"], seed=1, size=2)[0] == [7, 8]  # "a" thrice, then "b" (before "d")
     with pytest.raises(ValueError, match="distinct ordinary tokens"):
         text_pool(Tok(), ["aaa"])
 

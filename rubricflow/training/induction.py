@@ -52,11 +52,18 @@ def token_pool(tokenizer, size: int, seed: int = 0) -> tuple[list[int], int]:
     return sorted(picked[1:]), picked[0]
 
 
-def text_pool(tokenizer, texts, seed: int = 0) -> tuple[list[int], int]:
+def text_pool(tokenizer, texts, seed: int = 0, size: int | None = None) -> tuple[list[int], int]:
     """The distinct ordinary token ids of ``texts`` (a task's own vocabulary, so the circuit forms on the embeddings
-    the task uses), and a seeded ordinary token outside them as the separator."""
+    the task uses; with ``size``, its ``size`` most frequent ones, ties to the lower id), and a seeded ordinary token
+    outside them as the separator."""
     special = set(tokenizer.all_special_ids)
-    pool = sorted({i for t in texts for i in tokenizer(t, add_special_tokens=False)["input_ids"]} - special)
+    counts: dict[int, int] = {}
+    for t in texts:
+        for i in tokenizer(t, add_special_tokens=False)["input_ids"]:
+            if i not in special:
+                counts[i] = counts.get(i, 0) + 1
+    ranked = sorted(counts, key=lambda i: (-counts[i], i))
+    pool = sorted(ranked[:size] if size else ranked)
     rest = [i for i in range(len(tokenizer)) if i not in special and i not in set(pool)]
     if len(pool) < 2 or not rest:
         raise ValueError(f"induction pretraining: the texts hold {len(pool)} distinct ordinary tokens and leave "

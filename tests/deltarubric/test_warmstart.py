@@ -436,6 +436,38 @@ def test_the_base_is_induction_pretrained_when_asked_and_records_it(tmp_path):
     assert any(not torch.equal(w0[k], w1[k]) for k in w0)  # same init seed, then 5 steps of the induction task
 
 
+def test_the_induction_pool_task_draws_from_the_warm_starts_own_frequent_tokens(tmp_path, monkeypatch):
+    """sft.induction_pool 'task': the pretraining's sequences use the most frequent tokens of the warm start's texts
+    (the tokenizer corpus), as many as the task's pool; sft.grad_clip reaches its updates."""
+    from models.processor import text_tokenizer
+    from rubricflow.data.pairs import read_pairs
+    from rubricflow.methods.deltarubric.stages import pairs_stage
+    from rubricflow.methods.deltarubric.warmstart import build_or_load_base, pair_tokenizer_corpus
+    from rubricflow.training import induction
+
+    seen = {}
+
+    def fake(model, proc, steps, batch_size, lr, seed=0, pool=None, clip=1.0, **kw):
+        seen.update(pool=pool, clip=clip, proc=proc)
+        return {"steps": steps, "copy_acc_before": 0.0, "copy_acc_after": 0.0, "chance": 0.0, "final_loss": 0.0}
+
+    monkeypatch.setattr(induction, "pretrain_induction", fake)
+    dr = {"pairs": {"out_dir": str(tmp_path / "pairs"), "tasks": ["counting"], "train": 4, "val": 2, "test": 2,
+                    "balance_tol": 0.5},
+          "sft": {"base_dir": str(tmp_path / "base"), "batch_size": 4, "hidden_size": None, "induction_steps": 5,
+                  "induction_pool": "task", "grad_clip": None}}
+    cfg = _tiny_config(tmp_path, dr)
+    pairs_stage(cfg, track=False)
+    train = read_pairs(tmp_path / "pairs", "train")
+    build_or_load_base(cfg.models, cfg.deltarubric, train, 1)
+    ids, sep = seen["pool"]
+    tok = text_tokenizer(seen["proc"])
+    corpus_ids = {i for t in pair_tokenizer_corpus(train, cfg.deltarubric.sft, 1)
+                  for i in tok(t, add_special_tokens=False)["input_ids"]}
+    assert len(ids) == induction.InductionTask().pool and set(ids) <= corpus_ids and sep not in ids
+    assert seen["clip"] is None
+
+
 def test_induction_after_reading_runs_once_the_reading_bar_is_met(tmp_path, monkeypatch, capsys):
     """induction_at 'after_reading': the pretraining runs between the reading and the evidence phases (recorded
     beside the checkpoint); without a bar there are no phases to run it between, and the warm start says so."""

@@ -103,6 +103,12 @@ class DRSFTConfig(SFTSchedule):
         "(the later phases keep the reading examples). On the wide bar charts a base pretrained first learned to read "
         "the images far more slowly than a fresh one (docs/deltarubric_planning.md).",
     )
+    induction_pool: Literal["random", "task"] = Field(
+        "random",
+        description="The tokens the induction sequences are drawn from: 'random', a seeded sample of the tokenizer's "
+        "ordinary tokens; 'task', the most frequent ones of the warm start's own texts (prompts and targets), so the "
+        "copy forms on the embeddings the evidence lines use. As many as the induction task's pool either way.",
+    )
     steps: int = Field(
         400, ge=0,
         description="SFT optimizer steps (their cost per step: docs/operations.md, \"DeltaRubric warm start\").",

@@ -237,10 +237,11 @@ def build_or_load_base(models: ModelsConfig, dr: DeltaRubricConfig, train_pairs,
     )
     build = build_tiny_vl if spec.arch == "qwen2_5_vl" else build_tiny_text
     init = seed if init_seed is None else init_seed
-    model, proc = build(pair_tokenizer_corpus(train_pairs, dr.sft, seed), dims, seed=init)
+    corpus = pair_tokenizer_corpus(train_pairs, dr.sft, seed)
+    model, proc = build(corpus, dims, seed=init)
     induction = None
     if dr.sft.induction_steps and dr.sft.induction_at == "base":
-        induction = _induction(dr, model, proc, init, "base")
+        induction = _induction(dr, model, proc, init, "base", corpus)
     with staged_dir(dr.sft.base_dir) as tmp:
         save(model, proc, tmp)
         if induction is not None:
@@ -248,12 +249,17 @@ def build_or_load_base(models: ModelsConfig, dr: DeltaRubricConfig, train_pairs,
     return model, proc
 
 
-def _induction(dr: DeltaRubricConfig, model, proc, seed: int, where: str) -> dict:
-    """``sft.induction_steps`` of induction pretraining of ``model`` (``rubricflow.training.induction``), printed."""
-    from rubricflow.training.induction import pretrain_induction
+def _induction(dr: DeltaRubricConfig, model, proc, seed: int, where: str, texts: list[str]) -> dict:
+    """``sft.induction_steps`` of induction pretraining of ``model`` (``rubricflow.training.induction``), printed;
+    ``sft.induction_pool: task`` draws its sequences from the most frequent tokens of ``texts``."""
+    from models.processor import text_tokenizer
+    from rubricflow.training.induction import InductionTask, pretrain_induction, text_pool
 
+    pool = (text_pool(text_tokenizer(proc), texts, seed, InductionTask().pool) if dr.sft.induction_pool == "task"
+            else None)
     out = pretrain_induction(model, proc, dr.sft.induction_steps, dr.sft.batch_size, dr.sft.lr, seed=seed,
-                             clip=dr.sft.grad_clip)
+                             clip=dr.sft.grad_clip, pool=pool)
+    out["pool"] = dr.sft.induction_pool
     print(f"deltarubric {where}: induction pretraining, {out['steps']} steps: held-out copy accuracy "
           f"{out['copy_acc_before']:.3f} -> {out['copy_acc_after']:.3f} (chance {out['chance']:.3f})", flush=True)
     return out
@@ -400,7 +406,8 @@ def warm_start_to_bar(dr: DeltaRubricConfig, models: ModelsConfig, seed: int, re
               + f" (bars {rec['bars'] or 'none'}): {'met' if rec['met'] else 'MISSED'}", flush=True)
         if (rec["phase"] == "reading" and rec["met"] and dr.sft.induction_steps
                 and dr.sft.induction_at == "after_reading"):
-            state["induction"] = _induction(dr, state["model"], state["proc"], state["init_seed"], "sft")
+            state["induction"] = _induction(dr, state["model"], state["proc"], state["init_seed"], "sft",
+                                            pair_tokenizer_corpus(train, dr.sft, seed))
 
     out_json = Path(reports_dir) / "plots" / "deltarubric_sft_bars.json"
     t0 = time.perf_counter()
