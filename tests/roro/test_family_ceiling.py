@@ -54,3 +54,20 @@ def test_the_static_rubric_is_chosen_on_train_and_read_on_val():
     more = best_static(train, val, trajs, {"few LRM steps": None, **CANDIDATES})
     assert more["train"] == 1.0 and more["val"] == 1.0
     assert more["weights"]["few LRM steps"] == 0.0  # equal calls: the family cannot tell them apart
+
+
+def test_the_report_renders_each_source_and_the_interval_over_rebuilt_draws(tmp_path):
+    import json
+
+    from rubricflow.methods.roro.study.family_ceiling import ceiling, render, render_json
+
+    trajs = [_route((SLM, LRM, SLM), (0.0, 0.9, 0.0)), _route((LRM, SLM, SLM), (0.0, 0.9, 0.0)),
+             replace(_route((LRM, SLM, SLM), (0.9, 0.0, 0.0)), problem_id="p2"),
+             replace(_route((SLM, LRM, SLM), (0.9, 0.0, 0.0)), problem_id="p2")]
+    pairs = {"train": [Pair("p1", 0, 1, "process")], "val": [Pair("p2", 2, 3, "process")]}
+    rows = [{"source": s, **ceiling(trajs, pairs)} for s in ("main pipeline", "task seed 8", "task seed 9")]
+    md = render(rows)
+    assert "| task seed 9 | 1 / 1 |" in md and "Over the 2 rebuilt problem draws" in md
+    assert "no call on a sure step" in md and "(s=" in md  # a chosen rubric names its parameter
+    (tmp_path / "rows.json").write_text(json.dumps(rows))
+    assert render_json(tmp_path / "rows.json") == md

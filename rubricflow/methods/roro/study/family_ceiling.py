@@ -153,7 +153,7 @@ def load(task_seed: int | None) -> tuple[str, list[Trajectory], dict[str, list[P
 
 
 def _rubric(r: dict) -> str:
-    key = {n: spec[0] for n, spec in {**PARAMS, **CANDIDATES, **GRADED, **HIDDEN}.items()}
+    key = {n: spec[0] for n, spec in {**PARAMS, **GRADED, **HIDDEN}.items()}
     return "; ".join(f"{n} {w:g}" + (f" ({key[n]}={r['params'][n]})" if key[n] else "")
                      for n, w in r["weights"].items() if w)
 
@@ -208,12 +208,21 @@ def render(rows: list[dict]) -> str:
     return "\n".join(out) + "\n"
 
 
+def render_json(path: Path) -> str:
+    """The report of rows written by ``--json``."""
+    return render(json.loads(Path(path).read_text()))
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--task-seeds", default="", help="Comma-separated problem seeds to rebuild routes for, beside "
                     "the main pipeline's (empty: the main pipeline's only).")
     ap.add_argument("--json", type=Path, default=None, help="Also write the numbers here.")
+    ap.add_argument("--from-json", type=Path, default=None, help="Run nothing: render the rows written by --json.")
     args = ap.parse_args(argv)
+    if args.from_json:
+        print(render_json(args.from_json), end="")
+        return
     sources = [None] + [int(s) for s in args.task_seeds.split(",") if s]
     rows = []
     for seed in sources:
