@@ -131,8 +131,9 @@ def test_the_families_study_compares_four_and_six_on_val_with_the_cheaper_winnin
     method, decl = registry.studies()["roro_families"]
     spec = config_from_dict({}).study.roro_families
     assert method.name == "roro" and spec.method == "roro_judge" and spec.eval_split == "val"
-    assert spec.variants == {"four": {"roro.rubricor_judge.families": "four"},
-                             "six": {"roro.rubricor_judge.families": "six"}}
+    caps = {"roro.rubricor_judge.judge.max_new_tokens": 72, "roro.rubricor_judge.rubricor.max_new_tokens": 128}
+    assert spec.variants == {"four": {"roro.rubricor_judge.families": "four", **caps},
+                             "six": {"roro.rubricor_judge.families": "six", **caps}}  # the same caps: families differ
     assert (spec.selection.metric, spec.selection.tolerance, spec.selection.cost) == ("kept_process", 0.01,
                                                                                       ["judge_params"])
     assert "literal_no_call_on_a_sure_step" in spec.metrics and "literal_slm_steps_are_right" in spec.metrics

@@ -54,6 +54,24 @@ def test_the_alternation_refuses_pairs_of_the_wrong_split():
         alternate(None, None, None, trajs, [Pair("p1", 0, 0, "cost")], [Pair("p2", 1, 1, "cost")])
 
 
+class _WordLM:
+    """A stand-in LM whose tokenizer splits on whitespace (what the generation-cap check counts)."""
+
+    def __init__(self, name, max_new_tokens):
+        self.name, self.max_new_tokens = name, max_new_tokens
+        self.tokenizer = lambda text, add_special_tokens=False: {"input_ids": text.split()}
+
+
+def test_a_generation_cap_shorter_than_the_warm_start_targets_is_refused():
+    from rubricflow.methods.roro.judge.alternation import check_generation_cap
+
+    examples = [("prompt", "a b c d"), ("prompt", "a b")]
+    check_generation_cap(_WordLM("judge", 5), examples, "roro.rubricor_judge.judge.max_new_tokens")  # 4 + end fits
+    with pytest.raises(ValueError, match=r"roro.rubricor_judge.judge.max_new_tokens=4: the judge's warm-start targets "
+                                         r"run up to 4 tokens .* at least 5"):
+        check_generation_cap(_WordLM("judge", 4), examples, "roro.rubricor_judge.judge.max_new_tokens")
+
+
 def test_the_warm_start_trains_each_role_with_its_own_steps_and_learning_rate():
     """roro.rubricor_judge.judge.warm_steps / lr (tiny profile 1500 at 1e-3, chosen on val) reach the Judge's warm
     start, and the Rubricor's own values reach the Rubricor's; the alternation's rounds do not use them."""
@@ -65,8 +83,9 @@ def test_the_warm_start_trains_each_role_with_its_own_steps_and_learning_rate():
                           ).roro.rubricor_judge
     rubric = [replace(c, weight=0.5) for c in random_rubric(random.Random(0), 3)]
 
-    class StubLM:
-        def __init__(self, text):
+    class StubLM(_WordLM):
+        def __init__(self, text, name):
+            super().__init__(name, 96)
             self.text, self.calls, self.model, self._greedy = text, [], torch.nn.Linear(1, 1), {}
 
         def sft(self, examples, steps, batch_size, lr, seed):
@@ -76,8 +95,8 @@ def test_the_warm_start_trains_each_role_with_its_own_steps_and_learning_rate():
         def generate(self, contents, n=1, temperature=0.0, seed=None):
             return [[self.text] * n for _ in contents]
 
-    judge = StubLM(render_judgment_json(random_judgments(random.Random(1), rubric)))
-    rubricor = StubLM(render_rubric_json(rubric))
+    judge = StubLM(render_judgment_json(random_judgments(random.Random(1), rubric)), "judge")
+    rubricor = StubLM(render_rubric_json(rubric), "rubricor")
     a, b = _traj(writers=(SLM, SLM, SLM)), _traj(writers=(SLM, SLM, SLM))
     b.problem_id, b.split = "p2", "val"
     rows = alternate(judge, rubricor, rj, [a, b], [Pair("p1", 0, 0, "cost")], [Pair("p2", 1, 1, "cost")])

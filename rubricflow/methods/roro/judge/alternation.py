@@ -87,6 +87,16 @@ def routing_tokenizer_corpus(views: dict[str, ProblemView], trajectories: list[T
     return chat_marks + [c + "\n" + t for c, t in rub + jud]
 
 
+def check_generation_cap(lm: RubricLM, examples: list[tuple[str, str]], field: str) -> None:
+    """Refuse a generation cap shorter than the longest warm-start target of ``lm``: every rubric or judgment it
+    wrote would be cut (a cut judgment misses its last criteria, which then count 0)."""
+    longest = max((len(lm.tokenizer(t, add_special_tokens=False)["input_ids"]) for _, t in examples), default=0)
+    if longest + 1 > lm.max_new_tokens:  # + the end-of-turn token
+        raise ValueError(f"{field}={lm.max_new_tokens}: the {lm.name}'s warm-start targets run up to {longest} tokens "
+                         f"plus the end of turn; raise it to at least {longest + 1} (more criteria, e.g. "
+                         "roro.rubricor_judge.families: six, make them longer)")
+
+
 def warm_start(judge: RubricLM | None, rubricor: RubricLM | None, rj_cfg: RubricorJudgeConfig,
                views: dict[str, ProblemView], train_trajs: list[Trajectory]) -> None:
     """Round 0: templated SFT of the Rubricor, then of the Judge (either may be None: left out, the other trained
@@ -94,6 +104,9 @@ def warm_start(judge: RubricLM | None, rubricor: RubricLM | None, rj_cfg: Rubric
     rng = random.Random(rj_cfg.seed)
     rub_ex, jud_ex = warm_start_examples(views, train_trajs, rng, label_noise=rj_cfg.warm_label_noise,
                                          families=FAMILY_SETS[rj_cfg.families])
+    for lm, examples, role in ((rubricor, rub_ex, "rubricor"), (judge, jud_ex, "judge")):
+        if lm is not None:
+            check_generation_cap(lm, examples, f"roro.rubricor_judge.{role}.max_new_tokens")
     torch.manual_seed(rj_cfg.seed)
     if rubricor is not None:
         rubricor.sft(rub_ex, rj_cfg.rubricor.warm_steps, rj_cfg.rubricor.batch_size, rj_cfg.rubricor.lr, rj_cfg.seed)

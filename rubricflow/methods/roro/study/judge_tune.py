@@ -213,6 +213,11 @@ def judge_tune_spec() -> StudySpec:
     )
 
 
+# Generation caps that fit six families' rubrics and judgments (their warm-start targets run longer than the
+# defaults allow: ``alternation.check_generation_cap``), given to both variants: they differ in the families only.
+FAMILIES_CAPS = {"roro.rubricor_judge.judge.max_new_tokens": 72, "roro.rubricor_judge.rubricor.max_new_tokens": 128}
+
+
 def families_spec() -> StudySpec:
     """``roro_families``: the four criterion families against six (``rubricor_judge.families``), with the Judge
     setting chosen by ``roro_judge_tune``; the same unit (warm start and one alternation round, val only)."""
@@ -222,7 +227,7 @@ def families_spec() -> StudySpec:
     return StudySpec(
         method="roro_judge",
         seeds=list(SEEDS),
-        variants={name: {"roro.rubricor_judge.families": name} for name in FAMILY_SETS},
+        variants={name: {"roro.rubricor_judge.families": name, **FAMILIES_CAPS} for name in FAMILY_SETS},
         metrics=metrics,
         eval_split="val",
         selection=Selection(metric="kept_process", direction="higher", tolerance=0.01, cost=["judge_params"]),
