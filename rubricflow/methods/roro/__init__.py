@@ -4,8 +4,9 @@ Four parts, one subpackage each: ``env/`` the routing environment (problems, ste
 process oracles), ``judge/`` the rubrics, the Rubricor and the Judge (preference pairs, pairwise accuracy, the
 alternating Rubricor-Judge optimization), ``router/`` the router (its state, the MLP, GRPO training, the
 accuracy-vs-cost evaluation) and ``study/`` the studies (``study/unit.py`` the adapter of routing units,
-``study/specs.py`` their studies, ``study/judge_tune.py`` the selection study of the Judge's warm start,
-``study/judge_dose.py`` the Judge-quality dose-response). At the root: ``config.py`` the section, ``paths.py``
+``study/specs.py`` their studies, ``study/judge_tune.py`` the selection studies of the Judge's warm start and of the
+criterion families, ``study/judge_dose.py`` the Judge-quality dose-response, ``study/family_ceiling.py`` the families'
+exact-reader ceiling). At the root: ``config.py`` the section, ``paths.py``
 every output, ``stages.py`` the stage bindings, ``summary.py`` the summary lines and CLI printers.
 """
 
