@@ -35,7 +35,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from rubricflow.methods.roro.env.routing import Trajectory
-from rubricflow.methods.roro.judge.pairs import Pair, category
+from rubricflow.methods.roro.env.oracles import process_pairs
+from rubricflow.methods.roro.judge.pairs import Pair
 from rubricflow.methods.roro.judge.pairwise import pair_accuracy
 from rubricflow.methods.roro.judge.prompts import (EXTRA_FAMILIES, FAMILIES, literal_satisfied, u_digit,
                                                    visible_slm_errors)
@@ -68,10 +69,6 @@ def _accepted(t: Trajectory) -> int:
 HIDDEN = {"no accepted SLM error (reads the problem)": (None, (0,), lambda t, _: float(_accepted(t) == 0)),
           "accepted SLM errors (reads the problem, graded)": (None, (0,), lambda t, _: 1.0 - _accepted(t) / len(
               t.steps))}
-
-
-def process_pairs(pairs: Sequence[Pair], trajs: Sequence[Trajectory]) -> list[Pair]:
-    return [p for p in pairs if category(p, list(trajs)).startswith("process")]
 
 
 def accuracy(pairs: Sequence[Pair], trajs: Sequence[Trajectory], reader: Reader) -> float:
