@@ -160,7 +160,9 @@ def main() -> None:
     ap.add_argument("--grad-clip", type=float, default=1.0,
                     help="gradient norm clip of every update, as sft.grad_clip (0: not clipped)")
     ap.add_argument("--induction-pool", choices=("random", "task"), default="random",
-                    help="the induction sequences' tokens: a seeded sample of the vocabulary or the probe's own")
+                    help="the induction sequences' tokens: a seeded sample of 32 of the vocabulary, or every "
+                    "distinct token of the probe's texts (about 40; the warm start's 'task' pool takes the 32 most "
+                    "frequent of its own)")
     args = ap.parse_args()
     if not 2 <= args.keys <= len(LABELS):
         ap.error(f"--keys: expected 2-{len(LABELS)}, got {args.keys}")

@@ -64,7 +64,8 @@ def text_pool(tokenizer, texts, seed: int = 0, size: int | None = None) -> tuple
                 counts[i] = counts.get(i, 0) + 1
     ranked = sorted(counts, key=lambda i: (-counts[i], i))
     pool = sorted(ranked[:size] if size else ranked)
-    rest = [i for i in range(len(tokenizer)) if i not in special and i not in set(pool)]
+    taken = special | set(pool)
+    rest = [i for i in range(len(tokenizer)) if i not in taken]
     if len(pool) < 2 or not rest:
         raise ValueError(f"induction pretraining: the texts hold {len(pool)} distinct ordinary tokens and leave "
                          f"{len(rest)} for the separator; the pool needs >= 2 and the separator 1")

@@ -109,11 +109,13 @@ def test_six_families_add_two_to_the_rubric_and_leave_the_four_family_draws_as_t
 
     four_rng, six_rng = random.Random(5), random.Random(5)
     four = random_rubric(four_rng, 4)
-    assert four == random_rubric(random.Random(5), 4, FAMILIES)
-    state = four_rng.getstate()
+    # the four families' draws as before the six existed (values from the code before them, seed 5)
+    assert [(c.weight, c.guidance) for c in four] == [
+        (0.5, "1.0 if step 4 is by the LRM"), (0.6, "1.0 if no SLM step has u above 4"),
+        (0.9, "1.0 if at most 2 LRM steps"), (0.1, "1.0 if every step is right")]
+    assert four_rng.random() == pytest.approx(0.05185325369909766)  # and the generator left where it was
     six = random_rubric(six_rng, 4, FAMILY_SETS["six"])
     assert [c.id for c in six] == [n for n, _ in FAMILY_SETS["six"]] and [c.id for c in six[:4]] == [c.id for c in four]
-    assert six_rng.getstate() != state  # six draws two more weights and the sure-step digit
     sure = six[4]
     assert sure.id == "no call on a sure step" and 0 <= guidance_params(sure.id, sure.guidance)["s"] <= 8
     assert added_tokens(FAMILIES) == ADDED_TOKENS  # the four-family tokenizer is unchanged

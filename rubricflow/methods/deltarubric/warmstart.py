@@ -44,6 +44,7 @@ from __future__ import annotations
 import json
 import random
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -241,7 +242,7 @@ def build_or_load_base(models: ModelsConfig, dr: DeltaRubricConfig, train_pairs,
     model, proc = build(corpus, dims, seed=init)
     induction = None
     if dr.sft.induction_steps and dr.sft.induction_at == "base":
-        induction = _induction(dr, model, proc, init, "base", corpus)
+        induction = _induction(dr, model, proc, init, "base", lambda: corpus)
     with staged_dir(dr.sft.base_dir) as tmp:
         save(model, proc, tmp)
         if induction is not None:
@@ -249,13 +250,13 @@ def build_or_load_base(models: ModelsConfig, dr: DeltaRubricConfig, train_pairs,
     return model, proc
 
 
-def _induction(dr: DeltaRubricConfig, model, proc, seed: int, where: str, texts: list[str]) -> dict:
+def _induction(dr: DeltaRubricConfig, model, proc, seed: int, where: str, texts: Callable[[], list[str]]) -> dict:
     """``sft.induction_steps`` of induction pretraining of ``model`` (``rubricflow.training.induction``), printed;
-    ``sft.induction_pool: task`` draws its sequences from the most frequent tokens of ``texts``."""
+    ``sft.induction_pool: task`` draws its sequences from the most frequent tokens of ``texts()``."""
     from models.processor import text_tokenizer
     from rubricflow.training.induction import InductionTask, pretrain_induction, text_pool
 
-    pool = (text_pool(text_tokenizer(proc), texts, seed, InductionTask().pool) if dr.sft.induction_pool == "task"
+    pool = (text_pool(text_tokenizer(proc), texts(), seed, InductionTask().pool) if dr.sft.induction_pool == "task"
             else None)
     out = pretrain_induction(model, proc, dr.sft.induction_steps, dr.sft.batch_size, dr.sft.lr, seed=seed,
                              clip=dr.sft.grad_clip, pool=pool)
@@ -407,7 +408,7 @@ def warm_start_to_bar(dr: DeltaRubricConfig, models: ModelsConfig, seed: int, re
         if (rec["phase"] == "reading" and rec["met"] and dr.sft.induction_steps
                 and dr.sft.induction_at == "after_reading"):
             state["induction"] = _induction(dr, state["model"], state["proc"], state["init_seed"], "sft",
-                                            pair_tokenizer_corpus(train, dr.sft, seed))
+                                            lambda: pair_tokenizer_corpus(train, dr.sft, seed))
 
     out_json = Path(reports_dir) / "plots" / "deltarubric_sft_bars.json"
     t0 = time.perf_counter()

@@ -314,17 +314,19 @@ class RubricorJudgeConfig(Section):
     score_temperature: float = Field(1.0, ge=0, description="Sampling temperature of those judgments (0 = greedy).")
     fixed_families: bool = Field(
         True,
-        description="Rubricor candidates must list the criterion families of "
-        "rubricflow.methods.roro.judge.prompts.FAMILIES in order; the rubric is query-specific through its weights and "
-        "the parameters of the score guidance. The paper writes free-form criteria; a tiny Rubricor and Judge cannot "
-        "copy free text into judgments within the CPU budget, so the tiny profile fills this template. Off (the gpu "
-        "profile): free-form rubrics of real models.",
+        description="Rubricor candidates must list the criterion families of `families` "
+        "(rubricflow.methods.roro.judge.prompts.FAMILY_SETS) in order; the rubric is query-specific through its "
+        "weights and the parameters of the score guidance. The paper writes free-form criteria; a tiny Rubricor and "
+        "Judge cannot copy free text into judgments within the CPU budget, so the tiny profile fills this template. "
+        "Off (the gpu profile): free-form rubrics of real models.",
     )
     families: Literal["four", "six"] = Field(
         "four",
-        description="The criterion families of a fixed-family rubric (rubricflow.methods.roro.judge.prompts."
-        "FAMILY_SETS): 'four' (risky step, uncertain steps, few LRM steps, steps are right); 'six' adds 'no call on "
-        "a sure step' and 'SLM steps are right', the visible traces of a wasted call and of an accepted SLM error. "
+        description="The criterion families of the warm start's rubric templates and of a fixed-family rubric "
+        "(rubricflow.methods.roro.judge.prompts.FAMILY_SETS): 'four' (risky step, uncertain steps, few LRM steps, "
+        "steps are right); 'six' adds 'no call on a sure step' and 'SLM steps are right', the visible traces of a "
+        "wasted call and of an accepted SLM error; its rubrics and judgments are longer, so on the tiny profile six "
+        "needs judge.max_new_tokens >= 72 and rubricor.max_new_tokens >= 128 (the warm start refuses shorter caps). "
         "What each set lets an exact reader reach on the process pairs: reports/studies/roro_family_ceiling.md.",
     )
     rubricor_problems: int = Field(12, ge=1, description="Training problems per Rubricor phase.")

@@ -32,7 +32,7 @@ from statistics import NormalDist
 from rubricflow.methods.roro.judge.pairs import Pair, category
 from rubricflow.methods.roro.judge.pairwise import pair_accuracy
 from rubricflow.judge.protocol import Rubric
-from rubricflow.methods.roro.judge.prompts import family_satisfied
+from rubricflow.methods.roro.judge.prompts import FAMILY_SETS, family_satisfied
 from rubricflow.methods.roro.env.routing import Trajectory
 
 SIGMA_MAX = 64.0  # far beyond the [0, 1] score range: clipped to its ends, the order is a coin flip
@@ -206,8 +206,6 @@ def warm_rubricor_rubrics(rc, trajectories: list[Trajectory], train_pids: Sequen
     rj = rc.rubricor_judge
     stored = problem_views(trajectories)
     torch.manual_seed(rj.seed)
-    from rubricflow.methods.roro.judge.prompts import FAMILY_SETS
-
     corpus = routing_tokenizer_corpus(stored, trajectories, rj.seed, FAMILY_SETS[rj.families])
     _, rubricor = build_rubric_lms(corpus, rj.judge, rj.rubricor, rj.batch_size, rj.seed, FAMILY_SETS[rj.families])
     pids = sorted(set(train_pids))

@@ -126,7 +126,8 @@ def ceiling(trajs: Sequence[Trajectory], pairs: dict[str, list[Pair]]) -> dict:
 def load(task_seed: int | None) -> tuple[str, list[Trajectory], dict[str, list[Pair]]]:
     """The main pipeline's routes and pairs (``task_seed`` None), or routes and pairs rebuilt in a temporary
     directory for the problems of ``roro.task.seed = task_seed`` with the main pipeline's step models (their step
-    cache is copied in, so only new prefixes are generated)."""
+    cache is copied in, so only new prefixes are generated). The ``roro`` section is its code defaults, the tiny
+    profile's task, routes and pairs (params.yaml's tiny profile changes only the Judge's warm start there)."""
     from rubricflow.methods.roro.config import RoRoConfig
     from rubricflow.methods.roro.env.trajectories import read_trajectories, run_trajectories
     from rubricflow.methods.roro.judge.pairs import read_trajectory_pairs, run_pairs

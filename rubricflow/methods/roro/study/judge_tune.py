@@ -213,8 +213,9 @@ def judge_tune_spec() -> StudySpec:
     )
 
 
-# Generation caps that fit six families' rubrics and judgments (their warm-start targets run longer than the
-# defaults allow: ``alternation.check_generation_cap``), given to both variants: they differ in the families only.
+# Generation caps that fit six families' rubrics and judgments on the tiny profile (their warm-start targets run
+# longer than its defaults, 48 / 96, allow: ``alternation.check_generation_cap``), given to both variants so that they
+# differ in the families only (the four arm's caps are above the pipeline's; a generation that ends stops earlier).
 FAMILIES_CAPS = {"roro.rubricor_judge.judge.max_new_tokens": 72, "roro.rubricor_judge.rubricor.max_new_tokens": 128}
 
 
@@ -231,6 +232,7 @@ def families_spec() -> StudySpec:
         metrics=metrics,
         eval_split="val",
         selection=Selection(metric="kept_process", direction="higher", tolerance=0.01, cost=["judge_params"]),
+        profile="tiny",  # the tiny Judge and Rubricor; FAMILIES_CAPS are theirs
         out_dir="artifacts/studies/roro_families",
     )
 
