@@ -154,41 +154,43 @@ def guidance_params(name: str, guidance: str) -> dict | None:
     return {k: int(v) for k, v in m.groupdict().items()} if m else None
 
 
-def steps_look_right(t: Trajectory) -> bool:
-    """What a reader can verify from the text alone: each ``a op b = c`` is right, each step starts from the
-    previous result and the final ``#### N`` restates it (the problem's reference answer is not used)."""
+def _step_checks(t: Trajectory):
+    """Per step, up to the final ``#### N``: ``(step, looks right, is the final)``, from the text alone. A step looks
+    right when its ``a op b = c`` is right and starts from the previous result; the final when it restates it. After
+    a step that is not of that form the next one has no previous result to start from."""
     prev = None
-    for s in t.steps:
-        if s.text.strip().startswith("####"):
-            return prev is not None and s.text.strip() == f"#### {prev}"
-        step = parse_step(s.text)
-        if step is None:
-            return False
-        a, op, b, c = step
-        if (prev is not None and a != prev) or c != OPS[op](a, b):
-            return False
-        prev = c
-    return False
-
-
-def visible_slm_errors(t: Trajectory) -> int:
-    """SLM steps a reader of the text alone finds wrong: wrong arithmetic, not starting from the previous result, or
-    a final answer that does not restate it (an SLM step that misreads an operand is right arithmetic: invisible
-    without the problem)."""
-    prev, n = None, 0
     for s in t.steps:
         text = s.text.strip()
         if text.startswith("####"):
-            return n + int(s.writer == "SLM" and (prev is None or text != f"#### {prev}"))
+            yield s, prev is not None and text == f"#### {prev}", True
+            return
         step = parse_step(text)
         if step is None:
-            n += s.writer == "SLM"
+            yield s, False, False
             prev = None
             continue
         a, op, b, c = step
-        n += s.writer == "SLM" and ((prev is not None and a != prev) or c != OPS[op](a, b))
+        yield s, (prev is None or a == prev) and c == OPS[op](a, b), False
         prev = c
-    return n
+
+
+def steps_look_right(t: Trajectory) -> bool:
+    """What a reader can verify from the text alone: each ``a op b = c`` is right, each step starts from the
+    previous result and the final ``#### N`` restates it (the problem's reference answer is not used)."""
+    checks = list(_step_checks(t))
+    return bool(checks) and checks[-1][2] and all(ok for _, ok, _ in checks)
+
+
+def visible_slm_errors(t: Trajectory) -> int:
+    """SLM steps a reader of the text alone finds wrong (``_step_checks``): wrong arithmetic, not starting from the
+    previous result, or a final answer that does not restate it (an SLM step that misreads an operand is right
+    arithmetic: invisible without the problem)."""
+    return sum(s.writer == "SLM" and not ok for s, ok, _ in _step_checks(t))
+
+
+def sure_calls(t: Trajectory, s: int) -> int:
+    """LRM steps where the SLM's uncertainty digit was at most ``s`` (the visible trace of a wasted call)."""
+    return sum(x.writer == "LRM" and u_digit(x.slm_uncertainty) <= s for x in t.steps)
 
 
 def literal_satisfied(name: str, params: dict, t: Trajectory) -> bool:
@@ -203,7 +205,7 @@ def literal_satisfied(name: str, params: dict, t: Trajectory) -> bool:
     if name == "steps are right":
         return steps_look_right(t)
     if name == "no call on a sure step":
-        return all(not (s.writer == "LRM" and u_digit(s.slm_uncertainty) <= params["s"]) for s in t.steps)
+        return sure_calls(t, params["s"]) == 0
     if name == "SLM steps are right":
         return visible_slm_errors(t) == 0
     raise ValueError(f"unknown criterion family {name!r}")

@@ -38,7 +38,7 @@ from rubricflow.methods.roro.env.routing import Trajectory
 from rubricflow.methods.roro.env.oracles import process_pairs
 from rubricflow.methods.roro.judge.pairs import Pair
 from rubricflow.methods.roro.judge.pairwise import pair_accuracy
-from rubricflow.methods.roro.judge.prompts import (EXTRA_FAMILIES, FAMILIES, literal_satisfied, u_digit,
+from rubricflow.methods.roro.judge.prompts import (EXTRA_FAMILIES, FAMILIES, literal_satisfied, sure_calls,
                                                    visible_slm_errors)
 
 Reader = Callable[[Trajectory], float]
@@ -56,19 +56,14 @@ def family_reader(name: str, value: int) -> Reader:
 
 CANDIDATES = {n: None for n, _ in EXTRA_FAMILIES}  # read by prompts.literal_satisfied, as a Judge's rubric names them
 GRADED: dict[str, tuple[str | None, Sequence[int], Callable[[Trajectory, int], float]]] = {
-    "no call on a sure step (graded)": ("s", range(0, 9), lambda t, s: 1.0 - sum(
-        x.writer == "LRM" and u_digit(x.slm_uncertainty) <= s for x in t.steps) / len(t.steps)),
+    "no call on a sure step (graded)": ("s", range(0, 9), lambda t, s: 1.0 - sure_calls(t, s) / len(t.steps)),
     "SLM steps are right (graded)": (None, (0,), lambda t, _: 1.0 - visible_slm_errors(t) / len(t.steps)),
 }
 
-
-def _accepted(t: Trajectory) -> int:
-    return sum(s.writer == "SLM" and s.slm_correct is False for s in t.steps)
-
-
-HIDDEN = {"no accepted SLM error (reads the problem)": (None, (0,), lambda t, _: float(_accepted(t) == 0)),
-          "accepted SLM errors (reads the problem, graded)": (None, (0,), lambda t, _: 1.0 - _accepted(t) / len(
-              t.steps))}
+# a process pair's routes are checkable, so Trajectory.accepted_slm_errors is a count there
+HIDDEN = {"no accepted SLM error (reads the problem)": (None, (0,), lambda t, _: float(t.accepted_slm_errors == 0)),
+          "accepted SLM errors (reads the problem, graded)": (None, (0,), lambda t, _: 1.0 - (
+              t.accepted_slm_errors / len(t.steps)))}
 
 
 def accuracy(pairs: Sequence[Pair], trajs: Sequence[Trajectory], reader: Reader) -> float:
@@ -98,7 +93,6 @@ def best_static(train: Sequence[Pair], val: Sequence[Pair], trajs: Sequence[Traj
     for ws in itertools.product(WEIGHTS, repeat=len(names)):
         if not any(ws):
             continue
-
         scores = {i: sum(w * cache[n][i] for n, w in zip(names, ws)) for i in cache[names[0]]}
         acc = pair_accuracy(list(train), list(trajs), scores)["pairwise_acc"]
         if best is None or acc > best[0] + 1e-12:
