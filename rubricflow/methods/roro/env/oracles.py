@@ -32,7 +32,7 @@ from statistics import NormalDist
 from rubricflow.methods.roro.judge.pairs import Pair, category
 from rubricflow.methods.roro.judge.pairwise import pair_accuracy
 from rubricflow.judge.protocol import Rubric
-from rubricflow.methods.roro.judge.prompts import FAMILY_SETS, family_satisfied
+from rubricflow.methods.roro.judge.prompts import family_satisfied
 from rubricflow.methods.roro.env.routing import Trajectory
 
 SIGMA_MAX = 64.0  # far beyond the [0, 1] score range: clipped to its ends, the order is a coin flip
@@ -197,17 +197,12 @@ def warm_rubricor_rubrics(rc, trajectories: list[Trajectory], train_pids: Sequen
     ``rubricor.ProblemView``): the same Rubricor as round 0 of the alternation with ``rc.rubricor_judge`` (built
     from the stored routes' tokenizer corpus, warm-started on random rubrics of the ``train_pids`` problems:
     ``judge.alternation.warm_start``)."""
-    import torch
-
-    from rubricflow.methods.roro.judge.lm import build_rubric_lms
     from rubricflow.methods.roro.judge.rubricor import problem_views, write_rubrics
-    from rubricflow.methods.roro.judge.alternation import routing_tokenizer_corpus, warm_start
+    from rubricflow.methods.roro.judge.alternation import build_lms, warm_start
 
     rj = rc.rubricor_judge
     stored = problem_views(trajectories)
-    torch.manual_seed(rj.seed)
-    corpus = routing_tokenizer_corpus(stored, trajectories, rj.seed, FAMILY_SETS[rj.families])
-    _, rubricor = build_rubric_lms(corpus, rj.judge, rj.rubricor, rj.batch_size, rj.seed, FAMILY_SETS[rj.families])
+    _, rubricor = build_lms(rj, stored, trajectories)
     pids = sorted(set(train_pids))
     warm_start(None, rubricor, rj, {p: stored[p] for p in pids}, [t for t in trajectories if t.problem_id in set(pids)])
     return write_rubrics(rubricor, dict(views), sorted(views))

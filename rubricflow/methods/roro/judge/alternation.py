@@ -87,6 +87,16 @@ def routing_tokenizer_corpus(views: dict[str, ProblemView], trajectories: list[T
     return chat_marks + [c + "\n" + t for c, t in rub + jud]
 
 
+def build_lms(rj_cfg: RubricorJudgeConfig, views: dict[str, ProblemView],
+              trajectories: list[Trajectory]) -> tuple[RubricLM, RubricLM]:
+    """The Judge and the Rubricor of ``rj_cfg`` before round 0: torch seeded with ``rj_cfg.seed``, their tokenizer
+    trained on ``routing_tokenizer_corpus`` of these routes, both with the configured criterion families."""
+    families = FAMILY_SETS[rj_cfg.families]
+    torch.manual_seed(rj_cfg.seed)
+    corpus = routing_tokenizer_corpus(views, trajectories, rj_cfg.seed, families)
+    return build_rubric_lms(corpus, rj_cfg.judge, rj_cfg.rubricor, rj_cfg.batch_size, rj_cfg.seed, families)
+
+
 def check_generation_cap(lm: RubricLM, examples: list[tuple[str, str]], field: str) -> None:
     """Refuse a generation cap shorter than the longest warm-start target of ``lm``: every rubric or judgment it
     wrote would be cut (a cut judgment misses its last criteria, which then count 0)."""
@@ -322,9 +332,7 @@ def run_rubricor_judge(rc: RoRoConfig, log: Callable[[str, dict], None] | None =
         raise ValueError(f"{pairs_path(rc)}: need train and val pairs, got {len(pairs['train'])} / {len(pairs['val'])}")
     rj = rc.rubricor_judge
     views = problem_views(trajs)
-    torch.manual_seed(rj.seed)
-    corpus = routing_tokenizer_corpus(views, trajs, rj.seed, FAMILY_SETS[rj.families])
-    judge, rubricor = build_rubric_lms(corpus, rj.judge, rj.rubricor, rj.batch_size, rj.seed, FAMILY_SETS[rj.families])
+    judge, rubricor = build_lms(rj, views, trajs)
     rows = alternate(judge, rubricor, rj, trajs, pairs["train"], pairs["val"],
                      log=(lambda row: log("rubricor_judge", row)) if log else None)
     judge.save(rj.judge.path)

@@ -94,22 +94,17 @@ def oracle_accuracy(rubrics: dict, trajectories, pairs) -> dict[str, float]:
 def run_one(rc, seed: int) -> dict:
     """The warm start and ``rc.rubricor_judge.rounds`` alternation rounds of the Judge ``rc`` describes, measured on
     val (see the module docstring)."""
-    import torch
-
     from rubricflow.methods.roro.judge.pairs import read_trajectory_pairs
     from rubricflow.methods.roro.paths import pairs_path, trajectories_path
-    from rubricflow.methods.roro.judge.lm import build_rubric_lms
     from rubricflow.methods.roro.judge.rubricor import problem_views, write_rubrics
-    from rubricflow.methods.roro.judge.alternation import alternate, routing_tokenizer_corpus
+    from rubricflow.methods.roro.judge.alternation import alternate, build_lms
     from rubricflow.methods.roro.env.trajectories import read_trajectories
 
     rj = rc.rubricor_judge
     trajs = read_trajectories(trajectories_path(rc))
     pairs = read_trajectory_pairs(pairs_path(rc))
     views = problem_views(trajs)
-    torch.manual_seed(rj.seed)
-    corpus = routing_tokenizer_corpus(views, trajs, rj.seed, FAMILY_SETS[rj.families])
-    judge, rubricor = build_rubric_lms(corpus, rj.judge, rj.rubricor, rj.batch_size, rj.seed, FAMILY_SETS[rj.families])
+    judge, rubricor = build_lms(rj, views, trajs)
     val_pids = {p.problem_id for p in pairs["val"]}
     val_trajs = [t for t in trajs if t.problem_id in val_pids]
     out: dict = {"judge_params": sum(p.numel() for p in judge.model.parameters())}
