@@ -3,7 +3,7 @@ rubricflow.methods.roro.study.judge_tune): the rule, the spec and the literal-ag
 
 import random
 
-from rubricflow.methods.roro.study.judge_tune import SETTINGS, judge_tune_spec, literal_agreement
+from rubricflow.methods.roro.study.judge_tune import FOUR_FAMILIES, SETTINGS, judge_tune_spec, literal_agreement
 from rubricflow.study.stats import aggregate, select
 from rubricflow.judge.protocol import Verdict
 from rubricflow.methods.roro.judge.prompts import FAMILIES, family_satisfied, guidance_params, random_rubric
@@ -41,7 +41,14 @@ def test_the_spec_is_a_val_study_whose_variants_set_only_the_judge():
     spec = judge_tune_spec()
     assert spec.method == "roro_judge" and spec.eval_split == "val" and spec.seeds == [11, 22]
     assert set(spec.variants) == set(SETTINGS)
-    assert all(k.startswith("roro.rubricor_judge.judge.") for v in spec.variants.values() for k in v)
+    # each setting changes the Judge only, under the four criterion families and code caps it ran with (the tiny
+    # profile has moved to six)
+    for v in spec.variants.values():
+        assert {k: v[k] for k in FOUR_FAMILIES} == FOUR_FAMILIES
+        assert all(k.startswith("roro.rubricor_judge.judge.") for k in set(v) - set(FOUR_FAMILIES))
+    assert FOUR_FAMILIES["roro.rubricor_judge.families"] == "four"
+    assert (FOUR_FAMILIES["roro.rubricor_judge.judge.max_new_tokens"],
+            FOUR_FAMILIES["roro.rubricor_judge.rubricor.max_new_tokens"]) == (48, 96)
 
 
 def test_settings_start_from_the_previous_default_and_change_only_the_judge_spec():

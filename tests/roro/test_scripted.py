@@ -189,3 +189,36 @@ def test_routers_on_long_chains_score_their_rollouts_as_they_come(tmp_path, monk
     monkeypatch.setattr(env, "enumerate_routes", lambda *a: pytest.fail("enumerated 2^17 routes per problem"))
     _, summ = train_router(run, env, probs, rc.router, OracleScorer(), tmp_path / "c", seed=3, prescore=False)
     assert summ["steps"] == 2 and len(summ["history"]) == 2 and summ["missing_rewards"] == 0
+
+
+def test_a_study_unit_can_draw_its_own_problems_with_the_shared_step_models(tmp_path, monkeypatch):
+    """roro.task.draw_per_unit: the unit's problems come from its seed and its routes, pairs and step cache live in
+    its own directory; only the step models are shared, and the unit's inputs no longer name the pipeline's routes."""
+    from rubricflow.methods.roro.study.specs import DOSE_BAR, FRESH_SEEDS, FRESH_SEEDS_B, roro_fresh_spec
+    from rubricflow.methods.roro.study.unit import _input_parts
+
+    spec = roro_fresh_spec()
+    assert spec.variants["roro"]["roro.task.draw_per_unit"] is True
+    assert all(o["roro.task.draw_per_unit"] for o in spec.variants.values())  # baselines route the same draws
+    drawn = config_from_dict({"roro": {"task": {"draw_per_unit": True}}})
+    over = _unit_overrides(drawn, "roro_fresh", spec, Unit("outcome-only", 1301), tmp_path)
+    assert over["roro.task.seed"] == 1301 and Path(over["roro.data_dir"]) == tmp_path / "data"
+    assert "roro.scripted.seed" not in over
+    assert set(_shared_outputs(drawn)) == {"roro_models (SLM)", "roro_models (LRM)"}
+    shared = config_from_dict({})
+    assert "roro.task.seed" not in _unit_overrides(shared, "roro", spec, Unit("roro", 1301), tmp_path)
+
+    import rubricflow.methods.roro.study.unit as unit_mod
+
+    hashed = []
+    monkeypatch.setattr(unit_mod, "content_hash", lambda p: hashed.append(str(p)) or "h")
+    # the inputs hash the step models either way; the pipeline's routes only where the unit routes them
+    assert set(_input_parts(drawn, Unit("roro", 1301))) == {"config", "seed", "slm", "lrm"}
+    assert set(_input_parts(shared, Unit("roro", 1301))) >= {"trajectories", "pairs", "step_cache"}
+    assert any(h.endswith("slm") for h in hashed)
+
+    # the claims of `roro`; RoRo vs outcome-only gated by the dose-response bar, fixed before the units ran
+    bar = {p.name: p for p in spec.preconditions}["judge passes the dose bar"]
+    assert bar.threshold == DOSE_BAR == 0.7 and bar.metric == "judge_test_process_acc"
+    assert set(bar.gates) == {f"roro vs outcome-only ({m})" for m in ("chain_pair_range_auc", "chain_acc_at_cost_50")}
+    assert spec.seeds == FRESH_SEEDS and not set(FRESH_SEEDS) & set(FRESH_SEEDS_B)

@@ -62,6 +62,13 @@ class RoRoTaskConfig(Section):
     arg_max: int = Field(5, ge=1, description="Largest operand of Add / Subtract.")
     mul_max: int = Field(2, ge=0, description="Largest 'Multiply by' factor (below 2: no multiplication).")
     seed: int = Field(7, description="Problem generator seed (problems are a pure function of seed and sizes).")
+    draw_per_unit: bool = Field(
+        False,
+        description="Studies only: every unit draws its own problems (task.seed = the unit's seed) and builds their "
+        "routes, pairs and step cache under its own directory with the main pipeline's step models, so that the "
+        "seeds cover the problems, routes and pairs (not the step models). False: every unit routes the main "
+        "pipeline's problems. The scripted environment always rebuilds, its step models included.",
+    )
     answer: Literal["value", "parity"] = Field(
         "value",
         description="What the question asks, read off the same step models and routes (the step models write the "

@@ -31,6 +31,7 @@ from typing import Any
 
 from rubricflow.util.hashing import content_hash
 from rubricflow.methods.roro.paths import pairs_path, trajectories_path
+from rubricflow.methods.roro.config import RubricorJudgeConfig
 from rubricflow.methods.roro.judge.prompts import FAMILIES, FAMILY_SETS
 from rubricflow.methods.roro.stages import log_judge_inputs
 from rubricflow.registry import StudyDecl
@@ -46,6 +47,12 @@ SETTINGS: dict[str, dict] = {
     "h128-l2-w1000": {"hidden_size": 128, "num_layers": 2, "warm_steps": 1000, "lr": 3e-3},
     "h128-l4-w1500": {"hidden_size": 128, "num_layers": 4, "warm_steps": 1500, "lr": 1e-3},
 }
+# The settings ran under the four criterion families and the code's generation caps; the tiny profile has since
+# moved to six families (roro_families), so the study names the four to keep measuring what its report says.
+_CODE = RubricorJudgeConfig()
+FOUR_FAMILIES = {"roro.rubricor_judge.families": "four",
+                 "roro.rubricor_judge.judge.max_new_tokens": _CODE.judge.max_new_tokens,
+                 "roro.rubricor_judge.rubricor.max_new_tokens": _CODE.rubricor.max_new_tokens}
 CATS = ("pairwise_acc", "acc_outcome", "acc_cost", "acc_process", "acc_process_right", "acc_process_wrong")
 PHASES = ("0/warm", "1/judge", "1/rubricor")
 
@@ -199,7 +206,8 @@ def judge_tune_spec() -> StudySpec:
     return StudySpec(
         method="roro_judge",
         seeds=list(SEEDS),
-        variants={name: {f"roro.rubricor_judge.judge.{k}": v for k, v in s.items()} for name, s in SETTINGS.items()},
+        variants={name: {**FOUR_FAMILIES, **{f"roro.rubricor_judge.judge.{k}": v for k, v in s.items()}}
+                  for name, s in SETTINGS.items()},
         metrics=metrics,
         eval_split="val",
         selection=Selection(metric="kept_process", direction="higher", tolerance=0.01,

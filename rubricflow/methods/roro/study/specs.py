@@ -80,6 +80,30 @@ def roro_parity_spec() -> StudySpec:
     return _spec("parity", "artifacts/studies/roro_parity")
 
 
+# The study the dose-response bar was for, on fresh seeds: the tiny profile's Judge (six criterion families since
+# roro_families) and every unit drawing its own problems (roro.task.draw_per_unit), so the intervals cover the
+# problems, routes and pairs (the step models stay the main pipeline's). Written before any of its units ran: the
+# claims of `roro`; RoRo vs outcome-only gated by the bar roro_judge_dose located (routers on a process score that
+# orders 0.7 of the process pairs beat outcome-only; at 0.6 they did not), read on the test process pairs. A second
+# seed set (FRESH_SEEDS_B, report roro_fresh-seeds-b) repeats it unchanged.
+FRESH_SEEDS = [1301, 1302, 1303, 1304, 1305]
+FRESH_SEEDS_B = [1401, 1402, 1403, 1404, 1405]
+DOSE_BAR = 0.7
+
+
+def roro_fresh_spec() -> StudySpec:
+    spec = _spec("value", "artifacts/studies/roro_fresh", {"roro.task.draw_per_unit": True})
+    gated = [f"roro vs outcome-only ({m})" for m in PRIMARY]
+    bar = Precondition(
+        name="judge passes the dose bar", variant="roro", metric="judge_test_process_acc", threshold=DOSE_BAR,
+        min_share=0.8, gates=gated,
+        description=f"the kept Judge orders at least {DOSE_BAR} of the test process pairs on at least 4 of 5 seeds "
+        "(the accuracy from which roro_judge_dose's routers beat outcome-only)")
+    pre = [p for p in spec.preconditions if p.name != "judge orders process pairs"] + [bar]
+    return StudySpec.model_validate({**spec.model_dump(), "seeds": FRESH_SEEDS,
+                                     "preconditions": [p.model_dump() for p in pre]})
+
+
 # The router's GRPO advantage scaling (roro.router.grpo.scale_rewards), chosen on val by a rule written before any
 # setting was run. Under "group" a group whose routes all score the same outcome keeps only its cost differences,
 # and dividing by that group's small std turns them into full-size advantages whatever the cost weight: the weight
@@ -284,6 +308,11 @@ STUDIES = (
               f"(roro.task.answer: parity, where the outcome can be right by luck): {_ABOUT} Needs the parity "
               "routes and pairs (`rubricflow --set roro.task.answer=parity roro-trajectories`, then `roro-pairs`; "
               "`rubricflow study roro_parity`)."),
+    StudyDecl("roro_fresh", roro_fresh_spec, f"The RoRo study, value reading, on fresh seeds (1301-1305; a second "
+              "set 1401-1405 with `--seeds 1401,1402,1403,1404,1405 --report-name roro_fresh-seeds-b`) with the tiny "
+              "profile's six-family Judge, every unit drawing its own problems and building their routes and pairs "
+              f"with the shared step models (roro.task.draw_per_unit): {_ABOUT} RoRo vs outcome-only is gated by the "
+              f"Judge passing the dose bar ({DOSE_BAR} of the test process pairs; `rubricflow study roro_fresh`)."),
     StudyDecl("roro_long", roro_long_spec, "The RoRo study in the long-chain environment (8-16-operation chains; "
               "scripted step models whose SLM is confidently wrong on the formulation steps, uneven step costs, an "
               f"LRM that can repair at the final step; every unit rebuilds the environment from its seed): {_ABOUT} "

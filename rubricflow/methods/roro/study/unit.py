@@ -64,9 +64,11 @@ def unit_kind(rc) -> str:
 def _unit_overrides(vcfg: Any, name: str, spec: StudySpec, unit: Unit, udir: Path) -> dict[str, Any]:
     out = udir / "out"
     # the scripted (long-chain) environment is rebuilt per seed: its draws, its problems and so its routes and pairs,
-    # written under the unit's own data directory; the tiny models' environment is the main pipeline's, shared
-    env = ({"roro.scripted.seed": unit.seed, "roro.task.seed": unit.seed, "roro.data_dir": str(udir / "data")}
-           if vcfg.roro.scripted_env else {})
+    # written under the unit's own data directory; the tiny models' environment is the main pipeline's, shared, or
+    # (task.draw_per_unit) its step models are and each unit draws its own problems
+    rc = vcfg.roro
+    env = {**({"roro.scripted.seed": unit.seed} if rc.scripted_env else {}),
+           "roro.task.seed": unit.seed, "roro.data_dir": str(udir / "data")} if _own_routes(rc) else {}
     return {
         **env,
         "roro.seed": unit.seed,  # router initialisation
@@ -82,13 +84,21 @@ def _unit_overrides(vcfg: Any, name: str, spec: StudySpec, unit: Unit, udir: Pat
     }
 
 
+def _own_routes(rc) -> bool:
+    """Each unit builds its own problems, routes and pairs (the scripted environment, or task.draw_per_unit)."""
+    return rc.scripted_env or rc.task.draw_per_unit
+
+
 def _shared_outputs(cfg: Any) -> dict[str, Path]:
     rc = cfg.roro
     if rc.scripted_env:  # every unit builds its own environment, routes and pairs
         return {}
+    models = {"roro_models (SLM)": Path(rc.slm.path) / "config.json",
+              "roro_models (LRM)": Path(rc.lrm.path) / "config.json"}
+    if rc.task.draw_per_unit:  # every unit builds its own routes and pairs with the shared step models
+        return models
     return {
-        "roro_models (SLM)": Path(rc.slm.path) / "config.json",
-        "roro_models (LRM)": Path(rc.lrm.path) / "config.json",
+        **models,
         "roro_trajectories": trajectories_path(rc),
         "roro_trajectories (step cache)": cache_path(rc),
         "roro_pairs": pairs_path(rc),
@@ -99,11 +109,12 @@ def _input_parts(ucfg: Any, unit: Unit) -> dict[str, Any]:
     rc = ucfg.roro
     if rc.scripted_env:  # the environment is the config and the seed (the routes and pairs are built from them)
         return {"config": {"roro": rc.essential_dump()}, "seed": unit.seed}
+    models = {"config": {"roro": rc.essential_dump()}, "seed": unit.seed,
+              "slm": content_hash(rc.slm.path), "lrm": content_hash(rc.lrm.path)}
+    if rc.task.draw_per_unit:  # the routes and pairs are built from the models, the config and the seed
+        return models
     return {
-        "config": {"roro": rc.essential_dump()},
-        "seed": unit.seed,
-        "slm": content_hash(rc.slm.path),
-        "lrm": content_hash(rc.lrm.path),
+        **models,
         "trajectories": content_hash(trajectories_path(rc)),
         "pairs": content_hash(pairs_path(rc)),
         "step_cache": content_hash(cache_path(rc)),
@@ -128,7 +139,7 @@ def run_roro_unit(ucfg: Any, unit: Unit, udir: Path, run: Any, secret_resolver=N
     rc = ucfg.roro
     kind = unit_kind(rc)
     out: dict[str, Any] = {"kind": kind}
-    if rc.scripted_env and kind in ("roro", "oracle-noisy", "exact-reader"):  # they read this unit's routes and pairs
+    if _own_routes(rc) and kind in ("roro", "oracle-noisy", "exact-reader"):  # they read this unit's routes and pairs
         from rubricflow.methods.roro.env.trajectories import run_trajectories
         from rubricflow.methods.roro.judge.pairs import run_pairs
 
