@@ -74,7 +74,7 @@ def test_targets_parse_for_every_synthetic_pair(tmp_path):
 def test_the_reading_judge_target_is_the_verifiers_reading_then_the_verdict(tmp_path):
     import rubricflow.config  # noqa: F401
     from rubricflow.methods.deltarubric.config import DRSFTConfig
-    from rubricflow.methods.deltarubric.warmstart import role_texts
+    from rubricflow.methods.deltarubric.examples import role_texts
 
     pairs = build_pairs(tmp_path, ["counting", "barchart"], {"train": 12}, seed=7, partial_frac=0.5)
     for p in pairs:

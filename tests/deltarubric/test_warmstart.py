@@ -6,7 +6,7 @@ from rubricflow.data.traces import parse_claims
 from rubricflow.methods.deltarubric.prompts import read_prompt
 from rubricflow.methods.deltarubric.synthetic import gold_values
 from rubricflow.methods.deltarubric.targets import reference_checks, verifier_target, worked_reading
-from rubricflow.methods.deltarubric.warmstart import PERCEPTION_SPLIT, perception_samples, read_examples
+from rubricflow.methods.deltarubric.examples import PERCEPTION_SPLIT, perception_samples, read_examples
 
 
 def test_reading_examples_are_the_ground_truth_trace_the_verifier_writes_first():
@@ -61,7 +61,7 @@ def test_planner_target_noise_touches_only_the_train_split(tmp_path):
     from rubricflow.methods.deltarubric.parsing import parse_checklist, parse_verdict
     from rubricflow.methods.deltarubric.synthetic import build_pairs
     from rubricflow.methods.deltarubric.targets import agreed_checks, planner_target, separates
-    from rubricflow.methods.deltarubric.warmstart import noisy_checks, role_texts
+    from rubricflow.methods.deltarubric.examples import noisy_checks, role_texts
 
     pairs = build_pairs(tmp_path, ["counting"], {"train": 80, "val": 20, "test": 20}, seed=5, partial_frac=0.3)
     clean, noisy, half = DRSFTConfig(), DRSFTConfig(planner_target_noise=1.0), DRSFTConfig(planner_target_noise=0.5)
@@ -127,7 +127,7 @@ def test_the_default_config_keeps_the_example_list_of_the_code_before_the_bar(tm
     from rubricflow.methods.deltarubric.config import DRSFTConfig
     from rubricflow.methods.deltarubric.rollout import Item
     from rubricflow.methods.deltarubric.synthetic import build_pairs
-    from rubricflow.methods.deltarubric.warmstart import pair_tokenizer_corpus, sft_examples
+    from rubricflow.methods.deltarubric.examples import pair_tokenizer_corpus, sft_examples
 
     def digest(d):
         narrow = build_pairs(d / "n", ["counting", "barchart"], {"train": 10, "val": 4}, seed=7, partial_frac=0.5)
@@ -159,7 +159,7 @@ def test_equal_mode_examples_gives_every_judge_mode_the_verifiers_count(tmp_path
     from rubricflow.methods.deltarubric.planning import facts_verdict
     from rubricflow.methods.deltarubric.synthetic import build_pairs
     from rubricflow.methods.deltarubric.targets import exhaustive_checks
-    from rubricflow.methods.deltarubric.warmstart import pair_examples
+    from rubricflow.methods.deltarubric.examples import pair_examples
 
     pairs = build_pairs(tmp_path, ["counting", "barchart"], {"train": 8}, seed=7, partial_frac=0.5, form="wide")
     modes = ("verifier", "exhaustive", "no_rubric", "static", "reading", "generative")
@@ -442,7 +442,8 @@ def test_the_induction_pool_task_draws_from_the_warm_starts_own_frequent_tokens(
     from models.processor import text_tokenizer
     from rubricflow.data.pairs import read_pairs
     from rubricflow.methods.deltarubric.stages import pairs_stage
-    from rubricflow.methods.deltarubric.warmstart import build_or_load_base, pair_tokenizer_corpus
+    from rubricflow.methods.deltarubric.examples import pair_tokenizer_corpus
+    from rubricflow.methods.deltarubric.warmstart import build_or_load_base
     from rubricflow.training import induction
 
     seen = {}

@@ -3,9 +3,10 @@
 The pairs it judges use the kernel's schema (``rubricflow.data.pairs``). The modules: synthetic (pair generator),
 modes (the judge modes), prompts and parsing (the roles' templates and parsers), roles (role = template + parser +
 reward), rewards (pure math), targets (SFT targets from facts), planning (checklists executed against the facts:
-does the planner have something to choose), warmstart (the warm start), bars (the warm start to a bar), rollout
-(multi-role episodes), train, evaluate (judge accuracy tables), stages (thin bindings), study (the study adapter),
-study_specs (its studies), summary (summary lines, ``rubricflow eval-judge`` and ``rubricflow checklist-room``).
+does the planner have something to choose), examples (the warm start's examples), warmstart (the warm start), bars
+(the warm start to a bar), rollout (multi-role episodes), train, evaluate (judge accuracy tables), stages (thin
+bindings), study (the study adapter), study_specs (its studies), summary (summary lines, ``rubricflow eval-judge``
+and ``rubricflow checklist-room``).
 """
 
 from rubricflow.methods.deltarubric import stages
