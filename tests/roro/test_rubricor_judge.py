@@ -46,6 +46,17 @@ def test_phase_selection_reads_val_accuracy_only():
         select_phase(rows, "train")
 
 
+def test_phase_selection_on_the_process_pairs_reads_their_accuracy_then_the_overall_one():
+    rows = [{"val_pairwise_acc": 0.60, "val_acc_process": 0.74}, {"val_pairwise_acc": 0.65, "val_acc_process": 0.60},
+            {"val_pairwise_acc": 0.62, "val_acc_process": 0.74}, {"val_pairwise_acc": 0.66, "val_acc_process": 0.70}]
+    assert select_phase(rows, "val") == 3
+    assert select_phase(rows, "val_process") == 2  # 0.74 twice: the better overall accuracy
+    rows[2]["val_pairwise_acc"] = 0.60
+    assert select_phase(rows, "val_process") == 0  # a full tie: the earliest
+    with pytest.raises(ValueError, match="val_process needs val process pairs"):
+        select_phase([{"val_pairwise_acc": 0.6, "val_acc_process": None}], "val_process")
+
+
 def test_the_alternation_refuses_pairs_of_the_wrong_split():
     t_train, t_test = _traj(writers=(SLM, SLM, SLM)), _traj(writers=(SLM, SLM, SLM))
     t_test.problem_id, t_test.split = "p2", "test"

@@ -222,3 +222,17 @@ def test_a_study_unit_can_draw_its_own_problems_with_the_shared_step_models(tmp_
     assert bar.threshold == DOSE_BAR == 0.7 and bar.metric == "judge_test_process_acc"
     assert set(bar.gates) == {f"roro vs outcome-only ({m})" for m in ("chain_pair_range_auc", "chain_acc_at_cost_50")}
     assert spec.seeds == FRESH_SEEDS and not set(FRESH_SEEDS) & set(FRESH_SEEDS_B)
+
+
+def test_the_process_selection_study_differs_from_roro_fresh_in_the_judge_phase_rule_and_the_seeds():
+    from rubricflow.methods.roro.study.specs import (FRESH_SEEDS, FRESH_SEEDS_B, FRESH_SEEDS_PROCESS,
+                                                     roro_fresh_process_spec, roro_fresh_spec)
+
+    a, b = roro_fresh_spec(), roro_fresh_process_spec()
+    assert b.seeds == FRESH_SEEDS_PROCESS and not set(b.seeds) & (set(FRESH_SEEDS) | set(FRESH_SEEDS_B))
+    assert "roro.rubricor_judge.select_on" not in a.variants["roro"]
+    for name, o in b.variants.items():
+        assert o == {**a.variants[name], "roro.rubricor_judge.select_on": "val_process"}
+    assert [c.key for c in a.claims] == [c.key for c in b.claims]
+    assert [p.model_dump() for p in a.preconditions] == [p.model_dump() for p in b.preconditions]
+    assert b.out_dir != a.out_dir

@@ -337,10 +337,12 @@ class RubricorJudgeConfig(Section):
         "What each set lets an exact reader reach on the process pairs: reports/studies/roro_family_ceiling.md.",
     )
     rubricor_problems: int = Field(12, ge=1, description="Training problems per Rubricor phase.")
-    select_on: Literal["val", "last"] = Field(
+    select_on: Literal["val", "val_process", "last"] = Field(
         "val",
         description="Which phase's Judge and Rubricor are kept: 'val' = the best pairwise accuracy on the val "
-        "problems' pairs (test pairs are never read here; the kept Judge is measured on test pairs by roro_eval); "
+        "problems' pairs, every category (test pairs are never read here; the kept Judge is measured on test pairs "
+        "by roro_eval); 'val_process' = the best accuracy on the val process pairs (ties: the better overall), the "
+        "pairs only the Judge's score orders in the router's reward (outcome and cost are terms of their own); "
         "'last' = the last phase.",
     )
     batch_size: int = Field(

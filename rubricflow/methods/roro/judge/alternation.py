@@ -247,14 +247,21 @@ def rubricor_phase(rubricor: RubricLM, judge: RubricLM, views: dict[str, Problem
 
 
 def select_phase(rows: list[dict], select_on: str = "val") -> int:
-    """Index of the phase to keep: the best val pairwise accuracy (``val``; ties: the earliest) or the last."""
+    """Index of the phase to keep: the best val pairwise accuracy (``val``), the best val process-pair accuracy
+    (``val_process``; ties: the better pairwise accuracy), ties then the earliest; or the last phase."""
     if not rows:
         raise ValueError("select_phase: no phases")
     if select_on == "last":
         return len(rows) - 1
     if select_on == "val":
         return max(range(len(rows)), key=lambda i: (rows[i]["val_pairwise_acc"], -i))
-    raise ValueError(f"roro.rubricor_judge.select_on: unknown rule {select_on!r}; expected 'val' or 'last'")
+    if select_on == "val_process":
+        if any(r.get("val_acc_process") is None for r in rows):
+            raise ValueError("roro.rubricor_judge.select_on: val_process needs val process pairs (same outcome and "
+                             "LRM calls, calls placed differently); the val split has none: use 'val'")
+        return max(range(len(rows)), key=lambda i: (rows[i]["val_acc_process"], rows[i]["val_pairwise_acc"], -i))
+    raise ValueError(f"roro.rubricor_judge.select_on: unknown rule {select_on!r}; expected 'val', 'val_process' "
+                     "or 'last'")
 
 
 def alternate(

@@ -91,8 +91,10 @@ FRESH_SEEDS_B = [1401, 1402, 1403, 1404, 1405]
 DOSE_BAR = 0.7
 
 
-def roro_fresh_spec() -> StudySpec:
-    spec = _spec("value", "artifacts/studies/roro_fresh", {"roro.task.draw_per_unit": True})
+def roro_fresh_spec(select_on: str | None = None, seeds=FRESH_SEEDS,
+                    out_dir: str = "artifacts/studies/roro_fresh") -> StudySpec:
+    env = {"roro.task.draw_per_unit": True, **({"roro.rubricor_judge.select_on": select_on} if select_on else {})}
+    spec = _spec("value", out_dir, env)
     gated = [f"roro vs outcome-only ({m})" for m in PRIMARY]
     bar = Precondition(
         name="judge passes the dose bar", variant="roro", metric="judge_test_process_acc", threshold=DOSE_BAR,
@@ -100,8 +102,20 @@ def roro_fresh_spec() -> StudySpec:
         description=f"the kept Judge orders at least {DOSE_BAR} of the test process pairs on at least 4 of 5 seeds "
         "(the accuracy from which roro_judge_dose's routers beat outcome-only)")
     pre = [p for p in spec.preconditions if p.name != "judge orders process pairs"] + [bar]
-    return StudySpec.model_validate({**spec.model_dump(), "seeds": FRESH_SEEDS,
+    return StudySpec.model_validate({**spec.model_dump(), "seeds": list(seeds),
                                      "preconditions": [p.model_dump() for p in pre]})
+
+
+# Declared after roro_fresh's first seed set, whose kept Judge phases were chosen by overall val pairwise accuracy
+# (roro.rubricor_judge.select_on: val, the paper's reading) and ordered 0.60-0.84 of the val process pairs where
+# the best phase of the same run ordered 0.73-0.84: in the router's reward the Judge's score orders only the routes
+# that outcome and cost leave tied, the process pairs, so this study keeps the phase best on the val process pairs
+# (select_on: val_process), on seeds no study has run, with roro_fresh's claims and preconditions unchanged.
+FRESH_SEEDS_PROCESS = [1501, 1502, 1503, 1504, 1505]
+
+
+def roro_fresh_process_spec() -> StudySpec:
+    return roro_fresh_spec("val_process", FRESH_SEEDS_PROCESS, "artifacts/studies/roro_fresh_process")
 
 
 # The router's GRPO advantage scaling (roro.router.grpo.scale_rewards), chosen on val by a rule written before any
@@ -313,6 +327,10 @@ STUDIES = (
               "profile's six-family Judge, every unit drawing its own problems and building their routes and pairs "
               f"with the shared step models (roro.task.draw_per_unit): {_ABOUT} RoRo vs outcome-only is gated by the "
               f"Judge passing the dose bar ({DOSE_BAR} of the test process pairs; `rubricflow study roro_fresh`)."),
+    StudyDecl("roro_fresh_process", roro_fresh_process_spec, "roro_fresh with the Judge phase kept by its val "
+              "process-pair accuracy (roro.rubricor_judge.select_on: val_process; roro_fresh keeps the paper's "
+              "overall val accuracy), on fresh seeds 1501-1505, with the same claims and preconditions (declared "
+              "after roro_fresh's first seed set; `rubricflow study roro_fresh_process`)."),
     StudyDecl("roro_long", roro_long_spec, "The RoRo study in the long-chain environment (8-16-operation chains; "
               "scripted step models whose SLM is confidently wrong on the formulation steps, uneven step costs, an "
               f"LRM that can repair at the final step; every unit rebuilds the environment from its seed): {_ABOUT} "
