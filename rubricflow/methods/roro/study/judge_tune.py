@@ -217,8 +217,9 @@ def judge_tune_spec() -> StudySpec:
 
 
 # Generation caps that fit six families' rubrics and judgments on the tiny profile (their warm-start targets run
-# longer than its defaults, 48 / 96, allow: ``alternation.check_generation_cap``), given to both variants so that they
-# differ in the families only (the four arm's caps are above the pipeline's; a generation that ends stops earlier).
+# longer than the code defaults, 48 / 96, allow: ``alternation.check_generation_cap``), given to both variants so
+# that they differ in the families only (the four arm's caps are above what four families need; a generation that
+# ends stops earlier). The tiny profile has run at these caps since six became its setting.
 FAMILIES_CAPS = {"roro.rubricor_judge.judge.max_new_tokens": 72, "roro.rubricor_judge.rubricor.max_new_tokens": 128}
 
 
