@@ -38,6 +38,8 @@ def _judgment(s1, v1, s2, v2):
 class ScriptedJudge:
     """Returns fixed judgment texts per call (sampled: the listed samples; greedy: the first)."""
 
+    reads_problem = False
+
     def __init__(self, texts):
         self.texts, self.calls = texts, []
 
@@ -89,3 +91,27 @@ def test_expected_score_takes_the_written_score_and_the_verdict_probability():
     judge.generate = lambda contents, n=1, temperature=0.0, seed=None: [[_judgment("0.25", "true", "x", "true")]
                                                                         for _ in contents]
     assert expected_scores(judge, [("q", RUBRIC2, _traj())]) == [None]  # an incomplete greedy judgment: missing
+
+
+def test_a_judge_that_reads_the_problem_is_built_loaded_and_prompted_with_it(tmp_path):
+    from rubricflow.config import config_from_dict
+    from rubricflow.methods.roro.judge.alternation import build_lms
+    from rubricflow.methods.roro.judge.lm import load_rubric_lm
+    from rubricflow.methods.roro.judge.scoring import judge_scores
+
+    rj = config_from_dict({"roro": {"rubricor_judge": {
+        "judge_reads": "problem", "judge": {"hidden_size": 16, "num_layers": 1, "vocab_size": 320},
+        "rubricor": {"hidden_size": 16, "num_layers": 1, "vocab_size": 320}}}}).roro.rubricor_judge
+    trajs = [_traj(writers=(SLM, SLM, SLM))]
+    judge, rubricor = build_lms(rj, problem_views(trajs), trajs)
+    assert judge.reads_problem and not rubricor.reads_problem
+    seen = []
+    judge.generate = lambda contents, n=1, temperature=0.0, seed=None: (seen.extend(contents)
+                                                                        or [["x"] for _ in contents])
+    judge_scores(judge, [("Start with 7. Add 5. Multiply by 2.", RUBRIC2, trajs[0])])
+    assert "\nProblem: Start with 7. Add 5. Multiply by 2.\nRubric:" in seen[0]
+    judge.save(tmp_path / "judge")
+    spec = rj.judge.model_copy(update={"path": str(tmp_path / "judge")})
+    assert load_rubric_lm(spec, "judge", 4, reads_problem=True).reads_problem
+    assert not load_rubric_lm(spec, "judge", 4).reads_problem
+    assert config_from_dict({}).roro.rubricor_judge.judge_reads == "steps"  # the code default: the steps alone

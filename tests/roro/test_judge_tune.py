@@ -67,6 +67,8 @@ def _traj(writers, us):
 class _Judge:
     """Stands in for the RubricLM: answers every criterion with the literal reading, or its negation."""
 
+    reads_problem = False
+
     def __init__(self, flip: set[str]):
         self.flip = flip
 
@@ -144,3 +146,36 @@ def test_the_families_study_compares_four_and_six_on_val_with_the_cheaper_winnin
     assert (spec.selection.metric, spec.selection.tolerance, spec.selection.cost) == ("kept_process", 0.01,
                                                                                       ["judge_params"])
     assert "literal_no_call_on_a_sure_step" in spec.metrics and "literal_slm_steps_are_right" in spec.metrics
+
+
+def test_the_reads_study_compares_what_the_judge_reads_on_several_draws_the_steps_winning_a_tie(tmp_path):
+    from rubricflow import registry
+    from rubricflow.config import config_from_dict
+    from rubricflow.methods.roro.study.judge_tune import input_parts, shared_outputs, unit_overrides
+    from rubricflow.study.adapter import Unit
+
+    method, decl = registry.studies()["roro_judge_reads"]
+    cfg = config_from_dict({})
+    spec = cfg.study.roro_judge_reads
+    assert method.name == "roro" and spec.method == "roro_judge" and spec.eval_split == "val"
+    assert spec.variants == {r: {"roro.rubricor_judge.judge_reads": r, "roro.task.draw_per_unit": True}
+                             for r in ("steps", "problem")}
+    assert len(spec.seeds) >= 4 and (spec.selection.metric, spec.selection.tolerance, spec.selection.cost) == (
+        "kept_process", 0.01, ["judge_reads_problem"])  # within 0.01: the shorter prompt, the previous setting
+    # a unit draws its own problems (task seed = its seed) and keeps its routes and pairs in its directory ...
+    vcfg = config_from_dict({"roro": {"task": {"draw_per_unit": True}}})
+    unit = Unit("problem", 1601)
+    over = unit_overrides(vcfg, "roro_judge_reads", spec, unit, tmp_path / "u")
+    assert over["roro.task.seed"] == 1601 and over["roro.data_dir"] == str(tmp_path / "u" / "data")
+    assert over["roro.rubricor_judge.seed"] == 1601 and over["roro.rubricor_judge.rounds"] == 1
+    # ... reading only the step models; without draw_per_unit it reads the main pipeline's routes and pairs
+    assert set(shared_outputs(vcfg)) == {"roro_models (SLM)", "roro_models (LRM)"}
+    assert set(shared_outputs(cfg)) == {"roro_trajectories", "roro_pairs"}
+    assert "roro.task.seed" not in unit_overrides(cfg, "roro_judge_tune", spec, unit, tmp_path / "u")
+    fake = tmp_path / "m"
+    fake.mkdir()
+    (fake / "config.json").write_text("{}")
+    ucfg = config_from_dict({"roro": {"task": {"draw_per_unit": True}, "slm": {"path": str(fake)},
+                                      "lrm": {"path": str(fake)}}})
+    parts = input_parts(ucfg, unit)
+    assert set(parts) == {"config", "seed", "slm", "lrm"} and parts["config"]["roro"]["task"]["draw_per_unit"]

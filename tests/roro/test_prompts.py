@@ -50,3 +50,71 @@ def test_warm_start_rubrics_never_weigh_a_family_zero():
     weights = [c.weight for _ in range(500) for c in random_rubric(rng, 4)]
     assert min(weights) == 0.1 and max(weights) == 0.9
     assert parse_rubric(render_rubric_json([replace(c, weight=0.0) for c in random_rubric(rng, 4)])).status == "failed"
+
+
+def test_a_judge_that_reads_the_problem_sees_it_and_finds_a_misread_operand():
+    from rubricflow.methods.roro.judge.prompts import literal_satisfied, steps_look_right, visible_slm_errors
+
+    q = "Start with 7. Add 5. Multiply by 2."
+    rubric = random_rubric(random.Random(0), 3)
+    steps_only, with_problem = judge_input(q, rubric, _traj()), judge_input(q, rubric, _traj(), True)
+    assert "Problem:" not in steps_only and q not in steps_only
+    assert with_problem.splitlines()[:2] == ["Judge the routing.", f"Problem: {q}"]
+    assert with_problem.replace(f"\nProblem: {q}", "") == steps_only  # the rest is the same message
+
+    t = _traj()  # SLM, LRM, SLM: 7 + 5 = 12 / 12 * 2 = 24 / #### 24, the problem's own chain
+    assert steps_look_right(t, True) and visible_slm_errors(t, True) == 0
+    t.steps[0].text, t.steps[1].text, t.steps[2].text = "7 + 6 = 13", "13 * 2 = 26", "#### 26"  # misread operand
+    assert steps_look_right(t) and visible_slm_errors(t) == 0  # right arithmetic: invisible in the steps alone
+    assert not steps_look_right(t, True) and visible_slm_errors(t, True) == 1  # the SLM's step 1, not the LRM's
+    assert literal_satisfied("SLM steps are right", {}, t) and not literal_satisfied("SLM steps are right", {}, t, True)
+    t.steps[0].text, t.steps[1].text = "7 + 5 = 12", "12 + 2 = 14"  # the LRM applies the wrong operation
+    t.steps[2].text = "#### 14"
+    assert visible_slm_errors(t, True) == 0 and not steps_look_right(t, True)
+    assert literal_satisfied("SLM steps are right", {}, t, True) and not literal_satisfied("steps are right", {}, t,
+                                                                                           True)
+    t.steps[0].text = "8 + 4 = 12"  # does not start from the start value (the steps alone cannot tell)
+    t.steps[1].text, t.steps[2].text = "12 * 2 = 24", "#### 24"
+    assert steps_look_right(t) and not steps_look_right(t, True)
+
+
+def test_a_reader_of_the_problem_counts_left_out_and_added_operations():
+    from rubricflow.methods.roro.judge.prompts import steps_look_right
+
+    t = _traj()
+    t.steps[1].text, t.steps[2].text = "#### 12", "#### 12"  # stops after the first operation
+    t.steps = t.steps[:2]
+    assert steps_look_right(t) and not steps_look_right(t, True)
+    t2 = _traj()
+    t2.question = "Start with 7. Add 5."  # the route applies one operation more than the problem has
+    assert steps_look_right(t2) and not steps_look_right(t2, True)
+
+
+def test_a_reader_of_the_problem_refuses_a_question_it_cannot_read():
+    import pytest
+
+    from rubricflow.methods.roro.judge.prompts import steps_look_right
+
+    t = _traj()
+    t.question = "Natalia sold clips to 48 of her friends in April. How many did she sell?"
+    assert steps_look_right(t)  # the steps alone need no question
+    with pytest.raises(ValueError, match=r"problem p1: a reader of the problem .*judge_reads: problem.* synthetic"):
+        steps_look_right(t, True)
+
+
+def test_warm_start_targets_of_a_problem_reader_follow_its_reading():
+    from rubricflow.methods.roro.judge.alternation import warm_start_examples
+    from rubricflow.methods.roro.judge.prompts import FAMILY_SETS
+    from rubricflow.methods.roro.judge.rubricor import problem_views
+
+    t = _traj(writers=("SLM", "SLM", "SLM"))  # the all-SLM route: the Rubricor's view of the problem
+    t.steps[0].text, t.steps[1].text, t.steps[2].text = "7 + 6 = 13", "13 * 2 = 26", "#### 26"
+    views = problem_views([t])
+    six = FAMILY_SETS["six"]
+    _, steps = warm_start_examples(views, [t], random.Random(0), label_noise=0.0, families=six)
+    _, prob = warm_start_examples(views, [t], random.Random(0), label_noise=0.0, families=six, reads_problem=True)
+    (m_steps, y_steps), (m_prob, y_prob) = steps[0], prob[0]
+    assert "Problem:" not in m_steps and "Problem: Start with 7. Add 5. Multiply by 2." in m_prob
+    right = '"SLM steps are right", "score": {}, "satisfied": {}'
+    assert any(right.format(s, "true") in y_steps for s in ("0.5", "1.0"))
+    assert any(right.format(s, "false") in y_prob for s in ("0.5", "1.0"))

@@ -160,12 +160,13 @@ class NoisyOracleScorer:
 # exact-reader
 
 
-def literal_score(rubric: list[Rubric], t: Trajectory) -> float | None:
+def literal_score(rubric: list[Rubric], t: Trajectory, reads_problem: bool = False) -> float | None:
     """An exact reader's process score of ``t`` under a parsed rubric: ``sum weight * 1.0 * literal reading``
-    (score 1.0, the families' guidance); None when a criterion is not a family template."""
+    (score 1.0, the families' guidance; a reader of the problem when ``reads_problem``); None when a criterion is not
+    a family template."""
     total = 0.0
     for c in rubric:
-        sat = family_satisfied(c, t)
+        sat = family_satisfied(c, t, reads_problem)
         if sat is None:
             return None
         total += c.weight * float(sat)
@@ -176,15 +177,15 @@ class ReaderScorer:
     """``ProcessScorer``'s interface over :func:`literal_score` under fixed rubrics (problem id -> ``ParsedRubric``):
     a failed rubric or a criterion off the family templates is missing (None), counted in ``failures``."""
 
-    def __init__(self, rubrics: dict):
-        self.rubrics = rubrics
+    def __init__(self, rubrics: dict, reads_problem: bool = False):
+        self.rubrics, self.reads_problem = rubrics, reads_problem  # reads as the Judge does (judge_reads)
         self.failures = 0
 
     def score(self, t: Trajectory) -> float | None:
         r = self.rubrics.get(t.problem_id)
         if r is None:
             raise KeyError(f"no rubric for problem {t.problem_id}")
-        return None if r.failed else literal_score(r.value, t)
+        return None if r.failed else literal_score(r.value, t, self.reads_problem)
 
     def scores(self, trajs: list[Trajectory]) -> list[float | None]:
         out = [self.score(t) for t in trajs]

@@ -8,8 +8,12 @@ the all-SLM route, one digit each: what makes a rubric query-specific without re
     SLM uncertainty: 1 7 0
 
 Judge input: the rubric (criterion names with their query-specific score guidance) and the trajectory in text:
-each step with who wrote it and the SLM's uncertainty at that step (one digit, 0-9), never the ground truth. The
-problem itself is not repeated: the steps carry its numbers and operations. Writer and uncertainty are one token
+each step with who wrote it and the SLM's uncertainty at that step (one digit, 0-9), never the ground truth. Under
+``rubricor_judge.judge_reads: steps`` (the tiny profile's first reading) the problem is not repeated: the steps carry
+its numbers and operations. Under ``judge_reads: problem`` (the paper's Judge reads the query) a ``Problem:`` line
+follows the task line, and the two "right" families are read against it (``literal_satisfied``): a step that
+misreads the problem's operand is right arithmetic, invisible to a reader of the steps alone. Writer and uncertainty
+are one token
 (``S0``-``S9`` for a step the SLM wrote, ``L0``-``L9`` for one the LRM wrote, the digit being the SLM's uncertainty
 at that step; ``STEP_MARKS``)::
 
@@ -49,6 +53,8 @@ from typing import TYPE_CHECKING
 
 from rubricflow.data.arith import OPS, parse_step
 from rubricflow.judge.protocol import Rubric, Verdict
+from rubricflow.methods.roro.env.task import OPS as OP_NAMES
+from rubricflow.methods.roro.env.task import parse_question
 from rubricflow.methods.roro.judge.rubric import criterion
 
 if TYPE_CHECKING:  # types only: importing routing (torch) here would load torch with the config
@@ -72,6 +78,7 @@ EXTRA_FAMILIES = (
     ("SLM steps are right", "1.0 if every SLM step is right"),
 )
 FAMILY_SETS = {"four": FAMILIES, "six": FAMILIES + EXTRA_FAMILIES}
+OP_SYMBOLS = {name: sym for name, (_, sym) in OP_NAMES.items()}  # add -> "+", as the steps write it
 
 
 # JSON boilerplate of the canonical renderings and the criterion names, added to the rubric LMs' tokenizer as whole
@@ -111,10 +118,11 @@ def trajectory_text(t: Trajectory) -> str:
     return "\n".join(lines + [f"LRM steps: {t.lrm_calls} of {len(t.steps)}"])
 
 
-def judge_input(question: str, rubric: list[Rubric], t: Trajectory) -> str:
-    """The Judge's user message (``question`` is accepted for other judges; the steps already carry it)."""
+def judge_input(question: str, rubric: list[Rubric], t: Trajectory, reads_problem: bool = False) -> str:
+    """The Judge's user message; the problem is in it only when ``reads_problem`` (``judge_reads: problem``)."""
     crit = "\n".join(f"- {c.id}: {c.guidance}".rstrip(": ") for c in rubric)
-    return f"{JUDGE_TASK}\nRubric:\n{crit}\nSteps:\n{trajectory_text(t)}"
+    problem = f"\nProblem: {question}" if reads_problem else ""
+    return f"{JUDGE_TASK}{problem}\nRubric:\n{crit}\nSteps:\n{trajectory_text(t)}"
 
 
 def chat(tokenizer, content: str) -> str:
@@ -154,15 +162,30 @@ def guidance_params(name: str, guidance: str) -> dict | None:
     return {k: int(v) for k, v in m.groupdict().items()} if m else None
 
 
-def _step_checks(t: Trajectory):
-    """Per step, up to the final ``#### N``: ``(step, looks right, is the final)``, from the text alone. A step looks
+def _problem_of(t: Trajectory) -> tuple[int, list[tuple[str, int]]]:
+    """The start value and operations of the problem ``t`` routes (its synthetic question, parsed); ValueError naming
+    the problem when the question is not synthetic (a GSM8K row's operations cannot be read off its text)."""
+    try:
+        return parse_question(t.question)
+    except ValueError as e:
+        raise ValueError(f"problem {t.problem_id}: a reader of the problem (roro.rubricor_judge.judge_reads: "
+                         f"problem) needs a synthetic question: {e}") from None
+
+
+def _step_checks(t: Trajectory, reads_problem: bool = False):
+    """Per step, up to the final ``#### N``: ``(step, looks right, is the final)``. From the text alone, a step looks
     right when its ``a op b = c`` is right and starts from the previous result; the final when it restates it. After
-    a step that is not of that form the next one has no previous result to start from."""
-    prev = None
-    for s in t.steps:
+    a step that is not of that form the next one has no previous result to start from. A reader of the problem
+    (``reads_problem``) also checks that the first step starts from the problem's start value and that step k applies
+    the problem's k-th operation to its operand (a misread operand is right arithmetic), and that no operation is
+    left out or added."""
+    start, ops = _problem_of(t) if reads_problem else (None, None)
+    prev = start
+    for k, s in enumerate(t.steps):
         text = s.text.strip()
         if text.startswith("####"):
-            yield s, prev is not None and text == f"#### {prev}", True
+            done = ops is None or k == len(ops)
+            yield s, prev is not None and done and text == f"#### {prev}", True
             return
         step = parse_step(text)
         if step is None:
@@ -170,22 +193,26 @@ def _step_checks(t: Trajectory):
             prev = None
             continue
         a, op, b, c = step
-        yield s, (prev is None or a == prev) and c == OPS[op](a, b), False
+        ok = (prev is None or a == prev) and c == OPS[op](a, b)
+        if ops is not None:
+            ok = ok and prev is not None and k < len(ops) and (op, b) == (OP_SYMBOLS[ops[k][0]], ops[k][1])
+        yield s, ok, False
         prev = c
 
 
-def steps_look_right(t: Trajectory) -> bool:
-    """What a reader can verify from the text alone: each ``a op b = c`` is right, each step starts from the
-    previous result and the final ``#### N`` restates it (the problem's reference answer is not used)."""
-    checks = list(_step_checks(t))
+def steps_look_right(t: Trajectory, reads_problem: bool = False) -> bool:
+    """What a reader can verify: each ``a op b = c`` is right, each step starts from the previous result and the
+    final ``#### N`` restates it (the problem's reference answer is not used); with ``reads_problem``, also each
+    step's operation and operand against the problem (``_step_checks``)."""
+    checks = list(_step_checks(t, reads_problem))
     return bool(checks) and checks[-1][2] and all(ok for _, ok, _ in checks)
 
 
-def visible_slm_errors(t: Trajectory) -> int:
-    """SLM steps a reader of the text alone finds wrong (``_step_checks``): wrong arithmetic, not starting from the
-    previous result, or a final answer that does not restate it (an SLM step that misreads an operand is right
-    arithmetic: invisible without the problem)."""
-    return sum(s.writer == "SLM" and not ok for s, ok, _ in _step_checks(t))
+def visible_slm_errors(t: Trajectory, reads_problem: bool = False) -> int:
+    """SLM steps a reader finds wrong (``_step_checks``): wrong arithmetic, not starting from the previous result,
+    or a final answer that does not restate it; an SLM step that misreads an operand is right arithmetic, found only
+    by a reader of the problem (``reads_problem``)."""
+    return sum(s.writer == "SLM" and not ok for s, ok, _ in _step_checks(t, reads_problem))
 
 
 def sure_calls(t: Trajectory, s: int) -> int:
@@ -193,8 +220,9 @@ def sure_calls(t: Trajectory, s: int) -> int:
     return sum(x.writer == "LRM" and u_digit(x.slm_uncertainty) <= s for x in t.steps)
 
 
-def literal_satisfied(name: str, params: dict, t: Trajectory) -> bool:
-    """The literal reading of a criterion family on the visible trajectory."""
+def literal_satisfied(name: str, params: dict, t: Trajectory, reads_problem: bool = False) -> bool:
+    """The literal reading of a criterion family on the visible trajectory (and the problem, for the two "right"
+    families, when the reader reads it)."""
     if name == "risky step to LRM":
         k = params["k"]
         return 1 <= k <= len(t.steps) and t.steps[k - 1].writer == "LRM"
@@ -203,28 +231,30 @@ def literal_satisfied(name: str, params: dict, t: Trajectory) -> bool:
     if name == "few LRM steps":
         return t.lrm_calls <= params["m"]
     if name == "steps are right":
-        return steps_look_right(t)
+        return steps_look_right(t, reads_problem)
     if name == "no call on a sure step":
         return sure_calls(t, params["s"]) == 0
     if name == "SLM steps are right":
-        return visible_slm_errors(t) == 0
+        return visible_slm_errors(t, reads_problem) == 0
     raise ValueError(f"unknown criterion family {name!r}")
 
 
-def family_satisfied(c: Rubric, t: Trajectory) -> bool | None:
+def family_satisfied(c: Rubric, t: Trajectory, reads_problem: bool = False) -> bool | None:
     """The literal reading of criterion ``c`` on ``t`` with the parameters its guidance names; None when ``c`` is not
     a family template."""
     params = guidance_params(c.id, c.guidance)
     if params is None:
         return None
-    return literal_satisfied(c.id, {"k": 0, "d": 0, "m": 0, "s": 0, **params}, t)
+    return literal_satisfied(c.id, {"k": 0, "d": 0, "m": 0, "s": 0, **params}, t, reads_problem)
 
 
-def noisy_judgments(rng: random.Random, rubric: list[Rubric], t: Trajectory, label_noise: float) -> dict[str, Verdict]:
-    """Warm-start Judge targets: the literal reading flipped with probability ``label_noise``; random score."""
+def noisy_judgments(rng: random.Random, rubric: list[Rubric], t: Trajectory, label_noise: float,
+                    reads_problem: bool = False) -> dict[str, Verdict]:
+    """Warm-start Judge targets: the literal reading (of a reader of the problem when ``reads_problem``) flipped with
+    probability ``label_noise``; random score."""
     out = {}
     for c in rubric:
-        sat = family_satisfied(c, t)
+        sat = family_satisfied(c, t, reads_problem)
         if rng.random() < label_noise:
             sat = not sat
         out[c.id] = Verdict(True, sat, score=rng.choice([0.5, 1.0]))

@@ -80,20 +80,21 @@ def literal_agreement(judge, views, trajectories, seed: int, families=FAMILIES) 
     for (_, r, t), row in zip(items, parsed):
         got = {k: v.satisfied for k, v in row[0].verdicts.items()} if not row[0].failed else {}
         for c in r:
-            if got.get(c.id) == family_satisfied(c, t):
+            if got.get(c.id) == family_satisfied(c, t, judge.reads_problem):
                 agree[c.id] += 1
     return {name: n / max(1, len(items)) for name, n in agree.items()}
 
 
-def oracle_accuracy(rubrics: dict, trajectories, pairs) -> dict[str, float]:
-    """Val pairwise accuracy (``pair_accuracy``) of an exact reader of ``rubrics``: the ceiling a Judge reaches
-    under these rubrics when it reads every criterion literally."""
+def oracle_accuracy(rubrics: dict, trajectories, pairs, reads_problem: bool = False) -> dict[str, float]:
+    """Val pairwise accuracy (``pair_accuracy``) of an exact reader of ``rubrics`` (of the problem too when
+    ``reads_problem``): the ceiling a Judge reaches under these rubrics when it reads every criterion literally."""
     from rubricflow.methods.roro.env import oracles  # imports torch (routing): not at CLI start
     from rubricflow.methods.roro.judge.pairwise import pair_accuracy
 
     need = {i for p in pairs for i in (p.chosen, p.rejected)}
     scores = {i: (None if rubrics[trajectories[i].problem_id].failed
-                  else oracles.literal_score(rubrics[trajectories[i].problem_id].value, trajectories[i]))
+                  else oracles.literal_score(rubrics[trajectories[i].problem_id].value, trajectories[i],
+                                             reads_problem))
              for i in need}
     return pair_accuracy(pairs, trajectories, scores)
 
@@ -123,7 +124,8 @@ def run_one(rc, seed: int) -> dict:
             out["literal_agreement"] = literal_agreement(judge, views, val_trajs, seed + 5,
                                                          FAMILY_SETS[rj.families])
         rubrics = write_rubrics(rubricor, views, sorted(val_pids))  # memoised: the rubrics the phase was scored under
-        out.setdefault("oracle_process", []).append(oracle_accuracy(rubrics, trajs, pairs["val"]).get("acc_process"))
+        out.setdefault("oracle_process", []).append(
+            oracle_accuracy(rubrics, trajs, pairs["val"], judge.reads_problem).get("acc_process"))
 
     rows = alternate(judge, rubricor, rj, trajs, pairs["train"], pairs["val"], log=log)
     out["seconds"] = time.perf_counter() - t0
@@ -140,15 +142,26 @@ def run_one(rc, seed: int) -> dict:
 
 
 def unit_overrides(vcfg: Any, name: str, spec: StudySpec, unit: Unit, udir: Path) -> dict[str, Any]:
-    return {"roro.rubricor_judge.seed": unit.seed, "roro.rubricor_judge.rounds": 1}
+    # roro.task.draw_per_unit: the unit draws its own problems (task seed = its seed) and builds their routes and pairs
+    # under its directory with the shared step models, so a selection reads several problem draws
+    draw = ({"roro.task.seed": unit.seed, "roro.data_dir": str(udir / "data")} if vcfg.roro.task.draw_per_unit
+            else {})
+    return {**draw, "roro.rubricor_judge.seed": unit.seed, "roro.rubricor_judge.rounds": 1}
 
 
 def shared_outputs(cfg: Any) -> dict[str, Path]:
-    return {"roro_trajectories": trajectories_path(cfg.roro), "roro_pairs": pairs_path(cfg.roro)}
+    rc = cfg.roro
+    if rc.task.draw_per_unit:
+        return {"roro_models (SLM)": Path(rc.slm.path) / "config.json",
+                "roro_models (LRM)": Path(rc.lrm.path) / "config.json"}
+    return {"roro_trajectories": trajectories_path(rc), "roro_pairs": pairs_path(rc)}
 
 
 def input_parts(ucfg: Any, unit: Unit) -> dict[str, Any]:
     rc = ucfg.roro
+    if rc.task.draw_per_unit:  # the routes and pairs are built from the step models, the config and the seed
+        return {"config": {"roro": rc.essential_dump()}, "seed": unit.seed, "slm": content_hash(rc.slm.path),
+                "lrm": content_hash(rc.lrm.path)}
     return {"config": {"rubricor_judge": rc.rubricor_judge.essential_dump(), "pairs": rc.pairs.essential_dump()},
             "seed": unit.seed, "trajectories": content_hash(trajectories_path(rc)),
             "pairs": content_hash(pairs_path(rc))}
@@ -157,16 +170,26 @@ def input_parts(ucfg: Any, unit: Unit) -> dict[str, Any]:
 def run_unit(ucfg: Any, unit: Unit, udir: Path, run: Any, secret_resolver=None) -> dict:
     """One setting and seed: :func:`run_one`, reduced to the study's metrics (the phases kept in the result)."""
     rc = ucfg.roro
+    environment = None
+    if rc.task.draw_per_unit:  # this unit's problem draw: its routes and pairs first
+        from rubricflow.methods.roro.env.trajectories import run_trajectories
+        from rubricflow.methods.roro.judge.pairs import run_pairs
+
+        tr = run_trajectories(rc)
+        environment = {k: tr[k] for k in ("n_unique", "slm_step_error_rate", "uncertainty_auc")}
+        environment["pairs"] = {k: v for k, v in run_pairs(rc).items() if "available" not in k}
     log_judge_inputs(run, rc)
     r = run_one(rc, unit.seed)
     by_phase = {p["phase"]: p for p in r["phases"]}
     metrics = {"kept_process": r["kept_process"], "kept_overall": r["kept_overall"],
                "judge_params": float(r["judge_params"]), "warm_steps": float(rc.rubricor_judge.judge.warm_steps),
+               "judge_reads_problem": float(rc.rubricor_judge.judge_reads == "problem"),
                **{f"process_{ph.replace('/', '_')}": (by_phase.get(ph) or {}).get("acc_process") for ph in PHASES},
                "oracle_process_warm": (r.get("oracle_process") or [None])[0],
                **{family_key(n): v for n, v in r["literal_agreement"].items()}}
     return {"metrics": metrics, "eval_samples": None, "kept_phase": r["kept_phase"], "phases": r["phases"],
-            "oracle_process": r.get("oracle_process"), "seconds": r["seconds"]}
+            "oracle_process": r.get("oracle_process"), "seconds": r["seconds"],
+            **({"environment": environment} if environment else {})}
 
 
 def report_phases(name: str, spec: StudySpec, results: Sequence[Mapping], stem_path: Path) -> dict[str, Any]:
@@ -188,7 +211,7 @@ ADAPTER = StudyMethod(
     name="roro_judge",
     run_unit=run_unit,
     unit_overrides=unit_overrides,
-    reserved_keys=("roro.rubricor_judge.seed", "roro.rubricor_judge.rounds"),
+    reserved_keys=("roro.rubricor_judge.seed", "roro.rubricor_judge.rounds", "roro.task.seed", "roro.data_dir"),
     shared_outputs=shared_outputs,
     input_parts=input_parts,
     code=("rubricflow.methods.roro", "rubricflow.training.sft", "models.tiny", "models.generation"),
@@ -254,4 +277,41 @@ FAMILIES_STUDY = StudyDecl(
     "Chooses the criterion families on val pairs (`rubricflow study roro_families`): four against six "
     "(`roro.rubricor_judge.families`), each the warm start and one alternation round per seed (11, 22); the higher "
     "mean kept-phase val process-pair accuracy wins, and within 0.01 of it the cheaper (fewer Judge parameters: four).",
+)
+
+
+# What the Judge reads (roro.rubricor_judge.judge_reads), chosen on val over several problem draws. Declared before any
+# unit ran. Why: the six-family Judge orders 0.7 of the test process pairs on 6 of 15 fresh draws (roro_fresh,
+# roro_fresh_process) and about half the accepted SLM errors are misread operands, right arithmetic that no reader of
+# the steps alone can see (reports/studies/roro_family_ceiling.md); with 64 val process pairs per draw one draw cannot
+# choose. Every unit draws its own problems (roro.task.draw_per_unit; seeds no other study used), both variants on
+# the same draws; the tiny profile's Judge otherwise (six families, its caps, select_on val). Rule: the higher mean
+# kept-phase val process-pair accuracy over the draws wins; within 0.01 of it the one that does not read the problem
+# (the shorter prompt, the previous setting).
+READS_SEEDS = (1601, 1602, 1603, 1604)
+
+
+def reads_spec() -> StudySpec:
+    metrics = ["kept_process", "kept_overall", "judge_reads_problem",
+               *(f"process_{ph.replace('/', '_')}" for ph in PHASES), "oracle_process_warm",
+               *(family_key(n) for n, _ in FAMILY_SETS["six"])]
+    return StudySpec(
+        method="roro_judge",
+        seeds=list(READS_SEEDS),
+        variants={reads: {"roro.rubricor_judge.judge_reads": reads, "roro.task.draw_per_unit": True}
+                  for reads in ("steps", "problem")},
+        metrics=metrics,
+        eval_split="val",
+        selection=Selection(metric="kept_process", direction="higher", tolerance=0.01, cost=["judge_reads_problem"]),
+        profile="tiny",
+        out_dir="artifacts/studies/roro_judge_reads",
+    )
+
+
+READS_STUDY = StudyDecl(
+    "roro_judge_reads", reads_spec,
+    "Chooses what the Judge reads on val pairs over four problem draws (`rubricflow study roro_judge_reads`): the "
+    "steps alone against the problem and the steps (`roro.rubricor_judge.judge_reads`), each the warm start and one "
+    "alternation round on its own draw (`roro.task.draw_per_unit`, seeds 1601-1604); the higher mean kept-phase val "
+    "process-pair accuracy wins, and within 0.01 of it the steps alone.",
 )
