@@ -38,7 +38,7 @@ def _judgment(s1, v1, s2, v2):
 class ScriptedJudge:
     """Returns fixed judgment texts per call (sampled: the listed samples; greedy: the first)."""
 
-    reads_problem = False
+    reads = "steps"
 
     def __init__(self, texts):
         self.texts, self.calls = texts, []
@@ -112,6 +112,6 @@ def test_a_judge_that_reads_the_problem_is_built_loaded_and_prompted_with_it(tmp
     assert "\nProblem: Start with 7. Add 5. Multiply by 2.\nRubric:" in seen[0]
     judge.save(tmp_path / "judge")
     spec = rj.judge.model_copy(update={"path": str(tmp_path / "judge")})
-    assert load_rubric_lm(spec, "judge", 4, reads_problem=True).reads_problem
-    assert not load_rubric_lm(spec, "judge", 4).reads_problem
+    assert load_rubric_lm(spec, "judge", 4, "problem").reads == "problem"
+    assert load_rubric_lm(spec, "judge", 4).reads == "steps" and not load_rubric_lm(spec, "judge", 4).reads_problem
     assert config_from_dict({}).roro.rubricor_judge.judge_reads == "steps"  # the code default: the steps alone

@@ -67,7 +67,7 @@ def _traj(writers, us):
 class _Judge:
     """Stands in for the RubricLM: answers every criterion with the literal reading, or its negation."""
 
-    reads_problem = False
+    reads, reads_problem = "steps", False
 
     def __init__(self, flip: set[str]):
         self.flip = flip
@@ -179,3 +179,15 @@ def test_the_reads_study_compares_what_the_judge_reads_on_several_draws_the_step
                                       "lrm": {"path": str(fake)}}})
     parts = input_parts(ucfg, unit)
     assert set(parts) == {"config", "seed", "slm", "lrm"} and parts["config"]["roro"]["task"]["draw_per_unit"]
+
+
+def test_the_checked_study_is_roro_judge_reads_on_other_draws_with_the_calculator_for_the_problem():
+    from rubricflow.config import config_from_dict
+
+    study = config_from_dict({}).study
+    reads, checked = study.roro_judge_reads, study.roro_judge_checked
+    assert checked.variants == {r: {"roro.rubricor_judge.judge_reads": r, "roro.task.draw_per_unit": True}
+                                for r in ("steps", "checked")}
+    assert not set(checked.seeds) & set(reads.seeds) and len(checked.seeds) == len(reads.seeds)
+    assert checked.selection == reads.selection and checked.metrics == reads.metrics
+    assert checked.out_dir != reads.out_dir and checked.eval_split == "val"

@@ -57,7 +57,7 @@ def test_a_judge_that_reads_the_problem_sees_it_and_finds_a_misread_operand():
 
     q = "Start with 7. Add 5. Multiply by 2."
     rubric = random_rubric(random.Random(0), 3)
-    steps_only, with_problem = judge_input(q, rubric, _traj()), judge_input(q, rubric, _traj(), True)
+    steps_only, with_problem = judge_input(q, rubric, _traj()), judge_input(q, rubric, _traj(), "problem")
     assert "Problem:" not in steps_only and q not in steps_only
     assert with_problem.splitlines()[:2] == ["Judge the routing.", f"Problem: {q}"]
     assert with_problem.replace(f"\nProblem: {q}", "") == steps_only  # the rest is the same message
@@ -112,9 +112,29 @@ def test_warm_start_targets_of_a_problem_reader_follow_its_reading():
     views = problem_views([t])
     six = FAMILY_SETS["six"]
     _, steps = warm_start_examples(views, [t], random.Random(0), label_noise=0.0, families=six)
-    _, prob = warm_start_examples(views, [t], random.Random(0), label_noise=0.0, families=six, reads_problem=True)
+    _, prob = warm_start_examples(views, [t], random.Random(0), label_noise=0.0, families=six, reads="problem")
     (m_steps, y_steps), (m_prob, y_prob) = steps[0], prob[0]
     assert "Problem:" not in m_steps and "Problem: Start with 7. Add 5. Multiply by 2." in m_prob
     right = '"SLM steps are right", "score": {}, "satisfied": {}'
     assert any(right.format(s, "true") in y_steps for s in ("0.5", "1.0"))
     assert any(right.format(s, "false") in y_prob for s in ("0.5", "1.0"))
+
+
+def test_a_judge_with_a_calculator_reads_each_steps_check_against_the_problem():
+    import pytest
+
+    from rubricflow.methods.roro.judge.prompts import CHECK_MARKS, added_tokens
+
+    q = "Start with 7. Add 5. Multiply by 2."
+    rubric = random_rubric(random.Random(0), 3)
+    t = _traj()
+    t.steps[0].text, t.steps[1].text, t.steps[2].text = "7 + 6 = 13", "13 * 2 = 26", "#### 26"  # misread operand
+    text = judge_input(q, rubric, t, "checked")
+    assert f"Problem: {q}" in text
+    assert "1 S1: 7 + 6 = 13 [wrong]\n2 L7: 13 * 2 = 26 [right]\n3 S0: #### 26 [right]\nLRM steps: 1 of 3" in text
+    assert text.replace(" [wrong]", "").replace(" [right]", "") == judge_input(q, rubric, t, "problem")
+    t.steps = t.steps + [replace(t.steps[2], index=3, text="#### 26")]  # a step after the final one
+    assert judge_input(q, rubric, t, "checked").endswith("4 S0: #### 26 [wrong]\nLRM steps: 1 of 4")
+    assert set(CHECK_MARKS) <= set(added_tokens(checked=True)) and not set(CHECK_MARKS) & set(added_tokens())
+    with pytest.raises(ValueError, match=r"judge_reads: unknown reading 'tools'"):
+        judge_input(q, rubric, t, "tools")

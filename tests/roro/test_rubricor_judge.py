@@ -68,7 +68,7 @@ def test_the_alternation_refuses_pairs_of_the_wrong_split():
 class _WordLM:
     """A stand-in LM whose tokenizer splits on whitespace (what the generation-cap check counts)."""
 
-    reads_problem = False
+    reads, reads_problem = "steps", False
 
     def __init__(self, name, max_new_tokens):
         self.name, self.max_new_tokens = name, max_new_tokens
@@ -147,7 +147,7 @@ def test_the_rubricor_phase_keeps_only_candidates_that_list_the_configured_famil
     six = [replace(c, weight=0.5) for c in random_rubric(random.Random(0), 3, FAMILY_SETS["six"])]
 
     class LM:
-        reads_problem = False
+        reads = "steps"
 
         def __init__(self, texts):
             self.texts, self.sft_calls = texts, []

@@ -236,3 +236,24 @@ def test_the_process_selection_study_differs_from_roro_fresh_in_the_judge_phase_
     assert [c.key for c in a.claims] == [c.key for c in b.claims]
     assert [p.model_dump() for p in a.preconditions] == [p.model_dump() for p in b.preconditions]
     assert b.out_dir != a.out_dir
+
+
+def test_the_checked_study_differs_from_roro_fresh_in_what_the_judge_reads_the_seeds_and_the_oracle_gate_cost():
+    from rubricflow.methods.roro.study.judge_tune import CHECKED_SEEDS, READS_SEEDS
+    from rubricflow.methods.roro.study.specs import (FRESH_SEEDS, FRESH_SEEDS_B, FRESH_SEEDS_CHECKED,
+                                                     FRESH_SEEDS_CHECKED_B, FRESH_SEEDS_PROCESS,
+                                                     roro_fresh_checked_spec, roro_fresh_spec)
+
+    a, c = roro_fresh_spec(), roro_fresh_checked_spec()
+    used = (set(FRESH_SEEDS) | set(FRESH_SEEDS_B) | set(FRESH_SEEDS_PROCESS) | set(READS_SEEDS)
+            | set(CHECKED_SEEDS))
+    assert c.seeds == FRESH_SEEDS_CHECKED and not set(c.seeds) & used and not set(FRESH_SEEDS_CHECKED_B) & (
+        used | set(c.seeds))
+    for name, o in c.variants.items():  # every variant routes a draw of its own; only the Judge's input differs
+        assert o == {**a.variants[name], "roro.rubricor_judge.judge_reads": "checked"}
+    assert [x.key for x in a.claims] == [x.key for x in c.claims]
+    pa, pc = ({p.name: p for p in s.preconditions} for s in (a, c))
+    assert pa["judge passes the dose bar"] == pc["judge passes the dose bar"]
+    gate_a, gate_c = pa["oracle router reaches the threshold"], pc["oracle router reaches the threshold"]
+    assert (gate_a.metric, gate_c.metric) == ("chain_range_auc", "chain_acc_at_cost_50")
+    assert gate_c.model_dump(exclude={"metric", "description"}) == gate_a.model_dump(exclude={"metric", "description"})

@@ -45,7 +45,8 @@ METHOD = Method(
         ),
     ),
     adapters=(ADAPTER, judge_tune.ADAPTER, judge_dose.ADAPTER),
-    studies=(*STUDIES, judge_tune.STUDY, judge_tune.FAMILIES_STUDY, judge_tune.READS_STUDY, judge_dose.STUDY),
+    studies=(*STUDIES, judge_tune.STUDY, judge_tune.FAMILIES_STUDY, judge_tune.READS_STUDY, judge_tune.CHECKED_STUDY,
+             judge_dose.STUDY),
     summary=summary_lines,
     commands=COMMANDS,
 )

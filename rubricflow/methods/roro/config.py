@@ -336,15 +336,17 @@ class RubricorJudgeConfig(Section):
         "needs judge.max_new_tokens >= 72 and rubricor.max_new_tokens >= 128 (the warm start refuses shorter caps). "
         "What each set lets an exact reader reach on the process pairs: reports/studies/roro_family_ceiling.md.",
     )
-    judge_reads: Literal["steps", "problem"] = Field(
+    judge_reads: Literal["steps", "problem", "checked"] = Field(
         "steps",
         description="What the Judge reads besides the rubric: 'steps' = the route's steps (with writer and SLM "
         "uncertainty) only, the problem's numbers carried by the steps; 'problem' = a 'Problem:' line too (the "
         "paper's Judge reads the query), and the warm start's literal readings of 'steps are right' / 'SLM steps are "
         "right' check each step's operation and operand against it, so a step that misreads an operand (right "
-        "arithmetic) reads as wrong. Synthetic problems only: a GSM8K question's operations cannot be read off its "
-        "text (the literal reading refuses it). The exact reader (roro.router.methods exact-reader) reads as the "
-        "Judge does.",
+        "arithmetic) reads as wrong; 'checked' = 'problem' with a calculator: each step line ends with its check "
+        "against the problem ([right] / [wrong]), the output of a tool call a real Judge would make, which a tiny "
+        "Judge cannot compute. Under 'problem' and 'checked' the literal readings are the same. Synthetic problems "
+        "only: a GSM8K question's operations cannot be read off its text (the reading refuses it). The exact reader "
+        "(roro.router.methods exact-reader) reads as the Judge does.",
     )
     rubricor_problems: int = Field(12, ge=1, description="Training problems per Rubricor phase.")
     select_on: Literal["val", "val_process", "last"] = Field(

@@ -63,9 +63,10 @@ from rubricflow.methods.roro.env.trajectories import read_trajectories
 
 def warm_start_examples(views: dict[str, ProblemView], trajectories: list[Trajectory], rng: random.Random,
                         per_problem: int = 4, label_noise: float = 0.5, families=FAMILIES,
-                        reads_problem: bool = False) -> tuple[list, list]:
+                        reads: str = "steps") -> tuple[list, list]:
     """(rubricor examples, judge examples): random rubrics over ``families``; Judge labels flipped with probability
-    ``label_noise``; the Judge's input and literal readings include the problem when ``reads_problem``."""
+    ``label_noise``; the Judge's input as ``reads`` (``judge_reads``) says, its literal readings against the problem
+    when it reads it."""
     rub, jud = [], []
     for pid, v in views.items():
         for _ in range(per_problem):
@@ -74,18 +75,18 @@ def warm_start_examples(views: dict[str, ProblemView], trajectories: list[Trajec
     for t in trajectories:
         v = views[t.problem_id]
         r = random_rubric(rng, len(v.slm_uncertainties), families)
-        jud.append((judge_input(v.question, r, t, reads_problem),
-                    render_judgment_json(noisy_judgments(rng, r, t, label_noise, reads_problem))))
+        jud.append((judge_input(v.question, r, t, reads),
+                    render_judgment_json(noisy_judgments(rng, r, t, label_noise, reads != "steps"))))
     return rub, jud
 
 
 def routing_tokenizer_corpus(views: dict[str, ProblemView], trajectories: list[Trajectory], seed: int,
-                             families=FAMILIES, reads_problem: bool = False) -> list[str]:
+                             families=FAMILIES, reads: str = "steps") -> list[str]:
     """Chat markers plus the Rubricor and Judge warm-start texts built from these routing trajectories (the tiny
     Judge and Rubricor tokenizers are trained on it)."""
     rng = random.Random(seed)
     rub, jud = warm_start_examples(views, trajectories, rng, per_problem=2, families=families,
-                                   reads_problem=reads_problem)
+                                   reads=reads)
     chat_marks = ["<|im_start|>user\n", "<|im_end|>\n<|im_start|>assistant\n"] * 20
     return chat_marks + [c + "\n" + t for c, t in rub + jud]
 
@@ -94,7 +95,7 @@ def build_lms(rj_cfg: RubricorJudgeConfig, views: dict[str, ProblemView],
               trajectories: list[Trajectory]) -> tuple[RubricLM, RubricLM]:
     """The Judge and the Rubricor of ``rj_cfg`` before round 0: torch seeded with ``rj_cfg.seed``, their tokenizer
     trained on ``routing_tokenizer_corpus`` of these routes, both with the configured criterion families."""
-    families, reads = FAMILY_SETS[rj_cfg.families], rj_cfg.judge_reads == "problem"
+    families, reads = FAMILY_SETS[rj_cfg.families], rj_cfg.judge_reads
     torch.manual_seed(rj_cfg.seed)
     corpus = routing_tokenizer_corpus(views, trajectories, rj_cfg.seed, families, reads)
     return build_rubric_lms(corpus, rj_cfg.judge, rj_cfg.rubricor, rj_cfg.batch_size, rj_cfg.seed, families, reads)
@@ -117,7 +118,7 @@ def warm_start(judge: RubricLM | None, rubricor: RubricLM | None, rj_cfg: Rubric
     rng = random.Random(rj_cfg.seed)
     rub_ex, jud_ex = warm_start_examples(views, train_trajs, rng, label_noise=rj_cfg.warm_label_noise,
                                          families=FAMILY_SETS[rj_cfg.families],
-                                         reads_problem=rj_cfg.judge_reads == "problem")
+                                         reads=rj_cfg.judge_reads)
     for lm, examples, role in ((rubricor, rub_ex, "rubricor"), (judge, jud_ex, "judge")):
         if lm is not None:
             check_generation_cap(lm, examples, f"roro.rubricor_judge.{role}.max_new_tokens")
@@ -168,7 +169,7 @@ def judge_phase(judge: RubricLM, rubrics: dict[str, ParsedRubric], views: dict[s
         if sum(oks) * 2 > len(oks):
             t = trajectories[i]
             examples.append((judge_input(views[t.problem_id].question, rubrics[t.problem_id].value, t,
-                                         judge.reads_problem),
+                                         judge.reads),
                              render_judgment_json(picked[i].verdicts)))
     n_kept = sum(1 for p in usable if p.chosen in picked and p.rejected in picked
                  and picked[p.chosen].score > picked[p.rejected].score)

@@ -19,13 +19,18 @@ class RubricLM:
     """A tiny causal LM acting as the Rubricor or the Judge; greedy outputs are memoised until the next SFT."""
 
     def __init__(self, model, tokenizer, name: str, batch_size: int = 64, max_new_tokens: int = 96,
-                 reads_problem: bool = False):
+                 reads: str = "steps"):
         self.model, self.tokenizer, self.name = model, tokenizer, name
-        self.reads_problem = reads_problem  # a Judge whose input carries the problem (judge_reads: problem)
+        self.reads = reads  # what a Judge's input carries besides the rubric (rubricor_judge.judge_reads)
         self.gen = TransformersGenerator(model, tokenizer, batch_size=batch_size)
         self.max_new_tokens = max_new_tokens
         self._greedy: dict[str, str] = {}
         self.n_generated = 0
+
+    @property
+    def reads_problem(self) -> bool:
+        """The Judge reads the problem, so its literal readings check the steps against it."""
+        return self.reads != "steps"
 
     def generate(
         self, contents: list[str], n: int = 1, temperature: float = 0.0, seed: int | None = None
@@ -61,33 +66,35 @@ class RubricLM:
 
 def build_rubric_lms(
     corpus: list[str], judge_cfg: RubricLMConfig, rubricor_cfg: RubricLMConfig, batch_size: int, seed: int,
-    families=FAMILIES, judge_reads_problem: bool = False,
+    families=FAMILIES, judge_reads: str = "steps",
 ) -> tuple[RubricLM, RubricLM]:
     """The Judge and the Rubricor: fresh tiny Qwen2s with an offline tokenizer trained on ``corpus`` (plus
-    ``prompts.added_tokens(families)``), or pretrained models loaded from ``init``; the Judge reads the problem when
-    ``judge_reads_problem``."""
-    out, reads = [], judge_reads_problem
+    ``prompts.added_tokens(families)``, and the check marks when the Judge reads them), or pretrained models loaded
+    from ``init``; the Judge's input is as ``judge_reads`` says."""
+    out = []
     for i, (name, rc) in enumerate((("judge", judge_cfg), ("rubricor", rubricor_cfg))):
         if rc.source == "pretrained":
             if not rc.init:
                 raise ValueError(f"roro.rubricor_judge.{name}.init: a pretrained {name} needs a model id or directory")
             model, tok = load_policy(rc.init)
-            out.append(RubricLM(model, tok, name, batch_size, rc.max_new_tokens, reads and name == "judge"))
+            out.append(RubricLM(model, tok, name, batch_size, rc.max_new_tokens,
+                                judge_reads if name == "judge" else "steps"))
             continue
         dims = TinyDims(hidden_size=rc.hidden_size, num_layers=rc.num_layers, num_heads=4, num_kv_heads=2,
                         vocab_size=rc.vocab_size, max_positions=1024)
         model, tok = build_tiny_text(corpus, dims, seed=seed + i)
-        tok.add_tokens(added_tokens(families))
+        tok.add_tokens(added_tokens(families, judge_reads == "checked"))
         model.resize_token_embeddings(len(tok), mean_resizing=False)
-        out.append(RubricLM(model, tok, name, batch_size, rc.max_new_tokens, reads and name == "judge"))
+        out.append(RubricLM(model, tok, name, batch_size, rc.max_new_tokens,
+                            judge_reads if name == "judge" else "steps"))
     return out[0], out[1]
 
 
-def load_rubric_lm(spec: RubricLMConfig, name: str, batch_size: int, reads_problem: bool = False) -> RubricLM:
-    """The trained ``name`` (``judge`` or ``rubricor``) saved at ``spec.path`` by ``roro_rubricor_judge`` (a Judge
-    trained to read the problem must be loaded with ``reads_problem``: ``judge_reads: problem``)."""
+def load_rubric_lm(spec: RubricLMConfig, name: str, batch_size: int, reads: str = "steps") -> RubricLM:
+    """The trained ``name`` (``judge`` or ``rubricor``) saved at ``spec.path`` by ``roro_rubricor_judge`` (a Judge is
+    loaded with the ``judge_reads`` it was trained with)."""
     if not (Path(spec.path) / "config.json").exists():
         raise FileNotFoundError(f"roro.rubricor_judge.{name}.path={spec.path}: no {name.capitalize()}; run "
                                 "`rubricflow roro-rubricor-judge`")
     model, tok = load_policy(spec.path)
-    return RubricLM(model, tok, name, batch_size, spec.max_new_tokens, reads_problem and name == "judge")
+    return RubricLM(model, tok, name, batch_size, spec.max_new_tokens, reads if name == "judge" else "steps")

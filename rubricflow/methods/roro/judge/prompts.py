@@ -12,8 +12,10 @@ each step with who wrote it and the SLM's uncertainty at that step (one digit, 0
 ``rubricor_judge.judge_reads: steps`` (the tiny profile's first reading) the problem is not repeated: the steps carry
 its numbers and operations. Under ``judge_reads: problem`` (the paper's Judge reads the query) a ``Problem:`` line
 follows the task line, and the two "right" families are read against it (``literal_satisfied``): a step that
-misreads the problem's operand is right arithmetic, invisible to a reader of the steps alone. Writer and uncertainty
-are one token
+misreads the problem's operand is right arithmetic, invisible to a reader of the steps alone. Under ``judge_reads:
+checked`` the Judge also has a calculator: each step line ends with its check against the problem (``CHECK_MARKS``,
+``[right]`` / ``[wrong]``, as ``_step_checks`` reads it), the output of a tool call a real Judge would make, so the
+two "right" families are a lookup of marks as the uncertainty families are. Writer and uncertainty are one token
 (``S0``-``S9`` for a step the SLM wrote, ``L0``-``L9`` for one the LRM wrote, the digit being the SLM's uncertainty
 at that step; ``STEP_MARKS``)::
 
@@ -85,14 +87,17 @@ OP_SYMBOLS = {name: sym for name, (_, sym) in OP_NAMES.items()}  # add -> "+", a
 # tokens: a judgment is then a fraction of its length in word pieces, and copying a criterion name into
 # ``criterion_judgments`` is copying one token. The text (and its parsing) is unchanged.
 STEP_MARKS = [f"{w}{d}" for w in ("S", "L") for d in range(10)]
+CHECK_MARKS = ("[right]", "[wrong]")  # a step's check against the problem (judge_reads: checked)
+JUDGE_READS = ("steps", "problem", "checked")
 
 
-def added_tokens(families=FAMILIES) -> list[str]:
-    """The JSON boilerplate, the names of ``families`` and the step marks, as whole tokens."""
+def added_tokens(families=FAMILIES, checked: bool = False) -> list[str]:
+    """The JSON boilerplate, the names of ``families`` and the step marks (and the check marks when ``checked``), as
+    whole tokens."""
     return [
         '{"criterion_judgments": [{"criterion": "', '", "score": ', ', "satisfied": ', '}, {"criterion": "', "}]}",
         '{"criteria": [{"criterion": "', '", "weight": ', ', "score_guidance": "', '"}, {"criterion": "', '"}]}',
-    ] + [name for name, _ in families] + STEP_MARKS
+    ] + [name for name, _ in families] + STEP_MARKS + (list(CHECK_MARKS) if checked else [])
 
 
 ADDED_TOKENS = added_tokens()
@@ -113,16 +118,25 @@ def step_mark(writer: str, u: float) -> str:
     return f"{'L' if writer == 'LRM' else 'S'}{u_digit(u)}"
 
 
-def trajectory_text(t: Trajectory) -> str:
-    lines = [f"{s.index + 1} {step_mark(s.writer, s.slm_uncertainty)}: {s.text}" for s in t.steps]
+def trajectory_text(t: Trajectory, checked: bool = False) -> str:
+    """The route, one line per step; with ``checked`` each line ends with the step's check mark (``CHECK_MARKS``; a
+    step after the final ``#### N`` is marked wrong)."""
+    marks = {}
+    if checked:
+        marks = {s.index: CHECK_MARKS[0] if ok else CHECK_MARKS[1] for s, ok, _ in _step_checks(t, True)}
+    lines = [f"{s.index + 1} {step_mark(s.writer, s.slm_uncertainty)}: {s.text}"
+             + (f" {marks.get(s.index, CHECK_MARKS[1])}" if checked else "") for s in t.steps]
     return "\n".join(lines + [f"LRM steps: {t.lrm_calls} of {len(t.steps)}"])
 
 
-def judge_input(question: str, rubric: list[Rubric], t: Trajectory, reads_problem: bool = False) -> str:
-    """The Judge's user message; the problem is in it only when ``reads_problem`` (``judge_reads: problem``)."""
+def judge_input(question: str, rubric: list[Rubric], t: Trajectory, reads: str = "steps") -> str:
+    """The Judge's user message as ``reads`` (``rubricor_judge.judge_reads``) says: the rubric and the steps; the
+    problem too under ``problem``; the problem and each step's check mark under ``checked``."""
+    if reads not in JUDGE_READS:
+        raise ValueError(f"roro.rubricor_judge.judge_reads: unknown reading {reads!r}; expected one of {JUDGE_READS}")
     crit = "\n".join(f"- {c.id}: {c.guidance}".rstrip(": ") for c in rubric)
-    problem = f"\nProblem: {question}" if reads_problem else ""
-    return f"{JUDGE_TASK}{problem}\nRubric:\n{crit}\nSteps:\n{trajectory_text(t)}"
+    problem = f"\nProblem: {question}" if reads != "steps" else ""
+    return f"{JUDGE_TASK}{problem}\nRubric:\n{crit}\nSteps:\n{trajectory_text(t, reads == 'checked')}"
 
 
 def chat(tokenizer, content: str) -> str:

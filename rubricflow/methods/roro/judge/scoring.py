@@ -28,7 +28,7 @@ def judge_scores(judge: RubricLM, items: list[tuple[str, list[Rubric], Trajector
     """Judgments (parsed, with process scores) of each (question, rubric, trajectory)."""
     if not items:
         return []
-    texts = judge.generate([judge_input(q, r, t, judge.reads_problem) for q, r, t in items], n=n,
+    texts = judge.generate([judge_input(q, r, t, judge.reads) for q, r, t in items], n=n,
                            temperature=temperature, seed=seed)
     return [[parse_criterion_judgments(x, r) for x in row] for (q, r, t), row in zip(items, texts)]
 
@@ -66,7 +66,7 @@ def expected_scores(judge: RubricLM, items: list[tuple[str, list[Rubric], Trajec
     if not items:
         return []
     tok = judge.tokenizer
-    texts = [row[0] for row in judge.generate([judge_input(q, r, t, judge.reads_problem) for q, r, t in items])]
+    texts = [row[0] for row in judge.generate([judge_input(q, r, t, judge.reads) for q, r, t in items])]
     parsed = [parse_criterion_judgments(x, r) for x, (q, r, t) in zip(texts, items)]
     first = lambda w: tok(w, add_special_tokens=False)["input_ids"][0]  # noqa: E731
     t_id, f_id = first("true"), first("false")
@@ -76,7 +76,7 @@ def expected_scores(judge: RubricLM, items: list[tuple[str, list[Rubric], Trajec
     model = judge.model
     for b in range(0, len(todo), judge.gen.batch_size):
         idx = todo[b : b + judge.gen.batch_size]
-        prompts = [chat(tok, judge_input(*items[i], judge.reads_problem)) for i in idx]
+        prompts = [chat(tok, judge_input(*items[i], judge.reads)) for i in idx]
         targets = [tok(render_judgment_json(parsed[i].verdicts), add_special_tokens=False)["input_ids"] for i in idx]
         batch = encode_pairs(tok, prompts, None, targets)
         comp = batch.pop("completion_mask")

@@ -241,7 +241,7 @@ def judge_test_accuracy(rc: RoRoConfig, env: RoutingEnv, test: list[Problem]) ->
     if not probs:
         return {}
     rj = rc.rubricor_judge
-    lms = {name: load_rubric_lm(spec, name, rj.batch_size, rj.judge_reads == "problem")
+    lms = {name: load_rubric_lm(spec, name, rj.batch_size, rj.judge_reads)
            for name, spec in (("judge", rj.judge), ("rubricor", rj.rubricor))}
     trajs = dedupe(collect_routes(rc, env, probs))  # collected as the training routes were
     pairs, counts = make_pairs(rc, trajs)

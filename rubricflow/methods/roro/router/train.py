@@ -346,7 +346,7 @@ def dose_scorers(rc: RoRoConfig, methods: set[str], env: RoutingEnv) -> tuple[di
             views.update(problem_views(env.rollout(probs[split], ConstantPolicy(0))))
         train_pids = sorted({p.problem_id for p in pairs["train"]})
         rubrics = warm_rubricor_rubrics(rc, trajs, train_pids, views)
-        scorers["exact-reader"] = ReaderScorer(rubrics, rc.rubricor_judge.judge_reads == "problem")
+        scorers["exact-reader"] = ReaderScorer(rubrics, rc.rubricor_judge.judge_reads != "steps")
         info["exact-reader"] = {"rubricor_seed": rc.rubricor_judge.seed,
                                 "rubric_failed_frac": sum(r.failed for r in rubrics.values()) / max(1, len(rubrics)),
                                 "val_process_acc": process_accuracy(pairs["val"], trajs, scorers["exact-reader"].score),
@@ -357,7 +357,7 @@ def dose_scorers(rc: RoRoConfig, methods: set[str], env: RoutingEnv) -> tuple[di
 def load_judge_scorer(rc: RoRoConfig, probs: list[Problem]) -> ProcessScorer:
     """The kept Judge scoring under the kept Rubricor's stored rubrics, as the alternation scored (``score_mode``)."""
     rj = rc.rubricor_judge
-    judge = load_rubric_lm(rj.judge, "judge", rj.batch_size, rj.judge_reads == "problem")
+    judge = load_rubric_lm(rj.judge, "judge", rj.batch_size, rj.judge_reads)
     if not rubrics_path(rc).exists():
         raise FileNotFoundError(f"{rubrics_path(rc)}: no rubrics; run `rubricflow roro-rubricor-judge`")
     return ProcessScorer(judge, load_rubrics(rubrics_path(rc)), {p.id: p.question for p in probs}, rj.score_mode,

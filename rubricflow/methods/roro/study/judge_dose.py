@@ -63,7 +63,7 @@ def _scorer(rc, kind: str, dose: Mapping, rubrics: Mapping | None = None):
     if kind == "oracle-noisy":
         return NoisyOracleScorer(dose["oracle-noisy"]["sigma"], rc.seed).score
     if kind == "exact-reader":
-        return ReaderScorer(dict(rubrics or {}), rc.rubricor_judge.judge_reads == "problem").score
+        return ReaderScorer(dict(rubrics or {}), rc.rubricor_judge.judge_reads != "steps").score
     return None
 
 

@@ -183,7 +183,7 @@ def run_unit(ucfg: Any, unit: Unit, udir: Path, run: Any, secret_resolver=None) 
     by_phase = {p["phase"]: p for p in r["phases"]}
     metrics = {"kept_process": r["kept_process"], "kept_overall": r["kept_overall"],
                "judge_params": float(r["judge_params"]), "warm_steps": float(rc.rubricor_judge.judge.warm_steps),
-               "judge_reads_problem": float(rc.rubricor_judge.judge_reads == "problem"),
+               "judge_reads_problem": float(rc.rubricor_judge.judge_reads != "steps"),
                **{f"process_{ph.replace('/', '_')}": (by_phase.get(ph) or {}).get("acc_process") for ph in PHASES},
                "oracle_process_warm": (r.get("oracle_process") or [None])[0],
                **{family_key(n): v for n, v in r["literal_agreement"].items()}}
@@ -314,4 +314,32 @@ READS_STUDY = StudyDecl(
     "steps alone against the problem and the steps (`roro.rubricor_judge.judge_reads`), each the warm start and one "
     "alternation round on its own draw (`roro.task.draw_per_unit`, seeds 1601-1604); the higher mean kept-phase val "
     "process-pair accuracy wins, and within 0.01 of it the steps alone.",
+)
+
+
+# The Judge with a calculator (judge_reads: checked), chosen on val over four more problem draws. Declared after
+# roro_judge_reads and before any of its units ran. Why: in roro_judge_reads the exact reader of the warm rubrics rose
+# when it read the problem (0.740 against 0.697) and the learned Judge did not follow (kept 0.742 against 0.736); its
+# greedy verdicts agree with its own warm-start targets for the two "right" families on about 0.7 of the val routes
+# under either reading, so a 2-layer Judge that cannot check arithmetic or an operand is what limits it. Checked
+# hands it each step's check, as a tool call would. Same unit, rule and tie-break as roro_judge_reads (within 0.01:
+# the steps alone, no tool); draws no other study used.
+CHECKED_SEEDS = (1611, 1612, 1613, 1614)
+
+
+def checked_spec() -> StudySpec:
+    spec = reads_spec()
+    variants = {reads: {"roro.rubricor_judge.judge_reads": reads, "roro.task.draw_per_unit": True}
+                for reads in ("steps", "checked")}
+    return StudySpec.model_validate({**spec.model_dump(), "seeds": list(CHECKED_SEEDS), "variants": variants,
+                                     "out_dir": "artifacts/studies/roro_judge_checked"})
+
+
+CHECKED_STUDY = StudyDecl(
+    "roro_judge_checked", checked_spec,
+    "Chooses whether the Judge has a calculator on val pairs over four problem draws (`rubricflow study "
+    "roro_judge_checked`): the steps alone against the problem with each step's check against it "
+    "(`roro.rubricor_judge.judge_reads: checked`), each the warm start and one alternation round on its own draw "
+    "(seeds 1611-1614); the higher mean kept-phase val process-pair accuracy wins, and within 0.01 of it the steps "
+    "alone.",
 )

@@ -118,6 +118,28 @@ def roro_fresh_process_spec() -> StudySpec:
     return roro_fresh_spec("val_process", FRESH_SEEDS_PROCESS, "artifacts/studies/roro_fresh_process")
 
 
+# Declared with roro_judge_checked (rubricflow.methods.roro.study.judge_tune), before any of its units ran, to run
+# only where that selection keeps the Judge with a calculator (roro.rubricor_judge.judge_reads: checked): roro_fresh's
+# variants, claims and dose bar with that Judge, on seeds no study has run. One change to roro_fresh's
+# preconditions, found on its sets before this study: an oracle router's points seldom reach the top of the cost
+# range, so its range mean (chain_range_auc) was n/a on most seeds and the gate could not hold; the gate reads the
+# oracle router against the threshold at half the all-LRM cost (chain_acc_at_cost_50, interpolated on each hull),
+# where every router has points.
+FRESH_SEEDS_CHECKED = [1701, 1702, 1703, 1704, 1705]
+FRESH_SEEDS_CHECKED_B = [1801, 1802, 1803, 1804, 1805]
+
+
+def roro_fresh_checked_spec() -> StudySpec:
+    spec = roro_fresh_spec(None, FRESH_SEEDS_CHECKED, "artifacts/studies/roro_fresh_checked")
+    variants = {name: {**o, "roro.rubricor_judge.judge_reads": "checked"} for name, o in spec.variants.items()}
+    pre = [p.model_copy(update={"metric": "chain_acc_at_cost_50", "description": "the oracle-process router's "
+                                "chain-exact accuracy at half the all-LRM cost at least the threshold router's on at "
+                                "least 4 of 5 seeds"})
+           if p.name == "oracle router reaches the threshold" else p for p in spec.preconditions]
+    return StudySpec.model_validate({**spec.model_dump(), "variants": variants,
+                                     "preconditions": [p.model_dump() for p in pre]})
+
+
 # The router's GRPO advantage scaling (roro.router.grpo.scale_rewards), chosen on val by a rule written before any
 # setting was run. Under "group" a group whose routes all score the same outcome keeps only its cost differences,
 # and dividing by that group's small std turns them into full-size advantages whatever the cost weight: the weight
@@ -331,6 +353,11 @@ STUDIES = (
               "process-pair accuracy (roro.rubricor_judge.select_on: val_process; roro_fresh keeps the paper's "
               "overall val accuracy), on fresh seeds 1501-1505, with the same claims and preconditions (declared "
               "after roro_fresh's first seed set; `rubricflow study roro_fresh_process`)."),
+    StudyDecl("roro_fresh_checked", roro_fresh_checked_spec, "roro_fresh with a Judge that reads the problem and "
+              "each step's check against it (roro.rubricor_judge.judge_reads: checked, a calculator), on fresh seeds "
+              "1701-1705 (a second set 1801-1805 with `--seeds 1801,1802,1803,1804,1805 --report-name "
+              "roro_fresh_checked-seeds-b`), the same claims and dose bar; the oracle-vs-threshold gate reads half "
+              "the all-LRM cost (declared with roro_judge_checked; `rubricflow study roro_fresh_checked`)."),
     StudyDecl("roro_long", roro_long_spec, "The RoRo study in the long-chain environment (8-16-operation chains; "
               "scripted step models whose SLM is confidently wrong on the formulation steps, uneven step costs, an "
               f"LRM that can repair at the final step; every unit rebuilds the environment from its seed): {_ABOUT} "
