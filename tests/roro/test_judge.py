@@ -114,4 +114,26 @@ def test_a_judge_that_reads_the_problem_is_built_loaded_and_prompted_with_it(tmp
     spec = rj.judge.model_copy(update={"path": str(tmp_path / "judge")})
     assert load_rubric_lm(spec, "judge", 4, "problem").reads == "problem"
     assert load_rubric_lm(spec, "judge", 4).reads == "steps" and not load_rubric_lm(spec, "judge", 4).reads_problem
+    with pytest.raises(ValueError, match=r"judge.path=.*not trained to read check marks .*judge_reads is 'checked'"):
+        load_rubric_lm(spec, "judge", 4, "checked")  # built to read the problem, without the calculator's marks
     assert config_from_dict({}).roro.rubricor_judge.judge_reads == "steps"  # the code default: the steps alone
+
+
+def test_a_judge_with_a_calculator_has_the_check_marks_as_tokens_and_loads_with_them(tmp_path):
+    from rubricflow.config import config_from_dict
+    from rubricflow.methods.roro.judge.alternation import build_lms
+    from rubricflow.methods.roro.judge.lm import load_rubric_lm
+    from rubricflow.methods.roro.judge.prompts import CHECK_MARKS
+
+    tiny = {"hidden_size": 16, "num_layers": 1, "vocab_size": 320}
+    rj = config_from_dict({"roro": {"rubricor_judge": {"judge_reads": "checked", "judge": tiny,
+                                                       "rubricor": tiny}}}).roro.rubricor_judge
+    trajs = [_traj(writers=(SLM, SLM, SLM))]
+    judge, _ = build_lms(rj, problem_views(trajs), trajs)
+    assert judge.reads == "checked"
+    for mark in CHECK_MARKS:  # one token each
+        assert len(judge.tokenizer(f" {mark}", add_special_tokens=False)["input_ids"]) <= 2
+        assert mark in judge.tokenizer.get_vocab()
+    judge.save(tmp_path / "judge")
+    loaded = load_rubric_lm(rj.judge.model_copy(update={"path": str(tmp_path / "judge")}), "judge", 4, "checked")
+    assert loaded.reads == "checked" and loaded.reads_problem

@@ -10,7 +10,7 @@ from models.generation import GenRequest, TransformersGenerator
 from models.loader import load_policy
 from models.tiny import TinyDims, build_tiny_text, save
 from rubricflow.methods.roro.config import RubricLMConfig
-from rubricflow.methods.roro.judge.prompts import FAMILIES, added_tokens, chat
+from rubricflow.methods.roro.judge.prompts import CHECK_MARKS, FAMILIES, added_tokens, chat
 from rubricflow.sections import SFTSchedule
 from rubricflow.training.sft import SFTExample, train_sft
 
@@ -97,4 +97,10 @@ def load_rubric_lm(spec: RubricLMConfig, name: str, batch_size: int, reads: str 
         raise FileNotFoundError(f"roro.rubricor_judge.{name}.path={spec.path}: no {name.capitalize()}; run "
                                 "`rubricflow roro-rubricor-judge`")
     model, tok = load_policy(spec.path)
+    if name == "judge" and reads == "checked":
+        vocab = tok.get_vocab()
+        if not all(m in vocab for m in CHECK_MARKS):
+            raise ValueError(f"roro.rubricor_judge.judge.path={spec.path}: this Judge was not trained to read check "
+                             f"marks ({', '.join(CHECK_MARKS)} are not in its tokenizer) but judge_reads is 'checked'; "
+                             "retrain it (`rubricflow roro-rubricor-judge`) or set the reading it was trained with")
     return RubricLM(model, tok, name, batch_size, spec.max_new_tokens, reads if name == "judge" else "steps")

@@ -388,6 +388,8 @@ def run_router(rc: RoRoConfig, log: Callable[[str, dict], None] | None = None) -
                  if scorer is not None else None}
     if dose:  # the calibrated noise scale and the reader's rubrics: what the dose scorers were built from
         key_parts["dose"] = {m: {k: v for k, v in d.items() if k != "val_process_acc"} for m, d in dose.items()}
+        if "exact-reader" in dose:  # the reader reads the rubrics as the Judge would (judge_reads)
+            key_parts["dose"]["judge_reads"] = rc.rubricor_judge.judge_reads
     out_dir = router_dir(rc)
     main = process_rank() == 0  # several ranks train the router together; rank 0 writes the files
     if main:
