@@ -49,7 +49,7 @@ from rubricflow.methods.roro.judge.pairs import Pair, read_trajectory_pairs
 from rubricflow.methods.roro.judge.pairwise import pair_credit, pairwise_accuracy
 from rubricflow.methods.roro.paths import pairs_path, rounds_path, rubrics_path, trajectories_path
 from rubricflow.methods.roro.judge.prompts import (FAMILIES, FAMILY_SETS, judge_input, noisy_judgments, random_rubric,
-                                                   rubricor_input)
+                                                   reads_the_problem, rubricor_input)
 from rubricflow.methods.roro.env.routing import Trajectory
 from rubricflow.judge.protocol import Judgment, Parsed, Rubric
 from rubricflow.methods.roro.judge.rubric import ParsedRubric, parse_rubric, render_judgment_json, render_rubric_json
@@ -76,7 +76,7 @@ def warm_start_examples(views: dict[str, ProblemView], trajectories: list[Trajec
         v = views[t.problem_id]
         r = random_rubric(rng, len(v.slm_uncertainties), families)
         jud.append((judge_input(v.question, r, t, reads),
-                    render_judgment_json(noisy_judgments(rng, r, t, label_noise, reads != "steps"))))
+                    render_judgment_json(noisy_judgments(rng, r, t, label_noise, reads_the_problem(reads)))))
     return rub, jud
 
 

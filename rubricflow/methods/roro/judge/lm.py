@@ -10,7 +10,7 @@ from models.generation import GenRequest, TransformersGenerator
 from models.loader import load_policy
 from models.tiny import TinyDims, build_tiny_text, save
 from rubricflow.methods.roro.config import RubricLMConfig
-from rubricflow.methods.roro.judge.prompts import CHECK_MARKS, FAMILIES, added_tokens, chat
+from rubricflow.methods.roro.judge.prompts import CHECK_MARKS, FAMILIES, added_tokens, chat, reads_the_problem
 from rubricflow.sections import SFTSchedule
 from rubricflow.training.sft import SFTExample, train_sft
 
@@ -30,7 +30,7 @@ class RubricLM:
     @property
     def reads_problem(self) -> bool:
         """The Judge reads the problem, so its literal readings check the steps against it."""
-        return self.reads != "steps"
+        return reads_the_problem(self.reads)
 
     def generate(
         self, contents: list[str], n: int = 1, temperature: float = 0.0, seed: int | None = None

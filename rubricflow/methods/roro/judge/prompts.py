@@ -55,8 +55,7 @@ from typing import TYPE_CHECKING
 
 from rubricflow.data.arith import OPS, parse_step
 from rubricflow.judge.protocol import Rubric, Verdict
-from rubricflow.methods.roro.env.task import OPS as OP_NAMES
-from rubricflow.methods.roro.env.task import parse_question
+from rubricflow.methods.roro.env.task import Problem, check_step, parse_question
 from rubricflow.methods.roro.judge.rubric import criterion
 
 if TYPE_CHECKING:  # types only: importing routing (torch) here would load torch with the config
@@ -80,7 +79,6 @@ EXTRA_FAMILIES = (
     ("SLM steps are right", "1.0 if every SLM step is right"),
 )
 FAMILY_SETS = {"four": FAMILIES, "six": FAMILIES + EXTRA_FAMILIES}
-OP_SYMBOLS = {name: sym for name, (_, sym) in OP_NAMES.items()}  # add -> "+", as the steps write it
 
 
 # JSON boilerplate of the canonical renderings and the criterion names, added to the rubric LMs' tokenizer as whole
@@ -89,6 +87,12 @@ OP_SYMBOLS = {name: sym for name, (_, sym) in OP_NAMES.items()}  # add -> "+", a
 STEP_MARKS = [f"{w}{d}" for w in ("S", "L") for d in range(10)]
 CHECK_MARKS = ("[right]", "[wrong]")  # a step's check against the problem (judge_reads: checked)
 JUDGE_READS = ("steps", "problem", "checked")
+
+
+def reads_the_problem(reads: str) -> bool:
+    """A Judge whose input is ``reads`` (``judge_reads``) sees the problem, so the literal readings of the "right"
+    families (its warm-start targets, the exact reader) check the steps against it."""
+    return reads != "steps"
 
 
 def added_tokens(families=FAMILIES, checked: bool = False) -> list[str]:
@@ -135,7 +139,7 @@ def judge_input(question: str, rubric: list[Rubric], t: Trajectory, reads: str =
     if reads not in JUDGE_READS:
         raise ValueError(f"roro.rubricor_judge.judge_reads: unknown reading {reads!r}; expected one of {JUDGE_READS}")
     crit = "\n".join(f"- {c.id}: {c.guidance}".rstrip(": ") for c in rubric)
-    problem = f"\nProblem: {question}" if reads != "steps" else ""
+    problem = f"\nProblem: {question}" if reads_the_problem(reads) else ""
     return f"{JUDGE_TASK}{problem}\nRubric:\n{crit}\nSteps:\n{trajectory_text(t, reads == 'checked')}"
 
 
@@ -176,29 +180,31 @@ def guidance_params(name: str, guidance: str) -> dict | None:
     return {k: int(v) for k, v in m.groupdict().items()} if m else None
 
 
-def _problem_of(t: Trajectory) -> tuple[int, list[tuple[str, int]]]:
-    """The start value and operations of the problem ``t`` routes (its synthetic question, parsed); ValueError naming
-    the problem when the question is not synthetic (a GSM8K row's operations cannot be read off its text)."""
+def _problem_of(t: Trajectory) -> Problem:
+    """The problem ``t`` routes, read off its synthetic question (start value and operations; the answer is never
+    read: the final step is checked as its text); ValueError naming the problem when the question is not synthetic (a
+    GSM8K row's operations cannot be read off its text)."""
     try:
-        return parse_question(t.question)
+        start, ops = parse_question(t.question)
     except ValueError as e:
         raise ValueError(f"problem {t.problem_id}: a reader of the problem (roro.rubricor_judge.judge_reads: "
                          f"problem) needs a synthetic question: {e}") from None
+    return Problem(id=t.problem_id, question=t.question, answer="", start=start, ops=ops)
 
 
 def _step_checks(t: Trajectory, reads_problem: bool = False):
     """Per step, up to the final ``#### N``: ``(step, looks right, is the final)``. From the text alone, a step looks
     right when its ``a op b = c`` is right and starts from the previous result; the final when it restates it. After
     a step that is not of that form the next one has no previous result to start from. A reader of the problem
-    (``reads_problem``) also checks that the first step starts from the problem's start value and that step k applies
-    the problem's k-th operation to its operand (a misread operand is right arithmetic), and that no operation is
-    left out or added."""
-    start, ops = _problem_of(t) if reads_problem else (None, None)
-    prev = start
+    (``reads_problem``) checks each step as the environment does (``env.task.check_step``: the first step starts
+    from the problem's start value, step k applies the problem's k-th operation to its operand, so a misread operand
+    is wrong, and no operation is left out or added), and the final step as its text."""
+    problem = _problem_of(t) if reads_problem else None
+    prev = problem.start if problem else None
     for k, s in enumerate(t.steps):
         text = s.text.strip()
         if text.startswith("####"):
-            done = ops is None or k == len(ops)
+            done = problem is None or k == len(problem.ops)
             yield s, prev is not None and done and text == f"#### {prev}", True
             return
         step = parse_step(text)
@@ -207,9 +213,10 @@ def _step_checks(t: Trajectory, reads_problem: bool = False):
             prev = None
             continue
         a, op, b, c = step
-        ok = (prev is None or a == prev) and c == OPS[op](a, b)
-        if ops is not None:
-            ok = ok and prev is not None and k < len(ops) and (op, b) == (OP_SYMBOLS[ops[k][0]], ops[k][1])
+        if problem is None:
+            ok = (prev is None or a == prev) and c == OPS[op](a, b)
+        else:
+            ok = prev is not None and check_step(problem, k, text, prev).correct
         yield s, ok, False
         prev = c
 

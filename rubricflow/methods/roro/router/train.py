@@ -45,6 +45,7 @@ from rubricflow.methods.roro.config import CHECKED_ROUTERS, TRAINED_ROUTERS, RoR
 from rubricflow.methods.roro.judge.scoring import process_scores
 from rubricflow.methods.roro.paths import cache_path, pairs_path, router_dir, rubrics_path, trajectories_path
 from rubricflow.methods.roro.env.problems import problems as problem_sets
+from rubricflow.methods.roro.judge.prompts import reads_the_problem
 from rubricflow.methods.roro.env.oracles import (  # noqa: F401 (oracle_process_score: re-exported)
     NoisyOracleScorer,
     ReaderScorer,
@@ -346,7 +347,7 @@ def dose_scorers(rc: RoRoConfig, methods: set[str], env: RoutingEnv) -> tuple[di
             views.update(problem_views(env.rollout(probs[split], ConstantPolicy(0))))
         train_pids = sorted({p.problem_id for p in pairs["train"]})
         rubrics = warm_rubricor_rubrics(rc, trajs, train_pids, views)
-        scorers["exact-reader"] = ReaderScorer(rubrics, rc.rubricor_judge.judge_reads != "steps")
+        scorers["exact-reader"] = ReaderScorer(rubrics, reads_the_problem(rc.rubricor_judge.judge_reads))
         info["exact-reader"] = {"rubricor_seed": rc.rubricor_judge.seed,
                                 "rubric_failed_frac": sum(r.failed for r in rubrics.values()) / max(1, len(rubrics)),
                                 "val_process_acc": process_accuracy(pairs["val"], trajs, scorers["exact-reader"].score),

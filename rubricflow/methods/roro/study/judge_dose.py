@@ -57,13 +57,14 @@ SCORER_METRICS = ("scorer_train_process_acc", "scorer_val_process_acc", "scorer_
 def _scorer(rc, kind: str, dose: Mapping, rubrics: Mapping | None = None):
     """The unit's scorer (rebuilt as ``router.train.run_router`` built it), or None for the references."""
     from rubricflow.methods.roro.env.oracles import NoisyOracleScorer, ReaderScorer, oracle_process_score
+    from rubricflow.methods.roro.judge.prompts import reads_the_problem
 
     if kind == "oracle-process":
         return oracle_process_score
     if kind == "oracle-noisy":
         return NoisyOracleScorer(dose["oracle-noisy"]["sigma"], rc.seed).score
     if kind == "exact-reader":
-        return ReaderScorer(dict(rubrics or {}), rc.rubricor_judge.judge_reads != "steps").score
+        return ReaderScorer(dict(rubrics or {}), reads_the_problem(rc.rubricor_judge.judge_reads)).score
     return None
 
 

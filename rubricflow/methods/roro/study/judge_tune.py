@@ -32,8 +32,9 @@ from typing import Any
 from rubricflow.util.hashing import content_hash
 from rubricflow.methods.roro.paths import pairs_path, trajectories_path
 from rubricflow.methods.roro.config import RubricorJudgeConfig
-from rubricflow.methods.roro.judge.prompts import FAMILIES, FAMILY_SETS
+from rubricflow.methods.roro.judge.prompts import FAMILIES, FAMILY_SETS, reads_the_problem
 from rubricflow.methods.roro.stages import log_judge_inputs
+from rubricflow.methods.roro.study.unit import build_own_routes, own_draw, own_draw_parts, step_model_outputs
 from rubricflow.registry import StudyDecl
 from rubricflow.study.adapter import StudyMethod, Unit
 from rubricflow.study.spec import Selection, StudySpec
@@ -142,26 +143,23 @@ def run_one(rc, seed: int) -> dict:
 
 
 def unit_overrides(vcfg: Any, name: str, spec: StudySpec, unit: Unit, udir: Path) -> dict[str, Any]:
-    # roro.task.draw_per_unit: the unit draws its own problems (task seed = its seed) and builds their routes and pairs
-    # under its directory with the shared step models, so a selection reads several problem draws
-    draw = ({"roro.task.seed": unit.seed, "roro.data_dir": str(udir / "data")} if vcfg.roro.task.draw_per_unit
-            else {})
+    # roro.task.draw_per_unit: the unit draws its own problems and builds their routes and pairs under its directory
+    # with the shared step models (study.unit.own_draw), so a selection reads several problem draws
+    draw = own_draw(unit, udir) if vcfg.roro.task.draw_per_unit else {}
     return {**draw, "roro.rubricor_judge.seed": unit.seed, "roro.rubricor_judge.rounds": 1}
 
 
 def shared_outputs(cfg: Any) -> dict[str, Path]:
     rc = cfg.roro
     if rc.task.draw_per_unit:
-        return {"roro_models (SLM)": Path(rc.slm.path) / "config.json",
-                "roro_models (LRM)": Path(rc.lrm.path) / "config.json"}
+        return step_model_outputs(rc)
     return {"roro_trajectories": trajectories_path(rc), "roro_pairs": pairs_path(rc)}
 
 
 def input_parts(ucfg: Any, unit: Unit) -> dict[str, Any]:
     rc = ucfg.roro
     if rc.task.draw_per_unit:  # the routes and pairs are built from the step models, the config and the seed
-        return {"config": {"roro": rc.essential_dump()}, "seed": unit.seed, "slm": content_hash(rc.slm.path),
-                "lrm": content_hash(rc.lrm.path)}
+        return own_draw_parts(rc, unit)
     return {"config": {"rubricor_judge": rc.rubricor_judge.essential_dump(), "pairs": rc.pairs.essential_dump()},
             "seed": unit.seed, "trajectories": content_hash(trajectories_path(rc)),
             "pairs": content_hash(pairs_path(rc))}
@@ -170,20 +168,13 @@ def input_parts(ucfg: Any, unit: Unit) -> dict[str, Any]:
 def run_unit(ucfg: Any, unit: Unit, udir: Path, run: Any, secret_resolver=None) -> dict:
     """One setting and seed: :func:`run_one`, reduced to the study's metrics (the phases kept in the result)."""
     rc = ucfg.roro
-    environment = None
-    if rc.task.draw_per_unit:  # this unit's problem draw: its routes and pairs first
-        from rubricflow.methods.roro.env.trajectories import run_trajectories
-        from rubricflow.methods.roro.judge.pairs import run_pairs
-
-        tr = run_trajectories(rc)
-        environment = {k: tr[k] for k in ("n_unique", "slm_step_error_rate", "uncertainty_auc")}
-        environment["pairs"] = {k: v for k, v in run_pairs(rc).items() if "available" not in k}
+    environment = build_own_routes(rc) if rc.task.draw_per_unit else None  # this unit's draw: its routes, pairs
     log_judge_inputs(run, rc)
     r = run_one(rc, unit.seed)
     by_phase = {p["phase"]: p for p in r["phases"]}
     metrics = {"kept_process": r["kept_process"], "kept_overall": r["kept_overall"],
                "judge_params": float(r["judge_params"]), "warm_steps": float(rc.rubricor_judge.judge.warm_steps),
-               "judge_reads_problem": float(rc.rubricor_judge.judge_reads != "steps"),
+               "judge_reads_problem": float(reads_the_problem(rc.rubricor_judge.judge_reads)),
                **{f"process_{ph.replace('/', '_')}": (by_phase.get(ph) or {}).get("acc_process") for ph in PHASES},
                "oracle_process_warm": (r.get("oracle_process") or [None])[0],
                **{family_key(n): v for n, v in r["literal_agreement"].items()}}

@@ -68,7 +68,7 @@ def _unit_overrides(vcfg: Any, name: str, spec: StudySpec, unit: Unit, udir: Pat
     # (task.draw_per_unit) its step models are and each unit draws its own problems
     rc = vcfg.roro
     env = {**({"roro.scripted.seed": unit.seed} if rc.scripted_env else {}),
-           "roro.task.seed": unit.seed, "roro.data_dir": str(udir / "data")} if _own_routes(rc) else {}
+           **own_draw(unit, udir)} if _own_routes(rc) else {}
     return {
         **env,
         "roro.seed": unit.seed,  # router initialisation
@@ -89,12 +89,44 @@ def _own_routes(rc) -> bool:
     return rc.scripted_env or rc.task.draw_per_unit
 
 
+# A unit that draws its own problems (task.draw_per_unit), here and in the Judge-selection unit (study.judge_tune):
+# its task seed is its seed, its routes, pairs and step cache live under its directory, and only the step models are
+# shared.
+
+
+def own_draw(unit: Unit, udir: Path) -> dict[str, Any]:
+    """The overrides that give a unit its own problem draw, built under ``udir``."""
+    return {"roro.task.seed": unit.seed, "roro.data_dir": str(udir / "data")}
+
+
+def step_model_outputs(rc) -> dict[str, Path]:
+    """The shared step models, as shared outputs."""
+    return {"roro_models (SLM)": Path(rc.slm.path) / "config.json",
+            "roro_models (LRM)": Path(rc.lrm.path) / "config.json"}
+
+
+def own_draw_parts(rc, unit: Unit) -> dict[str, Any]:
+    """What a unit with its own draw depends on: the config, the seed and the step models."""
+    return {"config": {"roro": rc.essential_dump()}, "seed": unit.seed,
+            "slm": content_hash(rc.slm.path), "lrm": content_hash(rc.lrm.path)}
+
+
+def build_own_routes(rc) -> dict[str, Any]:
+    """Build the unit's routes and pairs (``roro-trajectories``, ``roro-pairs``); their summary."""
+    from rubricflow.methods.roro.env.trajectories import run_trajectories
+    from rubricflow.methods.roro.judge.pairs import run_pairs
+
+    tr = run_trajectories(rc)
+    environment = {k: tr[k] for k in ("n_unique", "slm_step_error_rate", "uncertainty_auc")}
+    environment["pairs"] = {k: v for k, v in run_pairs(rc).items() if "available" not in k}
+    return environment
+
+
 def _shared_outputs(cfg: Any) -> dict[str, Path]:
     rc = cfg.roro
     if rc.scripted_env:  # every unit builds its own environment, routes and pairs
         return {}
-    models = {"roro_models (SLM)": Path(rc.slm.path) / "config.json",
-              "roro_models (LRM)": Path(rc.lrm.path) / "config.json"}
+    models = step_model_outputs(rc)
     if rc.task.draw_per_unit:  # every unit builds its own routes and pairs with the shared step models
         return models
     return {
@@ -109,8 +141,7 @@ def _input_parts(ucfg: Any, unit: Unit) -> dict[str, Any]:
     rc = ucfg.roro
     if rc.scripted_env:  # the environment is the config and the seed (the routes and pairs are built from them)
         return {"config": {"roro": rc.essential_dump()}, "seed": unit.seed}
-    models = {"config": {"roro": rc.essential_dump()}, "seed": unit.seed,
-              "slm": content_hash(rc.slm.path), "lrm": content_hash(rc.lrm.path)}
+    models = own_draw_parts(rc, unit)
     if rc.task.draw_per_unit:  # the routes and pairs are built from the models, the config and the seed
         return models
     return {
@@ -140,12 +171,7 @@ def run_roro_unit(ucfg: Any, unit: Unit, udir: Path, run: Any, secret_resolver=N
     kind = unit_kind(rc)
     out: dict[str, Any] = {"kind": kind}
     if _own_routes(rc) and kind in ("roro", "oracle-noisy", "exact-reader"):  # they read this unit's routes and pairs
-        from rubricflow.methods.roro.env.trajectories import run_trajectories
-        from rubricflow.methods.roro.judge.pairs import run_pairs
-
-        tr = run_trajectories(rc)
-        out["environment"] = {k: tr[k] for k in ("n_unique", "slm_step_error_rate", "uncertainty_auc")}
-        out["environment"]["pairs"] = {k: v for k, v in run_pairs(rc).items() if "available" not in k}
+        out["environment"] = build_own_routes(rc)
     if kind == "roro":  # the alternation reads the routes and the pairs
         log_judge_inputs(run, rc)
     if kind == "roro":
