@@ -137,3 +137,33 @@ def test_a_judge_with_a_calculator_has_the_check_marks_as_tokens_and_loads_with_
     judge.save(tmp_path / "judge")
     loaded = load_rubric_lm(rj.judge.model_copy(update={"path": str(tmp_path / "judge")}), "judge", 4, "checked")
     assert loaded.reads == "checked" and loaded.reads_problem
+
+
+def test_a_tokenizer_of_the_checked_texts_is_the_same_whatever_the_judge_reads():
+    """``tokenizer_reads: checked``: the steps-only Judge and the calculator Judge get one tokenizer and one initial
+    Rubricor (a reading study then compares the Judge's input alone); ``own`` (the default) follows the reading."""
+    import torch
+
+    from rubricflow.config import config_from_dict
+    from rubricflow.methods.roro.judge.alternation import build_lms
+    from rubricflow.methods.roro.judge.prompts import CHECK_MARKS
+
+    tiny = {"hidden_size": 16, "num_layers": 1, "vocab_size": 320}
+    trajs = [_traj(writers=(SLM, SLM, SLM))]
+
+    def built(reads, tokenizer_reads):
+        rj = config_from_dict({"roro": {"rubricor_judge": {
+            "judge_reads": reads, "tokenizer_reads": tokenizer_reads, "judge": tiny,
+            "rubricor": tiny}}}).roro.rubricor_judge
+        return build_lms(rj, problem_views(trajs), trajs)
+
+    (js, rs), (jc, rc) = built("steps", "checked"), built("checked", "checked")
+    assert js.tokenizer.get_vocab() == jc.tokenizer.get_vocab() == rs.tokenizer.get_vocab()
+    assert all(m in js.tokenizer.get_vocab() for m in CHECK_MARKS)
+    assert js.reads == "steps" and jc.reads == "checked"
+    for a, b in ((rs, rc), (js, jc)):  # same init: the readings differ in the Judge's input only
+        assert all(torch.equal(p, q) for p, q in zip(a.model.parameters(), b.model.parameters()))
+    own, _ = built("steps", "own")
+    assert own.tokenizer.get_vocab() != js.tokenizer.get_vocab()  # the default: the steps texts, no marks
+    assert not any(m in own.tokenizer.get_vocab() for m in CHECK_MARKS)
+    assert config_from_dict({}).roro.rubricor_judge.tokenizer_reads == "own"

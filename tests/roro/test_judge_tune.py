@@ -4,6 +4,7 @@ rubricflow.methods.roro.study.judge_tune): the rule, the spec and the literal-ag
 import random
 
 from rubricflow.methods.roro.study.judge_tune import FOUR_FAMILIES, SETTINGS, judge_tune_spec, literal_agreement
+from rubricflow.methods.roro.study.specs import STEPS_READING
 from rubricflow.study.stats import aggregate, select
 from rubricflow.judge.protocol import Verdict
 from rubricflow.methods.roro.judge.prompts import FAMILIES, family_satisfied, guidance_params, random_rubric
@@ -141,8 +142,8 @@ def test_the_families_study_compares_four_and_six_on_val_with_the_cheaper_winnin
     spec = config_from_dict({}).study.roro_families
     assert method.name == "roro" and spec.method == "roro_judge" and spec.eval_split == "val"
     caps = {"roro.rubricor_judge.judge.max_new_tokens": 72, "roro.rubricor_judge.rubricor.max_new_tokens": 128}
-    assert spec.variants == {"four": {"roro.rubricor_judge.families": "four", **caps},
-                             "six": {"roro.rubricor_judge.families": "six", **caps}}  # the same caps: families differ
+    assert spec.variants == {"four": {"roro.rubricor_judge.families": "four", **caps, **STEPS_READING},
+                             "six": {"roro.rubricor_judge.families": "six", **caps, **STEPS_READING}}
     assert (spec.selection.metric, spec.selection.tolerance, spec.selection.cost) == ("kept_process", 0.01,
                                                                                       ["judge_params"])
     assert "literal_no_call_on_a_sure_step" in spec.metrics and "literal_slm_steps_are_right" in spec.metrics
@@ -158,8 +159,8 @@ def test_the_reads_study_compares_what_the_judge_reads_on_several_draws_the_step
     cfg = config_from_dict({})
     spec = cfg.study.roro_judge_reads
     assert method.name == "roro" and spec.method == "roro_judge" and spec.eval_split == "val"
-    assert spec.variants == {r: {"roro.rubricor_judge.judge_reads": r, "roro.task.draw_per_unit": True}
-                             for r in ("steps", "problem")}
+    assert spec.variants == {r: {**STEPS_READING, "roro.rubricor_judge.judge_reads": r,
+                                 "roro.task.draw_per_unit": True} for r in ("steps", "problem")}
     assert len(spec.seeds) >= 4 and (spec.selection.metric, spec.selection.tolerance, spec.selection.cost) == (
         "kept_process", 0.01, ["judge_reads_problem"])  # within 0.01: the shorter prompt, the previous setting
     # a unit draws its own problems (task seed = its seed) and keeps its routes and pairs in its directory ...
@@ -186,8 +187,36 @@ def test_the_checked_study_is_roro_judge_reads_on_other_draws_with_the_calculato
 
     study = config_from_dict({}).study
     reads, checked = study.roro_judge_reads, study.roro_judge_checked
-    assert checked.variants == {r: {"roro.rubricor_judge.judge_reads": r, "roro.task.draw_per_unit": True}
-                                for r in ("steps", "checked")}
+    assert checked.variants == {r: {**STEPS_READING, "roro.rubricor_judge.judge_reads": r,
+                                    "roro.task.draw_per_unit": True} for r in ("steps", "checked")}
     assert not set(checked.seeds) & set(reads.seeds) and len(checked.seeds) == len(reads.seeds)
     assert checked.selection == reads.selection and checked.metrics == reads.metrics
     assert checked.out_dir != reads.out_dir and checked.eval_split == "val"
+
+
+def test_the_one_tokenizer_study_differs_from_the_checked_study_in_the_tokenizer_and_the_draws_only():
+    from rubricflow.config import config_from_dict
+
+    study = config_from_dict({}).study
+    checked, one = study.roro_judge_checked, study.roro_judge_checked_tok
+    assert one.variants == {r: {**o, "roro.rubricor_judge.tokenizer_reads": "checked"}
+                            for r, o in checked.variants.items()}
+    assert not set(one.seeds) & (set(checked.seeds) | set(study.roro_judge_reads.seeds))
+    assert len(one.seeds) == len(checked.seeds) and one.out_dir != checked.out_dir
+    assert one.selection == checked.selection and one.metrics == checked.metrics and one.eval_split == "val"
+
+
+def test_every_registered_roro_study_names_the_judges_reading_in_every_variant():
+    """The committed studies ran under the steps alone; a variant that names no reading gets that one pinned, so a
+    profile that moves judge_reads or tokenizer_reads does not change what they measure."""
+    from rubricflow import registry
+    from rubricflow.config import config_from_dict
+
+    cfg = config_from_dict({})
+    names = [n for n, (m, _) in registry.studies().items() if m.name == "roro"]
+    assert "roro" in names and "roro_judge_dose" in names
+    for name in names:
+        for variant, o in getattr(cfg.study, name).variants.items():
+            assert {"roro.rubricor_judge.judge_reads", "roro.rubricor_judge.tokenizer_reads"} <= set(o), (name, variant)
+    assert {o["roro.rubricor_judge.judge_reads"] for o in cfg.study.roro.variants.values()} == {"steps"}
+    assert {o["roro.rubricor_judge.judge_reads"] for o in cfg.study.roro_fresh_checked.variants.values()} == {"checked"}

@@ -13,7 +13,7 @@ every output, ``stages.py`` the stage bindings, ``summary.py`` the summary lines
 from rubricflow.methods.roro import stages
 from rubricflow.methods.roro.config import RoRoConfig
 from rubricflow.methods.roro.study import judge_dose, judge_tune
-from rubricflow.methods.roro.study.specs import STUDIES
+from rubricflow.methods.roro.study.specs import STUDIES, pin_reading
 from rubricflow.methods.roro.study.unit import ADAPTER
 from rubricflow.methods.roro.summary import COMMANDS, summary_lines
 from rubricflow.registry import Method, Pipeline, SectionDecl
@@ -45,8 +45,9 @@ METHOD = Method(
         ),
     ),
     adapters=(ADAPTER, judge_tune.ADAPTER, judge_dose.ADAPTER),
-    studies=(*STUDIES, judge_tune.STUDY, judge_tune.FAMILIES_STUDY, judge_tune.READS_STUDY, judge_tune.CHECKED_STUDY,
-             judge_dose.STUDY),
+    studies=tuple(pin_reading(d) for d in (*STUDIES, judge_tune.STUDY, judge_tune.FAMILIES_STUDY,
+                                            judge_tune.READS_STUDY, judge_tune.CHECKED_STUDY,
+                                            judge_tune.ONE_TOKENIZER_STUDY, judge_dose.STUDY)),
     summary=summary_lines,
     commands=COMMANDS,
 )

@@ -348,6 +348,13 @@ class RubricorJudgeConfig(Section):
         "only: a GSM8K question's operations cannot be read off its text (the reading refuses it). The exact reader "
         "(roro.router.methods exact-reader) reads as the Judge does.",
     )
+    tokenizer_reads: Literal["own", "checked"] = Field(
+        "own",
+        description="Which reading's warm-start texts train the Judge's and Rubricor's tokenizer: 'own' = judge_reads' "
+        "(the tokenizer, hence the Rubricor's tokens, follows what the Judge reads); 'checked' = the 'checked' "
+        "reading's texts and its check marks whatever the Judge reads (they hold every token any reading writes), so "
+        "that two readings compared on one draw differ only in the Judge's input.",
+    )
     rubricor_problems: int = Field(12, ge=1, description="Training problems per Rubricor phase.")
     select_on: Literal["val", "val_process", "last"] = Field(
         "val",

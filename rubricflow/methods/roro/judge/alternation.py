@@ -94,11 +94,14 @@ def routing_tokenizer_corpus(views: dict[str, ProblemView], trajectories: list[T
 def build_lms(rj_cfg: RubricorJudgeConfig, views: dict[str, ProblemView],
               trajectories: list[Trajectory]) -> tuple[RubricLM, RubricLM]:
     """The Judge and the Rubricor of ``rj_cfg`` before round 0: torch seeded with ``rj_cfg.seed``, their tokenizer
-    trained on ``routing_tokenizer_corpus`` of these routes, both with the configured criterion families."""
+    trained on ``routing_tokenizer_corpus`` of these routes in the reading ``tokenizer_reads`` names (with the check
+    marks as tokens where that reading or the Judge's is 'checked'), both with the configured criterion families."""
     families, reads = FAMILY_SETS[rj_cfg.families], rj_cfg.judge_reads
     torch.manual_seed(rj_cfg.seed)
-    corpus = routing_tokenizer_corpus(views, trajectories, rj_cfg.seed, families, reads)
-    return build_rubric_lms(corpus, rj_cfg.judge, rj_cfg.rubricor, rj_cfg.batch_size, rj_cfg.seed, families, reads)
+    corpus_reads = reads if rj_cfg.tokenizer_reads == "own" else rj_cfg.tokenizer_reads
+    corpus = routing_tokenizer_corpus(views, trajectories, rj_cfg.seed, families, corpus_reads)
+    return build_rubric_lms(corpus, rj_cfg.judge, rj_cfg.rubricor, rj_cfg.batch_size, rj_cfg.seed, families, reads,
+                            marks=corpus_reads == "checked" or reads == "checked")
 
 
 def check_generation_cap(lm: RubricLM, examples: list[tuple[str, str]], field: str) -> None:

@@ -66,11 +66,12 @@ class RubricLM:
 
 def build_rubric_lms(
     corpus: list[str], judge_cfg: RubricLMConfig, rubricor_cfg: RubricLMConfig, batch_size: int, seed: int,
-    families=FAMILIES, judge_reads: str = "steps",
+    families=FAMILIES, judge_reads: str = "steps", marks: bool | None = None,
 ) -> tuple[RubricLM, RubricLM]:
     """The Judge and the Rubricor: fresh tiny Qwen2s with an offline tokenizer trained on ``corpus`` (plus
-    ``prompts.added_tokens(families)``, and the check marks when the Judge reads them), or pretrained models loaded
-    from ``init``; the Judge's input is as ``judge_reads`` says."""
+    ``prompts.added_tokens(families)``, and the check marks when ``marks`` says so: by default when the Judge reads
+    them), or pretrained models loaded from ``init``; the Judge's input is as ``judge_reads`` says."""
+    marks = judge_reads == "checked" if marks is None else marks
     out = []
     for i, (name, rc) in enumerate((("judge", judge_cfg), ("rubricor", rubricor_cfg))):
         if rc.source == "pretrained":
@@ -83,7 +84,7 @@ def build_rubric_lms(
         dims = TinyDims(hidden_size=rc.hidden_size, num_layers=rc.num_layers, num_heads=4, num_kv_heads=2,
                         vocab_size=rc.vocab_size, max_positions=1024)
         model, tok = build_tiny_text(corpus, dims, seed=seed + i)
-        tok.add_tokens(added_tokens(families, judge_reads == "checked"))
+        tok.add_tokens(added_tokens(families, marks))
         model.resize_token_embeddings(len(tok), mean_resizing=False)
         out.append(RubricLM(model, tok, name, batch_size, rc.max_new_tokens,
                             judge_reads if name == "judge" else "steps"))

@@ -334,3 +334,32 @@ CHECKED_STUDY = StudyDecl(
     "(seeds 1611-1614); the higher mean kept-phase val process-pair accuracy wins, and within 0.01 of it the steps "
     "alone.",
 )
+
+
+# The calculator Judge against the steps alone with one tokenizer (roro.rubricor_judge.tokenizer_reads: checked),
+# chosen on val over four more problem draws. Declared after roro_judge_checked and before any of its units ran. Why:
+# in roro_judge_checked the tokenizer was trained on each reading's own texts, so the Rubricor's tokens (and the
+# Judge's vocabulary) followed the reading as well as the Judge's input; here both variants train it on the checked
+# reading's texts, so a variant differs from the other in what the Judge reads only. Same unit, rule and tie-break
+# (within 0.01: the steps alone); draws no other study used. Its winner, with this tokenizer, is what the tiny profile
+# takes.
+ONE_TOKENIZER_SEEDS = (1621, 1622, 1623, 1624)
+
+
+def checked_one_tokenizer_spec() -> StudySpec:
+    spec = reads_spec()
+    variants = {reads: {"roro.rubricor_judge.judge_reads": reads, "roro.rubricor_judge.tokenizer_reads": "checked",
+                        "roro.task.draw_per_unit": True}
+                for reads in ("steps", "checked")}
+    return StudySpec.model_validate({**spec.model_dump(), "seeds": list(ONE_TOKENIZER_SEEDS), "variants": variants,
+                                     "out_dir": "artifacts/studies/roro_judge_checked_tok"})
+
+
+ONE_TOKENIZER_STUDY = StudyDecl(
+    "roro_judge_checked_tok", checked_one_tokenizer_spec,
+    "roro_judge_checked with one tokenizer (`rubricflow study roro_judge_checked_tok`): the steps alone against the "
+    "calculator Judge, both with the tokenizer of the checked reading's texts "
+    "(`roro.rubricor_judge.tokenizer_reads: checked`), so they differ in the Judge's input only; each the warm start "
+    "and one alternation round on its own draw (seeds 1621-1624); the higher mean kept-phase val process-pair accuracy "
+    "wins, and within 0.01 of it the steps alone.",
+)

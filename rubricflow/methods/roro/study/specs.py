@@ -13,6 +13,23 @@ from rubricflow.study.spec import Claim, Precondition, Selection, StudySpec
 
 
 # ----------------------------------------------------------------------------------------------------------------
+# The Judge's reading every committed RoRo study ran under: the steps alone, the tokenizer of its own texts. Each
+# registered study's variants carry it unless they name a reading themselves, so a later profile reading (the
+# tiny profile's judge_reads) does not change what a committed report measured.
+STEPS_READING: dict[str, Any] = {"roro.rubricor_judge.judge_reads": "steps",
+                                 "roro.rubricor_judge.tokenizer_reads": "own"}
+
+
+def pin_reading(decl: StudyDecl) -> StudyDecl:
+    """``decl`` with :data:`STEPS_READING` under every variant that does not set those keys itself."""
+    def spec() -> StudySpec:
+        base = decl.spec()
+        variants = {name: {**STEPS_READING, **o} for name, o in base.variants.items()}
+        return StudySpec.model_validate({**base.model_dump(), "variants": variants})
+    return StudyDecl(decl.name, spec, decl.description)
+
+
+# ----------------------------------------------------------------------------------------------------------------
 # the default studies, one per reading of the task (roro.task.answer): each variant names one routing method; the
 # curve of each unit is reduced to the comparisons at matched cost over the fixed range (roro.eval.cost_range), for
 # chain-exact accuracy (the primary metric: every step right) and the outcome; a `roro` unit also measures its kept
