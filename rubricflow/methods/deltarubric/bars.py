@@ -190,7 +190,7 @@ def val_measure(dr: DeltaRubricConfig, items: list[Item], model, processor) -> M
             outs = gen.generate(reqs, n=1, max_new_tokens=tokens["verifier"], temperature=0.0)
             out["reading"] = sum(reading_exact(o[0].text, it.pair.facts) for o, it in zip(outs, items)) / len(items)
         if "oracle" in names:
-            res = judge(gen, processor, items, "oracle", tokens)
+            res = judge(gen, processor, items, "oracle", tokens, quoted=dr.verifier_quotes)
             out["oracle"] = sum(r.correct for r in res) / len(res)
         return out
 

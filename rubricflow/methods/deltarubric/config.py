@@ -149,13 +149,18 @@ class DRSFTConfig(SFTSchedule):
         "planner's reward then varies with its checklist). 'preferred': the right verdict anyway, from the "
         "verifier's own reading (its checklist then changes nothing; the agreed-claims control stays high).",
     )
-    evidence_form: Literal["keyed", "restated"] = Field(
+    evidence_form: Literal["keyed", "restated", "quoted"] = Field(
         "keyed",
         description="The verifier's evidence lines in its warm-start targets (targets.evidence_lines): 'keyed' = "
         "`<i>. image <key> = <v>, A <key> = <a> yes|no, B <key> = <b> yes|no -> <favours>`; 'restated' = the check's "
         "text first (`<i>. count the purple shapes. image purple = ...`), so the key is a few tokens back rather than "
-        "in check i of the prompt (the wide pairs' 10 colours). Both parse alike (one `... -> <favours>` line per "
-        "check).",
+        "in check i of the prompt (the wide pairs' 10 colours). 'quoted' = the verifier has a lookup tool "
+        "(rubricflow.methods.deltarubric.lookup): the policy reads the image in a call of its own (the read prompt) "
+        "and the verifier's prompt, in warm start, training and evaluation alike, quotes per check the checked key's "
+        "value in that reading and in each response; the verifier writes no reading, restates each quote with every "
+        "claim marked yes / no against the image's value, the favoured response, then the verdict. The planner and "
+        "the single-step judges are unchanged (the generative judge has no tool). All parse alike (one "
+        "`... -> <favours>` line per check).",
     )
     verifier_variants: int = Field(
         1, ge=0, description="Extra verifier examples per pair with a shuffled / extended checklist."
@@ -313,6 +318,11 @@ class DeltaRubricConfig(Section):
     sft: DRSFTConfig = Field(default_factory=DRSFTConfig, description="Warm start on templated plans and verdicts.")
     train: DRTrainConfig = Field(default_factory=DRTrainConfig, description="Multi-role GRPO.")
     eval: DREvalConfig = Field(default_factory=DREvalConfig, description="Judge accuracy tables.")
+
+    @property
+    def verifier_quotes(self) -> bool:
+        """Whether the verifier has the lookup tool (``sft.evidence_form: quoted``) wherever it runs."""
+        return self.sft.evidence_form == "quoted"
 
 
 def effective_grpo(cfg: DRTrainConfig) -> GRPOConfig:

@@ -52,7 +52,7 @@ from rubricflow.methods.deltarubric.modes import MODES, SINGLE_STEP
 from rubricflow.methods.deltarubric.parsing import MAX_CHECKS
 from rubricflow.methods.deltarubric.planning import checklist_room, decides
 from rubricflow.methods.deltarubric.roles import PLANNER, ROLES, VERIFIER
-from rubricflow.methods.deltarubric.rollout import Item, request
+from rubricflow.methods.deltarubric.rollout import Item, request, with_readings
 from rubricflow.methods.deltarubric.targets import agreed_checks as agreed_check_list
 from rubricflow.methods.deltarubric.targets import exhaustive_checks, reference_checks, separates
 from rubricflow.sections import GenerationConfig, ModelsConfig
@@ -108,8 +108,10 @@ def fact_checklist(pair: PreferencePair, mode: str, exhaustive: str = "budget") 
 
 
 def judge(gen, processor, items: list[Item], mode: str, max_tokens: dict[str, int],
-          exhaustive: str = "budget") -> list[Judged]:
-    """One greedy verdict per item in ``mode`` (``exhaustive``: the exhaustive mode's reading, ``fact_checklist``)."""
+          exhaustive: str = "budget", quoted: bool = False) -> list[Judged]:
+    """One greedy verdict per item in ``mode`` (``exhaustive``: the exhaustive mode's reading, ``fact_checklist``;
+    ``quoted``: the verifier gets the lookup tool's quotes of the policy's own reading, read first where an item has
+    none)."""
     if mode not in MODES:
         raise ValueError(f"judge mode: expected one of {MODES}, got {mode!r}")
     vt = max_tokens["verifier"]
@@ -122,6 +124,8 @@ def judge(gen, processor, items: list[Item], mode: str, max_tokens: dict[str, in
             res.append(Judged(it.pair.id, it.pair.category, p.value, p.ok and p.value == it.pair.preferred, p.ok,
                               text=o[0].text, reason=p.reason))
         return res
+    if quoted:
+        items = with_readings(gen, processor, items, vt)
     if mode in _FACT_MODES:  # checklists built from the facts: no planner call
         # agreed: only the pairs that have a control checklist
         kept = [(it, checks) for it in items if (checks := fact_checklist(it.pair, mode, exhaustive)) is not None]
@@ -178,12 +182,15 @@ def summarize(results: list[Judged]) -> dict:
 
 def evaluate_judge(
     gen, processor, items: list[Item], modes: tuple[str, ...], max_tokens: dict[str, int] | None = None,
-    examples: int = 0, exhaustive: str = "budget",
+    examples: int = 0, exhaustive: str = "budget", quoted: bool = False,
 ) -> dict:
     """``{"n": ..., "modes": {mode: {accuracy, format_violation, [planner_format_violation], by_category}}}``, and
     ``checklist_room`` when every pair has facts; the facts-built modes are skipped (and reported as skipped) for
-    pairs without facts. ``exhaustive``: the exhaustive mode's reading (``eval.exhaustive``)."""
+    pairs without facts. ``exhaustive``: the exhaustive mode's reading (``eval.exhaustive``); ``quoted``: the lookup
+    tool (the policy reads each image once, greedily, and every verifier mode quotes that reading)."""
     max_tokens = max_tokens or {"planner": 40, "verifier": 48}
+    if quoted and any(m not in SINGLE_STEP for m in modes):
+        items = with_readings(gen, processor, items, max_tokens["verifier"])
     out: dict = {"n": len(items), "modes": {}}
     if items and all(it.pair.facts for it in items):
         out["checklist_room"] = checklist_room([it.pair for it in items])
@@ -194,7 +201,7 @@ def evaluate_judge(
         if mode == "agreed" and not any(agreed_checks(it.pair) is not None for it in items):
             out.setdefault("skipped", {})[mode] = "no pair has two claims both responses agree on"
             continue
-        res = judge(gen, processor, items, mode, max_tokens, exhaustive)
+        res = judge(gen, processor, items, mode, max_tokens, exhaustive, quoted)
         out["modes"][mode] = summarize(res)
         if examples:
             out["modes"][mode]["examples"] = [
@@ -206,9 +213,12 @@ def evaluate_judge(
 
 
 def planner_probe(gen, processor, items: list[Item], n_checklists: int, max_tokens: dict[str, int],
-                  temperature: float = 1.0, seed: int | None = None) -> dict[str, float]:
+                  temperature: float = 1.0, seed: int | None = None, quoted: bool = False) -> dict[str, float]:
     """Fraction of sampled checklists whose greedy verifier verdict is right; their format-violation rate; and, on
-    synthetic pairs, the share of sampled checklists that separate the responses (``targets.separates``)."""
+    synthetic pairs, the share of sampled checklists that separate the responses (``targets.separates``);
+    ``quoted``: the verifier gets the lookup tool's quotes (the policy reads each image first)."""
+    if quoted:
+        items = with_readings(gen, processor, items, max_tokens["verifier"])
     outs = _generate(gen, [request(processor, PLANNER, it) for it in items], max_tokens["planner"],
                      temperature=temperature, n=n_checklists, seed=seed)
     reqs, owners, total, bad, seps = [], [], 0, 0, []
@@ -274,7 +284,8 @@ def judge_tables(dr: DeltaRubricConfig, models: ModelsConfig, generation: Genera
         gen = generator_for(generation, model, proc, model_path=mdir, batch_size=dr.eval.batch_size)
         for sname, items in sets.items():
             out[f"{mname}/{sname}"] = evaluate_judge(gen, proc, items, modes, role_max_tokens(dr.train),
-                                                     examples=examples, exhaustive=dr.eval.exhaustive)
+                                                     examples=examples, exhaustive=dr.eval.exhaustive,
+                                                     quoted=dr.verifier_quotes)
     return out
 
 

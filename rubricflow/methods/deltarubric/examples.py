@@ -84,6 +84,7 @@ class PairExample(NamedTuple):
     checks: list[str] | None
     target: str
     pair: PreferencePair
+    reading: str | None = None  # the reading the lookup tool quotes in the prompt (evidence_form quoted)
 
 
 def _shown(pair: PreferencePair, variant: int) -> PreferencePair:
@@ -106,8 +107,11 @@ def pair_examples(pair: PreferencePair, cfg: DRSFTConfig, rng: random.Random, se
     form = cfg.evidence_form
 
     def executed(role: str, checks, q: PreferencePair = pair, verdict: str | None = None) -> PairExample:
-        """A verifier example: ``q`` judged by executing ``checks`` (evidence lines in ``cfg.evidence_form``)."""
-        return PairExample(role, "verifier", [c.text for c in checks], verifier_target(q, checks, verdict, form), q)
+        """A verifier example: ``q`` judged by executing ``checks`` (evidence lines in ``cfg.evidence_form``; under
+        'quoted' the prompt quotes the worked reading, the reading a policy that reads right gives the tool)."""
+        reading = worked_reading(q.facts) if form == "quoted" else None
+        return PairExample(role, "verifier", [c.text for c in checks], verifier_target(q, checks, verdict, form), q,
+                           reading)
 
     out: list[PairExample] = []
     if cfg.planner:
@@ -154,7 +158,7 @@ def mode_examples(processor, items: list[Item], cfg: DRSFTConfig,
     out = []
     for it in items:
         for e in pair_examples(it.pair, cfg, rng, seed):
-            req = request(processor, ROLES[e.role], Item(e.pair, it.images), e.checks)
+            req = request(processor, ROLES[e.role], Item(e.pair, it.images, e.reading), e.checks)
             out.append((e, SFTExample(req.prompt, e.target, req.images)))
     return out
 
@@ -195,7 +199,7 @@ def pair_tokenizer_corpus(pairs: list[PreferencePair], cfg: DRSFTConfig, seed: i
     texts = ["user assistant system"] * 8  # the chat template's role names
     for p in pairs:
         for e in pair_examples(p, cfg, rng, seed):
-            texts.append(ROLES[e.role].prompt(e.pair, e.checks))
+            texts.append(ROLES[e.role].prompt(e.pair, e.checks, e.reading))
             texts.append(e.target)
     for p in pairs[:64]:  # the read task's instruction (its images are not pairs; its targets are traces)
         texts.append(read_prompt(p.question))

@@ -18,6 +18,9 @@ Seven templates, kept short for the tiny CPU model but with the paper's structur
 * ``VERIFIER``   the Checklist Verifier: read the image (a worked trace of the question), then execute each check
                  (checks are things to verify, not evidence; ignore irrelevant / vague ones): the image's value,
                  each response's claim and whether it agrees, the response it favours; then the verdict.
+* ``VERIFIER_QUOTED`` the verifier with the lookup tool (``lookup``, ``sft.evidence_form: quoted``): each check
+                 carries the quoted values (the policy's own reading, each response's claim); per check it marks the
+                 claims yes / no and the favoured response, then the verdict.
 
 All outputs end with ``verdict: A`` or ``verdict: B`` (the verdict parser also accepts ``[[A]]`` and a few
 spellings). The image placeholders are added by the processor's chat template (``chat_prompt``), not here.
@@ -62,6 +65,14 @@ VERIFIER = (
     + "Checks:\n{checklist}"
 )
 
+# The verifier with the lookup tool (sft.evidence_form: quoted): each check comes with the tool's quote of the image's
+# value (the policy's own reading) and of each response's claim; no reading of its own in the output.
+VERIFIER_QUOTED = (
+    "Run each check on its quoted values; checks are not evidence, skip irrelevant or vague ones. Per check mark each "
+    "response's claim yes or no against the image's value, and give the favoured response; then the verdict.\n"
+    + _CASE + "Checks:\n{checklist}"
+)
+
 
 def numbered(items: list[str]) -> str:
     return "\n".join(f"{i}. {t}" for i, t in enumerate(items, 1))
@@ -91,5 +102,12 @@ def read_prompt(question: str) -> str:
     return READ.format(question=question)
 
 
-def verifier_prompt(question: str, a: str, b: str, checks: list[str]) -> str:
-    return VERIFIER.format(question=question, a=a, b=b, checklist=numbered(checks))
+def verifier_prompt(question: str, a: str, b: str, checks: list[str], quotes: list[str] | None = None) -> str:
+    """The verifier's prompt; with ``quotes`` (the lookup tool's, one per check) each check line ends with its
+    quote."""
+    if quotes is None:
+        return VERIFIER.format(question=question, a=a, b=b, checklist=numbered(checks))
+    if len(quotes) != len(checks):
+        raise ValueError(f"verifier prompt: {len(quotes)} quote(s) for {len(checks)} check(s)")
+    lines = [f"{c} {q}" for c, q in zip(checks, quotes)]
+    return VERIFIER_QUOTED.format(question=question, a=a, b=b, checklist=numbered(lines))

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 from rubricflow.data.pairs import PreferencePair
 from rubricflow.judge.protocol import Parsed
+from rubricflow.methods.deltarubric.lookup import lookup_quotes
 from rubricflow.methods.deltarubric.parsing import parse_checklist, parse_verdict
 from rubricflow.methods.deltarubric.prompts import (
     generative_prompt,
@@ -43,11 +44,14 @@ class Role:
     reward: Callable[..., float]
     needs_checklist: bool = False
 
-    def prompt(self, pair: PreferencePair, checks: list[str] | None = None) -> str:
+    def prompt(self, pair: PreferencePair, checks: list[str] | None = None, reading: str | None = None) -> str:
+        """The role's user text; a checklist role given the policy's ``reading`` of the image shows each check with
+        the lookup tool's quote (``lookup.lookup_quotes``); the other roles do not use a reading."""
         if self.needs_checklist:
             if not checks:
                 raise ValueError(f"role {self.name}: a checklist is required")
-            return self.template(pair.question, pair.response_a, pair.response_b, checks)
+            quotes = None if reading is None else lookup_quotes(checks, reading, pair.response_a, pair.response_b)
+            return self.template(pair.question, pair.response_a, pair.response_b, checks, quotes)
         return self.template(pair.question, pair.response_a, pair.response_b)
 
 

@@ -23,7 +23,7 @@ real episode/advantage path with scripted completions.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from models.generation import Completion, GenRequest
@@ -31,6 +31,7 @@ from models.processor import text_tokenizer
 from rubricflow.data.pairs import PreferencePair
 from rubricflow.grpo.types import Episode
 from rubricflow.methods.deltarubric.config import DRTrainConfig
+from rubricflow.methods.deltarubric.prompts import read_prompt
 from rubricflow.methods.deltarubric.rewards import accuracy
 from rubricflow.methods.deltarubric.roles import NO_RUBRIC, PLANNER, ROLES, VERIFIER, Role
 from rubricflow.methods.deltarubric.targets import separates
@@ -48,15 +49,31 @@ def chat(processor, text: str, n_images: int) -> str:
 
 @dataclass
 class Item:
-    """A pair and its loaded images (PIL), the unit of rollouts and evaluation."""
+    """A pair and its loaded images (PIL), the unit of rollouts and evaluation; ``reading``: the policy's reading of
+    the image, which the lookup tool quotes in the verifier's prompt (``sft.evidence_form: quoted``; None: no tool)."""
 
     pair: PreferencePair
     images: list[Any]
+    reading: str | None = None
 
 
 def request(processor, role: Role, item: Item, checks: list[str] | None = None) -> GenRequest:
     n = len(item.images) if hasattr(processor, "chat_prompt") else 0
-    return GenRequest(chat(processor, role.prompt(item.pair, checks), n), list(item.images) if n else [])
+    return GenRequest(chat(processor, role.prompt(item.pair, checks, item.reading), n), list(item.images) if n else [])
+
+
+def with_readings(gen, processor, items: list[Item], max_new_tokens: int) -> list[Item]:
+    """``items`` with the policy's greedy reading of each image (the ``READ`` prompt, a call of its own before the
+    verifier's), which the lookup tool quotes; an item that has one keeps it. Not a trained sample."""
+    todo = [i for i, it in enumerate(items) if it.reading is None]
+    n_img = lambda it: len(it.images) if hasattr(processor, "chat_prompt") else 0  # noqa: E731
+    reqs = [GenRequest(chat(processor, read_prompt(items[i].pair.question), n_img(items[i])),
+                       list(items[i].images)[:n_img(items[i])]) for i in todo]
+    outs = gen.generate(reqs, n=1, max_new_tokens=max_new_tokens, temperature=0.0)  # [] -> [] (ZeRO-3: every rank)
+    out = list(items)
+    for i, o in zip(todo, outs):
+        out[i] = replace(items[i], reading=o[0].text)
+    return out
 
 
 def episode_prompt(req: GenRequest) -> Any:
@@ -83,7 +100,10 @@ class Rollout:
     judge: list[list[Completion]] = field(default_factory=list)
 
 
-def collect(gen, processor, items: list[Item], cfg: DRTrainConfig, seed: int | None = None) -> Rollout:
+def collect(gen, processor, items: list[Item], cfg: DRTrainConfig, seed: int | None = None,
+            quoted: bool = False) -> Rollout:
+    """One step's samples; ``quoted``: the verifier gets the lookup tool's quotes of the policy's own reading of each
+    image (read greedily once per pair, before the verifier)."""
     g = cfg.grpo
     if cfg.judge != "deltarubric":
         role = ROLES[cfg.judge]
@@ -97,6 +117,8 @@ def collect(gen, processor, items: list[Item], cfg: DRTrainConfig, seed: int | N
     nr_reqs = [request(processor, NO_RUBRIC, it) for it in items]
     no_rubric = gen.generate(nr_reqs, n=cfg.k_no_rubric, max_new_tokens=cfg.verifier_max_tokens,
                              temperature=g.temperature, top_p=g.top_p)
+    if quoted:
+        items = with_readings(gen, processor, items, cfg.verifier_max_tokens)
     ro = Rollout(items, p_reqs, planner, no_rubric)
     keys, v_reqs = [], []
     for i, comps in enumerate(planner):

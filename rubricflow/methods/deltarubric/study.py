@@ -156,12 +156,13 @@ def run_unit(ucfg: Any, unit: Unit, udir: Path, run: Any, secret_resolver=None) 
         train_out = train_policy(model, proc, gen, train_items, val_items, dr.train, udir / "checkpoints",
                                  log_fn=lambda s, m: ctx.run.log_metrics(m, step=s),
                                  key_parts=resume_parts(dr, ucfg.models, ucfg.generation, unit.seed),
-                                 save_to=dr.train.out_dir)
+                                 save_to=dr.train.out_dir, quoted=dr.verifier_quotes)
     model, proc = load_policy(dr.train.out_dir, dtype=ucfg.models.policy.dtype)
     gen = generator_for(ucfg.generation, model, proc, model_path=dr.train.out_dir, batch_size=dr.eval.batch_size)
     run.log_input(d, split=dr.eval.split, context="evaluation")
     items = load_items(d, read_pairs(d, dr.eval.split, limit=dr.eval.test_pairs or None))
-    table = evaluate_judge(gen, proc, items, MODES, role_max_tokens(dr.train), exhaustive=dr.eval.exhaustive)
+    table = evaluate_judge(gen, proc, items, MODES, role_max_tokens(dr.train), exhaustive=dr.eval.exhaustive,
+                           quoted=dr.verifier_quotes)
     own = "deltarubric" if untrained else _own_mode(ucfg)
     modes = table["modes"]
     metrics: dict[str, float | None] = {"accuracy": modes[own]["accuracy"],

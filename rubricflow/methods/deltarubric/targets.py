@@ -6,7 +6,8 @@
   a winner (it passes ``parse_checklist``).
 * ``verifier_target(pair, checks)``: the verifier's own reading of the image as a worked trace (the gold trace, in
   the responses' own form), then per check ``image <key> = <value>, A <key> = <claim> yes|no, B <key> = <claim>
-  yes|no -> A|B|both|neither``, then ``verdict: <preferred>`` (see ``evidence_lines`` for why this form).
+  yes|no -> A|B|both|neither``, then ``verdict: <preferred>`` (see ``evidence_lines`` for why this form); under the
+  lookup tool (form 'quoted') the evidence lines and the verdict only.
 * ``exhaustive_checks(pair, budget)``: the static-exhaustive checklist, every claim key of the pair's task in the
   facts' fixed order (perception, intermediate, answer), the first ``budget`` of them (None: all): the same for every
   pair of a task, the control that isolates the planner (issue 39, item 3a).
@@ -56,6 +57,9 @@ def check(task: str, key: str) -> Rubric:
     """A check of the checklist contract: a kernel ``Rubric`` whose id is the claim key it reads ("red", "B", "dx",
     ... or "answer") and whose text is the key's template (``check_text``)."""
     return Rubric(key, check_text(task, key), provenance="facts")
+
+
+TEMPLATE_TASKS = ("counting", "barchart")  # the tasks with per-key check templates (the others: _FIXED only)
 
 
 def check_text(task: str, key: str) -> str:
@@ -128,10 +132,11 @@ def _comparison(key: str, truth, a: dict[str, str], b: dict[str, str], fav: str)
             f"B {key} = {b.get(key, '?')} {_agrees(b, key, truth)} -> {fav}")
 
 
-EVIDENCE_FORMS = ("keyed", "restated")
+EVIDENCE_FORMS = ("keyed", "restated", "quoted")
 
 
-def evidence_lines(pair: PreferencePair, checks: list[Rubric], form: str = "keyed") -> list[str]:
+def evidence_lines(pair: PreferencePair, checks: list[Rubric], form: str = "keyed",
+                   reading: str | None = None) -> list[str]:
     """``<i>. image <key> = <value>, A <key> = <A's claim> yes|no, B <key> = <B's claim> yes|no -> <favours>``
     (``form`` 'keyed'); 'restated' writes the check's text first: ``<i>. <check text> image <key> = ...``.
 
@@ -147,9 +152,15 @@ def evidence_lines(pair: PreferencePair, checks: list[Rubric], form: str = "keye
     With many claim keys (the wide pairs: 10 colours) the key itself is not one copy away: it sits in check ``i`` of
     the prompt, among up to 4 checks. Warm-started on keyed lines, the tiny verifier wrote the answer's line for every
     check (docs/deltarubric_planning.md). 'restated' copies check ``i`` whole first (a contiguous span after its
-    number), so the key is then a few tokens back."""
+    number), so the key is then a few tokens back.
+
+    'quoted' (the lookup tool, ``lookup``): the line of 'restated', with the image's value as the tool quotes it from
+    ``reading`` (the policy's reading; default the worked reading, whose values are the facts') and each claim marked
+    against that value: the prompt quotes every value, so the line copies check ``i``'s quote and adds the marks."""
     if form not in EVIDENCE_FORMS:
         raise ValueError(f"evidence form: expected one of {EVIDENCE_FORMS}, got {form!r}")
+    if form == "quoted":
+        return quoted_lines(pair, checks, worked_reading(pair.facts) if reading is None else reading)
     truth = gold_values(pair.facts)
     a, b = claim_values(pair.response_a), claim_values(pair.response_b)
     lines = []
@@ -157,6 +168,22 @@ def evidence_lines(pair: PreferencePair, checks: list[Rubric], form: str = "keye
         t = truth[c.id]
         head = f"{i}. {c.text} " if form == "restated" else f"{i}. "
         lines.append(f"{head}image {c.id} = {fmt(t)}, {_comparison(c.id, t, a, b, favours(pair, c.id, t))}")
+    return lines
+
+
+def quoted_lines(pair: PreferencePair, checks: list[Rubric], reading: str) -> list[str]:
+    """``<i>. <check text> image <key> = <v>, A <key> = <a> yes|no, B <key> = <b> yes|no -> <favours>`` with ``v`` the
+    value ``reading`` states for the key (``?``: unstated, no claim agrees), the claims marked against ``v``."""
+    image = claim_values(reading)
+    a, b = claim_values(pair.response_a), claim_values(pair.response_b)
+    lines = []
+    for i, c in enumerate(checks, 1):
+        v = image.get(c.id)
+        ok = [c.id in side and v is not None and values_equal(side[c.id], v) for side in (a, b)]
+        fav = {(True, False): "A", (False, True): "B", (True, True): "both", (False, False): "neither"}[tuple(ok)]
+        mark = ["yes" if x else "no" for x in ok]
+        lines.append(f"{i}. {c.text} image {c.id} = {v if v is not None else '?'}, A {c.id} = {a.get(c.id, '?')} "
+                     f"{mark[0]}, B {c.id} = {b.get(c.id, '?')} {mark[1]} -> {fav}")
     return lines
 
 
@@ -169,8 +196,10 @@ def worked_reading(facts: dict) -> str:
 def verifier_target(pair: PreferencePair, checks: list[Rubric], verdict: str | None = None,
                     form: str = "keyed") -> str:
     """The worked reading, one evidence line per check (``evidence_lines`` in ``form``), then ``verdict`` (default:
-    the preferred response)."""
-    lines = [worked_reading(pair.facts), *evidence_lines(pair, checks, form), f"verdict: {verdict or pair.preferred}"]
+    the preferred response). Under 'quoted' there is no worked reading: the policy read the image in a call of its
+    own, and the prompt quotes it."""
+    head = [] if form == "quoted" else [worked_reading(pair.facts)]
+    lines = [*head, *evidence_lines(pair, checks, form), f"verdict: {verdict or pair.preferred}"]
     return "\n".join(lines)
 
 

@@ -63,12 +63,14 @@ def train_policy(
     progress: Callable[[int], None] | None = None,
     key_parts: dict | None = None,
     save_to: str | Path | None = None,
+    quoted: bool = False,
 ) -> dict:
     """Run ``cfg.grpo.steps`` multi-role GRPO steps in place on ``model`` (resuming from ``checkpoint_dir`` if its
     checkpoints were trained on the same ``key_parts``) and, with ``save_to``, save the trained policy there
     (consolidated, written once by rank 0: ``rubricflow.grpo.export.save_policy``); returns ``{"curve": per-step
     rows, "final_probe", "steps", "resumed_from", "resume_refused", "corrupt_checkpoints", "run_time_s"}``. Under
-    several ranks call it on every rank."""
+    several ranks call it on every rank. ``quoted``: the verifier has the lookup tool (``sft.evidence_form:
+    quoted``)."""
     g = effective_grpo(cfg)
     engine = make_engine(model, g)
     updater = GRPOUpdater(CausalLMAdapter(model, processor, g.temperature), engine, g)
@@ -81,14 +83,14 @@ def train_policy(
     def probe(step: int) -> dict[str, float]:
         with torch.random.fork_rng(devices=[]):
             return planner_probe(gen, processor, val_items, cfg.n_checklists, max_tokens, g.temperature,
-                                 seed=g.seed + step)
+                                 seed=g.seed + step, quoted=quoted)
 
     def rollout_fn(step: int, items: list[Item]):
         gen.sync_weights(model)  # vLLM samples from the current (or resumed) weights; transformers: the same tensors
         metrics: dict[str, float] = {}
         if val_items and (step == 0 or (cfg.probe_every and step % cfg.probe_every == 0)):
             metrics.update(probe(step))
-        episodes, m = score(collect(gen, processor, items, cfg), cfg, eos)
+        episodes, m = score(collect(gen, processor, items, cfg, quoted=quoted), cfg, eos)
         metrics.update(m)
         return episodes, metrics
 
@@ -184,7 +186,7 @@ def run_training(dr: DeltaRubricConfig, models: ModelsConfig, generation: Genera
     with progress("deltarubric train", total=dr.train.grpo.steps) as bar:
         out = train_policy(model, proc, gen, train_items, val_items, dr.train, checkpoint_dir, log_fn=log,
                            progress=bar.advance, key_parts=resume_parts(dr, models, generation, seed),
-                           save_to=dr.train.out_dir)
+                           save_to=dr.train.out_dir, quoted=dr.verifier_quotes)
     if process_rank() == 0:
         write_json(Path(reports_dir) / "plots" / "deltarubric_train.json", out["curve"])
     last = out["curve"][-5:]
@@ -235,7 +237,8 @@ def start_readout(dr: DeltaRubricConfig, models: ModelsConfig, generation: Gener
     model, proc = load_policy(str(policy_dir), dtype=models.policy.dtype)
     gen = generator_for(generation, model, proc, model_path=str(policy_dir), batch_size=dr.eval.batch_size)
     items = load_items(d, read_pairs(d, split, limit=dr.eval.test_pairs or None))
-    table = evaluate_judge(gen, proc, items, MODES, role_max_tokens(dr.train), exhaustive=dr.eval.exhaustive)
+    table = evaluate_judge(gen, proc, items, MODES, role_max_tokens(dr.train), exhaustive=dr.eval.exhaustive,
+                           quoted=dr.verifier_quotes)
     out: dict[str, float | None] = {f"{split}_{m}": s["accuracy"] for m, s in table["modes"].items()}
     out[f"{split}_separating"] = table["modes"].get("deltarubric", {}).get("separating")
     out[f"{split}_deciding"] = table["modes"].get("deltarubric", {}).get("deciding")
@@ -244,7 +247,7 @@ def start_readout(dr: DeltaRubricConfig, models: ModelsConfig, generation: Gener
     eos = text_tokenizer(proc).convert_tokens_to_ids("<|im_end|>")
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        ro = collect(gen, proc, probe, cfg, seed=seed)
+        ro = collect(gen, proc, probe, cfg, seed=seed, quoted=dr.verifier_quotes)
     for reward in READOUT_REWARDS:
         _, m = score(ro, cfg.model_copy(update={"planner_reward": reward}), eos)
         out[f"flat_groups_{reward}"] = m["planner/flat_groups"]
