@@ -147,3 +147,47 @@ def test_a_training_rollout_reads_before_the_verifier_and_quotes_that_reading(tm
     assert policy.reads == len(pairs) and all(it.reading == worked_reading(it.pair.facts) for it in ro.items)
     assert all("Run each check on its quoted values" in r.prompt for r in ro.verifier_reqs.values())
     assert all(c[0].text.endswith(f"verdict: {ro.items[i].pair.preferred}") for (i, _), c in ro.verifier.items())
+
+
+def test_the_teacher_forced_readout_scores_each_part_of_the_evidence_lines(tmp_path):
+    """``bars.evidence_readout`` (recorded with every oracle measure of a warm start to a bar): a model whose argmax is
+    the target's next token scores 1 on values, marks, favours and verdicts; one that always predicts the same token
+    scores what that token happens to match; the reading line is not evidence."""
+    import torch
+
+    from models.tiny import TinyDims, build_tiny_text
+    from rubricflow.methods.deltarubric.bars import READOUT_PARTS, evidence_readout, target_parts
+    from rubricflow.methods.deltarubric.examples import pair_tokenizer_corpus
+
+    pairs = build_pairs(tmp_path, ["barchart"], {"val": 6}, seed=4, partial_frac=0.5, form="wide")
+    for form in ("quoted", "restated"):
+        dr = DeltaRubricConfig(sft=DRSFTConfig(evidence_form=form))
+        _, tok = build_tiny_text(pair_tokenizer_corpus(pairs, dr.sft), TinyDims(hidden_size=16, num_layers=1,
+                                                                                 num_heads=2, num_kv_heads=1,
+                                                                                 vocab_size=400), seed=0)
+
+        class Proc:
+            tokenizer = tok
+
+            def chat_prompt(self, text, n_images=0, images_last=False):
+                return f"<user>{text}<assistant>"
+
+        class Oracle(torch.nn.Module):  # the argmax at position j is the token at j + 1
+            def forward(self, input_ids, attention_mask, **_):
+                nxt = torch.cat([input_ids[:, 1:], input_ids[:, -1:]], dim=1)
+                return type("Out", (), {"logits": torch.nn.functional.one_hot(nxt, len(tok)).float()})()
+
+        class Yes(Oracle):
+            def forward(self, input_ids, attention_mask, **_):
+                ids = torch.full_like(input_ids, tok(" yes", add_special_tokens=False)["input_ids"][-1])
+                return type("Out", (), {"logits": torch.nn.functional.one_hot(ids, len(tok)).float()})()
+
+        items = [Item(p, []) for p in pairs]
+        assert evidence_readout(dr, items, Oracle(), Proc()) == {f"tf_{p}": 1.0 for p in READOUT_PARTS}
+        yes = evidence_readout(dr, items, Yes(), Proc())
+        assert yes["tf_value"] == yes["tf_favour"] == yes["tf_verdict"] == 0.0 and 0.0 < yes["tf_mark"] < 1.0
+    text = "C = 3, K = 6.\n1. image K = 6, A K = 5 no, B K = 6 yes -> B\nverdict: B"
+    ids = tok(text, add_special_tokens=False)["input_ids"]
+    got = [(tok.decode([i]).strip(), p) for i, p in zip(ids, target_parts(tok, text, ids)) if p]
+    assert got == [("6", "value"), ("5", "value"), ("no", "mark"), ("6", "value"), ("yes", "mark"),
+                   ("B", "favour"), ("B", "verdict")]

@@ -35,6 +35,8 @@ as functions, so the loop is tested without a model.
 
 from __future__ import annotations
 
+import random
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -172,8 +174,81 @@ def reading_exact(text: str, facts: dict) -> bool:
     return all(k in got and values_equal(got[k], fmt(v)) for k, v in gold_values(facts).items())
 
 
+# The parts of an evidence line a teacher-forced readout scores: a value (after "= "), a mark (yes / no after a value),
+# the favoured response (after "-> ") and the verdict.
+_PARTS = {"value": re.compile(r"(?<== )[^ ,\n]+"), "mark": re.compile(r"(?<=[^ ,\n] )(?:yes|no)\b"),
+          "favour": re.compile(r"(?<=-> )\w+"), "verdict": re.compile(r"(?<=verdict: )[AB]")}
+READOUT_PARTS = tuple(_PARTS)
+
+
+def target_parts(tokenizer, text: str, ids: list[int]) -> list[str | None]:
+    """The part (``READOUT_PARTS``) each token of ``ids`` (``text`` tokenized) writes, or None: a token is in a part
+    when its first non-space character lies in one of the part's spans on an evidence line (``... -> ...``) or the
+    verdict line (a token of spaces alone is in none); the worked reading's values are not evidence."""
+    spans: list[tuple[int, int, str]] = []
+    pos = 0
+    for line in text.split("\n"):
+        if " -> " in line or line.startswith("verdict:"):
+            for name, rx in _PARTS.items():
+                spans += [(pos + m.start(), pos + m.end(), name) for m in rx.finditer(line)]
+        pos += len(line) + 1
+    out, prev = [], ""
+    for k in range(len(ids)):
+        cur = tokenizer.decode(ids[: k + 1])
+        piece = cur[len(prev):] if cur.startswith(prev) else ""
+        first = len(prev) + len(piece) - len(piece.lstrip())
+        out.append(next((n for a, b, n in spans if a <= first < b), None) if piece.strip() else None)
+        prev = cur
+    return out
+
+
+def evidence_readout(dr: DeltaRubricConfig, items: list[Item], model, processor) -> dict[str, float]:
+    """Teacher-forced: on each val pair's verifier example under the reference checklist (the warm start's own
+    prompt and target, ``sft.evidence_form``; under 'quoted' the prompt quotes the worked reading), the share of the
+    target's value, mark, favour and verdict tokens the model's argmax predicts (``tf_<part>``). What the greedy
+    oracle measure cannot tell apart: a verifier that copies the claims wrong, one that marks them wrong, and one
+    whose verdict ignores its lines."""
+    import torch
+
+    from models.processor import text_tokenizer
+    from rubricflow.methods.deltarubric.examples import pair_examples
+    from rubricflow.methods.deltarubric.roles import ROLES
+    from rubricflow.methods.deltarubric.rollout import request
+    from rubricflow.training.sft import encode_pairs, target_ids
+
+    tok = text_tokenizer(processor)
+    right = dict.fromkeys(READOUT_PARTS, 0)
+    total = dict.fromkeys(READOUT_PARTS, 0)
+    cfg = dr.sft.model_copy(update={"verifier_variants": 0, "planner_target_noise": 0.0})
+    was = model.training
+    model.eval()
+    for i in range(0, len(items), 16):
+        chunk = []
+        for it in items[i:i + 16]:
+            e = next(e for e in pair_examples(it.pair, cfg, random.Random(0)) if e.mode == "verifier")
+            req = request(processor, ROLES[e.role], Item(e.pair, it.images, e.reading), e.checks)
+            chunk.append((req, e.target, target_ids(processor, e.target)))
+        batch = encode_pairs(processor, [r.prompt for r, _, _ in chunk],
+                             [r.images for r, _, _ in chunk] if any(r.images for r, _, _ in chunk) else None,
+                             [t for _, _, t in chunk])
+        mask = batch.pop("completion_mask")
+        with torch.no_grad():
+            pred = model(**batch).logits[:, :-1].argmax(-1)
+        for r, (_, text, ids) in enumerate(chunk):
+            start = int(mask[r].nonzero()[0])
+            parts = target_parts(tok, text, ids[:-1])  # the end-of-turn token is no part
+            for k, part in enumerate(parts):
+                if part is not None:
+                    total[part] += 1
+                    right[part] += int(pred[r, start + k - 1] == ids[k])
+    model.train(was)
+    return {f"tf_{p}": right[p] / total[p] for p in READOUT_PARTS if total[p]}
+
+
 def val_measure(dr: DeltaRubricConfig, items: list[Item], model, processor) -> Measure:
-    """The greedy val measures of ``model`` (see the module docstring): ``reading`` and ``oracle``."""
+    """The greedy val measures of ``model`` (see the module docstring): ``reading`` and ``oracle``; with ``oracle``
+    also the teacher-forced evidence readout (``evidence_readout``: ``tf_value``, ``tf_mark``, ``tf_favour``,
+    ``tf_verdict``), recorded with each block's values, never a bar."""
     from models.generation import GenRequest  # torch: imported when a bar is measured
     from rubricflow.sections import GenerationConfig
     from rubricflow.training.generation import generator_for
@@ -192,6 +267,7 @@ def val_measure(dr: DeltaRubricConfig, items: list[Item], model, processor) -> M
         if "oracle" in names:
             res = judge(gen, processor, items, "oracle", tokens, quoted=dr.verifier_quotes)
             out["oracle"] = sum(r.correct for r in res) / len(res)
+            out.update(evidence_readout(dr, items, model, processor))
         return out
 
     return measure
