@@ -61,7 +61,7 @@ def test_quoted_targets_restate_each_quote_with_marks_and_carry_no_reading(tmp_p
 
 def test_quoted_warm_start_examples_quote_the_worked_reading_in_the_verifier_prompt(tmp_path):
     pairs = build_pairs(tmp_path, ["barchart"], {"train": 4}, seed=3, partial_frac=0.5, form="wide")
-    cfg = DRSFTConfig(evidence_form="quoted", equal_mode_examples=True, generative=True)
+    cfg = DRSFTConfig(evidence_form="quoted", perception_images=8, equal_mode_examples=True, generative=True)
     for e in pair_examples(pairs[0], cfg, random.Random(0)):
         if e.role == "verifier":  # verifier, noise and exhaustive modes
             assert e.reading == worked_reading(e.pair.facts) and e.reading not in e.target
@@ -161,7 +161,7 @@ def test_the_teacher_forced_readout_scores_each_part_of_the_evidence_lines(tmp_p
 
     pairs = build_pairs(tmp_path, ["barchart"], {"val": 6}, seed=4, partial_frac=0.5, form="wide")
     for form in ("quoted", "restated"):
-        dr = DeltaRubricConfig(sft=DRSFTConfig(evidence_form=form))
+        dr = DeltaRubricConfig(sft=DRSFTConfig(evidence_form=form, perception_images=8))
         _, tok = build_tiny_text(pair_tokenizer_corpus(pairs, dr.sft), TinyDims(hidden_size=16, num_layers=1,
                                                                                  num_heads=2, num_kv_heads=1,
                                                                                  vocab_size=400), seed=0)
@@ -191,3 +191,28 @@ def test_the_teacher_forced_readout_scores_each_part_of_the_evidence_lines(tmp_p
     got = [(tok.decode([i]).strip(), p) for i, p in zip(ids, target_parts(tok, text, ids)) if p]
     assert got == [("6", "value"), ("5", "value"), ("no", "mark"), ("6", "value"), ("yes", "mark"),
                    ("B", "favour"), ("B", "verdict")]
+
+
+def test_the_tool_needs_reading_examples_and_names_itself_in_a_study_units_inputs(tmp_path):
+    from rubricflow.config import config_from_dict
+    from rubricflow.methods.deltarubric.bars import target_parts
+    from rubricflow.methods.deltarubric.study import _input_parts
+    from rubricflow.study.adapter import Unit
+
+    with pytest.raises(ValueError, match="evidence_form=quoted.*perception_images > 0"):
+        DRSFTConfig(evidence_form="quoted", perception_images=0)
+    parts = {}
+    for form in ("keyed", "quoted"):
+        cfg = config_from_dict({"deltarubric": {"sft": {"evidence_form": form, "perception_images": 8,
+                                                        "out_dir": str(tmp_path / "none")},
+                                                "pairs": {"out_dir": str(tmp_path / "none")}}})
+        parts[form] = _input_parts(cfg, Unit("deltarubric", 1))["config"]
+    assert "verifier_quotes" not in parts["keyed"] and parts["quoted"]["verifier_quotes"] is True
+
+    class Chars:  # one token per character
+        def decode(self, ids):
+            return "".join(chr(i) for i in ids)
+
+    text = "1. image P = (1, 2), A P = (1, 3) no, B P = (1, 2) yes -> B"
+    got = target_parts(Chars(), text, [ord(c) for c in text])
+    assert "".join(c for c, p in zip(text, got) if p == "value") == "(1,2)(1,3)(1,2)"  # a tuple is one value

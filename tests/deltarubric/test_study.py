@@ -232,7 +232,8 @@ def test_the_lr_tune_is_a_val_selection_over_both_trained_judges():
         assert {k: over[k] for k in budget} == budget
 
 
-def test_the_wide_start_selection_gives_each_recipe_its_own_start_and_gates_it_by_its_preconditions(tmp_path):
+def test_the_wide_start_selection_gives_each_recipe_its_own_start_and_gates_it_by_its_preconditions(tmp_path,
+                                                                                                   monkeypatch):
     """`deltarubric_wide_start` (issue 39, item 2): every recipe untrained, on val, in its own start group; a recipe
     is eligible only where its preconditions hold (bars met, room for the planner, each control deciding)."""
     from rubricflow.methods.deltarubric.study_specs import WIDE_CONTROLS, WIDE_RECIPES, wide_start_spec
@@ -254,6 +255,7 @@ def test_the_wide_start_selection_gives_each_recipe_its_own_start_and_gates_it_b
     assert a.deltarubric.train.out_dir == a.deltarubric.sft.out_dir  # evaluated as it is
     # the wide pairs live apart from the main pipeline's; missing, the study says how to build them
     assert a.deltarubric.pairs.form == "wide" and a.deltarubric.pairs.out_dir.endswith("pairs-wide")
+    monkeypatch.chdir(tmp_path)  # the wide pairs' folder is relative: none here, whatever the checkout holds
     with pytest.raises(SharedOutputsMissing) as e:
         require_shared(cfg, "deltarubric", cfg.study.deltarubric, plan(cfg.study.deltarubric))
     assert "pairs-wide/manifest.json" in str(e.value)

@@ -167,3 +167,13 @@ def test_a_tokenizer_of_the_checked_texts_is_the_same_whatever_the_judge_reads()
     assert own.tokenizer.get_vocab() != js.tokenizer.get_vocab()  # the default: the steps texts, no marks
     assert not any(m in own.tokenizer.get_vocab() for m in CHECK_MARKS)
     assert config_from_dict({}).roro.rubricor_judge.tokenizer_reads == "own"
+
+
+def test_a_reading_of_the_problem_is_refused_on_gsm8k_when_the_config_is_read():
+    from rubricflow.config import config_from_dict
+
+    gsm8k = {"source": "gsm8k", "gsm8k_path": "data/gsm8k.jsonl"}
+    for rj in ({"judge_reads": "checked"}, {"tokenizer_reads": "checked"}, {"judge_reads": "problem"}):
+        with pytest.raises(ValueError, match="task.source=gsm8k: a reading of the problem"):
+            config_from_dict({"roro": {"task": gsm8k, "rubricor_judge": rj}})
+    assert config_from_dict({"roro": {"task": gsm8k}}).roro.rubricor_judge.judge_reads == "steps"

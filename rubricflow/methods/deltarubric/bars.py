@@ -176,7 +176,7 @@ def reading_exact(text: str, facts: dict) -> bool:
 
 # The parts of an evidence line a teacher-forced readout scores: a value (after "= "), a mark (yes / no after a value),
 # the favoured response (after "-> ") and the verdict.
-_PARTS = {"value": re.compile(r"(?<== )[^ ,\n]+"), "mark": re.compile(r"(?<=[^ ,\n] )(?:yes|no)\b"),
+_PARTS = {"value": re.compile(r"(?<== )(?:\([^)\n]*\)|[^ ,\n]+)"), "mark": re.compile(r"(?<=[^ ,\n] )(?:yes|no)\b"),
           "favour": re.compile(r"(?<=-> )\w+"), "verdict": re.compile(r"(?<=verdict: )[AB]")}
 READOUT_PARTS = tuple(_PARTS)
 

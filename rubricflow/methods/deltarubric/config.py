@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from rubricflow.sections import MAX_BATCH, MAX_GROUP, MAX_TOKENS, Section, SFTSchedule
 from rubricflow.grpo.config import GRPOConfig
@@ -221,6 +221,13 @@ class DRSFTConfig(SFTSchedule):
         "models.policy.path keeps its weights: only the data order changes with the init seed.",
     )
     bar_pairs: int = Field(0, ge=0, description="With a bar: val pairs measured (0 = the whole val split).")
+
+    @model_validator(mode="after")
+    def _quoted_reads(self) -> "DRSFTConfig":
+        if self.evidence_form == "quoted" and self.perception_images <= 0:
+            raise ValueError("evidence_form=quoted: the lookup tool quotes the policy's own reading, which only the "
+                             "read task's examples teach (the verifier writes none); set perception_images > 0")
+        return self
 
 
 def _dr_grpo() -> GRPOConfig:

@@ -126,7 +126,10 @@ def _input_parts(ucfg: Any, unit: Unit) -> dict[str, Any]:
         "config": {"train": dr.train.model_dump(mode="json"), "eval": dr.eval.model_dump(mode="json"),
                    "pairs": dr.pairs.model_dump(mode="json"),
                    "models.policy": ucfg.models.policy.model_dump(mode="json"),
-                   "generation": ucfg.generation.essential_dump()},
+                   "generation": ucfg.generation.essential_dump(),
+                   # the lookup tool changes rollouts and evaluation, not only the start (named only where it is on,
+                   # so the keys of units without it are those of the code before it)
+                   **({"verifier_quotes": True} if dr.verifier_quotes else {})},
         "seed": unit.seed,
         "init_policy": content_hash(dr.sft.out_dir),
         "pairs_set": content_hash(dr.pairs.out_dir),

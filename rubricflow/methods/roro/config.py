@@ -552,6 +552,12 @@ class RoRoConfig(Section):
                 if spec.n_params <= 0:
                     raise ValueError(f"{name}.n_params: a scripted step model needs a nominal parameter count for "
                                      "the FLOPs estimate; expected > 0")
+        rj = self.rubricor_judge
+        if self.task.source != "synthetic" and (rj.judge_reads != "steps" or rj.tokenizer_reads == "checked"):
+            raise ValueError(f"rubricor_judge.judge_reads={rj.judge_reads}, tokenizer_reads={rj.tokenizer_reads} with "
+                             f"task.source={self.task.source}: a reading of the problem (and a tokenizer of its texts) "
+                             "needs synthetic problems, whose operations can be read off their text; use "
+                             "judge_reads: steps and tokenizer_reads: own")
         if self.trajectories.enumerate_routes and self.task.source == "synthetic" and self.task.max_ops > 10:
             raise ValueError(f"trajectories.enumerate_routes with task.max_ops={self.task.max_ops} would collect up to "
                              f"2^{self.task.max_ops + 1} routes per problem; set it false (the policies' routes)")

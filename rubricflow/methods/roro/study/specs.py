@@ -4,6 +4,7 @@ environment), the router tuning and capacity studies and their settings; the uni
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from rubricflow.methods.roro.config import RoRoEvalConfig
@@ -21,7 +22,9 @@ STEPS_READING: dict[str, Any] = {"roro.rubricor_judge.judge_reads": "steps",
 
 
 def pin_reading(decl: StudyDecl) -> StudyDecl:
-    """``decl`` with :data:`STEPS_READING` under every variant that does not set those keys itself."""
+    """``decl`` with :data:`STEPS_READING` under every variant that does not set those keys itself (the wrapper keeps
+    the spec's module: the params stage depends on every study's module, ``config.config_sources``)."""
+    @functools.wraps(decl.spec)
     def spec() -> StudySpec:
         base = decl.spec()
         variants = {name: {**STEPS_READING, **o} for name, o in base.variants.items()}
