@@ -58,6 +58,23 @@ def test_staged_phases_are_cumulative_in_the_issues_order():
     ph = staged_phases([], roles, cfg.model_copy(update={"bar_reading": 0.0}))
     assert [(p.name, p.bars) for p in ph] == [("evidence", {"oracle": 0.9}), ("comparison", {"oracle": 0.9}),
                                               ("verdicts", {"oracle": 0.9})]
+    # the planner's bar holds the last phase, the only one with the planner's examples, until its checklists are valid
+    ph = staged_phases(["read1"], roles, cfg.model_copy(update={"bar_planner": 0.95}))
+    assert [p.bars for p in ph][-1] == {"reading": 0.8, "oracle": 0.9, "planner": 0.95}
+    assert all("planner" not in p.bars for p in ph[:-1])
+
+
+def test_a_well_formed_checklist_is_valid_and_made_of_the_tasks_checks(tmp_path):
+    from rubricflow.methods.deltarubric.bars import bars_on, planner_well_formed
+    from rubricflow.methods.deltarubric.config import DRSFTConfig
+    from rubricflow.methods.deltarubric.synthetic import build_pairs
+
+    (p,) = build_pairs(tmp_path, ["barchart"], {"val": 1}, seed=4, form="wide")
+    assert planner_well_formed("1. read the height of bar K.\n2. check the final answer.", p)
+    assert not planner_well_formed("1. read the height of bar K.\n2. look at the colours.", p)  # not a task check
+    assert not planner_well_formed("1. read the height of bar K.", p)  # one check: not a valid checklist
+    assert not planner_well_formed("1. read the height of bar K.\n2. Response A is better.", p)
+    assert bars_on(DRSFTConfig(bar_planner=0.9)) and not bars_on(DRSFTConfig())
 
 
 def test_a_start_that_misses_its_bar_restarts_from_a_new_init_seed_and_fails_after_the_last():

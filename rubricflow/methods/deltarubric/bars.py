@@ -14,17 +14,20 @@ phase          examples added                                                   
                check, verdict; the exhaustive mode's too)
 ``comparison`` the judges that write their own comparison lines: static,            oracle
                generative
-``verdicts``   the rest: planner, no-rubric, reading judge (all examples now)       reading, oracle
+``verdicts``   the rest: planner, no-rubric, reading judge (all examples now)       reading, oracle, planner
 =============  ===================================================================  =====================
 
 A bar at 0 is off; a phase left without an active bar (or without examples) trains one block (or is skipped). A phase
 trains ``block_steps`` at a time and measures its bars on val after each block, until every bar is met or it has
-trained ``max_steps``. The measures (``val_measure``), both greedy on the val pairs (``bar_pairs`` of them):
+trained ``max_steps``. The measures (``val_measure``), all greedy on the val pairs (``bar_pairs`` of them):
 
 * ``reading``: the reading exactness, the share of val pair images whose read (the read prompt, as the reading
   examples teach it) states every claim key of the facts (perception, intermediate, answer) with its true value;
 * ``oracle``:  the oracle-checklist accuracy, the share of val pairs where the verifier, given the reference checklist
-  (``evaluate.judge`` in mode ``oracle``), picks the preferred response (a format failure is wrong).
+  (``evaluate.judge`` in mode ``oracle``), picks the preferred response (a format failure is wrong);
+* ``planner``: the share of val pairs whose greedy planner output is a valid checklist of the task's checks
+  (``planner_well_formed``); without it the last phase ends once reading and oracle hold, which can leave the planner,
+  whose examples only that phase adds, a single block.
 
 A phase that misses a bar at its cap ends the attempt: the warm start restarts from a fresh base with init seed
 ``seed + 1000 * k`` (``max_restarts``), and every attempt is kept in the summary (``attempts``: per phase the steps,
@@ -45,17 +48,18 @@ from rubricflow.data.traces import fmt, values_equal
 from rubricflow.methods.deltarubric.config import DeltaRubricConfig, DRSFTConfig, role_max_tokens
 from rubricflow.methods.deltarubric.evaluate import judge
 from rubricflow.methods.deltarubric.prompts import read_prompt
-from rubricflow.methods.deltarubric.rollout import Item, chat
+from rubricflow.methods.deltarubric.roles import PLANNER
+from rubricflow.methods.deltarubric.rollout import Item, chat, request
 from rubricflow.methods.deltarubric.synthetic import gold_values
-from rubricflow.methods.deltarubric.targets import claim_values
+from rubricflow.methods.deltarubric.targets import check_keys, claim_values
 
-BARS = ("reading", "oracle")
+BARS = ("reading", "oracle", "planner")
 # phase -> (the roles whose examples it adds, the bars it is trained to); in this order
 STAGES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "reading": ((), ("reading",)),  # the read task's examples (not a role)
     "evidence": (("verifier",), ("oracle",)),
     "comparison": (("static", "generative"), ("oracle",)),
-    "verdicts": (("planner", "no_rubric", "reading"), ("reading", "oracle")),
+    "verdicts": (("planner", "no_rubric", "reading"), ("reading", "oracle", "planner")),
 }
 RESTART_SEED = 1000  # attempt k starts from init seed seed + 1000 * k
 
@@ -64,11 +68,11 @@ TrainBlock = Callable[[list, int, int, int], None]  # (examples, steps, batch si
 
 
 def bars_on(cfg: DRSFTConfig) -> bool:
-    return cfg.bar_reading > 0 or cfg.bar_oracle > 0
+    return any(v > 0 for v in bar_values(cfg).values())
 
 
 def bar_values(cfg: DRSFTConfig) -> dict[str, float]:
-    return {"reading": cfg.bar_reading, "oracle": cfg.bar_oracle}
+    return {"reading": cfg.bar_reading, "oracle": cfg.bar_oracle, "planner": cfg.bar_planner}
 
 
 @dataclass
@@ -245,6 +249,13 @@ def evidence_readout(dr: DeltaRubricConfig, items: list[Item], model, processor)
     return {f"tf_{p}": right[p] / total[p] for p in READOUT_PARTS if total[p]}
 
 
+def planner_well_formed(text: str, pair) -> bool:
+    """Whether ``text`` is a valid checklist (``PLANNER.parse``) whose every check is one of the pair's task's check
+    templates (``targets.check_keys`` finds a key for each)."""
+    p = PLANNER.parse(text)
+    return p.ok and len(check_keys(pair, p.value)) == len(p.value)
+
+
 def val_measure(dr: DeltaRubricConfig, items: list[Item], model, processor) -> Measure:
     """The greedy val measures of ``model`` (see the module docstring): ``reading`` and ``oracle``; with ``oracle``
     also the teacher-forced evidence readout (``evidence_readout``: ``tf_value``, ``tf_mark``, ``tf_favour``,
@@ -264,6 +275,10 @@ def val_measure(dr: DeltaRubricConfig, items: list[Item], model, processor) -> M
                     for it in items]
             outs = gen.generate(reqs, n=1, max_new_tokens=tokens["verifier"], temperature=0.0)
             out["reading"] = sum(reading_exact(o[0].text, it.pair.facts) for o, it in zip(outs, items)) / len(items)
+        if "planner" in names:
+            reqs = [request(processor, PLANNER, it) for it in items]
+            outs = gen.generate(reqs, n=1, max_new_tokens=tokens["planner"], temperature=0.0)
+            out["planner"] = sum(planner_well_formed(o[0].text, it.pair) for o, it in zip(outs, items)) / len(items)
         if "oracle" in names:
             res = judge(gen, processor, items, "oracle", tokens, quoted=dr.verifier_quotes)
             out["oracle"] = sum(r.correct for r in res) / len(res)

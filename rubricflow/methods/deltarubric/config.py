@@ -197,12 +197,19 @@ class DRSFTConfig(SFTSchedule):
         0.0, ge=0, le=1,
         description="Warm start to a bar (rubricflow.methods.deltarubric.bars): the val reading exactness to reach, "
         "the share of val pair images whose greedy read (read prompt) states every claim key of the facts right. "
-        "0 = no reading bar. With both bars 0 the warm start is the fixed schedule (perception_steps, then steps).",
+        "0 = no reading bar. With every bar 0 the warm start is the fixed schedule (perception_steps, then steps).",
     )
     bar_oracle: float = Field(
         0.0, ge=0, le=1,
         description="Warm start to a bar: the val oracle-checklist accuracy to reach (the verifier given the "
         "reference checklist picks the preferred response, greedy). 0 = no oracle bar.",
+    )
+    bar_planner: float = Field(
+        0.0, ge=0, le=1,
+        description="Warm start to a bar, the last phase only (its examples add the planner's): the share of val "
+        "pairs whose greedy planner output is a valid checklist of checks the task knows (every check one of the "
+        "check templates, so the verifier and the lookup tool can execute it). 0 = no planner bar: the last phase "
+        "then ends as soon as the reading and oracle bars hold, which can leave the planner a single block.",
     )
     block_steps: int = Field(
         100, ge=1,
