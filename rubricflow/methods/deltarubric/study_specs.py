@@ -105,8 +105,9 @@ def deltarubric_tune_spec() -> StudySpec:
 # wide studies, from development runs on seed 1234: wide bar charts (10 bars C..L of heights 1-8, more claim keys than
 # the 4 checks) at 84 px, in their own folder (built by the command in WIDE_PAIRS_HINT). Bar charts, not the counting
 # scenes: a 10-colour scene's counts are mostly 0, and a verifier warm-started on them copied 0 for every claim; on
-# bar charts (heights spread over 1-8) it read every image, though its oracle accuracy stayed at 0.66 or below in
-# every run so far (no recipe has reached the oracle bar; docs/deltarubric_planning.md). The verifier's evidence lines
+# bar charts (heights spread over 1-8) it read every image, though without a lookup tool no recipe reached the oracle
+# bar (with `sft.evidence_form: quoted` a development start did; docs/deltarubric_planning.md, item 8; not yet this
+# setting, whose controls do not decide under the tool). The verifier's evidence lines
 # restate each check (`sft.evidence_form: restated`), so the key is a few tokens back. The warm start trains to val
 # bars in staged phases (reading exactness 0.6, oracle accuracy 0.8; blocks of 200 steps, each phase capped at 3000,
 # one restart), every judge mode taught with the verifier's example count, the generative judge included; the
