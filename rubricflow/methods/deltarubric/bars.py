@@ -47,9 +47,8 @@ from typing import Any
 from rubricflow.data.traces import fmt, values_equal
 from rubricflow.methods.deltarubric.config import DeltaRubricConfig, DRSFTConfig, role_max_tokens
 from rubricflow.methods.deltarubric.evaluate import judge
-from rubricflow.methods.deltarubric.prompts import read_prompt
-from rubricflow.methods.deltarubric.roles import PLANNER
-from rubricflow.methods.deltarubric.rollout import Item, chat, request
+from rubricflow.methods.deltarubric.roles import PLANNER, ROLES
+from rubricflow.methods.deltarubric.rollout import Item, request, with_readings
 from rubricflow.methods.deltarubric.synthetic import gold_values
 from rubricflow.methods.deltarubric.targets import check_keys, claim_values
 
@@ -216,8 +215,6 @@ def evidence_readout(dr: DeltaRubricConfig, items: list[Item], model, processor)
 
     from models.processor import text_tokenizer
     from rubricflow.methods.deltarubric.examples import pair_examples
-    from rubricflow.methods.deltarubric.roles import ROLES
-    from rubricflow.methods.deltarubric.rollout import request
     from rubricflow.training.sft import encode_pairs, target_ids
 
     tok = text_tokenizer(processor)
@@ -260,8 +257,7 @@ def val_measure(dr: DeltaRubricConfig, items: list[Item], model, processor) -> M
     """The greedy val measures of ``model`` (see the module docstring): ``reading`` and ``oracle``; with ``oracle``
     also the teacher-forced evidence readout (``evidence_readout``: ``tf_value``, ``tf_mark``, ``tf_favour``,
     ``tf_verdict``), recorded with each block's values, never a bar."""
-    from models.generation import GenRequest  # torch: imported when a bar is measured
-    from rubricflow.sections import GenerationConfig
+    from rubricflow.sections import GenerationConfig  # torch: imported when a bar is measured
     from rubricflow.training.generation import generator_for
 
     tokens = role_max_tokens(dr.train)
@@ -269,18 +265,17 @@ def val_measure(dr: DeltaRubricConfig, items: list[Item], model, processor) -> M
     def measure(names: Sequence[str]) -> dict[str, float]:
         gen = generator_for(GenerationConfig(), model, processor, batch_size=dr.eval.batch_size, in_memory=True)
         out: dict[str, float] = {}
+        quoted = "oracle" in names and dr.verifier_quotes
+        # one greedy read per image serves the reading bar and the lookup tool's quotes
+        read = with_readings(gen, processor, items, tokens["verifier"]) if "reading" in names or quoted else None
         if "reading" in names:
-            n_img = 1 if hasattr(processor, "chat_prompt") else 0
-            reqs = [GenRequest(chat(processor, read_prompt(it.pair.question), n_img), list(it.images)[:n_img])
-                    for it in items]
-            outs = gen.generate(reqs, n=1, max_new_tokens=tokens["verifier"], temperature=0.0)
-            out["reading"] = sum(reading_exact(o[0].text, it.pair.facts) for o, it in zip(outs, items)) / len(items)
+            out["reading"] = sum(reading_exact(it.reading, it.pair.facts) for it in read) / len(read)
         if "planner" in names:
             reqs = [request(processor, PLANNER, it) for it in items]
             outs = gen.generate(reqs, n=1, max_new_tokens=tokens["planner"], temperature=0.0)
             out["planner"] = sum(planner_well_formed(o[0].text, it.pair) for o, it in zip(outs, items)) / len(items)
         if "oracle" in names:
-            res = judge(gen, processor, items, "oracle", tokens, quoted=dr.verifier_quotes)
+            res = judge(gen, processor, read if quoted else items, "oracle", tokens, quoted=dr.verifier_quotes)
             out["oracle"] = sum(r.correct for r in res) / len(res)
             out.update(evidence_readout(dr, items, model, processor))
         return out

@@ -63,12 +63,13 @@ def request(processor, role: Role, item: Item, checks: list[str] | None = None) 
 
 
 def with_readings(gen, processor, items: list[Item], max_new_tokens: int) -> list[Item]:
-    """``items`` with the policy's greedy reading of each image (the ``READ`` prompt, a call of its own before the
-    verifier's), which the lookup tool quotes; an item that has one keeps it. Not a trained sample."""
+    """``items`` with the policy's greedy reading of each image (the ``READ`` prompt with the pair's first image, as
+    the read task teaches it; a call of its own before the verifier's), which the lookup tool quotes and the warm
+    start's reading bar scores; an item that has one keeps it. Not a trained sample."""
     todo = [i for i, it in enumerate(items) if it.reading is None]
-    n_img = lambda it: len(it.images) if hasattr(processor, "chat_prompt") else 0  # noqa: E731
-    reqs = [GenRequest(chat(processor, read_prompt(items[i].pair.question), n_img(items[i])),
-                       list(items[i].images)[:n_img(items[i])]) for i in todo]
+    n_img = 1 if hasattr(processor, "chat_prompt") else 0
+    reqs = [GenRequest(chat(processor, read_prompt(items[i].pair.question), n_img), list(items[i].images)[:n_img])
+            for i in todo]
     outs = gen.generate(reqs, n=1, max_new_tokens=max_new_tokens, temperature=0.0)  # [] -> [] (ZeRO-3: every rank)
     out = list(items)
     for i, o in zip(todo, outs):

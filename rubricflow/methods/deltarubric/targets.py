@@ -115,11 +115,16 @@ def reference_checks(pair: PreferencePair, max_checks: int = 4) -> list[Rubric]:
     return [check(facts["task"], k) for k in ordered[:max_checks]]
 
 
+def favour_of(ok_a: bool, ok_b: bool) -> str:
+    """The response a check favours from whether each response's claim agrees: A, B, both or neither."""
+    return {(True, False): "A", (False, True): "B", (True, True): "both", (False, False): "neither"}[(ok_a, ok_b)]
+
+
 def favours(pair: PreferencePair, key: str, truth) -> str:
     a, b = claim_values(pair.response_a), claim_values(pair.response_b)
     ok_a = key in a and values_equal(a[key], fmt(truth))
     ok_b = key in b and values_equal(b[key], fmt(truth))
-    return {(True, False): "A", (False, True): "B", (True, True): "both", (False, False): "neither"}[(ok_a, ok_b)]
+    return favour_of(ok_a, ok_b)
 
 
 def _agrees(claims: dict[str, str], key: str, truth) -> str:
@@ -180,10 +185,9 @@ def quoted_lines(pair: PreferencePair, checks: list[Rubric], reading: str) -> li
     for i, c in enumerate(checks, 1):
         v = image.get(c.id)
         ok = [c.id in side and v is not None and values_equal(side[c.id], v) for side in (a, b)]
-        fav = {(True, False): "A", (False, True): "B", (True, True): "both", (False, False): "neither"}[tuple(ok)]
         mark = ["yes" if x else "no" for x in ok]
         lines.append(f"{i}. {c.text} image {c.id} = {v if v is not None else '?'}, A {c.id} = {a.get(c.id, '?')} "
-                     f"{mark[0]}, B {c.id} = {b.get(c.id, '?')} {mark[1]} -> {fav}")
+                     f"{mark[0]}, B {c.id} = {b.get(c.id, '?')} {mark[1]} -> {favour_of(*ok)}")
     return lines
 
 

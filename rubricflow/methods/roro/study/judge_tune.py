@@ -318,12 +318,18 @@ READS_STUDY = StudyDecl(
 CHECKED_SEEDS = (1611, 1612, 1613, 1614)
 
 
+def reads_study_on(readings: tuple[str, ...], seeds, out_dir: str, **also: Any) -> StudySpec:
+    """``roro_judge_reads``'s unit, metrics and rule on other draws: one variant per reading of ``readings`` (each
+    with the overrides ``also``, dotted keys under ``roro.rubricor_judge``)."""
+    extra = {f"roro.rubricor_judge.{k}": v for k, v in also.items()}
+    variants = {reads: {"roro.rubricor_judge.judge_reads": reads, **extra, "roro.task.draw_per_unit": True}
+                for reads in readings}
+    return StudySpec.model_validate({**reads_spec().model_dump(), "seeds": list(seeds), "variants": variants,
+                                     "out_dir": out_dir})
+
+
 def checked_spec() -> StudySpec:
-    spec = reads_spec()
-    variants = {reads: {"roro.rubricor_judge.judge_reads": reads, "roro.task.draw_per_unit": True}
-                for reads in ("steps", "checked")}
-    return StudySpec.model_validate({**spec.model_dump(), "seeds": list(CHECKED_SEEDS), "variants": variants,
-                                     "out_dir": "artifacts/studies/roro_judge_checked"})
+    return reads_study_on(("steps", "checked"), CHECKED_SEEDS, "artifacts/studies/roro_judge_checked")
 
 
 CHECKED_STUDY = StudyDecl(
@@ -347,12 +353,8 @@ ONE_TOKENIZER_SEEDS = (1621, 1622, 1623, 1624)
 
 
 def checked_one_tokenizer_spec() -> StudySpec:
-    spec = reads_spec()
-    variants = {reads: {"roro.rubricor_judge.judge_reads": reads, "roro.rubricor_judge.tokenizer_reads": "checked",
-                        "roro.task.draw_per_unit": True}
-                for reads in ("steps", "checked")}
-    return StudySpec.model_validate({**spec.model_dump(), "seeds": list(ONE_TOKENIZER_SEEDS), "variants": variants,
-                                     "out_dir": "artifacts/studies/roro_judge_checked_tok"})
+    return reads_study_on(("steps", "checked"), ONE_TOKENIZER_SEEDS, "artifacts/studies/roro_judge_checked_tok",
+                          tokenizer_reads="checked")
 
 
 ONE_TOKENIZER_STUDY = StudyDecl(
