@@ -63,7 +63,7 @@ def test_quoted_warm_start_examples_quote_the_worked_reading_in_the_verifier_pro
     pairs = build_pairs(tmp_path, ["barchart"], {"train": 4}, seed=3, partial_frac=0.5, form="wide")
     cfg = DRSFTConfig(evidence_form="quoted", perception_images=8, equal_mode_examples=True, generative=True)
     for e in pair_examples(pairs[0], cfg, random.Random(0)):
-        if e.role == "verifier":  # verifier, noise and exhaustive modes
+        if e.role in ("verifier", "generative_tool"):  # verifier, noise, exhaustive modes; the generative judge
             assert e.reading == worked_reading(e.pair.facts) and e.reading not in e.target
         else:
             assert e.reading is None

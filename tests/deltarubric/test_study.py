@@ -248,6 +248,7 @@ def test_the_wide_start_selection_gives_each_recipe_its_own_start_and_gates_it_b
         assert pres["start_met"].threshold == 1.0 and pres["dec_deltarubric"].direction == "lower"
         assert pres["acc_oracle"].minus_metric == "acc_deltarubric" and pres["acc_oracle"].threshold == 0.05
         assert all(pres[f"acc_{c}"].threshold > 0.5 for c in WIDE_CONTROLS)
+        assert set(WIDE_CONTROLS) == {"exhaustive", "generative"} and "acc_reading" not in pres  # reported only
         assert all(p.min_share == 1.0 and not p.gates for p in pres.values())
     cfg = _cfg(tmp_path, spec.model_dump(exclude={"out_dir"}))
     a, b = (unit_config(cfg, "deltarubric", cfg.study.deltarubric, Unit(r, 11)) for r in WIDE_RECIPES)
@@ -255,6 +256,9 @@ def test_the_wide_start_selection_gives_each_recipe_its_own_start_and_gates_it_b
     assert a.deltarubric.train.out_dir == a.deltarubric.sft.out_dir  # evaluated as it is
     # the wide pairs live apart from the main pipeline's; missing, the study says how to build them
     assert a.deltarubric.pairs.form == "wide" and a.deltarubric.pairs.out_dir.endswith("pairs-wide")
+    # the lookup tool for the verifier and the generative control alike, with the bars of the development start
+    assert a.deltarubric.verifier_quotes and a.deltarubric.sft.generative and a.deltarubric.sft.bar_planner == 0.9
+    assert a.deltarubric.sft.perception_images == 9000 and a.deltarubric.sft.bar_generative == 0.8
     monkeypatch.chdir(tmp_path)  # the wide pairs' folder is relative: none here, whatever the checkout holds
     with pytest.raises(SharedOutputsMissing) as e:
         require_shared(cfg, "deltarubric", cfg.study.deltarubric, plan(cfg.study.deltarubric))

@@ -54,6 +54,9 @@ def test_staged_phases_are_cumulative_in_the_issues_order():
     assert [p.bars for p in ph] == [{"reading": 0.8}, {"oracle": 0.9}, {"oracle": 0.9},
                                     {"reading": 0.8, "oracle": 0.9}]
     assert [p.batch_size for p in ph] == [32, 16, 16, 16]
+    # the generative judge with the lookup tool (both turns, role generative_tool) is a comparison example too
+    tool = staged_phases(["read1"], [*roles, ("generative_tool", "g1"), ("generative_tool", "g2")], cfg)
+    assert tool[2].examples == ["read1", "v1", "v2", "s", "g", "g1", "g2"]
     # no reading examples: no reading phase; a bar at 0 is off
     ph = staged_phases([], roles, cfg.model_copy(update={"bar_reading": 0.0}))
     assert [(p.name, p.bars) for p in ph] == [("evidence", {"oracle": 0.9}), ("comparison", {"oracle": 0.9}),

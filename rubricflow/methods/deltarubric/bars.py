@@ -12,9 +12,10 @@ phase          examples added                                                   
                ``perception_images``)
 ``evidence``   the verifier's examples (worked reading, one evidence line per        oracle
                check, verdict; the exhaustive mode's too)
-``comparison`` the judges that write their own comparison lines: static,            oracle
-               generative
-``verdicts``   the rest: planner, no-rubric, reading judge (all examples now)       reading, oracle, planner
+``comparison`` the judges that write their own comparison lines: static,            oracle, generative
+               generative (both turns, with the lookup tool)
+``verdicts``   the rest: planner, no-rubric, reading judge (all examples now)       reading, oracle, planner,
+                                                                                    generative
 =============  ===================================================================  =====================
 
 A bar at 0 is off; a phase left without an active bar (or without examples) trains one block (or is skipped). A phase
@@ -27,7 +28,11 @@ trained ``max_steps``. The measures (``val_measure``), all greedy on the val pai
   (``evaluate.judge`` in mode ``oracle``), picks the preferred response (a format failure is wrong);
 * ``planner``: the share of val pairs whose greedy planner output is a valid checklist of the task's checks
   (``planner_well_formed``); without it the last phase ends once reading and oracle hold, which can leave the planner,
-  whose examples only that phase adds, a single block.
+  whose examples only that phase adds, a single block;
+* ``generative``: the generative control's oracle measure (``generative_oracle``), the share of val pairs where the
+  generative judge with the lookup tool, its tool call naming the reference checklist's keys, gives the preferred
+  verdict: what the oracle bar is to the verifier. Without it the control, whose examples the comparison phase adds,
+  was left under-taught once the oracle bar already held.
 
 A phase that misses a bar at its cap ends the attempt: the warm start restarts from a fresh base with init seed
 ``seed + 1000 * k`` (``max_restarts``), and every attempt is kept in the summary (``attempts``: per phase the steps,
@@ -47,18 +52,18 @@ from typing import Any
 from rubricflow.data.traces import fmt, values_equal
 from rubricflow.methods.deltarubric.config import DeltaRubricConfig, DRSFTConfig, role_max_tokens
 from rubricflow.methods.deltarubric.evaluate import judge
-from rubricflow.methods.deltarubric.roles import PLANNER, ROLES
+from rubricflow.methods.deltarubric.roles import GENERATIVE_TOOL, PLANNER, ROLES
 from rubricflow.methods.deltarubric.rollout import Item, request, with_readings
 from rubricflow.methods.deltarubric.synthetic import gold_values
-from rubricflow.methods.deltarubric.targets import check_keys, claim_values
+from rubricflow.methods.deltarubric.targets import check_keys, claim_values, generative_keys
 
-BARS = ("reading", "oracle", "planner")
+BARS = ("reading", "oracle", "planner", "generative")
 # phase -> (the roles whose examples it adds, the bars it is trained to); in this order
 STAGES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "reading": ((), ("reading",)),  # the read task's examples (not a role)
     "evidence": (("verifier",), ("oracle",)),
-    "comparison": (("static", "generative"), ("oracle",)),
-    "verdicts": (("planner", "no_rubric", "reading"), ("reading", "oracle", "planner")),
+    "comparison": (("static", "generative", "generative_tool"), ("oracle", "generative")),
+    "verdicts": (("planner", "no_rubric", "reading"), ("reading", "oracle", "planner", "generative")),
 }
 RESTART_SEED = 1000  # attempt k starts from init seed seed + 1000 * k
 
@@ -71,7 +76,8 @@ def bars_on(cfg: DRSFTConfig) -> bool:
 
 
 def bar_values(cfg: DRSFTConfig) -> dict[str, float]:
-    return {"reading": cfg.bar_reading, "oracle": cfg.bar_oracle, "planner": cfg.bar_planner}
+    return {"reading": cfg.bar_reading, "oracle": cfg.bar_oracle, "planner": cfg.bar_planner,
+            "generative": cfg.bar_generative}
 
 
 @dataclass
@@ -253,6 +259,19 @@ def planner_well_formed(text: str, pair) -> bool:
     return p.ok and len(check_keys(pair, p.value)) == len(p.value)
 
 
+def generative_oracle(gen, processor, items: list[Item], tokens: dict[str, int]) -> float:
+    """The share of ``items`` (each with the policy's reading) where the generative judge with the lookup tool, its
+    tool call naming the reference checklist's keys (``generative_keys``, the facts' order), gives the preferred
+    verdict (greedy; a format failure is wrong)."""
+    reqs = [request(processor, GENERATIVE_TOOL, it, generative_keys(it.pair)) for it in items]
+    outs = gen.generate(reqs, n=1, max_new_tokens=tokens["verifier"], temperature=0.0)
+    right = 0
+    for o, it in zip(outs, items):
+        p = GENERATIVE_TOOL.parse(o[0].text)
+        right += p.ok and p.value == it.pair.preferred
+    return right / len(items)
+
+
 def val_measure(dr: DeltaRubricConfig, items: list[Item], model, processor) -> Measure:
     """The greedy val measures of ``model`` (see the module docstring): ``reading`` and ``oracle``; with ``oracle``
     also the teacher-forced evidence readout (``evidence_readout``: ``tf_value``, ``tf_mark``, ``tf_favour``,
@@ -265,7 +284,7 @@ def val_measure(dr: DeltaRubricConfig, items: list[Item], model, processor) -> M
     def measure(names: Sequence[str]) -> dict[str, float]:
         gen = generator_for(GenerationConfig(), model, processor, batch_size=dr.eval.batch_size, in_memory=True)
         out: dict[str, float] = {}
-        quoted = "oracle" in names and dr.verifier_quotes
+        quoted = ("oracle" in names or "generative" in names) and dr.verifier_quotes
         # one greedy read per image serves the reading bar and the lookup tool's quotes
         read = with_readings(gen, processor, items, tokens["verifier"]) if "reading" in names or quoted else None
         if "reading" in names:
@@ -278,6 +297,8 @@ def val_measure(dr: DeltaRubricConfig, items: list[Item], model, processor) -> M
             res = judge(gen, processor, read if quoted else items, "oracle", tokens, quoted=dr.verifier_quotes)
             out["oracle"] = sum(r.correct for r in res) / len(res)
             out.update(evidence_readout(dr, items, model, processor))
+        if "generative" in names:
+            out["generative"] = generative_oracle(gen, processor, read, tokens)
         return out
 
     return measure

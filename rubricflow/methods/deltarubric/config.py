@@ -159,7 +159,9 @@ class DRSFTConfig(SFTSchedule):
         "and the verifier's prompt, in warm start, training and evaluation alike, quotes per check the checked key's "
         "value in that reading and in each response; the verifier writes no reading, restates each quote with every "
         "claim marked yes / no against the image's value, the favoured response, then the verdict. The planner and "
-        "the single-step judges are unchanged (the generative judge has no tool). All parse alike (one "
+        "the no-rubric, static and reading judges are unchanged; the generative judge gets the same tool (it names up "
+        "to 4 keys in a tool call, the tool appends their quotes, it marks them and gives the verdict), so it differs "
+        "from DeltaRubric in the planner role only. All parse alike (one "
         "`... -> <favours>` line per check).",
     )
     verifier_variants: int = Field(
@@ -211,6 +213,15 @@ class DRSFTConfig(SFTSchedule):
         "check templates, so the verifier and the lookup tool can execute it). 0 = no planner bar: the last phase "
         "then ends as soon as the reading and oracle bars hold, which can leave the planner a single block.",
     )
+    bar_generative: float = Field(
+        0.0, ge=0, le=1,
+        description="Warm start to a bar, from the comparison phase on (its examples add the generative judge's): "
+        "the generative control's counterpart of the oracle bar, the share of val pairs where the generative judge "
+        "with the lookup tool, its tool call naming the reference checklist's keys, gives the preferred verdict "
+        "(greedy). The control is then taught to execute a good choice of keys as far as the verifier is taught to "
+        "execute a good checklist; its own choice is left to it, as the planner's is. Needs evidence_form quoted and "
+        "generative. 0 = no generative bar.",
+    )
     block_steps: int = Field(
         100, ge=1,
         description="With a bar: optimizer steps per block; the bars are measured on val after every block. Each "
@@ -234,6 +245,9 @@ class DRSFTConfig(SFTSchedule):
         if self.evidence_form == "quoted" and self.perception_images <= 0:
             raise ValueError("evidence_form=quoted: the lookup tool quotes the policy's own reading, which only the "
                              "read task's examples teach (the verifier writes none); set perception_images > 0")
+        if self.bar_generative > 0 and not (self.evidence_form == "quoted" and self.generative):
+            raise ValueError("bar_generative: the generative judge's bar measures it with the lookup tool; set "
+                             "evidence_form=quoted and generative=True, or bar_generative=0")
         return self
 
 

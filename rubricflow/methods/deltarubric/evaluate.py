@@ -8,7 +8,8 @@ Judge modes (greedy decoding, one verdict per pair; a format failure counts as a
                    (the no-rubric control of the same reading: does the checklist add to it?);
 * ``generative``   the generative no-rubric judge (issue 39, item 3b; the paper's no-rubric baseline): its own reading
                    and comparison lines over keys it chooses, then the verdict; no planner, no checklist handed to it
-                   (a bare verdict is a format failure; taught only with ``sft.generative``);
+                   (a bare verdict is a format failure; taught only with ``sft.generative``); under the lookup tool
+                   (``quoted``) it first calls the tool on keys it names, then marks the quotes (``GENERATIVE_TOOL``);
 * ``deltarubric``  the policy's own greedy checklist (planner), then the checklist-guided verdict (verifier);
                    a malformed checklist is a planner format violation and a wrong verdict;
 * ``exhaustive``   the static-exhaustive control (synthetic pairs only): every claim key of the pair's task as a check,
@@ -51,7 +52,7 @@ from rubricflow.methods.deltarubric.config import DeltaRubricConfig, role_max_to
 from rubricflow.methods.deltarubric.modes import MODES, SINGLE_STEP
 from rubricflow.methods.deltarubric.parsing import MAX_CHECKS
 from rubricflow.methods.deltarubric.planning import checklist_room, decides
-from rubricflow.methods.deltarubric.roles import PLANNER, ROLES, VERIFIER
+from rubricflow.methods.deltarubric.roles import PLANNER, VERIFIER, role_of
 from rubricflow.methods.deltarubric.rollout import Item, request, with_readings
 from rubricflow.methods.deltarubric.targets import agreed_checks as agreed_check_list
 from rubricflow.methods.deltarubric.targets import exhaustive_checks, reference_checks, separates
@@ -116,7 +117,9 @@ def judge(gen, processor, items: list[Item], mode: str, max_tokens: dict[str, in
         raise ValueError(f"judge mode: expected one of {MODES}, got {mode!r}")
     vt = max_tokens["verifier"]
     if mode in SINGLE_STEP:
-        role = ROLES[mode]
+        role = role_of(mode, quoted)
+        if role.turn is not None:
+            return _judge_with_tool(gen, processor, with_readings(gen, processor, items, vt), role, max_tokens)
         outs = _generate(gen, [request(processor, role, it) for it in items], vt)
         res = []
         for it, o in zip(items, outs):
@@ -158,6 +161,27 @@ def judge(gen, processor, items: list[Item], mode: str, max_tokens: dict[str, in
     return res
 
 
+def _judge_with_tool(gen, processor, items: list[Item], role, max_tokens: dict[str, int]) -> list[Judged]:
+    """A tool-using single-step judge (the generative judge with the lookup tool): its greedy tool call (a call that
+    breaks the contract is a format failure), then, after the tool's answer, its greedy marks and verdict."""
+    calls = _generate(gen, [request(processor, role, it) for it in items], max_tokens["planner"])
+    parsed = [role.call(o[0].text) for o in calls]
+    idx = [i for i, c in enumerate(parsed) if c.ok]
+    outs = dict(zip(idx, _generate(gen, [request(processor, role, items[i], parsed[i].value) for i in idx],
+                                   max_tokens["verifier"])))  # [] -> []
+    res = []
+    for i, it in enumerate(items):
+        if i not in outs:
+            res.append(Judged(it.pair.id, it.pair.category, None, False, False, text=calls[i][0].text,
+                              reason=parsed[i].reason))
+            continue
+        keys, text = parsed[i].value, outs[i][0].text
+        p = role.parse(text)
+        res.append(Judged(it.pair.id, it.pair.category, p.value, p.ok and p.value == it.pair.preferred, p.ok,
+                          checklist=keys, text=role.turn(it.pair, keys, it.reading) + text, reason=p.reason))
+    return res
+
+
 def summarize(results: list[Judged]) -> dict:
     n = len(results)
     out = {
@@ -189,7 +213,7 @@ def evaluate_judge(
     pairs without facts. ``exhaustive``: the exhaustive mode's reading (``eval.exhaustive``); ``quoted``: the lookup
     tool (the policy reads each image once, greedily, and every verifier mode quotes that reading)."""
     max_tokens = max_tokens or {"planner": 40, "verifier": 48}
-    if quoted and any(m not in SINGLE_STEP for m in modes):
+    if quoted and any(m not in SINGLE_STEP or role_of(m, quoted).turn is not None for m in modes):
         items = with_readings(gen, processor, items, max_tokens["verifier"])
     out: dict = {"n": len(items), "modes": {}}
     if items and all(it.pair.facts for it in items):

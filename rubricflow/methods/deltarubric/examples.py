@@ -14,7 +14,11 @@ Per training pair (rubricflow.methods.deltarubric.targets):
 * reading:    reading-judge prompt -> the verifier's worked reading + verdict (no checklist; the same
               ``worked_reading`` builder as the verifier's target).
 * generative: (``generative``) generative-judge prompt -> its reading lines of the keys where the responses disagree
-              (``generative_order``: the facts' order or shuffled), one comparison line per key, the verdict;
+              (``generative_order``: the facts' order or shuffled), one comparison line per key, the verdict; under
+              the lookup tool (``evidence_form: quoted``) its two turns: the prompt -> the tool call naming those
+              keys, and the prompt with the call and the tool's quotes of the worked reading -> the marked quotes and
+              the verdict; plus the second turn on the static-exhaustive keys (the verdict they support, or
+              ``noise_verdict`` when they favour neither), as the verifier executes that checklist;
 * exhaustive: (``equal_mode_examples`` only) verifier prompt with the static-exhaustive checklist -> its evidence
               lines and the verdict they support (``planning.facts_verdict``; ``noise_verdict`` when they favour
               neither response).
@@ -42,6 +46,7 @@ from typing import NamedTuple
 from rubricflow.data.pairs import PreferencePair
 from rubricflow.data.synthetic import GENERATORS, WIDE_GENERATORS, _rng
 from rubricflow.methods.deltarubric.config import DRSFTConfig
+from rubricflow.methods.deltarubric.lookup import lookup_call
 from rubricflow.methods.deltarubric.parsing import MAX_CHECKS
 from rubricflow.methods.deltarubric.planning import facts_verdict
 from rubricflow.methods.deltarubric.prompts import read_prompt
@@ -52,6 +57,7 @@ from rubricflow.methods.deltarubric.targets import (
     exhaustive_checks,
     generative_keys,
     generative_target,
+    generative_tool_target,
     no_rubric_target,
     planner_target,
     reading_target,
@@ -140,7 +146,21 @@ def pair_examples(pair: PreferencePair, cfg: DRSFTConfig, rng: random.Random, se
         for v in range(n):
             q = _shown(pair, v)
             keys = generative_keys(q, cfg.generative_order, random.Random(f"generative/{seed}/{pair.id}/{v}"))
-            out.append(PairExample("generative", "generative", None, generative_target(q, keys), q))
+            if form == "quoted":  # the lookup tool: the call, then (after the tool's quotes) the marks and verdict
+                reading = worked_reading(q.facts)
+                out.append(PairExample("generative", "generative_tool", None, lookup_call(keys), q, reading))
+                out.append(PairExample("generative", "generative_tool", keys, generative_tool_target(q, keys), q,
+                                       reading))
+                # its second turn on the static-exhaustive keys too, as the verifier executes that checklist: a call
+                # on keys that need not separate the responses is executed as quoted (the verdict they support, or
+                # the noise rule when they favour neither), not with a difference the reference keys always had
+                ex = [c.id for c in exhaustive_checks(q, MAX_CHECKS)]
+                verdict = facts_verdict(q, ex) or _coin(cfg, f"generative-exhaustive/{seed}/{pair.id}/{v}",
+                                                        q.preferred)
+                out.append(PairExample("generative", "generative_tool", ex,
+                                       generative_tool_target(q, ex, None, verdict), q, reading))
+            else:
+                out.append(PairExample("generative", "generative", None, generative_target(q, keys), q))
     return out
 
 
@@ -199,7 +219,10 @@ def pair_tokenizer_corpus(pairs: list[PreferencePair], cfg: DRSFTConfig, seed: i
     texts = ["user assistant system"] * 8  # the chat template's role names
     for p in pairs:
         for e in pair_examples(p, cfg, rng, seed):
-            texts.append(ROLES[e.role].prompt(e.pair, e.checks, e.reading))
+            role = ROLES[e.role]
+            texts.append(role.prompt(e.pair, e.checks, e.reading))
+            if role.turn is not None and e.checks is not None:  # a tool call and the tool's answer
+                texts.append(role.turn(e.pair, e.checks, e.reading))
             texts.append(e.target)
     for p in pairs[:64]:  # the read task's instruction (its images are not pairs; its targets are traces)
         texts.append(read_prompt(p.question))

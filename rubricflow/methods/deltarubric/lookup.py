@@ -11,11 +11,25 @@ beside it, names the response the check favours and gives the verdict; the plann
 The tool reads text only (the reading and the two responses), never the pair's facts: ``key_of`` matches a check to a
 claim key by the check templates (``targets.check_text``) of the keys the three texts state, as the templates write
 them for any task, so a check in other words finds nothing (its quote is all ``?``).
+
+The generative no-rubric judge gets the same tool (issue 39, item 3b: the control differs from DeltaRubric in the
+planner role only, not in the tool): in its own output it names up to ``MAX_CHECKS`` claim keys to look up
+(``look up: C, F, answer``, the tool call, ``lookup_call`` / ``parse_lookup``), the tool appends its quote of each
+(``tool_result``: the same quotes as the verifier's, by key rather than by check text), and the judge goes on with its
+marks, the favours and the verdict. No planner prompt, no planner reward: the keys are its own, chosen in the same
+output as the verdict and rewarded by it.
 """
 
 from __future__ import annotations
 
+import re
+
+from rubricflow.judge.protocol import Parsed
+from rubricflow.methods.deltarubric.parsing import MAX_CHECKS
 from rubricflow.methods.deltarubric.targets import TEMPLATE_TASKS, check_text, claim_values
+
+LOOKUP = "look up:"
+_KEY = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,15}$")
 
 
 def _norm(text: str) -> str:
@@ -47,3 +61,32 @@ def lookup_quotes(checks: list[str], reading: str, response_a: str, response_b: 
     image, a, b = claim_values(reading), claim_values(response_a), claim_values(response_b)
     keys = list(dict.fromkeys([*image, *a, *b]))
     return [quote(key_of(c, keys), image, a, b) for c in checks]
+
+
+def lookup_call(keys: list[str]) -> str:
+    """The generative judge's tool call: ``look up: <key>, <key>, ...``."""
+    return f"{LOOKUP} {', '.join(keys)}"
+
+
+def parse_lookup(text: str) -> Parsed:
+    """The keys of a tool call (1 to ``MAX_CHECKS`` distinct claim-key names on one ``look up:`` line, nothing else),
+    or a failure naming what broke the contract."""
+    lines = [ln.strip() for ln in (text or "").strip().splitlines() if ln.strip()]
+    if len(lines) != 1 or not lines[0].lower().startswith(LOOKUP):
+        return Parsed("failed", reason=f"expected one line '{LOOKUP} <key>, <key>, ...'", raw=text)
+    keys = [k.strip() for k in lines[0][len(LOOKUP):].split(",")]
+    bad = [k for k in keys if not _KEY.match(k)]
+    if bad:
+        return Parsed("failed", reason=f"look up: {bad[0]!r} is not a claim key name", raw=text)
+    if len(set(keys)) != len(keys):
+        return Parsed("failed", reason="look up: a key named twice", raw=text)
+    if len(keys) > MAX_CHECKS:
+        return Parsed("failed", reason=f"look up: {len(keys)} keys; at most {MAX_CHECKS}", raw=text)
+    return Parsed("ok", keys, raw=text)
+
+
+def tool_result(keys: list[str], reading: str, response_a: str, response_b: str) -> str:
+    """The tool's answer to a call: one numbered quote per key (``<i>. image <key> = <v>, A <key> = <a>, B <key> =
+    <b>``; ``?`` where a text states no value)."""
+    image, a, b = claim_values(reading), claim_values(response_a), claim_values(response_b)
+    return "\n".join(f"{i}. {quote(k, image, a, b)}" for i, k in enumerate(keys, 1))

@@ -1,6 +1,6 @@
 """Prompt templates of DeltaRubric's roles and of the paper's two baselines (after the paper's appendix A.6).
 
-Seven templates, kept short for the tiny CPU model but with the paper's structure:
+Eight templates, kept short for the tiny CPU model but with the paper's structure:
 
 * ``NO_RUBRIC``  judge the two responses directly, end with the verdict (the "lazy" single-step baseline);
 * ``STATIC``     judge them on five fixed criteria (relevance, factual consistency, key visual information,
@@ -10,6 +10,9 @@ Seven templates, kept short for the tiny CPU model but with the paper's structur
 * ``GENERATIVE`` the generative no-rubric judge (the paper's no-rubric baseline, issue 39 item 3b): read the values
                  where the responses differ, compare each response's claims with them, then the verdict; no checklist
                  and no planner role;
+* ``GENERATIVE_TOOL`` the generative judge with the verifier's lookup tool (``sft.evidence_form: quoted``): name up to
+                 4 keys to look up (``look up: C, F``), then, after the tool's quotes (appended to its own output,
+                 ``tool_turn``), mark each claim yes / no, the favoured response per key, then the verdict;
 * ``PLANNER``    the Disagreement Planner: 2-4 neutral, evidence-seeking checks on where the responses
                  disagree, one concrete fact / relation / constraint each, never naming a response or a winner,
                  no preamble;
@@ -52,6 +55,13 @@ GENERATIVE = (
     + "End with verdict: A or verdict: B."
 )
 
+# The generative judge with the lookup tool: its tool call and the tool's answer continue its own output (tool_turn).
+GENERATIVE_TOOL = (
+    "Name up to 4 keys to look up where the two responses differ (look up: <keys>); the tool quotes each key's value "
+    "in your reading of the image and in each response. Then per key mark each response's claim yes or no against "
+    "the image's value, and give the favoured response; then judge.\n" + _CASE + "End with verdict: A or verdict: B."
+)
+
 PLANNER = (
     "List 2-4 neutral checks where the two responses disagree, one concrete fact, relation or constraint each. "
     "Name no response and no winner. No preamble.\n" + _CASE + "Checks:"
@@ -92,6 +102,16 @@ def reading_prompt(question: str, a: str, b: str) -> str:
 
 def generative_prompt(question: str, a: str, b: str) -> str:
     return GENERATIVE.format(question=question, a=a, b=b)
+
+
+def generative_tool_prompt(question: str, a: str, b: str) -> str:
+    return GENERATIVE_TOOL.format(question=question, a=a, b=b)
+
+
+def tool_turn(call: str, result: str) -> str:
+    """What follows the generation prompt once the judge has called the tool: its call line, the tool's answer, and
+    a new line where the judge goes on (the SFT prompt of the second turn, and a rollout's second request)."""
+    return f"{call}\n{result}\n"
 
 
 def planner_prompt(question: str, a: str, b: str) -> str:

@@ -12,6 +12,11 @@ The verifier's output is valid only when it executes the checklist: one evidence
 per check, then the verdict. A bare verdict skips the work the role exists for, so it is a format failure (no
 reward, and a wrong verdict in evaluation). Likewise the generative judge's output is valid only with at least one
 comparison line (``... -> A|B|both|neither``) before its verdict: it chooses its keys, so their number is its own.
+
+``GENERATIVE_TOOL`` is the generative judge under the lookup tool (``sft.evidence_form: quoted``; ``role_of``): a
+two-turn role. Its first turn is the tool call (``lookup.parse_lookup``); ``Role.turn`` writes the call and the
+tool's quotes after the generation prompt, and the second turn (marks, favours, verdict) is parsed as the generative
+judge's. Both turns share the verdict's reward.
 """
 
 from __future__ import annotations
@@ -21,14 +26,16 @@ from dataclasses import dataclass
 
 from rubricflow.data.pairs import PreferencePair
 from rubricflow.judge.protocol import Parsed
-from rubricflow.methods.deltarubric.lookup import lookup_quotes
+from rubricflow.methods.deltarubric.lookup import lookup_call, lookup_quotes, parse_lookup, tool_result
 from rubricflow.methods.deltarubric.parsing import parse_checklist, parse_verdict
 from rubricflow.methods.deltarubric.prompts import (
     generative_prompt,
+    generative_tool_prompt,
     no_rubric_prompt,
     planner_prompt,
     reading_prompt,
     static_prompt,
+    tool_turn,
     verifier_prompt,
 )
 from rubricflow.methods.deltarubric.rewards import judge_reward, planner_reward, verifier_reward
@@ -43,6 +50,10 @@ class Role:
     parse: Callable[..., Parsed]
     reward: Callable[..., float]
     needs_checklist: bool = False
+    # a tool-using role: (pair, keys, reading) -> the text after the generation prompt (its call and the tool's
+    # answer), where its second turn starts; the first turn's output is parsed by ``call``
+    turn: Callable[..., str] | None = None
+    call: Callable[[str], Parsed] | None = None
 
     def prompt(self, pair: PreferencePair, checks: list[str] | None = None, reading: str | None = None) -> str:
         """The role's user text; a checklist role given the policy's ``reading`` of the image shows each check with
@@ -53,6 +64,13 @@ class Role:
             quotes = None if reading is None else lookup_quotes(checks, reading, pair.response_a, pair.response_b)
             return self.template(pair.question, pair.response_a, pair.response_b, checks, quotes)
         return self.template(pair.question, pair.response_a, pair.response_b)
+
+
+def generative_turn(pair: PreferencePair, keys: list[str], reading: str | None) -> str:
+    """The generative judge's tool call on ``keys`` and the tool's quotes of ``reading`` and both responses."""
+    if reading is None:
+        raise ValueError("generative judge with the lookup tool: the policy's reading of the image is needed")
+    return tool_turn(lookup_call(keys), tool_result(keys, reading, pair.response_a, pair.response_b))
 
 
 def parse_plan(text: str) -> Parsed:
@@ -98,5 +116,14 @@ STATIC = Role("static", static_prompt, parse_judgement, judge_reward)
 # the reading judge's verdict is read as the no-rubric one's: its reading is taught, not required by the parser
 READING = Role("reading", reading_prompt, parse_judgement, judge_reward)
 GENERATIVE = Role("generative", generative_prompt, parse_generation, judge_reward)
+GENERATIVE_TOOL = Role("generative_tool", generative_tool_prompt, parse_generation, judge_reward,
+                       turn=generative_turn, call=parse_lookup)
 
-ROLES: dict[str, Role] = {r.name: r for r in (PLANNER, VERIFIER, NO_RUBRIC, STATIC, READING, GENERATIVE)}
+ROLES: dict[str, Role] = {r.name: r for r in (PLANNER, VERIFIER, NO_RUBRIC, STATIC, READING, GENERATIVE,
+                                              GENERATIVE_TOOL)}
+
+
+def role_of(mode: str, quoted: bool = False) -> Role:
+    """The role a single-step judge mode runs in: the generative judge has the lookup tool where the verifier has it
+    (``quoted``), so the two differ in the planner role only."""
+    return GENERATIVE_TOOL if mode == "generative" and quoted else ROLES[mode]

@@ -15,6 +15,8 @@ With ``train.judge: no_rubric | static | reading | generative`` (the paper's tra
 the verifier's worked reading without a checklist, and the generative judge) the policy samples ``N * M`` verdicts of
 that judge mode per pair, as many as DeltaRubric's verifier samples, rewarded by correctness and grouped per pair
 (role ``no_rubric`` / ``static`` / ``reading`` / ``generative``), with the same steps, pairs per step and optimiser.
+Under the lookup tool (``quoted``) the generative judge samples ``N * M`` tool calls, and each valid call its second
+turn after the tool's quotes; both turns are episodes of the sample, with its reward.
 
 ``collect`` does the generation; ``score`` is pure (completions in, episodes and metrics out), so tests drive the
 real episode/advantage path with scripted completions.
@@ -33,7 +35,7 @@ from rubricflow.grpo.types import Episode
 from rubricflow.methods.deltarubric.config import DRTrainConfig
 from rubricflow.methods.deltarubric.prompts import read_prompt
 from rubricflow.methods.deltarubric.rewards import accuracy
-from rubricflow.methods.deltarubric.roles import NO_RUBRIC, PLANNER, ROLES, VERIFIER, Role
+from rubricflow.methods.deltarubric.roles import NO_RUBRIC, PLANNER, ROLES, VERIFIER, Role, role_of
 from rubricflow.methods.deltarubric.targets import separates
 
 
@@ -58,8 +60,13 @@ class Item:
 
 
 def request(processor, role: Role, item: Item, checks: list[str] | None = None) -> GenRequest:
+    """The generation request of ``role`` on ``item``; for a tool-using role given ``checks`` (the keys it looked
+    up), the request of its second turn: the prompt, its call and the tool's answer."""
     n = len(item.images) if hasattr(processor, "chat_prompt") else 0
-    return GenRequest(chat(processor, role.prompt(item.pair, checks, item.reading), n), list(item.images) if n else [])
+    text = chat(processor, role.prompt(item.pair, checks, item.reading), n)
+    if role.turn is not None and checks is not None:
+        text += role.turn(item.pair, checks, item.reading)
+    return GenRequest(text, list(item.images) if n else [])
 
 
 def with_readings(gen, processor, items: list[Item], max_new_tokens: int) -> list[Item]:
@@ -99,6 +106,12 @@ class Rollout:
     checklists: dict[tuple[int, int], list[str]] = field(default_factory=dict)
     judge_reqs: list[GenRequest] = field(default_factory=list)  # single-step judge runs (train.judge)
     judge: list[list[Completion]] = field(default_factory=list)
+    # a tool-using judge (with_tool): per (item, sample) with a valid tool call, the keys, its second turn's request
+    # and output
+    with_tool: bool = False
+    tool_keys: dict[tuple[int, int], list[str]] = field(default_factory=dict)
+    tool_reqs: dict[tuple[int, int], GenRequest] = field(default_factory=dict)
+    tool: dict[tuple[int, int], Completion] = field(default_factory=dict)
 
 
 def collect(gen, processor, items: list[Item], cfg: DRTrainConfig, seed: int | None = None,
@@ -107,7 +120,10 @@ def collect(gen, processor, items: list[Item], cfg: DRTrainConfig, seed: int | N
     image (read greedily once per pair, before the verifier)."""
     g = cfg.grpo
     if cfg.judge != "deltarubric":
-        role = ROLES[cfg.judge]
+        role = role_of(cfg.judge, quoted)
+        if role.turn is not None:
+            return _collect_with_tool(gen, processor, with_readings(gen, processor, items, cfg.verifier_max_tokens),
+                                      role, cfg, seed)
         reqs = [request(processor, role, it) for it in items]
         outs = gen.generate(reqs, n=cfg.n_checklists * cfg.m_verdicts, max_new_tokens=cfg.verifier_max_tokens,
                             temperature=g.temperature, top_p=g.top_p, seed=seed)
@@ -134,6 +150,28 @@ def collect(gen, processor, items: list[Item], cfg: DRTrainConfig, seed: int | N
                         temperature=g.temperature, top_p=g.top_p)
     ro.verifier_reqs = dict(zip(keys, v_reqs))
     ro.verifier = dict(zip(keys, outs))
+    return ro
+
+
+def _collect_with_tool(gen, processor, items: list[Item], role: Role, cfg: DRTrainConfig,
+                       seed: int | None) -> Rollout:
+    """A tool-using judge's samples: ``N * M`` sampled tool calls per item, then one sampled second turn per valid
+    call (after the tool's answer)."""
+    g = cfg.grpo
+    reqs = [request(processor, role, it) for it in items]
+    calls = gen.generate(reqs, n=cfg.n_checklists * cfg.m_verdicts, max_new_tokens=cfg.planner_max_tokens,
+                         temperature=g.temperature, top_p=g.top_p, seed=seed)
+    ro = Rollout(items, [], [], [], judge_reqs=reqs, judge=calls, with_tool=True)
+    for i, comps in enumerate(calls):
+        for s, c in enumerate(comps):
+            parsed = role.call(c.text)
+            if parsed.ok:
+                ro.tool_keys[(i, s)] = parsed.value
+                ro.tool_reqs[(i, s)] = request(processor, role, items[i], parsed.value)
+    # called even with no valid call: under ZeRO-3 the other ranks' generation needs this rank's forwards
+    outs = gen.generate(list(ro.tool_reqs.values()), n=1, max_new_tokens=cfg.verifier_max_tokens,
+                        temperature=g.temperature, top_p=g.top_p)
+    ro.tool = {k: o[0] for k, o in zip(ro.tool_reqs, outs)}
     return ro
 
 
@@ -223,17 +261,29 @@ def score(ro: Rollout, cfg: DRTrainConfig, eos_id: int) -> tuple[list[Episode], 
 
 
 def _score_judge(ro: Rollout, cfg: DRTrainConfig, eos_id: int) -> tuple[list[Episode], dict[str, float]]:
-    """A single-step judge trained alone (no-rubric, static, reading): reward = correctness."""
-    role = ROLES[cfg.judge]
+    """A single-step judge trained alone (no-rubric, static, reading, generative): reward = correctness. A tool-using
+    judge's sample is two episodes, its tool call and its second turn, with the sample's reward (a call that breaks
+    the contract is a format failure: reward 0, one episode)."""
+    name = cfg.judge
+    role = ROLES[name]
     episodes: list[Episode] = []
     correct, bad = [], 0
     for i, it in enumerate(ro.items):
-        for c in ro.judge[i]:
-            cor, ok = _correct(role, c.text, it.pair.preferred)
+        group = f"{it.pair.id}/{name}"
+        for s, c in enumerate(ro.judge[i]):
+            second = ro.tool.get((i, s))
+            if ro.with_tool:
+                cor, ok = _correct(role, second.text, it.pair.preferred) if second is not None else (0.0, False)
+            else:
+                cor, ok = _correct(role, c.text, it.pair.preferred)
             correct.append(cor)
             bad += not ok
-            episodes.append(Episode(episode_prompt(ro.judge_reqs[i]), actions_of(c, eos_id), role.reward(cor),
-                                    f"{it.pair.id}/{role.name}", role.name, {"pair": it.pair.id, "correct": cor}))
+            r = role.reward(cor)
+            meta = {"pair": it.pair.id, "correct": cor}
+            episodes.append(Episode(episode_prompt(ro.judge_reqs[i]), actions_of(c, eos_id), r, group, name, meta))
+            if second is not None:
+                episodes.append(Episode(episode_prompt(ro.tool_reqs[(i, s)]), actions_of(second, eos_id), r, group,
+                                        name, {**meta, "turn": 2}))
     n = max(len(correct), 1)
-    return episodes, {f"{role.name}/accuracy": _mean(correct), f"{role.name}/format_violation": bad / n,
-                      f"episodes/{role.name}": float(len(episodes))}
+    return episodes, {f"{name}/accuracy": _mean(correct), f"{name}/format_violation": bad / n,
+                      f"episodes/{name}": float(len(episodes))}

@@ -25,7 +25,9 @@
   keys it chooses (``image <key> = <value>``), one comparison line per key (``<i>. A <key> = <claim> yes|no, B <key> =
   <claim> yes|no -> A|B|both|neither``), then the verdict; no planner role, no checklist handed to it.
   ``generative_keys(pair, order, rng)`` are the keys it is taught to choose: the keys where the responses disagree
-  (the reference checklist's keys), in the facts' order (``fixed``) or shuffled (``shuffled``).
+  (the reference checklist's keys), in the facts' order (``fixed``) or shuffled (``shuffled``). With the lookup tool
+  (``generative_tool_target``) it names the keys in a tool call first (``lookup.lookup_call``) and, after the tool's
+  quotes, marks them as the quoted verifier does, then the verdict.
 
 Only synthetic pairs (with ``facts``) have targets; benchmark pairs are evaluation-only.
 """
@@ -181,14 +183,29 @@ def quoted_lines(pair: PreferencePair, checks: list[Rubric], reading: str) -> li
     value ``reading`` states for the key (``?``: unstated, no claim agrees), the claims marked against ``v``."""
     image = claim_values(reading)
     a, b = claim_values(pair.response_a), claim_values(pair.response_b)
-    lines = []
-    for i, c in enumerate(checks, 1):
-        v = image.get(c.id)
-        ok = [c.id in side and v is not None and values_equal(side[c.id], v) for side in (a, b)]
-        mark = ["yes" if x else "no" for x in ok]
-        lines.append(f"{i}. {c.text} image {c.id} = {v if v is not None else '?'}, A {c.id} = {a.get(c.id, '?')} "
-                     f"{mark[0]}, B {c.id} = {b.get(c.id, '?')} {mark[1]} -> {favour_of(*ok)}")
-    return lines
+    return [f"{i}. {c.text} {_marked(c.id, image, a, b)}" for i, c in enumerate(checks, 1)]
+
+
+def _marked(key: str, image: dict[str, str], a: dict[str, str], b: dict[str, str]) -> str:
+    """``image <key> = <v>, A <key> = <a> yes|no, B <key> = <b> yes|no -> <favours>``, the claims marked against the
+    image's ``v`` (``?``: unstated, no claim agrees)."""
+    v = image.get(key)
+    ok = [key in side and v is not None and values_equal(side[key], v) for side in (a, b)]
+    mark = ["yes" if x else "no" for x in ok]
+    return (f"image {key} = {v if v is not None else '?'}, A {key} = {a.get(key, '?')} {mark[0]}, "
+            f"B {key} = {b.get(key, '?')} {mark[1]} -> {favour_of(*ok)}")
+
+
+def generative_tool_target(pair: PreferencePair, keys: list[str], reading: str | None = None,
+                           verdict: str | None = None) -> str:
+    """The generative judge's output after the lookup tool's answer (``lookup.tool_result``): per looked-up key
+    ``<i>. image <key> = <v>, A <key> = <a> yes|no, B <key> = <b> yes|no -> <favours>`` (the quote restated with the
+    marks, as the verifier's quoted lines without a check text), then ``verdict: <verdict>`` (default the preferred
+    response); ``reading``: what the tool quoted (default the worked reading)."""
+    image = claim_values(worked_reading(pair.facts) if reading is None else reading)
+    a, b = claim_values(pair.response_a), claim_values(pair.response_b)
+    lines = [f"{i}. {_marked(k, image, a, b)}" for i, k in enumerate(keys, 1)]
+    return "\n".join([*lines, f"verdict: {verdict or pair.preferred}"])
 
 
 def worked_reading(facts: dict) -> str:

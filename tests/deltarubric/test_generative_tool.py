@@ -1,0 +1,218 @@
+"""The generative no-rubric judge with the verifier's lookup tool (`sft.evidence_form: quoted`, issue 39 item 3b): it
+names the keys to look up in its own output, the tool appends their quotes, it marks them and gives the verdict, so
+it differs from DeltaRubric in the planner role only. Its contract, its warm-start examples, its evaluation and its
+training episodes."""
+
+import random
+import re
+
+import rubricflow.config  # noqa: F401
+from models.generation import Completion
+from rubricflow.methods.deltarubric.config import DRSFTConfig, DRTrainConfig
+from rubricflow.methods.deltarubric.evaluate import Item, evaluate_judge
+from rubricflow.methods.deltarubric.examples import mode_examples, pair_examples, pair_tokenizer_corpus
+from rubricflow.methods.deltarubric.lookup import lookup_call, lookup_quotes, parse_lookup, tool_result
+from rubricflow.methods.deltarubric.roles import GENERATIVE, GENERATIVE_TOOL, role_of
+from rubricflow.methods.deltarubric.rollout import collect, score
+from rubricflow.methods.deltarubric.synthetic import build_pairs
+from rubricflow.methods.deltarubric.planning import facts_verdict
+from rubricflow.methods.deltarubric.targets import (
+    agreed_checks,
+    exhaustive_checks,
+    check_text,
+    generative_keys,
+    worked_reading,
+)
+
+
+def test_a_tool_call_names_one_to_four_distinct_keys_on_one_line():
+    assert parse_lookup("look up: C, F, answer").value == ["C", "F", "answer"]
+    assert parse_lookup("  Look up: K \n").value == ["K"]
+    for text, why in [("", "one line"), ("C, F", "one line"), ("look up: C\nverdict: A", "one line"),
+                      ("look up: C, C", "twice"), ("look up: C, D, E, F, G", "at most 4"),
+                      ("look up: bar C", "not a claim key"), ("look up: ", "not a claim key")]:
+        got = parse_lookup(text)
+        assert not got.ok and why in got.reason, (text, got.reason)
+    assert lookup_call(["C", "answer"]) == "look up: C, answer"
+
+
+def test_the_tool_quotes_a_key_as_it_quotes_the_verifiers_check_of_that_key():
+    reading = "C = 3, K = 6. \\boxed{5}"
+    a, b = "C = 3, K = 5. \\boxed{5}", "K = 6, C = 2. \\boxed{4}"
+    assert tool_result(["K", "answer", "max"], reading, a, b).splitlines() == [
+        "1. image K = 6, A K = 5, B K = 6", "2. image answer = 5, A answer = 5, B answer = 4",
+        "3. image max = ?, A max = ?, B max = ?"]
+    assert tool_result(["K"], reading, a, b).split(". ", 1)[1] == lookup_quotes([check_text("barchart", "K")],
+                                                                                 reading, a, b)[0]
+
+
+def test_quoted_warm_start_teaches_both_turns_of_the_generative_judge(tmp_path):
+    pairs = build_pairs(tmp_path, ["barchart"], {"train": 8}, seed=3, partial_frac=0.5, form="wide")
+    cfg = DRSFTConfig(evidence_form="quoted", perception_images=8, equal_mode_examples=True, generative=True)
+    n_variants = 1 + cfg.verifier_variants
+
+    class Proc:
+        def chat_prompt(self, text, n_images=1, images_last=False):
+            return f"<user>{text}<assistant>"
+
+    coins = []
+    for p in pairs:
+        gen = [e for e in pair_examples(p, cfg, random.Random(0)) if e.mode == "generative"]
+        assert len(gen) == 3 * n_variants and all(e.role == "generative_tool" for e in gen)
+        for call, second, fixed in zip(gen[::3], gen[1::3], gen[2::3]):
+            q = call.pair
+            keys = generative_keys(q)
+            assert call.checks is None and call.target == lookup_call(keys)  # the reference checklist's keys
+            assert second.checks == keys and second.reading == worked_reading(q.facts)
+            lines = second.target.splitlines()
+            assert len(lines) == len(keys) + 1 and lines[-1] == f"verdict: {q.preferred}"
+            assert GENERATIVE.parse(second.target).value == q.preferred
+            for ex in (second, fixed):
+                quotes = tool_result(ex.checks, worked_reading(q.facts), q.response_a, q.response_b).splitlines()
+                for line, quote in zip(ex.target.splitlines(), quotes):  # each quote restated, marked, favoured
+                    assert line.split(" -> ")[0].replace(" yes", "").replace(" no", "") == quote
+            # the second turn on the static-exhaustive keys: the verdict they support, a coin where none separates
+            assert fixed.checks == [c.id for c in exhaustive_checks(q, 4)]
+            supported = facts_verdict(q, fixed.checks)
+            assert supported is None or fixed.target.endswith(f"verdict: {supported}")
+            coins.append(supported is None)
+    assert any(coins) and not all(coins)
+    # the second turn's SFT prompt is the first's followed by the call and the tool's answer
+    pairs_ex = mode_examples(Proc(), [Item(pairs[0], [])], cfg)
+    turns = [(e, s) for e, s in pairs_ex if e.mode == "generative"]
+    (e1, s1), (e2, s2) = turns[0], turns[1]
+    assert s2.prompt == s1.prompt + e1.target + "\n" + tool_result(e2.checks, e2.reading, e2.pair.response_a,
+                                                                   e2.pair.response_b) + "\n"
+    corpus = pair_tokenizer_corpus(pairs, cfg)
+    assert any(t.startswith("look up: ") and "\n1. image " in t for t in corpus)
+    # without the tool the generative judge is the single-turn one, as before
+    plain = [e for e in pair_examples(pairs[0], DRSFTConfig(generative=True), random.Random(0))
+             if e.mode == "generative"]
+    assert [e.role for e in plain] == ["generative"] and plain[0].reading is None
+    assert role_of("generative", quoted=True) is GENERATIVE_TOOL and role_of("generative") is GENERATIVE
+    assert role_of("reading", quoted=True).name == "reading"
+
+
+class _Policy:
+    """Scripted policy. READ prompts: ``readings[pair id]`` (an item's stand-in image is its pair id). The generative
+    tool prompt: ``look up:`` on ``pick(pair)``; after the tool's answer, each quoted key marked against its quoted
+    image value and the tally's verdict (A on a tie). Counts READ calls and second turns."""
+
+    def __init__(self, pairs, readings, pick):
+        self.pairs, self.readings, self.pick, self.reads, self.seconds = pairs, readings, pick, 0, 0
+
+    def _pair(self, prompt):
+        return next(p for p in self.pairs if f"Response A: {p.response_a}\n" in prompt and p.question in prompt)
+
+    def generate(self, requests, n=1, max_new_tokens=48, temperature=0.0, seed=None, top_p=1.0):
+        out = []
+        for r in requests:
+            if r.prompt.startswith("Read the image.\n"):
+                self.reads += 1
+                out.append([Completion([], self.readings[r.images[0]], True)] * n)
+                continue
+            assert r.prompt.startswith("Name up to 4 keys"), r.prompt[:40]
+            if "1. image " not in r.prompt:  # the tool has not answered yet
+                out.append([Completion([1], self.pick(self._pair(r.prompt)), True)] * n)
+                continue
+            self.seconds += 1
+            lines, tally = [], {"A": 0, "B": 0}
+            for i, (img, a, b) in enumerate(re.findall(r"image \S+ = (\S+), A \S+ = (\S+), B \S+ = (\S+)$",
+                                                       r.prompt, flags=re.M), 1):
+                fav = {(True, False): "A", (False, True): "B"}.get((a == img, b == img), "neither")
+                tally[fav] = tally.get(fav, 0) + 1
+                lines.append(f"{i}. image k = {img} -> {fav}")
+            verdict = "B" if tally["B"] > tally["A"] else "A"
+            out.append([Completion([2, 3], "\n".join(lines + [f"verdict: {verdict}"]), True)] * n)
+        return out
+
+
+class _Proc:
+    def chat_prompt(self, text, n_images=1, images_last=False):
+        return text
+
+
+def _decisive(p):
+    return lookup_call(generative_keys(p))
+
+
+def _agreed(p):
+    checks = agreed_checks(p)
+    return lookup_call([c.id for c in checks] if checks else ["answer"])
+
+
+def test_evaluation_runs_the_tool_between_the_generative_judges_two_turns(tmp_path):
+    pairs = build_pairs(tmp_path, ["barchart"], {"val": 32}, seed=4, partial_frac=0.5, form="wide")
+    items = [Item(p, [p.id]) for p in pairs]
+    tokens = {"planner": 40, "verifier": 160}
+    readings = {p.id: worked_reading(p.facts) for p in pairs}
+    good = _Policy(pairs, readings, _decisive)
+    out = evaluate_judge(good, _Proc(), items, ("generative",), tokens, quoted=True, examples=1)
+    s = out["modes"]["generative"]
+    assert good.reads == len(pairs) and good.seconds == len(pairs)
+    assert s["accuracy"] == 1.0 and s["format_violation"] == 0.0
+    assert s["examples"][0]["output"].startswith("look up: ") and "\n1. image " in s["examples"][0]["output"]
+    # the same judge looking up keys both responses agree on cannot tell them apart
+    blind = evaluate_judge(_Policy(pairs, readings, _agreed), _Proc(), items, ("generative",), tokens, quoted=True)
+    assert blind["modes"]["generative"]["accuracy"] < 0.75
+    # a call that breaks the contract is a format failure, and no second turn is asked for
+    broken = _Policy(pairs, readings, lambda p: "verdict: A")
+    out = evaluate_judge(broken, _Proc(), items, ("generative",), tokens, quoted=True)
+    assert out["modes"]["generative"]["format_violation"] == 1.0 and broken.seconds == 0
+
+
+def test_a_generative_tool_sample_is_two_episodes_with_its_reward(tmp_path):
+    pairs = build_pairs(tmp_path, ["barchart"], {"train": 4}, seed=4, partial_frac=0.5, form="wide")
+    readings = {p.id: worked_reading(p.facts) for p in pairs}
+    cfg = DRTrainConfig(judge="generative", n_checklists=2, m_verdicts=2)
+    bad_pair = pairs[0].id
+    pol = _Policy(pairs, readings, lambda p: "no call" if p.id == bad_pair else _decisive(p))
+    ro = collect(pol, _Proc(), [Item(p, [p.id]) for p in pairs], cfg, quoted=True)
+    assert ro.with_tool and pol.reads == len(pairs) and len(ro.tool) == 4 * (len(pairs) - 1)
+    episodes, m = score(ro, cfg, eos_id=9)
+    assert len(episodes) == 4 + 2 * 4 * (len(pairs) - 1)  # the bad pair: one episode per sample
+    assert {e.role for e in episodes} == {"generative"}
+    for p in pairs:
+        eps = [e for e in episodes if e.group == f"{p.id}/generative"]
+        if p.id == bad_pair:
+            assert len(eps) == 4 and all(e.reward == 0.0 for e in eps)
+        else:
+            calls = [e for e in eps if "turn" not in e.meta]
+            seconds = [e for e in eps if e.meta.get("turn") == 2]
+            assert len(calls) == len(seconds) == 4 and all(e.reward == 1.0 for e in eps)
+            assert calls[0].actions == [1, 9] and seconds[0].actions == [2, 3, 9]  # each turn with its EOS
+            assert "1. image " in seconds[0].prompt["text"] and "1. image " not in calls[0].prompt["text"]
+    assert m["generative/accuracy"] == (len(pairs) - 1) / len(pairs)
+    assert m["generative/format_violation"] == 1 / len(pairs)
+    # without the tool the same config samples single-turn verdicts
+    assert not collect(_Single(), _Proc(), [Item(p, [p.id]) for p in pairs], cfg).with_tool
+
+
+class _Single:
+    def generate(self, requests, n=1, **kw):
+        assert all(not r.prompt.startswith("Name up to 4 keys") for r in requests)
+        return [[Completion([], "1. x -> A\nverdict: A", True)] * n for _ in requests]
+
+
+def test_the_generative_bar_executes_the_reference_keys_and_needs_the_tool(tmp_path):
+    """``sft.bar_generative``: the generative control's oracle measure (its call names the reference checklist's
+    keys), trained to from the comparison phase on, as the verifier is to the oracle bar."""
+    import pytest
+
+    from rubricflow.methods.deltarubric.bars import generative_oracle, staged_phases
+
+    pairs = build_pairs(tmp_path, ["barchart"], {"val": 24}, seed=4, partial_frac=0.5, form="wide")
+    tokens = {"planner": 40, "verifier": 160}
+    right = [Item(p, [p.id], worked_reading(p.facts)) for p in pairs]
+    never = _Policy(pairs, {}, lambda p: 1 / 0)  # the measure makes no tool call of its own
+    assert generative_oracle(never, _Proc(), right, tokens) == 1.0 and never.seconds == len(pairs)
+    blind = [Item(p, [p.id], re.sub(r"= \d", "= 1", worked_reading(p.facts))) for p in pairs]
+    assert generative_oracle(never, _Proc(), blind, tokens) < 0.8  # it marks the quotes of its own reading
+    cfg = DRSFTConfig(evidence_form="quoted", perception_images=8, generative=True, bar_oracle=0.8,
+                      bar_generative=0.7)
+    ph = staged_phases(["r"], [("verifier", "v"), ("generative_tool", "g"), ("planner", "p")], cfg)
+    assert [p.bars for p in ph] == [{}, {"oracle": 0.8}, {"oracle": 0.8, "generative": 0.7},
+                                    {"oracle": 0.8, "generative": 0.7}]
+    for bad in ({"evidence_form": "restated"}, {"generative": False}):
+        with pytest.raises(ValueError, match="bar_generative"):
+            DRSFTConfig(**{**cfg.model_dump(), **bad})
