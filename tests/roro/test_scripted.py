@@ -257,3 +257,22 @@ def test_the_checked_study_differs_from_roro_fresh_in_what_the_judge_reads_the_s
     gate_a, gate_c = pa["oracle router reaches the threshold"], pc["oracle router reaches the threshold"]
     assert (gate_a.metric, gate_c.metric) == ("chain_range_auc", "chain_acc_at_cost_50")
     assert gate_c.model_dump(exclude={"metric", "description"}) == gate_a.model_dump(exclude={"metric", "description"})
+
+
+def test_the_long_checked_study_differs_from_roro_long_in_what_the_judge_reads_and_the_seeds():
+    import json
+
+    from rubricflow.methods.roro.study.specs import LONG_SEEDS_CHECKED, roro_long_checked_spec, roro_long_spec
+    from rubricflow.registry import studies
+
+    a, c = roro_long_spec(), roro_long_checked_spec()
+    ledger = json.loads((Path(__file__).parents[2] / "reports/studies/seed_ledger.json").read_text())
+    assert c.seeds == LONG_SEEDS_CHECKED and not set(c.seeds) & {s for e in ledger for s in e["seeds"]}
+    checked = {"roro.rubricor_judge.judge_reads": "checked", "roro.rubricor_judge.tokenizer_reads": "checked"}
+    for name, o in c.variants.items():
+        assert o == {**a.variants[name], **checked}
+    assert [x.model_dump() for x in a.claims] == [x.model_dump() for x in c.claims]
+    assert [p.model_dump() for p in a.preconditions] == [p.model_dump() for p in c.preconditions]
+    assert c.out_dir != a.out_dir
+    registered = studies()["roro_long_checked"][1].spec()  # the reading pin keeps its own
+    assert all({k: o[k] for k in checked} == checked for o in registered.variants.values())

@@ -352,6 +352,24 @@ def roro_long_spec() -> StudySpec:
                                      "claims": [c.model_dump() for c in claims]})
 
 
+# roro_long with the tiny profile's Judge (it reads the problem and each step's check against it, with one tokenizer
+# for both readings: roro.rubricor_judge.judge_reads / tokenizer_reads checked, chosen on val by
+# roro_judge_checked_tok), on seeds no study has run. Declared before any of its units ran, after roro_long (whose
+# Judge, reading the steps alone, ordered 0.42 of the test process pairs on average and failed the gate of RoRo vs
+# outcome-only on 4 of 5 seeds). Everything else is roro_long's: variants, router start, claims and preconditions, so
+# its claims are fresh-seed confirmations of roro_long's where that study could test them, and RoRo's claims are
+# tested where the checked Judge passes the gate.
+LONG_SEEDS_CHECKED = [1901, 1902, 1903, 1904, 1905]
+
+
+def roro_long_checked_spec() -> StudySpec:
+    spec = roro_long_spec()
+    variants = {name: {**o, "roro.rubricor_judge.judge_reads": "checked", "roro.rubricor_judge.tokenizer_reads":
+                       "checked"} for name, o in spec.variants.items()}
+    return StudySpec.model_validate({**spec.model_dump(), "variants": variants, "seeds": LONG_SEEDS_CHECKED,
+                                     "out_dir": "artifacts/studies/roro_long_checked"})
+
+
 _ABOUT = ("RoRo (outcome + the learned Judge's process score - cost), oracle-process (the exact process score read "
           "off the checked steps: the upper bound on any Judge) and outcome-only routers, each at the cost weights "
           "it keeps on val, the uncertainty threshold and the random router (descriptive); per unit the chain-exact "
@@ -384,6 +402,10 @@ STUDIES = (
               "scripted step models whose SLM is confidently wrong on the formulation steps, uneven step costs, an "
               f"LRM that can repair at the final step; every unit rebuilds the environment from its seed): {_ABOUT} "
               "Adds the claim that the oracle-process router beats the threshold (`rubricflow study roro_long`)."),
+    StudyDecl("roro_long_checked", roro_long_checked_spec, "roro_long with the tiny profile's Judge (the problem "
+              "and each step's check against it, one tokenizer for both readings: roro.rubricor_judge.judge_reads / "
+              "tokenizer_reads checked), on fresh seeds 1901-1905, with roro_long's variants, router start, claims "
+              "and preconditions (declared before its units ran; `rubricflow study roro_long_checked`)."),
     StudyDecl("roro_long_router", long_router_spec, "Chooses the router's start (coin or threshold imitation) for "
               "the long-chain environment on val (`rubricflow study roro_long_router`; seeds 11, 22, 33): the "
               "oracle-process router under each start against the threshold router; the best mean val chain-exact "
