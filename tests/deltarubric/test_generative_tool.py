@@ -27,13 +27,22 @@ from rubricflow.methods.deltarubric.targets import (
 
 def test_a_tool_call_names_one_to_four_distinct_keys_on_one_line():
     assert parse_lookup("look up: C, F, answer").value == ["C", "F", "answer"]
-    assert parse_lookup("  Look up: K \n").value == ["K"]
-    for text, why in [("", "one line"), ("C, F", "one line"), ("look up: C\nverdict: A", "one line"),
-                      ("look up: C, C", "twice"), ("look up: C, D, E, F, G", "at most 4"),
-                      ("look up: bar C", "not a claim key"), ("look up: ", "not a claim key")]:
+    assert parse_lookup("  Look up: K,max \n").value == ["K", "max"]
+    for text, why in [("", "one line"), ("C, F", "one line"), ("look up: C, D\nverdict: A", "one line"),
+                      ("look up: C, C", "twice"), ("look up: C, D, E, F, G", "expected 2-4"),
+                      ("look up: C", "expected 2-4"),  # the planner's budget
+                      ("look up: bar C, D", "not a claim key"), ("look up: ", "not a claim key")]:
         got = parse_lookup(text)
         assert not got.ok and why in got.reason, (text, got.reason)
     assert lookup_call(["C", "answer"]) == "look up: C, answer"
+
+
+def test_the_second_turn_needs_one_comparison_line_per_key_looked_up():
+    two = "1. image C = 2, A C = 2 yes, B C = 3 no -> A\n2. image D = 1, A D = 1 yes, B D = 1 yes -> both\nverdict: A"
+    assert GENERATIVE_TOOL.parse(two, ["C", "D"]).value == "A"
+    short = GENERATIVE_TOOL.parse(two, ["C", "D", "E"])
+    assert not short.ok and "2 comparison line(s) for 3 key(s)" in short.reason
+    assert not GENERATIVE_TOOL.parse("verdict: A", ["C", "D"]).ok
 
 
 def test_the_tool_quotes_a_key_as_it_quotes_the_verifiers_check_of_that_key():
@@ -83,6 +92,11 @@ def test_quoted_warm_start_teaches_both_turns_of_the_generative_judge(tmp_path):
     (e1, s1), (e2, s2) = turns[0], turns[1]
     assert s2.prompt == s1.prompt + e1.target + "\n" + tool_result(e2.checks, e2.reading, e2.pair.response_a,
                                                                    e2.pair.response_b) + "\n"
+    # at inference the second turn is built from the parsed call, whatever its spelling: the prompt it was taught on
+    from rubricflow.methods.deltarubric.rollout import request
+    spelt = e1.target.replace(", ", ",").replace("look up", "Look up")
+    built = request(Proc(), GENERATIVE_TOOL, Item(e2.pair, [], e2.reading), parse_lookup(spelt).value)
+    assert built.prompt == s2.prompt
     corpus = pair_tokenizer_corpus(pairs, cfg)
     assert any(t.startswith("look up: ") and "\n1. image " in t for t in corpus)
     # without the tool the generative judge is the single-turn one, as before
@@ -111,7 +125,7 @@ class _Policy:
                 self.reads += 1
                 out.append([Completion([], self.readings[r.images[0]], True)] * n)
                 continue
-            assert r.prompt.startswith("Name up to 4 keys"), r.prompt[:40]
+            assert r.prompt.startswith("Name 2-4 keys"), r.prompt[:40]
             if "1. image " not in r.prompt:  # the tool has not answered yet
                 out.append([Completion([1], self.pick(self._pair(r.prompt)), True)] * n)
                 continue
@@ -138,7 +152,7 @@ def _decisive(p):
 
 def _agreed(p):
     checks = agreed_checks(p)
-    return lookup_call([c.id for c in checks] if checks else ["answer"])
+    return lookup_call([c.id for c in checks] if checks else ["C", "D"])
 
 
 def test_evaluation_runs_the_tool_between_the_generative_judges_two_turns(tmp_path):
@@ -173,13 +187,14 @@ def test_a_generative_tool_sample_is_two_episodes_with_its_reward(tmp_path):
     assert len(episodes) == 4 + 2 * 4 * (len(pairs) - 1)  # the bad pair: one episode per sample
     assert {e.role for e in episodes} == {"generative"}
     for p in pairs:
-        eps = [e for e in episodes if e.group == f"{p.id}/generative"]
+        calls = [e for e in episodes if e.group == f"{p.id}/generative"]
+        seconds = [e for e in episodes if e.group == f"{p.id}/generative/answer"]
+        assert len(calls) == 4 and all("turn" not in e.meta for e in calls)  # every sample's call, once
         if p.id == bad_pair:
-            assert len(eps) == 4 and all(e.reward == 0.0 for e in eps)
+            assert not seconds and all(e.reward == 0.0 for e in calls)
         else:
-            calls = [e for e in eps if "turn" not in e.meta]
-            seconds = [e for e in eps if e.meta.get("turn") == 2]
-            assert len(calls) == len(seconds) == 4 and all(e.reward == 1.0 for e in eps)
+            assert len(seconds) == 4 and all(e.meta["turn"] == 2 for e in seconds)
+            assert all(e.reward == 1.0 for e in calls + seconds)
             assert calls[0].actions == [1, 9] and seconds[0].actions == [2, 3, 9]  # each turn with its EOS
             assert "1. image " in seconds[0].prompt["text"] and "1. image " not in calls[0].prompt["text"]
     assert m["generative/accuracy"] == (len(pairs) - 1) / len(pairs)
@@ -188,9 +203,42 @@ def test_a_generative_tool_sample_is_two_episodes_with_its_reward(tmp_path):
     assert not collect(_Single(), _Proc(), [Item(p, [p.id]) for p in pairs], cfg).with_tool
 
 
+def test_mixed_calls_keep_one_episode_per_sample_in_each_group_and_a_short_second_turn_earns_nothing(tmp_path):
+    """A pair whose samples make valid and broken calls: the call group holds every sample once (its baseline the
+    samples' mean reward), the answer group the valid calls' second turns; a second turn that skips a key it looked up
+    is a format failure with reward 0 on both of its episodes."""
+    pairs = build_pairs(tmp_path, ["barchart"], {"train": 1}, seed=4, partial_frac=0.5, form="wide")
+    p = pairs[0]
+    keys = generative_keys(p)
+    cfg = DRTrainConfig(judge="generative", n_checklists=2, m_verdicts=2)
+    calls = [Completion([1], lookup_call(keys), True), Completion([1], "no call", True),
+             Completion([1], lookup_call(keys), True), Completion([1], "verdict: A", True)]
+    tool = {}
+    seconds = {0: f"1. image k = 1 -> {p.preferred}\n" * len(keys) + f"verdict: {p.preferred}",
+               2: f"1. image k = 1 -> {p.preferred}\nverdict: {p.preferred}"}  # sample 2 skips keys
+
+    class Gen:
+        def generate(self, requests, n=1, **kw):
+            if requests and requests[0].prompt.startswith("Read the image.\n"):
+                return [[Completion([], worked_reading(p.facts), True)] for _ in requests]
+            if requests and "1. image " not in requests[0].prompt:
+                return [calls for _ in requests]
+            tool["n"] = len(requests)
+            return [[Completion([2], seconds[s], True)] for s in (0, 2)]
+
+    ro = collect(Gen(), _Proc(), [Item(p, [p.id])], cfg, quoted=True)
+    assert tool["n"] == 2 and sorted(ro.tool_keys) == [(0, 0), (0, 2)]
+    episodes, m = score(ro, cfg, eos_id=9)
+    by_group = {}
+    for e in episodes:
+        by_group.setdefault(e.group, []).append(e.reward)
+    assert by_group == {f"{p.id}/generative": [1.0, 0.0, 0.0, 0.0], f"{p.id}/generative/answer": [1.0, 0.0]}
+    assert m["generative/format_violation"] == 3 / 4 and m["generative/accuracy"] == 1 / 4
+
+
 class _Single:
     def generate(self, requests, n=1, **kw):
-        assert all(not r.prompt.startswith("Name up to 4 keys") for r in requests)
+        assert all(not r.prompt.startswith("Name 2-4 keys") for r in requests)
         return [[Completion([], "1. x -> A\nverdict: A", True)] * n for _ in requests]
 
 

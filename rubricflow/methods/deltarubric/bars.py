@@ -167,7 +167,8 @@ def train_to_bar(attempt: Callable[[int], tuple[list[Phase], TrainBlock, Measure
         f"deltarubric warm start: phase {last['phase']!r} missed its bar after {cfg.max_steps} steps on every one of "
         f"{len(attempts)} attempts (init seeds {[a['init_seed'] for a in attempts]}): {what}. Raise "
         "deltarubric.sft.max_steps (the cap per phase) or deltarubric.sft.max_restarts, lower the bar "
-        "(deltarubric.sft.bar_reading / bar_oracle), or change the recipe (lr, batch_size, perception_images)."
+        "(deltarubric.sft.bar_reading / bar_oracle / bar_planner / bar_generative), or change the recipe (lr, "
+        "batch_size, perception_images)."
     )
     err.attempts = attempts  # type: ignore[attr-defined]
     raise err
@@ -263,13 +264,26 @@ def generative_oracle(gen, processor, items: list[Item], tokens: dict[str, int])
     """The share of ``items`` (each with the policy's reading) where the generative judge with the lookup tool, its
     tool call naming the reference checklist's keys (``generative_keys``, the facts' order), gives the preferred
     verdict (greedy; a format failure is wrong)."""
-    reqs = [request(processor, GENERATIVE_TOOL, it, generative_keys(it.pair)) for it in items]
+    keys = [generative_keys(it.pair) for it in items]
+    reqs = [request(processor, GENERATIVE_TOOL, it, k) for it, k in zip(items, keys)]
     outs = gen.generate(reqs, n=1, max_new_tokens=tokens["verifier"], temperature=0.0)
     right = 0
-    for o, it in zip(outs, items):
-        p = GENERATIVE_TOOL.parse(o[0].text)
+    for o, it, k in zip(outs, items, keys):
+        p = GENERATIVE_TOOL.parse(o[0].text, k)
         right += p.ok and p.value == it.pair.preferred
     return right / len(items)
+
+
+def generative_calls(gen, processor, items: list[Item], tokens: dict[str, int]) -> float:
+    """The share of ``items`` whose greedy generative tool call is valid (``lookup.parse_lookup``) and names keys the
+    pair's texts state (a readout recorded with the generative bar, not a bar: its counterpart of the planner bar)."""
+    outs = gen.generate([request(processor, GENERATIVE_TOOL, it) for it in items], n=1,
+                        max_new_tokens=tokens["planner"], temperature=0.0)
+    ok = 0
+    for o, it in zip(outs, items):
+        p = GENERATIVE_TOOL.call(o[0].text)
+        ok += p.ok and set(p.value) <= set(claim_values(it.pair.response_a)) | set(claim_values(it.pair.response_b))
+    return ok / len(items)
 
 
 def val_measure(dr: DeltaRubricConfig, items: list[Item], model, processor) -> Measure:
@@ -299,6 +313,7 @@ def val_measure(dr: DeltaRubricConfig, items: list[Item], model, processor) -> M
             out.update(evidence_readout(dr, items, model, processor))
         if "generative" in names:
             out["generative"] = generative_oracle(gen, processor, read, tokens)
+            out["generative_call"] = generative_calls(gen, processor, read, tokens)
         return out
 
     return measure

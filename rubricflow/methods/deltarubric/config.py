@@ -159,8 +159,8 @@ class DRSFTConfig(SFTSchedule):
         "and the verifier's prompt, in warm start, training and evaluation alike, quotes per check the checked key's "
         "value in that reading and in each response; the verifier writes no reading, restates each quote with every "
         "claim marked yes / no against the image's value, the favoured response, then the verdict. The planner and "
-        "the no-rubric, static and reading judges are unchanged; the generative judge gets the same tool (it names up "
-        "to 4 keys in a tool call, the tool appends their quotes, it marks them and gives the verdict), so it differs "
+        "the no-rubric, static and reading judges are unchanged; the generative judge gets the same tool (it names 2-4 "
+        "keys in a tool call, the tool appends their quotes, it marks them and gives the verdict), so it differs "
         "from DeltaRubric in the planner role only. All parse alike (one "
         "`... -> <favours>` line per check).",
     )

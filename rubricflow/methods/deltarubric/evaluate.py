@@ -176,7 +176,7 @@ def _judge_with_tool(gen, processor, items: list[Item], role, max_tokens: dict[s
                               reason=parsed[i].reason))
             continue
         keys, text = parsed[i].value, outs[i][0].text
-        p = role.parse(text)
+        p = role.parse(text, keys)
         res.append(Judged(it.pair.id, it.pair.category, p.value, p.ok and p.value == it.pair.preferred, p.ok,
                           checklist=keys, text=role.turn(it.pair, keys, it.reading) + text, reason=p.reason))
     return res

@@ -13,7 +13,7 @@ claim key by the check templates (``targets.check_text``) of the keys the three 
 them for any task, so a check in other words finds nothing (its quote is all ``?``).
 
 The generative no-rubric judge gets the same tool (issue 39, item 3b: the control differs from DeltaRubric in the
-planner role only, not in the tool): in its own output it names up to ``MAX_CHECKS`` claim keys to look up
+planner role only, not in the tool): in its own output it names 2 to 4 claim keys to look up (the planner's budget)
 (``look up: C, F, answer``, the tool call, ``lookup_call`` / ``parse_lookup``), the tool appends its quote of each
 (``tool_result``: the same quotes as the verifier's, by key rather than by check text), and the judge goes on with its
 marks, the favours and the verdict. No planner prompt, no planner reward: the keys are its own, chosen in the same
@@ -25,7 +25,7 @@ from __future__ import annotations
 import re
 
 from rubricflow.judge.protocol import Parsed
-from rubricflow.methods.deltarubric.parsing import MAX_CHECKS
+from rubricflow.methods.deltarubric.parsing import MAX_CHECKS, MIN_CHECKS
 from rubricflow.methods.deltarubric.targets import TEMPLATE_TASKS, check_text, claim_values
 
 LOOKUP = "look up:"
@@ -69,8 +69,8 @@ def lookup_call(keys: list[str]) -> str:
 
 
 def parse_lookup(text: str) -> Parsed:
-    """The keys of a tool call (1 to ``MAX_CHECKS`` distinct claim-key names on one ``look up:`` line, nothing else),
-    or a failure naming what broke the contract."""
+    """The keys of a tool call (``MIN_CHECKS`` to ``MAX_CHECKS`` distinct claim-key names on one ``look up:`` line,
+    nothing else: the planner's budget), or a failure naming what broke the contract."""
     lines = [ln.strip() for ln in (text or "").strip().splitlines() if ln.strip()]
     if len(lines) != 1 or not lines[0].lower().startswith(LOOKUP):
         return Parsed("failed", reason=f"expected one line '{LOOKUP} <key>, <key>, ...'", raw=text)
@@ -80,8 +80,8 @@ def parse_lookup(text: str) -> Parsed:
         return Parsed("failed", reason=f"look up: {bad[0]!r} is not a claim key name", raw=text)
     if len(set(keys)) != len(keys):
         return Parsed("failed", reason="look up: a key named twice", raw=text)
-    if len(keys) > MAX_CHECKS:
-        return Parsed("failed", reason=f"look up: {len(keys)} keys; at most {MAX_CHECKS}", raw=text)
+    if not MIN_CHECKS <= len(keys) <= MAX_CHECKS:
+        return Parsed("failed", reason=f"look up: {len(keys)} key(s); expected {MIN_CHECKS}-{MAX_CHECKS}", raw=text)
     return Parsed("ok", keys, raw=text)
 
 

@@ -10,8 +10,8 @@ Eight templates, kept short for the tiny CPU model but with the paper's structur
 * ``GENERATIVE`` the generative no-rubric judge (the paper's no-rubric baseline, issue 39 item 3b): read the values
                  where the responses differ, compare each response's claims with them, then the verdict; no checklist
                  and no planner role;
-* ``GENERATIVE_TOOL`` the generative judge with the verifier's lookup tool (``sft.evidence_form: quoted``): name up to
-                 4 keys to look up (``look up: C, F``), then, after the tool's quotes (appended to its own output,
+* ``GENERATIVE_TOOL`` the generative judge with the verifier's lookup tool (``sft.evidence_form: quoted``): name 2-4
+                 keys to look up (``look up: C, F``), then, after the tool's quotes (appended to its own output,
                  ``tool_turn``), mark each claim yes / no, the favoured response per key, then the verdict;
 * ``PLANNER``    the Disagreement Planner: 2-4 neutral, evidence-seeking checks on where the responses
                  disagree, one concrete fact / relation / constraint each, never naming a response or a winner,
@@ -57,7 +57,7 @@ GENERATIVE = (
 
 # The generative judge with the lookup tool: its tool call and the tool's answer continue its own output (tool_turn).
 GENERATIVE_TOOL = (
-    "Name up to 4 keys to look up where the two responses differ (look up: <keys>); the tool quotes each key's value "
+    "Name 2-4 keys to look up where the two responses differ (look up: <keys>); the tool quotes each key's value "
     "in your reading of the image and in each response. Then per key mark each response's claim yes or no against "
     "the image's value, and give the favoured response; then judge.\n" + _CASE + "End with verdict: A or verdict: B."
 )

@@ -14,9 +14,10 @@ reward, and a wrong verdict in evaluation). Likewise the generative judge's outp
 comparison line (``... -> A|B|both|neither``) before its verdict: it chooses its keys, so their number is its own.
 
 ``GENERATIVE_TOOL`` is the generative judge under the lookup tool (``sft.evidence_form: quoted``; ``role_of``): a
-two-turn role. Its first turn is the tool call (``lookup.parse_lookup``); ``Role.turn`` writes the call and the
-tool's quotes after the generation prompt, and the second turn (marks, favours, verdict) is parsed as the generative
-judge's. Both turns share the verdict's reward.
+two-turn role. Its first turn is the tool call (``lookup.parse_lookup``: 2-4 keys, the planner's budget);
+``Role.turn`` writes the call and the tool's quotes after the generation prompt, and the second turn (marks, favours,
+verdict) is valid only with one comparison line per key looked up (``parse_tool_answer``), as the verifier's is with
+one evidence line per check. Both turns share the verdict's reward.
 """
 
 from __future__ import annotations
@@ -109,6 +110,20 @@ def parse_generation(text: str, checks: list[str] | None = None) -> Parsed:
     return Parsed("ok", v.verdict, raw=text)
 
 
+def parse_tool_answer(text: str, keys: list[str] | None = None) -> Parsed:
+    """The generative judge's verdict after the lookup tool's answer, valid only with one comparison line per key of
+    its call (``keys``)."""
+    v = parse_verdict(text)
+    if not v.ok:
+        return Parsed("failed", reason=v.reason, raw=text)
+    if keys is None:
+        raise ValueError("generative judge's second turn: the keys it looked up are needed to check its lines")
+    if len(v.checks) != len(keys):
+        return Parsed("failed", reason=f"{len(v.checks)} comparison line(s) for {len(keys)} key(s) looked up; "
+                      "expected one per key", raw=text)
+    return Parsed("ok", v.verdict, raw=text)
+
+
 PLANNER = Role("planner", planner_prompt, parse_plan, planner_reward)
 VERIFIER = Role("verifier", verifier_prompt, parse_execution, verifier_reward, needs_checklist=True)
 NO_RUBRIC = Role("no_rubric", no_rubric_prompt, parse_judgement, judge_reward)
@@ -116,7 +131,7 @@ STATIC = Role("static", static_prompt, parse_judgement, judge_reward)
 # the reading judge's verdict is read as the no-rubric one's: its reading is taught, not required by the parser
 READING = Role("reading", reading_prompt, parse_judgement, judge_reward)
 GENERATIVE = Role("generative", generative_prompt, parse_generation, judge_reward)
-GENERATIVE_TOOL = Role("generative_tool", generative_tool_prompt, parse_generation, judge_reward,
+GENERATIVE_TOOL = Role("generative_tool", generative_tool_prompt, parse_tool_answer, judge_reward,
                        turn=generative_turn, call=parse_lookup)
 
 ROLES: dict[str, Role] = {r.name: r for r in (PLANNER, VERIFIER, NO_RUBRIC, STATIC, READING, GENERATIVE,

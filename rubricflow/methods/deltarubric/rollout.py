@@ -35,7 +35,7 @@ from rubricflow.grpo.types import Episode
 from rubricflow.methods.deltarubric.config import DRTrainConfig
 from rubricflow.methods.deltarubric.prompts import read_prompt
 from rubricflow.methods.deltarubric.rewards import accuracy
-from rubricflow.methods.deltarubric.roles import NO_RUBRIC, PLANNER, ROLES, VERIFIER, Role, role_of
+from rubricflow.methods.deltarubric.roles import GENERATIVE_TOOL, NO_RUBRIC, PLANNER, ROLES, VERIFIER, Role, role_of
 from rubricflow.methods.deltarubric.targets import separates
 
 
@@ -262,8 +262,11 @@ def score(ro: Rollout, cfg: DRTrainConfig, eos_id: int) -> tuple[list[Episode], 
 
 def _score_judge(ro: Rollout, cfg: DRTrainConfig, eos_id: int) -> tuple[list[Episode], dict[str, float]]:
     """A single-step judge trained alone (no-rubric, static, reading, generative): reward = correctness. A tool-using
-    judge's sample is two episodes, its tool call and its second turn, with the sample's reward (a call that breaks
-    the contract is a format failure: reward 0, one episode)."""
+    judge's sample is two episodes with the sample's reward: its tool call, grouped with every call on the pair
+    (``<pair>/<judge>``), and its second turn, grouped with the pair's other second turns (``<pair>/<judge>/answer``),
+    as DeltaRubric groups its planner's checklists and its verifier's verdicts apart, so each sample counts once in
+    each group's baseline; a call that breaks the contract is a format failure (reward 0, one episode), and so is a
+    second turn without one comparison line per key looked up."""
     name = cfg.judge
     role = ROLES[name]
     episodes: list[Episode] = []
@@ -273,7 +276,8 @@ def _score_judge(ro: Rollout, cfg: DRTrainConfig, eos_id: int) -> tuple[list[Epi
         for s, c in enumerate(ro.judge[i]):
             second = ro.tool.get((i, s))
             if ro.with_tool:
-                cor, ok = _correct(role, second.text, it.pair.preferred) if second is not None else (0.0, False)
+                cor, ok = ((0.0, False) if second is None
+                           else _correct(GENERATIVE_TOOL, second.text, it.pair.preferred, ro.tool_keys[(i, s)]))
             else:
                 cor, ok = _correct(role, c.text, it.pair.preferred)
             correct.append(cor)
@@ -282,8 +286,8 @@ def _score_judge(ro: Rollout, cfg: DRTrainConfig, eos_id: int) -> tuple[list[Epi
             meta = {"pair": it.pair.id, "correct": cor}
             episodes.append(Episode(episode_prompt(ro.judge_reqs[i]), actions_of(c, eos_id), r, group, name, meta))
             if second is not None:
-                episodes.append(Episode(episode_prompt(ro.tool_reqs[(i, s)]), actions_of(second, eos_id), r, group,
-                                        name, {**meta, "turn": 2}))
+                episodes.append(Episode(episode_prompt(ro.tool_reqs[(i, s)]), actions_of(second, eos_id), r,
+                                        f"{group}/answer", name, {**meta, "turn": 2}))
     n = max(len(correct), 1)
     return episodes, {f"{name}/accuracy": _mean(correct), f"{name}/format_violation": bad / n,
                       f"episodes/{name}": float(len(episodes))}

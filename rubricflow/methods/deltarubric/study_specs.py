@@ -156,7 +156,8 @@ def wide_start_preconditions(recipe: str) -> list[Precondition]:
     at = f" ({recipe})"
     return [
         Precondition(name=f"start met its bars{at}", variant=recipe, metric="start_met", threshold=1.0,
-                     description="the warm start reached the reading and oracle bars within its cap and restarts"),
+                     description="the warm start reached its bars (reading, oracle, planner, generative) within its "
+                     "cap and restarts"),
         Precondition(name=f"planner leaves room: deciding share{at}", variant=recipe, metric="dec_deltarubric",
                      direction="lower", threshold=0.7,
                      description="at most 0.7 of the start planner's greedy val checklists separate the pair executed "
