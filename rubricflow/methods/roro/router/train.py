@@ -43,26 +43,16 @@ from rubricflow.grpo.updater import GRPOUpdater
 from rubricflow.util.io import write_json
 from rubricflow.methods.roro.config import CHECKED_ROUTERS, TRAINED_ROUTERS, RoRoConfig
 from rubricflow.methods.roro.judge.scoring import process_scores
-from rubricflow.methods.roro.paths import cache_path, pairs_path, router_dir, rubrics_path, trajectories_path
+from rubricflow.methods.roro.paths import cache_path, router_dir, rubrics_path
 from rubricflow.methods.roro.env.problems import problems as problem_sets
-from rubricflow.methods.roro.judge.prompts import reads_the_problem
-from rubricflow.methods.roro.env.oracles import (  # noqa: F401 (oracle_process_score: re-exported)
-    NoisyOracleScorer,
-    ReaderScorer,
-    calibrate_sigma,
-    process_accuracy,
-    oracle_process_score,
-    warm_rubricor_rubrics,
-)
+from rubricflow.methods.roro.env.oracles import oracle_process_score  # noqa: F401 (re-exported)
+from rubricflow.methods.roro.router.dose import dose_scorers
 from rubricflow.methods.roro.router.imitate import threshold_start
 from rubricflow.methods.roro.router.mlp import RouterMLP, save_router
 from rubricflow.methods.roro.env.routing import ConstantPolicy, RouterPolicy, RoutingEnv, Trajectory, model_fingerprint
 from rubricflow.methods.roro.judge.lm import load_rubric_lm
-from rubricflow.methods.roro.judge.pairs import read_trajectory_pairs
-from rubricflow.methods.roro.judge.rubricor import load_rubrics, problem_views
-from rubricflow.methods.roro.judge.rubric import criterion_rows
+from rubricflow.methods.roro.judge.rubricor import load_rubrics
 from rubricflow.methods.roro.env.step_models import make_env
-from rubricflow.methods.roro.env.trajectories import read_trajectories
 from rubricflow.methods.roro.env.task import Problem
 from rubricflow.training.ranks import process_rank
 
@@ -324,35 +314,6 @@ def router_runs(rc: RoRoConfig) -> list[RouterRun]:
             pw = 0.0 if m == "outcome-only" else rc.router.process_weight
             runs += [RouterRun(f"{run_prefix(m, rc.router)}-cw{w:g}", pw, w, m) for w in weights]
     return runs
-
-
-def dose_scorers(rc: RoRoConfig, methods: set[str], env: RoutingEnv) -> tuple[dict, dict]:
-    """The scorers of the dose-response methods among ``methods`` and what they were built from: ``oracle-noisy``
-    with its noise scale calibrated on the stored val process pairs (``env.oracles.calibrate_sigma``, noise
-    seeded by ``rc.seed``), ``exact-reader`` under the warm Rubricor's rubrics (``rubricor_judge.seed``) for the
-    train, val and test problems. Returns ``(scorers, info)``; ``info`` goes into the resume key and the summary."""
-    scorers, info = {}, {}
-    if not methods & {"oracle-noisy", "exact-reader"}:
-        return scorers, info
-    trajs = read_trajectories(trajectories_path(rc))
-    pairs = read_trajectory_pairs(pairs_path(rc))
-    if "oracle-noisy" in methods:
-        cal = calibrate_sigma(pairs["val"], trajs, rc.router.noisy_target_acc, rc.seed)
-        scorers["oracle-noisy"] = NoisyOracleScorer(cal["sigma"], rc.seed)
-        info["oracle-noisy"] = cal
-    if "exact-reader" in methods:
-        probs = problem_sets(rc)
-        views = {}
-        for split in ("train", "val"):
-            views.update(problem_views(env.rollout(probs[split], ConstantPolicy(0))))
-        train_pids = sorted({p.problem_id for p in pairs["train"]})
-        rubrics = warm_rubricor_rubrics(rc, trajs, train_pids, views)
-        scorers["exact-reader"] = ReaderScorer(rubrics, reads_the_problem(rc.rubricor_judge.judge_reads))
-        info["exact-reader"] = {"rubricor_seed": rc.rubricor_judge.seed,
-                                "rubric_failed_frac": sum(r.failed for r in rubrics.values()) / max(1, len(rubrics)),
-                                "val_process_acc": process_accuracy(pairs["val"], trajs, scorers["exact-reader"].score),
-                                "rubrics": {p: criterion_rows(r.value or []) for p, r in sorted(rubrics.items())}}
-    return scorers, info
 
 
 def load_judge_scorer(rc: RoRoConfig, probs: list[Problem]) -> ProcessScorer:
