@@ -23,6 +23,7 @@ from rubricflow.methods.deltarubric.targets import (
     generative_keys,
     worked_reading,
 )
+from tests.deltarubric.scripted import mark_quotes
 
 
 def test_a_tool_call_names_one_to_four_distinct_keys_on_one_line():
@@ -130,14 +131,7 @@ class _Policy:
                 out.append([Completion([1], self.pick(self._pair(r.prompt)), True)] * n)
                 continue
             self.seconds += 1
-            lines, tally = [], {"A": 0, "B": 0}
-            for i, (img, a, b) in enumerate(re.findall(r"image \S+ = (\S+), A \S+ = (\S+), B \S+ = (\S+)$",
-                                                       r.prompt, flags=re.M), 1):
-                fav = {(True, False): "A", (False, True): "B"}.get((a == img, b == img), "neither")
-                tally[fav] = tally.get(fav, 0) + 1
-                lines.append(f"{i}. image k = {img} -> {fav}")
-            verdict = "B" if tally["B"] > tally["A"] else "A"
-            out.append([Completion([2, 3], "\n".join(lines + [f"verdict: {verdict}"]), True)] * n)
+            out.append([Completion([2, 3], mark_quotes(r.prompt), True)] * n)
         return out
 
 

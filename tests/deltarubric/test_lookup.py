@@ -17,6 +17,7 @@ from rubricflow.methods.deltarubric.roles import VERIFIER
 from rubricflow.methods.deltarubric.rollout import collect
 from rubricflow.methods.deltarubric.synthetic import build_pairs
 from rubricflow.methods.deltarubric.targets import reference_checks, verifier_target, worked_reading
+from tests.deltarubric.scripted import mark_quotes
 
 
 def test_the_tool_quotes_the_checked_keys_value_in_the_reading_and_in_each_response():
@@ -99,14 +100,7 @@ class _Policy:
                 out.append([Completion([], text, True)] * n)
                 continue
             assert "Run each check on its quoted values" in r.prompt, r.prompt[:60]
-            lines, tally = [], {"A": 0, "B": 0}
-            for i, (img, a, b) in enumerate(re.findall(r"image \S+ = (\S+), A \S+ = (\S+), B \S+ = (\S+)$",
-                                                       r.prompt, flags=re.M), 1):
-                fav = {(True, False): "A", (False, True): "B"}.get((a == img, b == img), "neither")
-                tally[fav] = tally.get(fav, 0) + 1
-                lines.append(f"{i}. x -> {fav}")
-            verdict = "B" if tally["B"] > tally["A"] else "A"
-            out.append([Completion([], "\n".join(lines + [f"verdict: {verdict}"]), True)] * n)
+            out.append([Completion([], mark_quotes(r.prompt), True)] * n)
         return out
 
 
