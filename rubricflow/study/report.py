@@ -201,7 +201,8 @@ def claim_lines(claims: Sequence[Mapping], pct: int) -> list[str]:
         if verdict == "untestable":
             verdict = f"untestable (precondition {', '.join(c['untestable_because'])} failed)"
         label = c.get("name") or f"{c['a']} vs {c['b']}"
-        lines.append(f"| {label} | {c['metric']} | {direction} | {c['n_pairs']} | {_fmt(c['diff_mean'])} | {ci} | "
+        metric = c["metric"] + (f" vs {c['b_metric']}" if c.get("b_metric") else "")
+        lines.append(f"| {label} | {metric} | {direction} | {c['n_pairs']} | {_fmt(c['diff_mean'])} | {ci} | "
                      f"{_fmt(c.get('p_value'))} | {_fmt(c.get('p_adjusted'))} | {_fmt(c.get('mde'))} | "
                      f"**{verdict}** | {c['note']} |")
     return lines

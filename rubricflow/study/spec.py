@@ -23,6 +23,11 @@ class Claim(Section):
     a: str = Field(description="Variant claimed to differ from `b` (the difference is a - b, paired by seed).")
     b: str = Field(description="The variant it is compared with.")
     metric: str = Field(description="Metric of the comparison, e.g. accuracy or correct_but_flawed.")
+    b_metric: str | None = Field(
+        None,
+        description="`b`'s metric when it is not `metric` (None: `metric`): two readouts compared per seed, e.g. a "
+        "variant's accuracy with its own checklists against the same variant's accuracy with a fixed one (`b` = `a`).",
+    )
     direction: Literal["higher", "lower"] = Field(
         description="'higher': the claim is a > b on the metric; 'lower': a < b (e.g. fewer correct-but-flawed)."
     )
@@ -45,7 +50,11 @@ class Claim(Section):
 
     @property
     def key(self) -> str:
-        return self.name or f"{self.a} vs {self.b} ({self.metric})"
+        if self.name:
+            return self.name
+        if self.b_metric:
+            return f"{self.a} {self.metric} vs {self.b} {self.b_metric}"
+        return f"{self.a} vs {self.b} ({self.metric})"
 
 
 class Precondition(Section):
@@ -264,6 +273,17 @@ class StudySpec(Section):
             if c.metric not in self.metrics and c.metric not in self.pair_metrics:
                 raise ValueError(f"claim {c.a} vs {c.b}: metric {c.metric!r} is not in metrics {self.metrics} "
                                  f"or pair_metrics {self.pair_metrics}")
+            if c.b_metric is not None:
+                if c.metric in self.pair_metrics:
+                    raise ValueError(f"claim {c.key}: b_metric with the pair metric {c.metric!r} (a pair metric "
+                                     "compares one metric of two units)")
+                if c.b_metric not in self.metrics:
+                    raise ValueError(f"claim {c.key}: b_metric {c.b_metric!r} is not in metrics {self.metrics}")
+                if c.a == c.b and c.b_metric == c.metric:
+                    raise ValueError(f"claim {c.key}: compares {c.a}'s {c.metric} with itself")
+            elif c.a == c.b:
+                raise ValueError(f"claim {c.key}: compares {c.a} with itself (give b_metric to compare two of its "
+                                 "metrics)")
         keys = [c.key for c in self.claims]
         repeated = sorted({k for k in keys if keys.count(k) > 1})
         if repeated:

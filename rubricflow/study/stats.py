@@ -200,7 +200,7 @@ def aggregate(
                 xa, xb = (_finite(x) for x in pair_metric(c.metric, a[s], b[s]))
                 pair_values[s] = [xa, xb]
             else:
-                xa, xb = _value(a[s], c.metric), _value(b[s], c.metric)
+                xa, xb = _value(a[s], c.metric), _value(b[s], c.b_metric or c.metric)
             if xa is not None and xb is not None:
                 diffs[s] = xa - xb
         ci = t_interval(list(diffs.values()), confidence)

@@ -253,6 +253,43 @@ def test_a_precondition_on_two_metrics_of_one_variant():
     assert p["values"] == pytest.approx({1: 0.1, 2: 0.01}) and p["met"] == {1: True, 2: False} and not p["holds"]
 
 
+def test_a_claim_on_two_metrics_of_one_variant_pairs_them_per_seed():
+    # the planner's checklists against a fixed one, executed by the same trained verifier: one unit, two readouts
+    results = _results({"dr": {1: {"acc": 0.70, "acc_fixed": 0.60}, 2: {"acc": 0.65, "acc_fixed": 0.60},
+                               3: {"acc": 0.80, "acc_fixed": 0.62}, 4: {"acc": 0.50, "acc_fixed": None}}})
+    claim = Claim(a="dr", b="dr", metric="acc", b_metric="acc_fixed", direction="higher")
+    assert claim.key == "dr acc vs dr acc_fixed"
+    (c,) = aggregate(results, [claim], ["acc", "acc_fixed"])["claims"]
+    assert c["diffs"] == pytest.approx({1: 0.10, 2: 0.05, 3: 0.18}) and c["n_pairs"] == 3
+    assert c["b_metric"] == "acc_fixed"
+    # across two variants it compares a's metric with b's other metric
+    two = _results({"a": {1: {"acc": 0.7, "x": 0.1}}, "b": {1: {"acc": 0.2, "x": 0.4}}})
+    (c,) = aggregate(two, [Claim(a="a", b="b", metric="acc", b_metric="x", direction="higher")], ["acc", "x"])["claims"]
+    assert c["diffs"] == pytest.approx({1: 0.3})
+    from rubricflow.study.report import claim_lines
+
+    (row,) = [line for line in claim_lines([c], 95) if line.startswith("| a vs b")]
+    assert row.startswith("| a vs b | acc vs x | higher | 1 |")
+
+
+def test_a_spec_checks_a_claims_second_metric():
+    from pydantic import ValidationError
+
+    from rubricflow.study.spec import StudySpec
+
+    base = {"method": "rucl", "variants": {"a": {}, "b": {}}, "metrics": ["acc", "fixed"], "out_dir": "x"}
+    one = {"a": "a", "b": "a", "metric": "acc", "direction": "higher"}
+    assert StudySpec(**base, claims=[{**one, "b_metric": "fixed"}]).claims[0].key == "a acc vs a fixed"
+    with pytest.raises(ValidationError, match=r"b_metric 'nope' is not in metrics"):
+        StudySpec(**base, claims=[{**one, "b_metric": "nope"}])
+    with pytest.raises(ValidationError, match=r"compares a's acc with itself"):
+        StudySpec(**base, claims=[{**one, "b_metric": "acc"}])
+    with pytest.raises(ValidationError, match=r"compares a with itself"):
+        StudySpec(**base, claims=[one])
+    with pytest.raises(ValidationError, match=r"b_metric with the pair metric 'span'"):
+        StudySpec(**base, pair_metrics=["span"], claims=[{**one, "b": "b", "metric": "span", "b_metric": "acc"}])
+
+
 def test_figure_intervals_stay_inside_the_metrics_range():
     from rubricflow.study.report import plot_interval
 
