@@ -26,23 +26,19 @@ import re
 
 from rubricflow.judge.protocol import Parsed
 from rubricflow.methods.deltarubric.parsing import MAX_CHECKS, MIN_CHECKS
-from rubricflow.methods.deltarubric.targets import TEMPLATE_TASKS, check_text, claim_values
+from rubricflow.methods.deltarubric.targets import TEMPLATE_TASKS, check_text, claim_values, norm_check
 
 LOOKUP = "look up:"
 _KEY = re.compile(r"^[A-Za-z][A-Za-z0-9_]{0,15}$")
 
 
-def _norm(text: str) -> str:
-    return " ".join(text.strip().rstrip(".").strip().lower().split())
-
-
 def key_of(check: str, keys: list[str]) -> str | None:
     """The claim key among ``keys`` whose check template (for some task) is ``check``; None when none is."""
-    want = _norm(check)
+    want = norm_check(check)
     for k in keys:
         for task in TEMPLATE_TASKS:
             try:
-                if _norm(check_text(task, k)) == want:
+                if norm_check(check_text(task, k)) == want:
                     return k
             except ValueError:
                 continue
@@ -56,11 +52,15 @@ def quote(key: str | None, image: dict[str, str], a: dict[str, str], b: dict[str
     return f"image {key} = {image.get(key, '?')}, A {key} = {a.get(key, '?')}, B {key} = {b.get(key, '?')}"
 
 
+def _quotes(pick, reading: str, response_a: str, response_b: str) -> list[str]:
+    """One quote per key that ``pick`` returns from the claim keys the three texts state (in their order)."""
+    image, a, b = claim_values(reading), claim_values(response_a), claim_values(response_b)
+    return [quote(k, image, a, b) for k in pick(list(dict.fromkeys([*image, *a, *b])))]
+
+
 def lookup_quotes(checks: list[str], reading: str, response_a: str, response_b: str) -> list[str]:
     """One quote per check: the checked key's value in the policy's ``reading`` and in each response."""
-    image, a, b = claim_values(reading), claim_values(response_a), claim_values(response_b)
-    keys = list(dict.fromkeys([*image, *a, *b]))
-    return [quote(key_of(c, keys), image, a, b) for c in checks]
+    return _quotes(lambda stated: [key_of(c, stated) for c in checks], reading, response_a, response_b)
 
 
 def lookup_call(keys: list[str]) -> str:
@@ -87,6 +87,6 @@ def parse_lookup(text: str) -> Parsed:
 
 def tool_result(keys: list[str], reading: str, response_a: str, response_b: str) -> str:
     """The tool's answer to a call: one numbered quote per key (``<i>. image <key> = <v>, A <key> = <a>, B <key> =
-    <b>``; ``?`` where a text states no value)."""
-    image, a, b = claim_values(reading), claim_values(response_a), claim_values(response_b)
-    return "\n".join(f"{i}. {quote(k, image, a, b)}" for i, k in enumerate(keys, 1))
+    <b>``; ``?`` where a text states no value), the verifier's quotes by key rather than by check."""
+    quotes = _quotes(lambda _stated: keys, reading, response_a, response_b)
+    return "\n".join(f"{i}. {q}" for i, q in enumerate(quotes, 1))

@@ -86,17 +86,24 @@ def parse_judgement(text: str, checks: list[str] | None = None) -> Parsed:
     return Parsed("ok" if v.ok else "failed", v.verdict, v.reason, text)
 
 
-def parse_execution(text: str, checks: list[str] | None = None) -> Parsed:
-    """The verifier's verdict, valid only with one evidence line per check of ``checks``."""
+def _one_line_each(text: str, items: list[str] | None, who: str, line: str, item: str, done: str = "") -> Parsed:
+    """A verdict valid only with one ``line`` (evidence / comparison) line per ``item`` of ``items`` (the checks it
+    executed, the keys it looked up: ``done``): the verifier and the generative judge's second turn share this
+    contract."""
     v = parse_verdict(text)
     if not v.ok:
         return Parsed("failed", reason=v.reason, raw=text)
-    if checks is None:
-        raise ValueError("verifier output: the checklist it executed is needed to check its evidence lines")
-    if len(v.checks) != len(checks):
-        return Parsed("failed", reason=f"{len(v.checks)} evidence line(s) for {len(checks)} check(s); expected one "
-                      "per check", raw=text)
+    if items is None:
+        raise ValueError(f"{who}: the {item}s {done or 'it was given'} are needed to check its {line} lines")
+    if len(v.checks) != len(items):
+        return Parsed("failed", reason=f"{len(v.checks)} {line} line(s) for {len(items)} {item}(s)"
+                      f"{' ' + done if done else ''}; expected one per {item}", raw=text)
     return Parsed("ok", v.verdict, raw=text)
+
+
+def parse_execution(text: str, checks: list[str] | None = None) -> Parsed:
+    """The verifier's verdict, valid only with one evidence line per check of ``checks``."""
+    return _one_line_each(text, checks, "verifier output", "evidence", "check")
 
 
 def parse_generation(text: str, checks: list[str] | None = None) -> Parsed:
@@ -113,15 +120,7 @@ def parse_generation(text: str, checks: list[str] | None = None) -> Parsed:
 def parse_tool_answer(text: str, keys: list[str] | None = None) -> Parsed:
     """The generative judge's verdict after the lookup tool's answer, valid only with one comparison line per key of
     its call (``keys``)."""
-    v = parse_verdict(text)
-    if not v.ok:
-        return Parsed("failed", reason=v.reason, raw=text)
-    if keys is None:
-        raise ValueError("generative judge's second turn: the keys it looked up are needed to check its lines")
-    if len(v.checks) != len(keys):
-        return Parsed("failed", reason=f"{len(v.checks)} comparison line(s) for {len(keys)} key(s) looked up; "
-                      "expected one per key", raw=text)
-    return Parsed("ok", v.verdict, raw=text)
+    return _one_line_each(text, keys, "generative judge's second turn", "comparison", "key", "looked up")
 
 
 PLANNER = Role("planner", planner_prompt, parse_plan, planner_reward)

@@ -295,16 +295,18 @@ def agreed_checks(pair: PreferencePair, max_checks: int = 4) -> list[Rubric] | N
     return [check(pair.facts["task"], k) for k in keys[:max_checks]] if len(keys) >= 2 else None
 
 
-def _norm(text: str) -> str:
-    return text.strip().rstrip(".").strip().lower()
+def norm_check(text: str) -> str:
+    """A check's text as checks are matched (here and by the lookup tool): lower case, one space between words, no
+    final full stop."""
+    return " ".join(text.strip().rstrip(".").strip().lower().split())
 
 
 def check_keys(pair: PreferencePair, checks: list[str]) -> list[str]:
     """The claim keys of the pair's facts that a written checklist checks, in its order (a check is matched to its
     claim by the check templates, ``check_text``; a check in other words, or twice, adds nothing)."""
     task = pair.facts["task"]
-    by_text = {_norm(check_text(task, k)): k for k in gold_values(pair.facts)}
-    return list(dict.fromkeys(by_text[t] for c in checks if (t := _norm(c)) in by_text))
+    by_text = {norm_check(check_text(task, k)): k for k in gold_values(pair.facts)}
+    return list(dict.fromkeys(by_text[t] for c in checks if (t := norm_check(c)) in by_text))
 
 
 def separates(pair: PreferencePair, checks: list[str]) -> bool:
@@ -312,8 +314,8 @@ def separates(pair: PreferencePair, checks: list[str]) -> bool:
     disagree on; a check is matched to its claim by the check templates (``check_text``), so a check in other
     words separates nothing."""
     task = pair.facts["task"]
-    diff = {_norm(check_text(task, k)) for k in disagreement_keys(pair)}
-    return any(_norm(c) in diff for c in checks)
+    diff = {norm_check(check_text(task, k)) for k in disagreement_keys(pair)}
+    return any(norm_check(c) in diff for c in checks)
 
 
 def variant_checks(pair: PreferencePair, rng: random.Random, max_checks: int = 4) -> list[Rubric]:
