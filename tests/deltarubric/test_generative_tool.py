@@ -67,7 +67,14 @@ def test_quoted_warm_start_teaches_both_turns_of_the_generative_judge(tmp_path):
 
     coins = []
     for p in pairs:
-        gen = [e for e in pair_examples(p, cfg, random.Random(0)) if e.mode == "generative"]
+        examples = pair_examples(p, cfg, random.Random(0))
+        gen = [e for e in examples if e.mode == "generative"]
+        # one static-exhaustive checklist and one verdict per variant, for the verifier and the generative judge alike
+        exhaustive = [e for e in examples if e.mode == "exhaustive"]
+        assert len(exhaustive) == n_variants
+        for ex, fixed in zip(exhaustive, gen[2::3]):
+            assert ex.pair == fixed.pair and fixed.checks == [c.id for c in exhaustive_checks(ex.pair, 4)]
+            assert ex.target.splitlines()[-1] == fixed.target.splitlines()[-1]
         assert len(gen) == 3 * n_variants and all(e.role == "generative_tool" for e in gen)
         for call, second, fixed in zip(gen[::3], gen[1::3], gen[2::3]):
             q = call.pair

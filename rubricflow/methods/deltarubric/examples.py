@@ -119,6 +119,20 @@ def pair_examples(pair: PreferencePair, cfg: DRSFTConfig, rng: random.Random, se
         return PairExample(role, "verifier", [c.text for c in checks], verifier_target(q, checks, verdict, form), q,
                            reading)
 
+    exhaustive: dict[int, tuple[PreferencePair, list, str | None]] = {}
+
+    def exhaustive_of(v: int) -> tuple[PreferencePair, list, str | None]:
+        """Variant ``v``'s pair, its static-exhaustive checklist and the verdict that checklist supports (the noise
+        rule when it favours neither): one draw, shared by the verifier's exhaustive example and the generative
+        judge's second turn on the same keys, so both controls are taught one verdict for one checklist."""
+        if v not in exhaustive:
+            q = _shown(pair, v)
+            ex = exhaustive_checks(q, MAX_CHECKS)
+            verdict = facts_verdict(q, [c.id for c in ex]) or _coin(cfg, f"exhaustive-verdict/{seed}/{pair.id}/{v}",
+                                                                     q.preferred)
+            exhaustive[v] = (q, ex, verdict)
+        return exhaustive[v]
+
     out: list[PairExample] = []
     if cfg.planner:
         out.append(PairExample("planner", "planner", None, planner_target(noisy or checks), pair))
@@ -131,11 +145,8 @@ def pair_examples(pair: PreferencePair, cfg: DRSFTConfig, rng: random.Random, se
     n = 1 + cfg.verifier_variants if cfg.equal_mode_examples else 1
     if cfg.equal_mode_examples:  # the exhaustive mode: the verifier on the static-exhaustive checklist
         for v in range(n):
-            q = _shown(pair, v)
-            ex = exhaustive_checks(q, MAX_CHECKS)
             # the verifier follows its checklist: the response it favours, or the noise rule when it favours neither
-            verdict = facts_verdict(q, [c.id for c in ex]) or _coin(cfg, f"exhaustive-verdict/{seed}/{pair.id}/{v}",
-                                                                     q.preferred)
+            q, ex, verdict = exhaustive_of(v)
             out.append(executed("exhaustive", ex, q, verdict))
     single = [("no_rubric", cfg.no_rubric, no_rubric_target), ("static", cfg.static, static_target),
               ("reading", cfg.reading, reading_target)]
@@ -154,11 +165,10 @@ def pair_examples(pair: PreferencePair, cfg: DRSFTConfig, rng: random.Random, se
                 # its second turn on the static-exhaustive keys too, as the verifier executes that checklist: a call
                 # on keys that need not separate the responses is executed as quoted (the verdict they support, or
                 # the noise rule when they favour neither), not with a difference the reference keys always had
-                ex = [c.id for c in exhaustive_checks(q, MAX_CHECKS)]
-                verdict = facts_verdict(q, ex) or _coin(cfg, f"generative-exhaustive/{seed}/{pair.id}/{v}",
-                                                        q.preferred)
-                out.append(PairExample("generative", "generative_tool", ex,
-                                       generative_tool_target(q, ex, None, verdict), q, reading))
+                _, ex, verdict = exhaustive_of(v)
+                ex_keys = [c.id for c in ex]
+                out.append(PairExample("generative", "generative_tool", ex_keys,
+                                       generative_tool_target(q, ex_keys, None, verdict), q, reading))
             else:
                 out.append(PairExample("generative", "generative", None, generative_target(q, keys), q))
     return out
