@@ -100,16 +100,31 @@ def content_hash(path: str | Path) -> str:
 
 def code_hash(*targets: str | Path) -> str:
     """Content hash of the ``.py`` files of modules or packages (dotted names) or of paths (files or folders):
-    the version of the training code, independent of git."""
+    the version of the training code, independent of git. A target written ``-<module or path>`` leaves that file or
+    folder out of the others (e.g. a package's study declarations, which reach a unit through its config, not its
+    code)."""
+    skip = {f.resolve() for t in targets if str(t).startswith("-") for f in _files(str(t)[1:])}
     h = hashlib.sha256()
     for t in targets:
-        p = Path(t) if isinstance(t, Path) or "/" in str(t) else _module_path(str(t))
-        files = sorted(p.rglob("*.py")) if p.is_dir() else [p]
-        for f in files:
+        if str(t).startswith("-"):
+            continue
+        p = _target_path(t)
+        for f in _files(t):
+            if f.resolve() in skip:
+                continue
             rel = f.relative_to(p).as_posix() if p.is_dir() else f.name
             h.update(f"{t}:{rel}\0".encode())
             h.update(f.read_bytes() if f.is_file() else b"<missing>")
     return h.hexdigest()[:16]
+
+
+def _target_path(t: str | Path) -> Path:
+    return Path(t) if isinstance(t, Path) or "/" in str(t) else _module_path(str(t))
+
+
+def _files(t: str | Path) -> list[Path]:
+    p = _target_path(t)
+    return sorted(p.rglob("*.py")) if p.is_dir() else [p]
 
 
 def _module_path(name: str) -> Path:

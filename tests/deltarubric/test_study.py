@@ -81,6 +81,17 @@ def test_every_variant_of_a_seed_shares_one_start_and_seeds_differ(tmp_path):
     assert start_inputs(SEED_START, unit_config(cfg, "deltarubric", spec, Unit("sft", 22)), 22) != keys["sft"]
 
 
+def test_declaring_a_study_keeps_every_cached_start_unit_and_checkpoint():
+    # the study declarations reach a unit through its variant's config; the rest of the package is its code
+    from rubricflow.methods.deltarubric.study import ADAPTER, SEED_START
+    from rubricflow.methods.deltarubric.train import TRAINING_CODE
+    from rubricflow.util.hashing import code_hash
+
+    for code in (ADAPTER.code, SEED_START.code, TRAINING_CODE):
+        assert "rubricflow.methods.deltarubric" in code and "-rubricflow.methods.deltarubric.study_specs" in code
+    assert code_hash(*SEED_START.code) != code_hash(*(c for c in SEED_START.code if not c.startswith("-")))
+
+
 def test_a_start_group_builds_its_own_start_per_seed(tmp_path):
     """A variant in a start group (e.g. one warm-start recipe of a selection study) trains from its group's start of
     the seed; the other variants keep the default start; the group's start is what its unit evaluates untrained."""

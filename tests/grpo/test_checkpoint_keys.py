@@ -97,6 +97,16 @@ def test_code_hash_follows_the_file_contents(tmp_path):
     (pkg / "a.py").write_text("a = 2\n")
     assert code_hash(str(pkg)) != h1
     assert code_hash("rubricflow.grpo") != code_hash("rubricflow.methods.rucl")
+    # a file left out ("-<path>") changes nothing; the rest still counts
+    (pkg / "decl.py").write_text("STUDY = 1\n")
+    h2 = code_hash(str(pkg), f"-{pkg / 'decl.py'}")
+    (pkg / "decl.py").write_text("STUDY = 2\n")
+    assert code_hash(str(pkg), f"-{pkg / 'decl.py'}") == h2 and code_hash(str(pkg)) != h2
+    (pkg / "a.py").write_text("a = 3\n")
+    assert code_hash(str(pkg), f"-{pkg / 'decl.py'}") != h2
+    # a module left out by its dotted name
+    assert code_hash("rubricflow.methods.deltarubric", "-rubricflow.methods.deltarubric.study_specs") != \
+        code_hash("rubricflow.methods.deltarubric")
 
 
 # ----------------------------------------------------------------------------------------------------------------

@@ -15,6 +15,11 @@ from rubricflow.sections import MAX_BATCH, MAX_GROUP, MAX_TOKENS, Section, SFTSc
 from rubricflow.grpo.config import GRPOConfig
 from rubricflow.methods.deltarubric.modes import TrainedJudge
 
+# The package's code as its cached warm starts, study units and training checkpoints key it (``code_hash``): every
+# module but the study declarations (``study_specs``), which reach a unit through its variant's config, so declaring
+# a study keeps what earlier studies cached.
+PACKAGE_CODE = ("rubricflow.methods.deltarubric", "-rubricflow.methods.deltarubric.study_specs")
+
 
 class PairsConfig(Section):
     outputs = frozenset({"out_dir"})  # the pairs are hashed by content where they matter

@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from rubricflow.data.pairs import read_pairs, validate_pairs
-from rubricflow.methods.deltarubric.config import role_max_tokens
+from rubricflow.methods.deltarubric.config import PACKAGE_CODE, role_max_tokens
 from rubricflow.methods.deltarubric.modes import MODES
 from rubricflow.methods.deltarubric.stages import log_train_inputs
 from rubricflow.pipeline.stage import StageContext
@@ -111,7 +111,7 @@ def build_start(ucfg: Any, seed: int, build_dir: Path, final_dir: Path) -> dict:
 
 
 SEED_START = SeedStart(overrides=start_overrides, inputs=start_inputs, build=build_start,
-                       code=("rubricflow.methods.deltarubric", "rubricflow.training.sft", "models.tiny"))
+                       code=(*PACKAGE_CODE, "rubricflow.training.sft", "models.tiny"))
 
 
 def _shared_outputs(cfg: Any) -> dict[str, Path]:
@@ -269,7 +269,7 @@ ADAPTER = StudyMethod(
                    "deltarubric.eval.split"),
     shared_outputs=_shared_outputs,
     input_parts=_input_parts,
-    code=("rubricflow.methods.deltarubric", "rubricflow.grpo"),
+    code=(*PACKAGE_CODE, "rubricflow.grpo"),
     sections=("deltarubric",),
     shared_hint="run the main pipeline first (`dvc repro deltarubric_sft` or `make run`): the pairs (and, unless the "
     "study builds a warm start per seed, the warm start) are shared by every unit",

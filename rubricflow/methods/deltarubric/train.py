@@ -34,7 +34,13 @@ from rubricflow.grpo.engine import make_engine
 from rubricflow.grpo.export import save_policy
 from rubricflow.grpo.trainer import GRPOTrainer
 from rubricflow.grpo.updater import GRPOUpdater
-from rubricflow.methods.deltarubric.config import DeltaRubricConfig, DRTrainConfig, effective_grpo, role_max_tokens
+from rubricflow.methods.deltarubric.config import (
+    PACKAGE_CODE,
+    DeltaRubricConfig,
+    DRTrainConfig,
+    effective_grpo,
+    role_max_tokens,
+)
 from rubricflow.methods.deltarubric.evaluate import evaluate_judge, load_items, planner_probe
 from rubricflow.methods.deltarubric.modes import MODES
 from rubricflow.methods.deltarubric.rollout import Item, collect, score
@@ -134,7 +140,7 @@ def read_curve(path: Path, steps: int) -> list[dict]:
 # From the warm start (the ``deltarubric_train`` stage)
 
 
-TRAINING_CODE = ("rubricflow.methods.deltarubric", "rubricflow.data.pairs", "rubricflow.grpo")
+TRAINING_CODE = (*PACKAGE_CODE, "rubricflow.data.pairs", "rubricflow.grpo")
 
 
 def resume_parts(dr: DeltaRubricConfig, models: ModelsConfig, generation: GenerationConfig, seed: int) -> dict:
