@@ -24,6 +24,11 @@ def _defaults() -> dict[str, str]:
         "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
         "PREFECT_CLOUD_ENABLE_ORCHESTRATION_TELEMETRY": "false",
         "PREFECT_LOGGING_LEVEL": "WARNING",
+        # ...but what a stage or a study unit prints (``log_prints``: its progress lines, e.g. a warm start's bars per
+        # block) is logged by the run loggers at INFO: shown on the console (a Ray worker's reaches the driver's) and
+        # in the Prefect UI, where at WARNING it was dropped
+        "PREFECT_LOGGING_LOGGERS_PREFECT_FLOW_RUNS_LEVEL": "INFO",
+        "PREFECT_LOGGING_LOGGERS_PREFECT_TASK_RUNS_LEVEL": "INFO",
         # MLflow: embedded SQLite store in the project, telemetry off.
         "MLFLOW_TRACKING_URI": f"sqlite:///{s / 'mlflow' / 'mlflow.db'}",
         "MLFLOW_DISABLE_TELEMETRY": "true",
