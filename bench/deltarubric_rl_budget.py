@@ -11,7 +11,8 @@ no-rubric judge, the cheapest step), each judge's ratio; then the projected wall
 over the trained variants of ``budget`` x s/step) / ``workers`` (units run two at a time on 2 cores), warm starts
 excluded (the selection study measures them). Last line::
 
-    deltarubric_rl step_s: <judge>=<s> ...; ratio vs no_rubric: <judge>=<x> ...; 200x8 set: <minutes> min
+    deltarubric_rl step_s: <judge>=<s> ...; ratio vs no_rubric: <judge>=<x> ...; 200x8 set: <minutes> min; fits 90
+    min: <steps> steps
 
     RUBRICFLOW_THREADS=1 .venv/bin/python bench/deltarubric_rl_budget.py --start DIR [--steps 3 --pairs 8]
 """
@@ -42,19 +43,19 @@ def main() -> None:
     ap.add_argument("--seeds", type=int, default=5, help="seeds in a set (projection)")
     ap.add_argument("--workers", type=int, default=2, help="units run at once (projection)")
     ap.add_argument("--budget", type=int, default=200, help="steps per unit (projection)")
+    ap.add_argument("--minutes", type=float, default=90, help="a seed set's wall-time budget (the budget rule)")
     args = ap.parse_args()
 
     import torch
 
     torch.set_num_threads(1)
     from rubricflow.config import load_config
-    from rubricflow.methods.deltarubric.study_specs import BUDGET, WIDE_RECIPES, WIDE_SETTING
+    from rubricflow.methods.deltarubric.study_specs import WIDE_RL_TRAIN, WIDE_SETTING
     from rubricflow.methods.deltarubric.train import training_inputs, train_policy
 
-    # the study's samples per pair (N, M, K of BUDGET), the wide setting, the first recipe (the policy's width is the
-    # start's own), this run's pairs per step
-    over = {**BUDGET, **WIDE_SETTING, **next(iter(WIDE_RECIPES.values())),
-            "deltarubric.train.grpo.prompts_per_step": args.pairs}
+    # the RL studies' settings (N, M, K of BUDGET; the wide setting; the policy's width is the start's own), this
+    # run's pairs per step
+    over = {**WIDE_SETTING, **WIDE_RL_TRAIN, "deltarubric.train.grpo.prompts_per_step": args.pairs}
     seconds: dict[str, float] = {}
     with tempfile.TemporaryDirectory() as tmp:
         for judge in JUDGES:
@@ -72,11 +73,15 @@ def main() -> None:
             seconds[judge] = (stamps[-1] - stamps[0]) / max(len(stamps) - 1, 1)  # the first step untimed
             print(f"{judge}: {seconds[judge]:.1f} s/step ({args.pairs} pairs)", flush=True)
     base = seconds["no_rubric"]
-    per_seed = sum(seconds[j] for j in VARIANT_JUDGES) * args.budget
-    minutes = args.seeds * per_seed / args.workers / 60
+    step_set = args.seeds * sum(seconds[j] for j in VARIANT_JUDGES) / args.workers  # one step of every unit of a set
+    minutes = step_set * args.budget / 60
+    # the budget rule (study_specs.WIDE_RL_STEPS): the most steps, a multiple of 10 and at most 200, whose timed
+    # steps fill four fifths of the set's 90 minutes (the rest for the probes and evaluations not timed here)
+    fits = min(200, int(0.8 * args.minutes * 60 / step_set) // 10 * 10)
     print("deltarubric_rl step_s: " + " ".join(f"{j}={s:.1f}" for j, s in seconds.items())
           + "; ratio vs no_rubric: " + " ".join(f"{j}={s / base:.2f}" for j, s in seconds.items())
-          + f"; {args.budget}x{args.pairs} set: {minutes:.0f} min ({args.seeds} seeds, {args.workers} at once)")
+          + f"; {args.budget}x{args.pairs} set: {minutes:.0f} min ({args.seeds} seeds, {args.workers} at once)"
+          + f"; fits {args.minutes:g} min: {fits} steps")
 
 
 if __name__ == "__main__":

@@ -275,3 +275,75 @@ def test_the_wide_start_selection_gives_each_recipe_its_own_start_and_gates_it_b
         require_shared(cfg, "deltarubric", cfg.study.deltarubric, plan(cfg.study.deltarubric))
     assert "pairs-wide/manifest.json" in str(e.value)
     assert "--set deltarubric.pairs.form=wide --set deltarubric.pairs.image_size=84" in str(e.value)
+
+
+def test_the_wide_rl_studies_differ_from_the_start_in_one_setting_each_and_gate_each_claim(tmp_path, monkeypatch):
+    """The RL studies on the wide pairs (issue 39, items 4-5): every variant of a seed shares the seed's start, each
+    trained variant differs from DeltaRubric in one setting, the static-exhaustive claim compares two readouts of one
+    unit, and every claim in the Holm family is gated by the preconditions that make it a test."""
+    from rubricflow.methods.deltarubric import study_specs as ss
+    from rubricflow.methods.deltarubric.study import SEED_START
+    from rubricflow.study.seed_start import start_inputs
+
+    spec = ss.wide_rl_spec(ss.WIDE_RL_SEEDS, str(tmp_path / "wide"), "h64-lr3e-3", 60, 3e-4)
+    base = spec.variants["deltarubric"]
+    assert base["deltarubric.train.grpo.lr"] == 3e-4 and base["deltarubric.train.grpo.prompts_per_step"] == 8
+    assert base["deltarubric.train.grpo.steps"] == 60 and base["deltarubric.sft.max_restarts"] == 2
+    for name, over in spec.variants.items():
+        extra = {k: v for k, v in over.items() if base.get(k) != v}
+        assert extra == {"absolute": {"deltarubric.train.planner_reward": "absolute"},
+                         "generative": {"deltarubric.train.judge": "generative"},
+                         "reading": {"deltarubric.train.judge": "reading"}}.get(name, {}), name
+    (static,) = [c for c in spec.claims if c.b_metric]
+    assert (static.a, static.b, static.metric, static.b_metric) == ("deltarubric", "deltarubric", "accuracy",
+                                                                     "acc_exhaustive")
+    family = [c.key for c in spec.claims if not c.exploratory]
+    assert len(family) == 4 and "deltarubric vs reading (accuracy)" not in family
+    gated = {g for p in spec.preconditions for g in p.gates}
+    assert set(family) <= gated and all(p.min_share == 0.8 for p in spec.preconditions)
+    by_name = {p.name: p for p in spec.preconditions}
+    assert by_name["the verifier keeps the fixed list"].minus == "sft"
+    assert by_name["planner leaves room: oracle gap"].metric == "start_val_oracle_gap"
+    # fresh seeds: none of the tune's, the selection's or the development runs', nor a restart's init seed of theirs
+    used = {*ss.WIDE_TUNE_SEEDS, *ss.WIDE_START_SEEDS, 1234, 2345}
+    inits = {s + 1000 * k for s in used for k in range(3)}
+    for seeds in (ss.WIDE_RL_SEEDS, ss.WIDE_RL_SEEDS_B):
+        assert len(seeds) == 5 and not {s + 1000 * k for s in seeds for k in range(3)} & inits
+    assert not set(ss.WIDE_RL_SEEDS) & set(ss.WIDE_RL_SEEDS_B)
+    # one start per seed for every variant, and for the tune's variants too
+    cfg = _cfg(tmp_path, spec.model_dump(exclude={"out_dir"}))
+    keys = {v: json.dumps(start_inputs(SEED_START, unit_config(cfg, "deltarubric", cfg.study.deltarubric,
+                                                               Unit(v, 2601)), 2601), sort_keys=True)
+            for v in spec.variants}
+    assert len(set(keys.values())) == 1
+    tune = ss.wide_tune_spec("h64-lr3e-3", 60)
+    assert tune.eval_split == "val" and not set(tune.seeds) & set(ss.WIDE_RL_SEEDS)
+    for names in tune.selection.settings.values():
+        assert {tune.variants[v]["deltarubric.train.judge"] for v in names} == set(ss.WIDE_TUNE_JUDGES)
+    # registered only once what they need is set: the recipe and the budget (the tune), then the lr (the studies)
+    names = lambda: [d.name for d in ss._wide_rl_studies()]  # noqa: E731
+    monkeypatch.setattr(ss, "WIDE_RL_RECIPE", "h64-lr3e-3")
+    monkeypatch.setattr(ss, "WIDE_RL_STEPS", None)
+    assert names() == []
+    monkeypatch.setattr(ss, "WIDE_RL_STEPS", 60)
+    monkeypatch.setattr(ss, "WIDE_RL_LR", None)
+    assert names() == ["deltarubric_wide_tune"]
+    monkeypatch.setattr(ss, "WIDE_RL_LR", 3e-4)
+    assert names() == ["deltarubric_wide_tune", "deltarubric_wide", "deltarubric_wide_b"]
+    decls = {d.name: d for d in ss._wide_rl_studies()}
+    assert decls["deltarubric_wide_b"].spec().seeds == ss.WIDE_RL_SEEDS_B
+
+
+def test_a_unit_reads_its_seeds_start_as_the_starts_val_readout_saw_it(tmp_path):
+    from rubricflow.methods.deltarubric.study import START_METRICS, start_metrics
+    from rubricflow.util.io import write_json
+
+    write_json(tmp_path / "start" / "start.json", {"seed": 7, "inputs": {}, "summary": {
+        "val_oracle": 0.9, "val_deltarubric": 0.6, "val_deciding": 0.25, "val_exhaustive": 0.7,
+        "val_generative": 0.5, "val_reading": 0.55, "flat_groups_improvement": 0.4, "flat_groups_absolute": 0.1}})
+    got = start_metrics(tmp_path / "start" / "sft")
+    assert got == pytest.approx({"start_val_oracle_gap": 0.3, "start_val_deciding": 0.25,
+                                 "start_val_exhaustive": 0.7, "start_val_generative": 0.5, "start_val_reading": 0.55,
+                                 "start_flat_improvement": 0.4, "start_flat_absolute": 0.1})
+    assert set(got) == set(START_METRICS)
+    assert start_metrics(tmp_path / "elsewhere" / "sft") == dict.fromkeys(START_METRICS)  # no per-seed start

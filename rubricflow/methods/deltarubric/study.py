@@ -26,9 +26,10 @@ variant of its own; a claim on it compares variants, e.g. DeltaRubric against it
 on the wide pairs, ``deltarubric.pairs.form: wide``, it is where the planner has something to choose); the step-0
 precondition of the unit's training (``flat_step0``: planner groups with zero reward variance); ``start_met`` /
 ``start_steps``, whether the warm start met its bars and its steps, where it was trained to a bar (``sft.bar_*``;
-None for a fixed schedule). The unit's result also keeps the probe curve (planner probe accuracy on val pairs over
-training steps), which :func:`report_probe_curve` averages over seeds into the report's training-dynamics table and
-``<report>-probe.png``.
+None for a fixed schedule); ``start_val_*`` / ``start_flat_*`` (``START_METRICS``), the seed's start as its readout on
+val saw it (the same for every variant of the seed; None without a per-seed start). The unit's result also keeps the
+probe curve (planner probe accuracy on val pairs over training steps), which :func:`report_probe_curve` averages over
+seeds into the report's training-dynamics table and ``<report>-probe.png``.
 """
 
 from __future__ import annotations
@@ -189,10 +190,36 @@ def run_unit(ucfg: Any, unit: Unit, udir: Path, run: Any, secret_resolver=None) 
     metrics["start_steps"] = bars.get("steps")
     first = train_out["curve"][0] if train_out is not None and train_out["curve"] else {}
     metrics["flat_step0"] = first.get("planner/flat_groups")
+    metrics.update(start_metrics(dr.sft.out_dir))
     return {"metrics": metrics, "eval_samples": table["n"], "own_mode": own, "probe_curve": curve,
             "by_category": {m: modes[m]["by_category"] for m in MODES},
             "train": None if train_out is None else {k: train_out[k] for k in ("steps", "resumed_from", "run_time_s")
                                                      if k in train_out}}
+
+
+# The seed's start as its readout on val saw it (``build_start``: ``train.start_readout``), the same for every variant
+# of the seed: the room its planner leaves and its controls, which preconditions on val read.
+START_METRICS = ("start_val_oracle_gap", "start_val_deciding", "start_val_exhaustive", "start_val_generative",
+                 "start_val_reading", "start_flat_improvement", "start_flat_absolute")
+
+
+def start_metrics(sft_dir: str | Path) -> dict[str, float | None]:
+    """``START_METRICS`` of the per-seed start whose warm start is ``sft_dir`` (``<start>/sft``, ``start_overrides``;
+    every value None without a per-seed start): the oracle gap (reference checklist minus the planner's own, val
+    accuracy), the planner's deciding share, the static-exhaustive / generative / reading judges' val accuracy, and the
+    share of flat planner groups of one rollout under the relative and the absolute reward."""
+    from rubricflow.study.seed_start import read_start
+
+    rec = read_start(Path(sft_dir).parent) or {}
+    s = rec.get("summary") or {}
+
+    def diff(a: str, b: str) -> float | None:
+        return None if s.get(a) is None or s.get(b) is None else s[a] - s[b]
+
+    return {"start_val_oracle_gap": diff("val_oracle", "val_deltarubric"), "start_val_deciding": s.get("val_deciding"),
+            "start_val_exhaustive": s.get("val_exhaustive"), "start_val_generative": s.get("val_generative"),
+            "start_val_reading": s.get("val_reading"), "start_flat_improvement": s.get("flat_groups_improvement"),
+            "start_flat_absolute": s.get("flat_groups_absolute")}
 
 
 def _untrained_overrides(vcfg: Any, name: str, spec: StudySpec, unit: Unit, udir: Path) -> dict[str, Any]:
