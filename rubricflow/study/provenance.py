@@ -133,7 +133,9 @@ def engine_hash(spec: Any, base_sections: Mapping[str, Any], results: Sequence[M
 
 
 def claim_hash(claim: Any) -> str:
-    return _sha({k: getattr(claim, k) for k in ("a", "b", "metric", "direction", "margin")})
+    # b_metric only where a claim has one, so the hashes of the claims before it stay as they were
+    extra = {"b_metric": claim.b_metric} if getattr(claim, "b_metric", None) else {}
+    return _sha({**{k: getattr(claim, k) for k in ("a", "b", "metric", "direction", "margin")}, **extra})
 
 
 # ------------------------------------------------------------------------------------------------------------

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any, ClassVar, Literal
 
-from pydantic import Field, create_model, model_validator
+from pydantic import Field, create_model, model_serializer, model_validator
 
 from rubricflow.sections import Section
 
@@ -47,6 +47,14 @@ class Claim(Section):
         description="The claim's name, which preconditions' `gates` and the seed ledger use; None: "
         "'<a> vs <b> (<metric>)'.",
     )
+
+    @model_serializer(mode="wrap")
+    def _without_unset_b_metric(self, handler):
+        # a claim on one metric dumps as it did before `b_metric` existed (reports, params, the seed ledger)
+        out = handler(self)
+        if isinstance(out, dict) and out.get("b_metric") is None:
+            out.pop("b_metric", None)
+        return out
 
     @property
     def key(self) -> str:
@@ -84,7 +92,8 @@ class Precondition(Section):
     )
     gates: list[str] = Field(
         default_factory=list,
-        description="Names of the claims it gates (`Claim.key`: the name, or '<a> vs <b> (<metric>)'). Empty only in a "
+        description="Names of the claims it gates (`Claim.key`: the name, or '<a> vs <b> (<metric>)', or '<a> <metric> "
+        "vs <b> <b_metric>' for a claim on two metrics). Empty only in a "
         "selection study whose rule requires the preconditions (`selection.require_preconditions`): there it gates "
         "its variants' setting, which is then not eligible.",
     )

@@ -103,7 +103,7 @@ def code_hash(*targets: str | Path) -> str:
     the version of the training code, independent of git. A target written ``-<module or path>`` leaves that file or
     folder out of the others (e.g. a package's study declarations, which reach a unit through its config, not its
     code)."""
-    skip = {f.resolve() for t in targets if str(t).startswith("-") for f in _files(str(t)[1:])}
+    skip = {f.resolve() for t in targets if str(t).startswith("-") for f in _files(str(t)[1:], excluded=True)}
     h = hashlib.sha256()
     for t in targets:
         if str(t).startswith("-"):
@@ -122,8 +122,10 @@ def _target_path(t: str | Path) -> Path:
     return Path(t) if isinstance(t, Path) or "/" in str(t) else _module_path(str(t))
 
 
-def _files(t: str | Path) -> list[Path]:
+def _files(t: str | Path, excluded: bool = False) -> list[Path]:
     p = _target_path(t)
+    if excluded and not p.exists():  # a typo would exclude nothing, silently
+        raise FileNotFoundError(f"code_hash: nothing to leave out at -{t} ({p} does not exist)")
     return sorted(p.rglob("*.py")) if p.is_dir() else [p]
 
 

@@ -341,9 +341,10 @@ def test_a_unit_reads_its_seeds_start_as_the_starts_val_readout_saw_it(tmp_path)
     write_json(tmp_path / "start" / "start.json", {"seed": 7, "inputs": {}, "summary": {
         "val_oracle": 0.9, "val_deltarubric": 0.6, "val_deciding": 0.25, "val_exhaustive": 0.7,
         "val_generative": 0.5, "val_reading": 0.55, "flat_groups_improvement": 0.4, "flat_groups_absolute": 0.1}})
-    got = start_metrics(tmp_path / "start" / "sft")
+    got = start_metrics(tmp_path / "start" / "sft", 7)
     assert got == pytest.approx({"start_val_oracle_gap": 0.3, "start_val_deciding": 0.25,
                                  "start_val_exhaustive": 0.7, "start_val_generative": 0.5, "start_val_reading": 0.55,
                                  "start_flat_improvement": 0.4, "start_flat_absolute": 0.1})
     assert set(got) == set(START_METRICS)
-    assert start_metrics(tmp_path / "elsewhere" / "sft") == dict.fromkeys(START_METRICS)  # no per-seed start
+    assert start_metrics(tmp_path / "elsewhere" / "sft", 7) == dict.fromkeys(START_METRICS)  # no per-seed start
+    assert start_metrics(tmp_path / "start" / "sft", 8) == dict.fromkeys(START_METRICS)  # another seed's start

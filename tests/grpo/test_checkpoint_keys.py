@@ -104,6 +104,8 @@ def test_code_hash_follows_the_file_contents(tmp_path):
     assert code_hash(str(pkg), f"-{pkg / 'decl.py'}") == h2 and code_hash(str(pkg)) != h2
     (pkg / "a.py").write_text("a = 3\n")
     assert code_hash(str(pkg), f"-{pkg / 'decl.py'}") != h2
+    with pytest.raises(FileNotFoundError, match="nothing to leave out"):
+        code_hash(str(pkg), f"-{pkg / 'typo.py'}")
     # a module left out by its dotted name
     assert code_hash("rubricflow.methods.deltarubric", "-rubricflow.methods.deltarubric.study_specs") != \
         code_hash("rubricflow.methods.deltarubric")

@@ -126,3 +126,30 @@ def test_a_report_committed_after_its_code_names_the_codes_commit(tmp_path, repo
     _git(repo, "commit", "-q", "-m", "report")
     assert provenance.code_state([repo / "reports"]).commit == code  # regenerates at the later commit too
     assert provenance.code_state().commit == _git(repo, "rev-parse", "HEAD")
+
+
+def test_a_claims_hash_names_its_second_metric_and_a_one_metric_claims_hash_is_unchanged():
+    from rubricflow.study.spec import Claim
+
+    one = Claim(a="a", b="b", metric="acc", direction="higher")
+    assert provenance.claim_hash(one) == provenance._sha({"a": "a", "b": "b", "metric": "acc", "direction": "higher",
+                                                         "margin": 0.0})
+    assert "b_metric" not in one.model_dump()  # reports and params dump a one-metric claim as before
+    two = Claim(a="a", b="a", metric="acc", b_metric="acc_fixed", direction="higher", name="planned vs fixed")
+    other = two.model_copy(update={"b_metric": "acc_other"})
+    assert provenance.claim_hash(two) != provenance.claim_hash(other) and two.key == other.key
+
+
+def test_a_rerendered_report_keeps_a_claim_on_two_metrics(tmp_path):
+    from rubricflow.study.harness import rerender
+
+    claim = {"a": "outcome", "b": "outcome", "metric": "accuracy", "b_metric": "s_a", "direction": "higher"}
+    cfg = harness_cfg(tmp_path, study={"claims": [claim]})
+    units = [{"variant": "outcome", "seed": s, "metrics": {"accuracy": 0.5 + d, "s_a": 0.4}}
+             for s, d in ((1, 0.1), (2, 0.2), (3, 0.15))]
+    src = tmp_path / "old.json"
+    src.write_text(json.dumps({"study": "rucl", "units": units, "claims": [claim], "untrained": [],
+                               "variants": ["outcome"], "overrides": {"outcome": {}}, "seeds": [1, 2, 3]}))
+    out = rerender(cfg, "rucl", src, report_name="again", exploratory=True)
+    (c,) = json.loads(open(out["reports"]["json"]).read())["claims"]
+    assert c["b_metric"] == "s_a" and c["diffs"] == pytest.approx({"1": 0.2, "2": 0.3, "3": 0.25})

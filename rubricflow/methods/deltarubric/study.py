@@ -190,7 +190,7 @@ def run_unit(ucfg: Any, unit: Unit, udir: Path, run: Any, secret_resolver=None) 
     metrics["start_steps"] = bars.get("steps")
     first = train_out["curve"][0] if train_out is not None and train_out["curve"] else {}
     metrics["flat_step0"] = first.get("planner/flat_groups")
-    metrics.update(start_metrics(dr.sft.out_dir))
+    metrics.update(start_metrics(dr.sft.out_dir, unit.seed))
     return {"metrics": metrics, "eval_samples": table["n"], "own_mode": own, "probe_curve": curve,
             "by_category": {m: modes[m]["by_category"] for m in MODES},
             "train": None if train_out is None else {k: train_out[k] for k in ("steps", "resumed_from", "run_time_s")
@@ -203,15 +203,16 @@ START_METRICS = ("start_val_oracle_gap", "start_val_deciding", "start_val_exhaus
                  "start_val_reading", "start_flat_improvement", "start_flat_absolute")
 
 
-def start_metrics(sft_dir: str | Path) -> dict[str, float | None]:
-    """``START_METRICS`` of the per-seed start whose warm start is ``sft_dir`` (``<start>/sft``, ``start_overrides``;
-    every value None without a per-seed start): the oracle gap (reference checklist minus the planner's own, val
-    accuracy), the planner's deciding share, the static-exhaustive / generative / reading judges' val accuracy, and the
-    share of flat planner groups of one rollout under the relative and the absolute reward."""
+def start_metrics(sft_dir: str | Path, seed: int) -> dict[str, float | None]:
+    """``START_METRICS`` of ``seed``'s per-seed start whose warm start is ``sft_dir`` (``<start>/sft``,
+    ``start_overrides``; every value None without a start of that seed there): the oracle gap (reference checklist
+    minus the planner's own, val accuracy), the planner's deciding share, the static-exhaustive / generative / reading
+    judges' val accuracy, and the share of flat planner groups of one rollout under the relative and the absolute
+    reward."""
     from rubricflow.study.seed_start import read_start
 
     rec = read_start(Path(sft_dir).parent) or {}
-    s = rec.get("summary") or {}
+    s = (rec.get("summary") or {}) if rec.get("seed") == seed else {}
 
     def diff(a: str, b: str) -> float | None:
         return None if s.get(a) is None or s.get(b) is None else s[a] - s[b]

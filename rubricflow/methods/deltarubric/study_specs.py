@@ -317,9 +317,10 @@ def _wide_rl_studies() -> tuple[StudyDecl, ...]:
     recipe, steps = WIDE_RL_RECIPE, WIDE_RL_STEPS
     tune = StudyDecl(
         "deltarubric_wide_tune", lambda: wide_tune_spec(recipe, steps),
-        f"Chooses the GRPO lr of the RL studies on the wide pairs on val (issue 39, item 4): lrs 1e-4, 3e-4, 1e-3, "
-        f"each trained {steps} steps x 8 pairs for DeltaRubric and the generative and reading controls on seeds "
-        "2501, 2502 (each with its own wide warm start), scored by their mean own-mode val accuracy.")
+        f"Chooses the GRPO lr of the RL studies on the wide pairs on val (issue 39, item 4): lrs "
+        f"{', '.join(f'{v:g}' for v in WIDE_TUNE_LRS.values())}, each trained {steps} steps x 8 pairs for "
+        f"{', '.join(WIDE_TUNE_JUDGES)} on seeds {', '.join(map(str, WIDE_TUNE_SEEDS))} (each with its own wide warm "
+        "start), scored by their mean own-mode val accuracy.")
     if WIDE_RL_LR is None:
         return (tune,)
     lr = WIDE_RL_LR
