@@ -201,9 +201,10 @@ def wide_start_spec() -> StudySpec:
 # on the 2 cores two at a time, by bench/deltarubric_rl_budget.py run alone with a fifth of the time left for the
 # probes and evaluations it does not time (docs/bench/deltarubric_rl_budget-xeon2.txt); warm starts are outside it.
 # Fixed once measured, whatever the runs then take. Each is set from its report before the studies that need it are
-# registered (None: not yet).
-WIDE_RL_RECIPE: str | None = None
-WIDE_RL_STEPS: int | None = None
+# registered (None: not yet): the recipe by the rule for the case that none is eligible (the recipe whose starts met
+# their bars on more seeds), the steps by the bench.
+WIDE_RL_RECIPE: str | None = "h64-lr3e-3"  # no recipe eligible; the fallback rule: starts met on 2 of 3 seeds
+WIDE_RL_STEPS: int | None = 30  # the bench's `fits 90 min` (docs/bench/deltarubric_rl_budget-xeon2.txt)
 WIDE_RL_TRAIN: dict[str, Any] = {**BUDGET, "deltarubric.train.grpo.prompts_per_step": 8,
                                  "deltarubric.sft.max_restarts": 2, "deltarubric.eval.exhaustive": "budget"}
 
