@@ -441,8 +441,7 @@ def rerender(
     if old.get("study") != name:
         raise ConfigError(f"{source}: is a report of study {old.get('study')!r}, not {name!r}")
     spec = study_spec(cfg, name)
-    keep = ("a", "b", "metric", "b_metric", "direction", "margin", "exploratory", "name")
-    claims = [Claim(**{k: c[k] for k in keep if k in c}) for c in old["claims"]]
+    claims = [Claim(**{k: c[k] for k in Claim.model_fields if k in c}) for c in old["claims"]]
     keys = {c.key for c in claims}
     pres = [p.model_copy(update={"added_after_results": True, "gates": [g for g in p.gates if g in keys]})
             for p in spec.preconditions if any(g in keys for g in p.gates)]

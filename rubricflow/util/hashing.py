@@ -103,13 +103,19 @@ def code_hash(*targets: str | Path) -> str:
     the version of the training code, independent of git. A target written ``-<module or path>`` leaves that file or
     folder out of the others (e.g. a package's study declarations, which reach a unit through its config, not its
     code)."""
-    skip = {f.resolve() for t in targets if str(t).startswith("-") for f in _files(str(t)[1:], excluded=True)}
+    skip: set[Path] = set()
+    for t in targets:
+        if str(t).startswith("-"):
+            p = _target_path(str(t)[1:])
+            if not p.exists():  # a typo would exclude nothing, silently
+                raise FileNotFoundError(f"code_hash: nothing to leave out at {t} ({p} does not exist)")
+            skip |= {f.resolve() for f in _files(p)}
     h = hashlib.sha256()
     for t in targets:
         if str(t).startswith("-"):
             continue
         p = _target_path(t)
-        for f in _files(t):
+        for f in _files(p):
             if f.resolve() in skip:
                 continue
             rel = f.relative_to(p).as_posix() if p.is_dir() else f.name
@@ -122,10 +128,7 @@ def _target_path(t: str | Path) -> Path:
     return Path(t) if isinstance(t, Path) or "/" in str(t) else _module_path(str(t))
 
 
-def _files(t: str | Path, excluded: bool = False) -> list[Path]:
-    p = _target_path(t)
-    if excluded and not p.exists():  # a typo would exclude nothing, silently
-        raise FileNotFoundError(f"code_hash: nothing to leave out at -{t} ({p} does not exist)")
+def _files(p: Path) -> list[Path]:
     return sorted(p.rglob("*.py")) if p.is_dir() else [p]
 
 
