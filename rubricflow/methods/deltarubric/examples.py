@@ -40,6 +40,7 @@ between judge modes is only fair when every mode's output format was taught equa
 
 from __future__ import annotations
 
+import functools
 import random
 from typing import NamedTuple
 
@@ -119,19 +120,15 @@ def pair_examples(pair: PreferencePair, cfg: DRSFTConfig, rng: random.Random, se
         return PairExample(role, "verifier", [c.text for c in checks], verifier_target(q, checks, verdict, form), q,
                            reading)
 
-    exhaustive: dict[int, tuple[PreferencePair, list, str | None]] = {}
-
+    @functools.cache
     def exhaustive_of(v: int) -> tuple[PreferencePair, list, str | None]:
         """Variant ``v``'s pair, its static-exhaustive checklist and the verdict that checklist supports (the noise
         rule when it favours neither): one draw, shared by the verifier's exhaustive example and the generative
         judge's second turn on the same keys, so both controls are taught one verdict for one checklist."""
-        if v not in exhaustive:
-            q = _shown(pair, v)
-            ex = exhaustive_checks(q, MAX_CHECKS)
-            verdict = facts_verdict(q, [c.id for c in ex]) or _coin(cfg, f"exhaustive-verdict/{seed}/{pair.id}/{v}",
-                                                                     q.preferred)
-            exhaustive[v] = (q, ex, verdict)
-        return exhaustive[v]
+        q = _shown(pair, v)
+        ex = exhaustive_checks(q, MAX_CHECKS)
+        return q, ex, facts_verdict(q, [c.id for c in ex]) or _coin(cfg, f"exhaustive-verdict/{seed}/{pair.id}/{v}",
+                                                                    q.preferred)
 
     out: list[PairExample] = []
     if cfg.planner:

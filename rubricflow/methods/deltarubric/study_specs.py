@@ -85,18 +85,25 @@ def deltarubric_spec() -> StudySpec:
 TUNE_LRS = {"lr3e-5": 3e-5, "lr1e-4": 1e-4, "lr3e-4": 3e-4}
 
 
+def lr_tune_spec(base: dict[str, Any], lrs: dict[str, float], judges: tuple[str, ...], **spec: Any) -> StudySpec:
+    """A GRPO lr chosen on val: the untrained start (``sft``) and, per lr of ``lrs``, each of ``judges`` trained with
+    ``base`` at that lr; a setting is one lr, scored by its judges' mean own-mode val accuracy (the highest wins, ties
+    to the first listed). ``spec``: the rest of the study (seeds, metrics, out_dir, ...)."""
+    dr = "deltarubric.train"
+    variants: dict[str, dict[str, Any]] = {"sft": dict(base)}
+    settings: dict[str, list[str]] = {}
+    for setting, lr in lrs.items():
+        for judge in judges:
+            variants[f"{judge}-{setting}"] = {**base, f"{dr}.judge": judge, f"{dr}.grpo.lr": lr}
+            settings.setdefault(setting, []).append(f"{judge}-{setting}")
+    return StudySpec(method="deltarubric", variants=variants, untrained=["sft"], eval_split="val", per_seed_start=True,
+                     selection=Selection(metric="accuracy", direction="higher", settings=settings), **spec)
+
+
 def deltarubric_tune_spec() -> StudySpec:
     """Chooses the study's GRPO lr on val (``rubricflow study deltarubric_tune``)."""
-    dr = "deltarubric.train"
-    variants: dict[str, dict[str, Any]] = {"sft": dict(BUDGET)}
-    settings: dict[str, list[str]] = {}
-    for setting, lr in TUNE_LRS.items():
-        for judge in ("deltarubric", "reading"):
-            variants[f"{judge}-{setting}"] = {**BUDGET, f"{dr}.judge": judge, f"{dr}.grpo.lr": lr}
-            settings.setdefault(setting, []).append(f"{judge}-{setting}")
-    return StudySpec(method="deltarubric", seeds=[11, 22], variants=variants, untrained=["sft"], metrics=list(METRICS),
-                     eval_split="val", selection=Selection(metric="accuracy", direction="higher", settings=settings),
-                     per_seed_start=True, out_dir="artifacts/studies/deltarubric_tune")
+    return lr_tune_spec(BUDGET, TUNE_LRS, ("deltarubric", "reading"), seeds=[11, 22], metrics=list(METRICS),
+                        out_dir="artifacts/studies/deltarubric_tune")
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -235,18 +242,9 @@ WIDE_RL_SEEDS_B = [2701, 2702, 2703, 2704, 2705]
 
 def wide_tune_spec(recipe: str, steps: int) -> StudySpec:
     """``deltarubric_wide_tune``: chooses the GRPO lr of the RL studies on the wide pairs on val."""
-    dr = "deltarubric.train"
-    base = wide_rl_base(recipe, steps)
-    variants: dict[str, dict[str, Any]] = {"sft": dict(base)}
-    settings: dict[str, list[str]] = {}
-    for setting, lr in WIDE_TUNE_LRS.items():
-        for judge in WIDE_TUNE_JUDGES:
-            variants[f"{judge}-{setting}"] = {**base, f"{dr}.judge": judge, f"{dr}.grpo.lr": lr}
-            settings.setdefault(setting, []).append(f"{judge}-{setting}")
-    return StudySpec(method="deltarubric", seeds=list(WIDE_TUNE_SEEDS), variants=variants, untrained=["sft"],
-                     metrics=list(WIDE_METRICS), eval_split="val", per_seed_start=True,
-                     selection=Selection(metric="accuracy", direction="higher", settings=settings),
-                     profile="tiny", shared_hint=WIDE_PAIRS_HINT, out_dir="artifacts/studies/deltarubric_wide_tune")
+    return lr_tune_spec(wide_rl_base(recipe, steps), WIDE_TUNE_LRS, WIDE_TUNE_JUDGES, seeds=list(WIDE_TUNE_SEEDS),
+                        metrics=list(WIDE_METRICS), profile="tiny", shared_hint=WIDE_PAIRS_HINT,
+                        out_dir="artifacts/studies/deltarubric_wide_tune")
 
 
 # The claims (Holm across the four that are not exploratory) and the preconditions that gate them, per seed on at
@@ -263,10 +261,7 @@ WIDE_CLAIMS = [
     Claim(a="deltarubric", b="sft", metric="dec_deltarubric", direction="higher", exploratory=True),
     Claim(a="deltarubric", b="sft", metric="planner_gain", direction="higher", exploratory=True),
 ]
-_RL = "deltarubric vs sft (accuracy)"
-_STATIC = "deltarubric vs static-exhaustive (accuracy)"
-_GEN = "deltarubric vs generative (accuracy)"
-_ABS = "deltarubric vs absolute (accuracy)"
+_RL, _STATIC, _GEN, _ABS, _READ = (c.key for c in WIDE_CLAIMS[:5])
 
 
 def wide_preconditions() -> list[Precondition]:
@@ -292,7 +287,7 @@ def wide_preconditions() -> list[Precondition]:
             "the planner's gain over it is the list's loss)", minus="sft"),
         pre("generative decides", "generative", "accuracy", 0.55, [_GEN],
             "the trained generative control at least 0.55 in its own mode"),
-        pre("reading decides", "reading", "accuracy", 0.55, ["deltarubric vs reading (accuracy)"],
+        pre("reading decides", "reading", "accuracy", 0.55, [_READ],
             "the trained reading judge at least 0.55 in its own mode"),
     ]
 
