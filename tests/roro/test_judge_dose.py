@@ -217,6 +217,10 @@ def test_the_long_dose_study_differs_from_roro_long_checked_only_in_the_process_
     assert len(dose.seeds) == 5 and not set(dose.seeds) & (used | set(long.seeds))
     registered = [(c.a, c.b, c.metric) for c in dose.claims if not c.exploratory]
     assert registered == [(a, b, "chain_pair_range_auc") for a, b in LONG_CLAIMS]
+    (coin,) = dose.preconditions  # the coin's claims need the coin at chance
+    assert (coin.variant, coin.metric, coin.direction) == ("noisy-0.5", "scorer_val_expected_acc", "lower")
+    assert coin.gates == [c.key for c in dose.claims if not c.exploratory and "noisy-0.5" in (c.a, c.b)] and \
+        len(coin.gates) == 2
 
 
 def test_a_long_dose_oracle_unit_measures_its_scorer_on_routes_it_builds_after_its_routers(tmp_path):

@@ -39,7 +39,7 @@ from rubricflow.methods.roro.study.specs import STUDY_COST_WEIGHTS
 from rubricflow.methods.roro.study.unit import build_own_routes, own_routes, run_roro_unit, unit_kind
 from rubricflow.methods.roro.study.report import PAIR_METRICS, _finite, _pair, pair_metric, report_extra
 from rubricflow.registry import StudyDecl
-from rubricflow.study.spec import Claim, StudySpec
+from rubricflow.study.spec import Claim, Precondition, StudySpec
 from rubricflow.study.stats import t_interval
 
 # This module is loaded at every CLI start (the registry); the environment, Judge and router modules load torch,
@@ -340,9 +340,11 @@ def judge_dose_spec() -> StudySpec:
 # enough without the Judge's ordering? Fresh seeds; every unit rebuilds the environment from its seed, as in roro_long,
 # with roro_long's router start; the scorer variants as in roro_judge_dose plus noisy-0.5, less the exact reader (the
 # families' ceiling, measured in roro_family_ceiling, is not this study's question). Registered claims (Holm
-# over three, chain-exact over the common cost range, paired per seed): the oracle vs outcome-only (room, confirmed
-# in this environment), the coin vs outcome-only (a dense score without information), the oracle vs the coin (the
-# information itself); the other levels against both references are exploratory.
+# over three, chain-exact over the common cost range, paired per seed): the oracle vs outcome-only (room here, which
+# roro_long did not show), the coin vs outcome-only (a dense term without information, with what it does to the
+# other advantages under batch-std scaling: it widens the reward's spread, so the outcome and cost advantages shrink),
+# the oracle vs the coin (the information itself); the other levels against both references are exploratory. The
+# coin claims are gated on the coin being at chance by its calibration (its expected val process-pair accuracy).
 LONG_DOSE_SEEDS = [2101, 2102, 2103, 2104, 2105]
 LONG_TARGETS = (0.5, *TARGETS)
 LONG_CLAIMS = (("oracle-process", "outcome-only"), ("noisy-0.5", "outcome-only"), ("oracle-process", "noisy-0.5"))
@@ -367,8 +369,14 @@ def long_dose_spec() -> StudySpec:
     explored = [Claim(a=v, b=ref, metric="chain_pair_range_auc", direction="higher", exploratory=True)
                 for v in (*(f"noisy-{t:g}" for t in LONG_TARGETS), "oracle-process")
                 for ref in REFERENCES if (v, ref) not in keys]
+    coin = Precondition(
+        name="the coin is at chance", variant="noisy-0.5", metric="scorer_val_expected_acc", direction="lower",
+        threshold=0.55, min_share=1.0, gates=[c.key for c in registered if "noisy-0.5" in (c.a, c.b)],
+        description="the coin's expected process-pair accuracy over the calibration draws on the seed's val pairs at "
+        "most 0.55 on every seed (its own draw on a few pairs is reported beside it, not gated: sampling noise)")
     return StudySpec.model_validate({**base.model_dump(), "seeds": LONG_DOSE_SEEDS, "variants": variants,
                                      "claims": [c.model_dump() for c in (*registered, *explored)],
+                                     "preconditions": [coin.model_dump()],
                                      "out_dir": "artifacts/studies/roro_long_dose"})
 
 
