@@ -25,7 +25,8 @@ from flows.cli.base import load_cfg, state
 from rubricflow import registry
 from rubricflow.config import ConfigError
 from rubricflow.data.validate import ValidationFailed
-from rubricflow.study.harness import UnitsUnfinished, rerender, run_study
+from rubricflow.study.harness import UnitsUnfinished, run_study
+from rubricflow.study.rerender import rerender
 from rubricflow.study.harness import report_only as write_report_only
 from tasks.ray_runner import check_address, connect_address
 import tasks.secrets

@@ -150,3 +150,27 @@ def test_bytecode_caches_are_not_part_of_a_code_dependency():
     assert ignore.is_ignored_file(str(pkg / "__pycache__" / "core.cpython-311.pyc"))
     assert ignore.is_ignored_file(str(pkg / "core.pyc"))
     assert not ignore.is_ignored_file(str(pkg / "core.py"))
+
+
+def test_study_stages_run_registered_studies_on_the_data_they_read():
+    """Each `rubricflow study <name>` stage of studies/dvc.yaml names a registered study, and a study that reads pairs
+    outside the main pipeline (the wide pairs) depends on the stage that builds them, whose command is the one the
+    study prints when they are missing."""
+    from rubricflow import registry
+    from rubricflow.methods.deltarubric import study_specs
+
+    stages = yaml.safe_load((ROOT / "studies/dvc.yaml").read_text())["stages"]
+    registered = registry.studies()
+    study_stages = {n: st["cmd"].removeprefix("rubricflow study ") for n, st in stages.items()
+                    if st["cmd"].startswith("rubricflow study ")}
+    assert set(study_stages.values()) <= set(registered)
+    assert {"deltarubric_wide_start", "deltarubric_wide_tune"} <= set(study_stages.values())
+
+    build = stages["deltarubric_pairs_wide"]
+    wide_dir = study_specs.WIDE_PAIRS["deltarubric.pairs.out_dir"]
+    assert build["cmd"] == study_specs.WIDE_PAIRS_COMMAND and build["outs"] == [wide_dir]
+    assert study_specs.WIDE_PAIRS_COMMAND in study_specs.WIDE_PAIRS_HINT
+    for name, study in study_stages.items():
+        spec = registered[study][1].spec()
+        if spec.shared_hint == study_specs.WIDE_PAIRS_HINT:
+            assert wide_dir in stages[name]["deps"], name

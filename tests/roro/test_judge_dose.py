@@ -11,6 +11,7 @@ from rubricflow.config import config_from_dict
 from rubricflow.methods.roro.study.judge_dose import dose_table, judge_dose_spec
 from rubricflow.methods.roro.judge.pairs import Pair
 from rubricflow.methods.roro.env.oracles import (
+    SIGMA_MAX,
     NoisyOracleScorer,
     ReaderScorer,
     calibrate_sigma,
@@ -65,6 +66,12 @@ def test_calibration_hits_the_target_accuracy_on_synthetic_pairs():
         assert (cal["n_process_pairs"], cal["base_accuracy"]) == (300, 1.0)
         sigmas.append(cal["sigma"])
     assert sigmas == sorted(sigmas, reverse=True) and sigmas[-1] > 0  # less accuracy, more noise
+    # chance: the widest noise, a coin per route (clipped to 0 or 1 on nearly every route), ordering about half
+    coin = calibrate_sigma(pairs, routes, 0.5, seed=3, base=base, draws=40)
+    assert coin["sigma"] == SIGMA_MAX and coin["expected"] == pytest.approx(0.5, abs=0.02)
+    scores = [NoisyOracleScorer(coin["sigma"], 3, base=base).score(t) for t in routes]
+    assert sum(s in (0.0, 1.0) for s in scores) >= 0.95 * len(scores)
+    assert 0.4 < sum(s == 1.0 for s in scores) / len(scores) < 0.6
     # an outcome pair is no process pair: it is not calibrated on
     with pytest.raises(ValueError, match="no process pairs"):
         calibrate_sigma([Pair("p", 0, 1, "outcome")], routes, 0.8, seed=3, base=base)
@@ -137,7 +144,8 @@ def test_dose_methods_are_router_runs_of_their_own():
                          "outcome-cw0.2"}
     assert runs["noisy0.7-cw0.1"].method == "oracle-noisy" and runs["reader-cw0.2"].process_weight == 0.5
     with pytest.raises(Exception, match="noisy_target_acc"):
-        config_from_dict({}, overrides={"roro.router.noisy_target_acc": 0.5})
+        config_from_dict({}, overrides={"roro.router.noisy_target_acc": 0.49})
+    assert config_from_dict({}, overrides={"roro.router.noisy_target_acc": 0.5}).roro.router.noisy_target_acc == 0.5
     spec = judge_dose_spec()
     assert spec.seeds == [11, 22] and spec.method == "roro_dose"
     assert {v: o.get("roro.router.noisy_target_acc") for v, o in spec.variants.items() if v.startswith("noisy")} == {
@@ -186,3 +194,57 @@ def test_dose_table_pairs_each_level_with_the_references():
     d = row["test_minus_outcome-only"]
     assert d["values"][0] == d["values"][1] > 0 and row["val_minus_outcome-only"]["values"] == d["values"]
     assert row["test_minus_threshold"]["values"] == []  # no threshold unit: no pair
+
+
+def test_the_long_dose_study_differs_from_roro_long_checked_only_in_the_process_score():
+    """Fresh seeds; outcome-only, threshold and the oracle exactly as roro_long_checked runs them (environment, router
+    start, sweep); each noisy level adds only its scorer, the coin (noisy-0.5) among them; three registered claims."""
+    import json
+    from pathlib import Path
+
+    from rubricflow.methods.roro.study.judge_dose import LONG_CLAIMS
+    from rubricflow.registry import studies
+
+    dose, long = studies()["roro_long_dose"][1].spec(), studies()["roro_long_checked"][1].spec()
+    for v in ("outcome-only", "threshold", "oracle-process"):
+        assert dose.variants[v] == long.variants[v], v
+    for t in (0.5, 0.6, 0.7, 0.8, 0.9):
+        o = dose.variants[f"noisy-{t:g}"]
+        assert o == {**long.variants["oracle-process"], "roro.router.methods": ["oracle-noisy"],
+                     "roro.router.noisy_target_acc": t}
+    ledger = json.loads((Path(__file__).parents[2] / "reports/studies/seed_ledger.json").read_text())
+    used = {s for e in ledger if e["study"] != "roro_long_dose" for s in e["seeds"]}
+    assert len(dose.seeds) == 5 and not set(dose.seeds) & (used | set(long.seeds))
+    registered = [(c.a, c.b, c.metric) for c in dose.claims if not c.exploratory]
+    assert registered == [(a, b, "chain_pair_range_auc") for a, b in LONG_CLAIMS]
+    (coin,) = dose.preconditions  # the coin's claims need the coin at chance
+    assert (coin.variant, coin.metric, coin.direction) == ("noisy-0.5", "scorer_val_expected_acc", "lower")
+    assert coin.gates == [c.key for c in dose.claims if not c.exploratory and "noisy-0.5" in (c.a, c.b)] and \
+        len(coin.gates) == 2
+
+
+def test_a_long_dose_oracle_unit_measures_its_scorer_on_routes_it_builds_after_its_routers(tmp_path):
+    """In the long-chain environment the oracle unit (whose router reads no pairs) builds its own routes and pairs
+    after its routers, so its scorer's accuracy is measured on this seed's environment and its routers train as the
+    roro study's oracle unit does; the coin unit's scorer orders its pairs about as a coin does."""
+    import json
+
+    from rubricflow.study.harness import run_study
+
+    study = {"seeds": [5], "out_dir": str(tmp_path / "studies"), "report_dir": str(tmp_path / "reports")}
+    small = {"task": {"n_train": 4, "n_test": 4}, "router": {"grpo": {"steps": 1, "group_size": 2,
+                                                                      "prompts_per_step": 2, "checkpoint_every": 0},
+                                                             "checkpoint_dir": str(tmp_path / "ckpt")},
+             "eval": {"judge_problems": 2}, "data_dir": str(tmp_path / "data"), "out_dir": str(tmp_path / "out")}
+    cfg = config_from_dict({"reports_dir": str(tmp_path / "reports"), "roro": small,
+                            "study": {"roro_long_dose": study}})
+    out = run_study(cfg, "roro_long_dose", variants=["oracle-process", "noisy-0.5"])
+    assert (out["units"], out["ran"]) == (2, 2)
+    units = {v: json.loads((tmp_path / "studies" / v / "seed5" / "result.json").read_text())
+             for v in ("oracle-process", "noisy-0.5")}
+    for u in units.values():
+        assert u["environment"]["pairs"]  # built under the unit's own data directory
+        assert (tmp_path / "studies" / u["variant"] / "seed5" / "data" / "pairs.parquet").exists()
+    oracle, coin = units["oracle-process"]["metrics"], units["noisy-0.5"]["metrics"]
+    assert oracle["scorer_val_process_acc"] == 1.0 and oracle["noise_sigma"] == 0.0  # on this seed's val pairs
+    assert coin["noise_sigma"] == SIGMA_MAX and coin["scorer_val_expected_acc"] == pytest.approx(0.5, abs=0.1)

@@ -44,7 +44,7 @@ def tiny_roro(tmp_path) -> RoRoConfig:
 
 
 @pytest.mark.slow
-def test_roro_pipeline_end_to_end(tmp_path):
+def test_roro_pipeline_end_to_end(tmp_path, capsys):
     rc = tiny_roro(tmp_path)
     m = run_models(rc)
     assert m["slm_params"] < m["lrm_params"]
@@ -89,8 +89,13 @@ def test_roro_pipeline_end_to_end(tmp_path):
         else:  # process: same outcome, same number of LRM calls
             assert c.outcome == r.outcome and c.lrm_calls == r.lrm_calls
 
+    capsys.readouterr()
     rj = run_rubricor_judge(rc)
     assert [(r["round"], r["phase"]) for r in rj["rounds"]] == [(0, "warm"), (1, "judge"), (1, "rubricor")]
+    # one progress line per phase, with what the phase measured
+    lines = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("roro rubricor-judge: ")]
+    assert [ln.split(":")[1].strip().split(" (")[0] for ln in lines] == ["phase 1/3", "phase 2/3", "phase 3/3"]
+    assert all(f"accuracy {r['val_pairwise_acc']:.3f} over" in ln for r, ln in zip(rj["rounds"], lines))
     assert all(0.0 <= r["val_pairwise_acc"] <= 1.0 for r in rj["rounds"])
     assert all(r["val_n_pairs"] == p["val_pairs"] for r in rj["rounds"])  # measured on the val pairs
     kept = [r for r in rj["rounds"] if r["selected"]]  # the best val accuracy (ties: the earliest) is kept
@@ -103,6 +108,9 @@ def test_roro_pipeline_end_to_end(tmp_path):
     rt = run_router(rc)
     tags = [r["tag"] for r in rt["runs"]]
     assert tags == ["roro-cw0.5", "oracle-cw0.5", "outcome-cw0.5"]
+    lines = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("roro router: ")]
+    assert [ln.split(":")[1].strip() for ln in lines] == [f"{i}/3 {t}" for i, t in enumerate(tags, 1)]
+    assert all(ln.split(": ")[2].startswith("3 steps in ") for ln in lines)
     assert all(r["steps"] == 3 for r in rt["runs"])
     assert rt["judge_calls"] > 0  # the RoRo router's reward asked the Judge
     assert sorted(x.name for x in router_dir(rc).glob("*.pt")) == ["oracle-cw0.5.pt", "outcome-cw0.5.pt",

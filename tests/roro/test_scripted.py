@@ -262,12 +262,15 @@ def test_the_checked_study_differs_from_roro_fresh_in_what_the_judge_reads_the_s
 def test_the_long_checked_study_differs_from_roro_long_in_what_the_judge_reads_and_the_seeds():
     import json
 
-    from rubricflow.methods.roro.study.specs import LONG_SEEDS_CHECKED, roro_long_checked_spec, roro_long_spec
+    from rubricflow.methods.roro.study.specs import (LONG_SEEDS_CHECKED, LONG_SEEDS_CHECKED_B,
+                                                     roro_long_checked_spec, roro_long_spec)
     from rubricflow.registry import studies
 
     a, c = roro_long_spec(), roro_long_checked_spec()
     ledger = json.loads((Path(__file__).parents[2] / "reports/studies/seed_ledger.json").read_text())
-    assert c.seeds == LONG_SEEDS_CHECKED and not set(c.seeds) & {s for e in ledger for s in e["seeds"]}
+    used = {s for e in ledger if e["study"] != "roro_long_checked" for s in e["seeds"]}  # by any other study
+    assert c.seeds == LONG_SEEDS_CHECKED and not set(c.seeds) & used
+    assert not set(LONG_SEEDS_CHECKED_B) & (used | set(c.seeds))
     checked = {"roro.rubricor_judge.judge_reads": "checked", "roro.rubricor_judge.tokenizer_reads": "checked"}
     for name, o in c.variants.items():
         assert o == {**a.variants[name], **checked}

@@ -141,7 +141,7 @@ def test_a_claims_hash_names_its_second_metric_and_a_one_metric_claims_hash_is_u
 
 
 def test_a_rerendered_report_keeps_a_claim_on_two_metrics(tmp_path):
-    from rubricflow.study.harness import rerender
+    from rubricflow.study.rerender import rerender
 
     claim = {"a": "outcome", "b": "outcome", "metric": "accuracy", "b_metric": "s_a", "direction": "higher"}
     cfg = harness_cfg(tmp_path, study={"claims": [claim]})

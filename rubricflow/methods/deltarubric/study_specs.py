@@ -138,9 +138,13 @@ WIDE_SETTING: dict[str, Any] = {
     "deltarubric.sft.max_steps": 3000, "deltarubric.sft.max_restarts": 1,
     "deltarubric.train.verifier_max_tokens": 224,
 }
-WIDE_PAIRS_HINT = ("build the wide pairs first: rubricflow " + " ".join(
-    f"--set {k}={v}" if not isinstance(v, list) else f"--set '{k}=[{','.join(v)}]'" for k, v in WIDE_PAIRS.items())
-    + " deltarubric-pairs")
+# The command that builds them (the stage `deltarubric_pairs_wide` of studies/dvc.yaml runs it); its report goes under
+# reports/deltarubric-wide/ so the main pipeline's reports/deltarubric_pairs.json stays the narrow pairs'.
+WIDE_PAIRS_COMMAND = "rubricflow " + " ".join(
+    [f"--set {k}={v}" if not isinstance(v, list) else f"--set '{k}=[{','.join(v)}]'" for k, v in WIDE_PAIRS.items()]
+    + ["--set reports_dir=reports/deltarubric-wide", "deltarubric-pairs"])
+WIDE_PAIRS_HINT = (f"build the wide pairs first: `{WIDE_PAIRS_COMMAND}` (or `rubricflow repro "
+                   "studies/dvc.yaml:deltarubric_pairs_wide`)")
 # The recipes compared (each builds its own start per seed: a start group), fixed before the runs: the narrow pairs'
 # width and lr, and the same width at a third of the lr (the 128-wide base at 3e-3 read no image exactly in 1200
 # steps on the counting scenes; depth 4 and width 128 at 1.5e-3 did not copy the counts either).

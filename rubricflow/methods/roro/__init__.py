@@ -47,7 +47,8 @@ METHOD = Method(
     adapters=(ADAPTER, judge_tune.ADAPTER, judge_dose.ADAPTER),
     studies=tuple(pin_reading(d) for d in (*STUDIES, judge_tune.STUDY, judge_tune.FAMILIES_STUDY,
                                             judge_tune.READS_STUDY, judge_tune.CHECKED_STUDY,
-                                            judge_tune.ONE_TOKENIZER_STUDY, judge_dose.STUDY)),
+                                            judge_tune.ONE_TOKENIZER_STUDY, judge_dose.STUDY,
+                                            judge_dose.LONG_STUDY)),
     summary=summary_lines,
     commands=COMMANDS,
 )

@@ -414,10 +414,12 @@ class RouterConfig(Section):
         "the best a Judge can do under them); both synthetic problems only (rubricflow.methods.roro.env.oracles).",
     )
     noisy_target_acc: float = Field(
-        0.8, gt=0.5, le=1.0,
+        0.8, ge=0.5, le=1.0,
         description="'oracle-noisy' only: the val process-pair accuracy (ties 0.5) the corrupted oracle is calibrated "
         "to, by bisection on the noise scale for the noise draw of `roro.seed` (1.0, or any target at or above the "
-        "oracle's own accuracy: no noise, the oracle itself). The accuracy reached is in the router summary.",
+        "oracle's own accuracy: no noise, the oracle itself; 0.5: the widest noise, a coin per route that carries "
+        "nothing of its process, the control for a dense score without information). The accuracy reached is in the "
+        "router summary.",
     )
     process_weight: float = Field(
         0.5, ge=0,

@@ -101,7 +101,8 @@ def calibrate_sigma(pairs: Sequence[Pair], trajectories: Sequence[Trajectory], t
     the train routes the router learns from). So ``sigma`` depends on the target and the pairs only; the accuracy
     the unit's draw (``seed``) reaches on these pairs is ``reached``, reported beside the ``expected`` one.
     ``target`` at or above the accuracy at ``sigma = 0`` (``base_accuracy``) gives ``sigma = 0``: the base score
-    itself. Raises ValueError when there is no process pair or the target is not in (0, 1]."""
+    itself; a target of 0.5 (chance) or below gives ``sigma_max``, where the clipped score is a coin per route in all
+    but name. Raises ValueError when there is no process pair or the target is not in (0, 1]."""
     if not 0.0 < target <= 1.0:
         raise ValueError(f"target accuracy {target!r}: expected a number in (0, 1]")
     pp = process_pairs(pairs, trajectories)
@@ -123,7 +124,7 @@ def calibrate_sigma(pairs: Sequence[Pair], trajectories: Sequence[Trajectory], t
     if target >= a0:
         return {**out, "sigma": 0.0, "expected": a0, "reached": a0}
     lo, hi = 0.0, sigma_max
-    if expected(hi) >= target:  # below what even the widest noise gives (about 0.5): as noisy as it gets
+    if target <= 0.5 or expected(hi) >= target:  # chance, or below what the widest noise gives: as noisy as it gets
         lo = hi
     else:
         for _ in range(steps):

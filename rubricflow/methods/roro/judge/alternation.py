@@ -43,6 +43,7 @@ from collections.abc import Callable
 import torch
 
 from rubricflow.util.io import write_json
+from rubricflow.pipeline.progress import progress
 from rubricflow.methods.roro.config import RoRoConfig, RubricLMConfig, RubricorJudgeConfig
 from rubricflow.methods.roro.judge.scoring import judge_scores, process_scores
 from rubricflow.methods.roro.judge.pairs import Pair, read_trajectory_pairs
@@ -310,19 +311,27 @@ def alternate(
                        {k: v.detach().clone() for k, v in rubricor.model.state_dict().items()}))
         rows.append(row)
         clock[0] = time.perf_counter()
+        bar.advance(val_pairwise_acc=held["pairwise_acc"])
+        process = held.get("acc_process")
+        print(f"roro rubricor-judge: phase {len(rows)}/{n_phases} (round {round_} {phase}): val pairwise accuracy "
+              f"{held['pairwise_acc']:.3f} over {held['n_pairs']:.0f} pairs"
+              + (f" (process pairs {process:.3f})" if process is not None else "") + f", {row['phase_s']:.0f} s",
+              flush=True)
         if log is not None:
             log(row)
 
-    evaluate(0, "warm", {})
-    for r in range(1, rj_cfg.rounds + 1):
-        rubrics = write_rubrics(rubricor, views, train_pids)
-        jm = judge_phase(judge, rubrics, views, trajectories, train_pairs, rj_cfg.judge, rj_cfg.seed + 100 * r)
-        evaluate(r, "judge", jm)
-        rm = rubricor_phase(rubricor, judge, views, trajectories, train_pairs, rj_cfg.rubricor,
-                            rj_cfg.seed + 100 * r + 1, rj_cfg.rubricor_problems, rj_cfg.score_samples,
-                            rj_cfg.score_temperature, rj_cfg.fixed_families, rj_cfg.score_mode,
-                            FAMILY_SETS[rj_cfg.families])
-        evaluate(r, "rubricor", rm)
+    n_phases = 1 + 2 * rj_cfg.rounds
+    with progress("roro rubricor-judge", total=n_phases) as bar:
+        evaluate(0, "warm", {})
+        for r in range(1, rj_cfg.rounds + 1):
+            rubrics = write_rubrics(rubricor, views, train_pids)
+            jm = judge_phase(judge, rubrics, views, trajectories, train_pairs, rj_cfg.judge, rj_cfg.seed + 100 * r)
+            evaluate(r, "judge", jm)
+            rm = rubricor_phase(rubricor, judge, views, trajectories, train_pairs, rj_cfg.rubricor,
+                                rj_cfg.seed + 100 * r + 1, rj_cfg.rubricor_problems, rj_cfg.score_samples,
+                                rj_cfg.score_temperature, rj_cfg.fixed_families, rj_cfg.score_mode,
+                                FAMILY_SETS[rj_cfg.families])
+            evaluate(r, "rubricor", rm)
     keep = select_phase(rows, rj_cfg.select_on)  # chosen on val pairs; test pairs are never read here
     judge.model.load_state_dict(states[keep][0])
     rubricor.model.load_state_dict(states[keep][1])

@@ -37,6 +37,7 @@ from models.generation.zero3 import zero3_world
 from rubricflow.grpo.checkpoint import MetricsHistory, code_hash, content_hash
 from rubricflow.grpo.engine import make_engine
 from rubricflow.grpo.export import full_state_dict
+from rubricflow.pipeline.progress import progress
 from rubricflow.grpo.trainer import GRPOTrainer
 from rubricflow.grpo.types import Episode
 from rubricflow.grpo.updater import GRPOUpdater
@@ -359,18 +360,23 @@ def run_router(rc: RoRoConfig, log: Callable[[str, dict], None] | None = None) -
         for stale in list(out_dir.glob("*.pt")) + list((out_dir / "history").glob("*.json")):
             stale.unlink()  # routers of an earlier sweep must not show up in the evaluation
     summaries = []
-    for run in runs:
-        router, summ = train_router(run, env, probs, rc.router, scorers.get(run.method, scorer),
-                                    rc.router.checkpoint_dir, rc.seed, log=log, fingerprints=fps, key_parts=key_parts,
-                                    start_thresholds=rc.eval.thresholds,
-                                    prescore=rc.trajectories.enumerate_routes)
-        history = summ.pop("history")
-        if main:
-            save_router(router, out_dir / f"{run.tag}.pt",
-                        meta={"tag": run.tag, "method": run.method, "process_weight": run.process_weight,
-                              "cost_weight": run.cost_weight})
-            write_json(out_dir / "history" / f"{run.tag}.json", history)
-        summaries.append(summ)
+    with progress("roro router", total=len(runs), show=main) as bar:
+        for i, run in enumerate(runs, 1):
+            router, summ = train_router(run, env, probs, rc.router, scorers.get(run.method, scorer),
+                                        rc.router.checkpoint_dir, rc.seed, log=log, fingerprints=fps,
+                                        key_parts=key_parts, start_thresholds=rc.eval.thresholds,
+                                        prescore=rc.trajectories.enumerate_routes)
+            history = summ.pop("history")
+            if main:
+                save_router(router, out_dir / f"{run.tag}.pt",
+                            meta={"tag": run.tag, "method": run.method, "process_weight": run.process_weight,
+                                  "cost_weight": run.cost_weight})
+                write_json(out_dir / "history" / f"{run.tag}.json", history)
+                bar.advance()
+                print(f"roro router: {i}/{len(runs)} {run.tag}: {summ['steps']} steps in {summ['train_s']:.0f} s, "
+                      f"last steps' train accuracy {summ['final_train_accuracy']:.3f} at LRM cost "
+                      f"{summ['final_train_cost_frac']:.3f}", flush=True)
+            summaries.append(summ)
     out = {
         "runs": summaries,
         "judge_calls": len(scorer.cache) if scorer else 0,

@@ -36,10 +36,10 @@ from rubricflow.methods.roro.env.problems import problems
 from rubricflow.methods.roro.paths import cache_path, pairs_path, trajectories_path
 from rubricflow.methods.roro.study.unit import ADAPTER as RORO_ADAPTER
 from rubricflow.methods.roro.study.specs import STUDY_COST_WEIGHTS
-from rubricflow.methods.roro.study.unit import run_roro_unit, unit_kind
+from rubricflow.methods.roro.study.unit import build_own_routes, own_routes, run_roro_unit, unit_kind
 from rubricflow.methods.roro.study.report import PAIR_METRICS, _finite, _pair, pair_metric, report_extra
 from rubricflow.registry import StudyDecl
-from rubricflow.study.spec import Claim, StudySpec
+from rubricflow.study.spec import Claim, Precondition, StudySpec
 from rubricflow.study.stats import t_interval
 
 # This module is loaded at every CLI start (the registry); the environment, Judge and router modules load torch,
@@ -142,6 +142,8 @@ def run_dose_unit(ucfg: Any, unit, udir: Path, run: Any, secret_resolver=None) -
     res = run_roro_unit(ucfg, unit, udir, run, secret_resolver)
     rc = ucfg.roro
     kind = unit_kind(rc)
+    if kind == "oracle-process" and own_routes(rc):  # its router needs no pairs; its scorer's accuracy reads them
+        res["environment"] = build_own_routes(rc)  # after the router, whose training stays the roro study's
     env = make_env(rc, cache_path(rc))
     val = _val_curve(rc, env, kind)
     acc = _scorer_accuracy(rc, env, kind, res.get("dose") or {}) if kind in CHECKED_ROUTERS else {}
@@ -331,6 +333,53 @@ def judge_dose_spec() -> StudySpec:
                      out_dir="artifacts/studies/roro_judge_dose")
 
 
+# The dose-response in the long-chain environment, declared while roro_long_checked ran, after roro_long (whose RoRo
+# routers beat outcome-only on average with a Judge that ordered 0.42 of the test process pairs, a gate that study
+# had failed): where the route matters, which accuracy of the process score beats outcome-only, and does a score with
+# no information about the route (noisy-0.5: the widest noise, a coin per route) do as well, i.e. is a dense reward
+# enough without the Judge's ordering? Fresh seeds; every unit rebuilds the environment from its seed, as in roro_long,
+# with roro_long's router start; the scorer variants as in roro_judge_dose plus noisy-0.5, less the exact reader (the
+# families' ceiling, measured in roro_family_ceiling, is not this study's question). Registered claims (Holm
+# over three, chain-exact over the common cost range, paired per seed): the oracle vs outcome-only (room here, which
+# roro_long did not show), the coin vs outcome-only (a dense term without information, with what it does to the
+# other advantages under batch-std scaling: it widens the reward's spread, so the outcome and cost advantages shrink),
+# the oracle vs the coin (the information itself); the other levels against both references are exploratory. The
+# coin claims are gated on the coin being at chance by its calibration (its expected val process-pair accuracy).
+LONG_DOSE_SEEDS = [2101, 2102, 2103, 2104, 2105]
+LONG_TARGETS = (0.5, *TARGETS)
+LONG_CLAIMS = (("oracle-process", "outcome-only"), ("noisy-0.5", "outcome-only"), ("oracle-process", "noisy-0.5"))
+
+
+def long_dose_spec() -> StudySpec:
+    from rubricflow.methods.roro.study.specs import LONG_ENV, LONG_ROUTER_START
+
+    base = judge_dose_spec()
+    task = {"roro.task.answer": "value", **LONG_ENV, "roro.rubricor_judge.judge_reads": "checked",
+            "roro.rubricor_judge.tokenizer_reads": "checked"}
+    trained = {**base.variants["outcome-only"], "roro.router.start": LONG_ROUTER_START}
+    variants = {
+        "outcome-only": {**task, **trained},
+        "threshold": {**task, **base.variants["threshold"]},
+        **{f"noisy-{t:g}": {**task, **trained, "roro.router.methods": ["oracle-noisy"],
+                            "roro.router.noisy_target_acc": t} for t in LONG_TARGETS},
+        "oracle-process": {**task, **trained, "roro.router.methods": ["oracle-process"]},
+    }
+    registered = [Claim(a=a, b=b, metric="chain_pair_range_auc", direction="higher") for a, b in LONG_CLAIMS]
+    keys = {(c.a, c.b) for c in registered}
+    explored = [Claim(a=v, b=ref, metric="chain_pair_range_auc", direction="higher", exploratory=True)
+                for v in (*(f"noisy-{t:g}" for t in LONG_TARGETS), "oracle-process")
+                for ref in REFERENCES if (v, ref) not in keys]
+    coin = Precondition(
+        name="the coin is at chance", variant="noisy-0.5", metric="scorer_val_expected_acc", direction="lower",
+        threshold=0.55, min_share=1.0, gates=[c.key for c in registered if "noisy-0.5" in (c.a, c.b)],
+        description="the coin's expected process-pair accuracy over the calibration draws on the seed's val pairs at "
+        "most 0.55 on every seed (its own draw on a few pairs is reported beside it, not gated: sampling noise)")
+    return StudySpec.model_validate({**base.model_dump(), "seeds": LONG_DOSE_SEEDS, "variants": variants,
+                                     "claims": [c.model_dump() for c in (*registered, *explored)],
+                                     "preconditions": [coin.model_dump()],
+                                     "out_dir": "artifacts/studies/roro_long_dose"})
+
+
 STUDY = StudyDecl(
     "roro_judge_dose", judge_dose_spec,
     "The Judge-quality dose-response (issue 40, item 1; `rubricflow study roro_judge_dose`, seeds 11 and 22): "
@@ -338,4 +387,13 @@ STUDY = StudyDecl(
     "(oracle-noisy), the oracle itself and an exact reader of the warm Rubricor's rubrics, against outcome-only and "
     "the threshold router; chain-exact accuracy over the common cost range on val and test against the scorer's "
     "accuracy (rubricflow.methods.roro.study.judge_dose).",
+)
+
+LONG_STUDY = StudyDecl(
+    "roro_long_dose", long_dose_spec,
+    "The Judge-quality dose-response in the long-chain environment (`rubricflow study roro_long_dose`, seeds "
+    "2101-2105, each rebuilding the environment): roro_judge_dose's noisy and oracle scorers plus noisy-0.5 (the "
+    "widest noise, a coin per route: a dense reward without information), with roro_long's router start; "
+    "registered claims (Holm): the oracle vs outcome-only, the coin vs outcome-only, the oracle vs the coin "
+    "(rubricflow.methods.roro.study.judge_dose).",
 )

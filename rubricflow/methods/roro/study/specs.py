@@ -360,6 +360,9 @@ def roro_long_spec() -> StudySpec:
 # its claims are fresh-seed confirmations of roro_long's where that study could test them, and RoRo's claims are
 # tested where the checked Judge passes the gate.
 LONG_SEEDS_CHECKED = [1901, 1902, 1903, 1904, 1905]
+# Its confirmation set, declared before any of roro_long_checked's units reported: the same study, unchanged, on
+# seeds 2001-2005 (`--seeds 2001,2002,2003,2004,2005 --report-name roro_long_checked-seeds-b`).
+LONG_SEEDS_CHECKED_B = [2001, 2002, 2003, 2004, 2005]
 
 
 def roro_long_checked_spec() -> StudySpec:
@@ -404,8 +407,9 @@ STUDIES = (
               "Adds the claim that the oracle-process router beats the threshold (`rubricflow study roro_long`)."),
     StudyDecl("roro_long_checked", roro_long_checked_spec, "roro_long with the tiny profile's Judge (the problem "
               "and each step's check against it, one tokenizer for both readings: roro.rubricor_judge.judge_reads / "
-              "tokenizer_reads checked), on fresh seeds 1901-1905, with roro_long's variants, router start, claims "
-              "and preconditions (declared before its units ran; `rubricflow study roro_long_checked`)."),
+              "tokenizer_reads checked), on fresh seeds 1901-1905 (a second set 2001-2005 with `--seeds "
+              "2001,2002,2003,2004,2005 --report-name roro_long_checked-seeds-b`), with roro_long's variants, router "
+              "start, claims and preconditions (declared before its units ran; `rubricflow study roro_long_checked`)."),
     StudyDecl("roro_long_router", long_router_spec, "Chooses the router's start (coin or threshold imitation) for "
               "the long-chain environment on val (`rubricflow study roro_long_router`; seeds 11, 22, 33): the "
               "oracle-process router under each start against the threshold router; the best mean val chain-exact "

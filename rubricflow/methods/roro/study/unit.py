@@ -68,7 +68,7 @@ def _unit_overrides(vcfg: Any, name: str, spec: StudySpec, unit: Unit, udir: Pat
     # (task.draw_per_unit) its step models are and each unit draws its own problems
     rc = vcfg.roro
     env = {**({"roro.scripted.seed": unit.seed} if rc.scripted_env else {}),
-           **own_draw(unit, udir)} if _own_routes(rc) else {}
+           **own_draw(unit, udir)} if own_routes(rc) else {}
     return {
         **env,
         "roro.seed": unit.seed,  # router initialisation
@@ -84,7 +84,7 @@ def _unit_overrides(vcfg: Any, name: str, spec: StudySpec, unit: Unit, udir: Pat
     }
 
 
-def _own_routes(rc) -> bool:
+def own_routes(rc) -> bool:
     """Each unit builds its own problems, routes and pairs (the scripted environment, or task.draw_per_unit)."""
     return rc.scripted_env or rc.task.draw_per_unit
 
@@ -170,7 +170,7 @@ def run_roro_unit(ucfg: Any, unit: Unit, udir: Path, run: Any, secret_resolver=N
     rc = ucfg.roro
     kind = unit_kind(rc)
     out: dict[str, Any] = {"kind": kind}
-    if _own_routes(rc) and kind in ("roro", "oracle-noisy", "exact-reader"):  # they read this unit's routes and pairs
+    if own_routes(rc) and kind in ("roro", "oracle-noisy", "exact-reader"):  # they read this unit's routes and pairs
         out["environment"] = build_own_routes(rc)
     if kind == "roro":  # the alternation reads the routes and the pairs
         log_judge_inputs(run, rc)
