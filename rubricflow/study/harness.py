@@ -371,7 +371,7 @@ def report_study(
                                     ordered)
     entries = provenance.ledger_entries(name, stem, spec.claims, ordered, engine, state.commit)
     paths, agg = write_ledgered(name, stem, spec, ordered, info, entries, exploratory, method.report_extras,
-                                 method.pair_metric)
+                                method.pair_metric)
     if track:
         _finish_parent(cfg, paths)
     if agg["invalid_values"]:

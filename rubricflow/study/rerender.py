@@ -77,7 +77,7 @@ def rerender(
     entries = provenance.ledger_entries(name, stem, claims, results, engine, old.get("git_commit") or "unknown")
     # the method's sections are not rebuilt: the source's JSON extras are kept as they were
     paths, agg = write_ledgered(name, stem, rspec, results, info, entries, exploratory,
-                                 pair_metric=pair_metric if pair_metrics else None, json_extras=old.get("extras"))
+                                pair_metric=pair_metric if pair_metrics else None, json_extras=old.get("extras"))
     return {"units": len(results), "reports": {k: str(p) for k, p in paths.items()},
             "preconditions": {p["name"]: "holds" if p["holds"] else "fails" for p in agg["preconditions"]},
             "claims": {c["key"]: {"raw": c["verdict_raw"], "adjusted": c["verdict"]} for c in agg["claims"]}}
