@@ -35,7 +35,7 @@ from rubricflow.methods.roro.config import CHECKED_ROUTERS
 from rubricflow.methods.roro.env.problems import problems
 from rubricflow.methods.roro.paths import cache_path, pairs_path, trajectories_path
 from rubricflow.methods.roro.study.unit import ADAPTER as RORO_ADAPTER
-from rubricflow.methods.roro.study.specs import STUDY_COST_WEIGHTS
+from rubricflow.methods.roro.study.specs import STUDY_COST_WEIGHTS, roro_long_checked_spec
 from rubricflow.methods.roro.study.unit import build_own_routes, own_routes, run_roro_unit, unit_kind
 from rubricflow.methods.roro.study.report import PAIR_METRICS, _finite, _pair, pair_metric, report_extra
 from rubricflow.registry import StudyDecl
@@ -351,18 +351,16 @@ LONG_CLAIMS = (("oracle-process", "outcome-only"), ("noisy-0.5", "outcome-only")
 
 
 def long_dose_spec() -> StudySpec:
-    from rubricflow.methods.roro.study.specs import LONG_ENV, LONG_ROUTER_START
-
+    """``roro_long_dose``: roro_long_checked's outcome-only, threshold and oracle-process variants as that study runs
+    them (environment, Judge reading, router start, sweep), and each noisy level as its oracle with the noisy scorer
+    in place of the exact one; roro_judge_dose's metrics."""
     base = judge_dose_spec()
-    task = {"roro.task.answer": "value", **LONG_ENV, "roro.rubricor_judge.judge_reads": "checked",
-            "roro.rubricor_judge.tokenizer_reads": "checked"}
-    trained = {**base.variants["outcome-only"], "roro.router.start": LONG_ROUTER_START}
+    long = roro_long_checked_spec().variants
     variants = {
-        "outcome-only": {**task, **trained},
-        "threshold": {**task, **base.variants["threshold"]},
-        **{f"noisy-{t:g}": {**task, **trained, "roro.router.methods": ["oracle-noisy"],
+        **{v: long[v] for v in ("outcome-only", "threshold")},
+        **{f"noisy-{t:g}": {**long["oracle-process"], "roro.router.methods": ["oracle-noisy"],
                             "roro.router.noisy_target_acc": t} for t in LONG_TARGETS},
-        "oracle-process": {**task, **trained, "roro.router.methods": ["oracle-process"]},
+        "oracle-process": long["oracle-process"],
     }
     registered = [Claim(a=a, b=b, metric="chain_pair_range_auc", direction="higher") for a, b in LONG_CLAIMS]
     keys = {(c.a, c.b) for c in registered}
