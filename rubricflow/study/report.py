@@ -90,9 +90,9 @@ def render_markdown(name: str, agg: Mapping, info: Mapping, chosen: Mapping | No
             f"Selection on {split}: each setting's score is the mean over its variants of their mean "
             f"{chosen['metric']} ({chosen['direction']} is better){rule}.",
             "",
-            "| setting | variants | score | " + "".join(f"{c} | " for c in cost) + ("guard | " if g else "")
-            + ("preconditions | " if pre else "") + "selected |",
-            "|---|---|---|" + "---|" * len(cost) + ("---|" if g else "") + ("---|" if pre else "") + "---|",
+            "| setting | variants | score | score per seed | " + "".join(f"{c} | " for c in cost)
+            + ("guard | " if g else "") + ("preconditions | " if pre else "") + "selected |",
+            "|---|---|---|---|" + "---|" * len(cost) + ("---|" if g else "") + ("---|" if pre else "") + "---|",
         ]
         for k, v in chosen["settings"].items():
             members = ", ".join(f"{m} {_fmt(x)}" for m, x in v["means"].items())
@@ -101,7 +101,9 @@ def render_markdown(name: str, agg: Mapping, info: Mapping, chosen: Mapping | No
             if pre:
                 guard += ("hold | " if v.get("preconditions_ok") else
                           "fail: " + ", ".join(v.get("preconditions_failed", [])) + " | ")
-            lines.append(f"| {k} | {members} | {_fmt(v['score'])} | {costs}{guard}"
+            per_seed = v.get("per_seed")
+            seeds = ", ".join(f"{seed}: {_fmt(x)}" for seed, x in per_seed.items()) if per_seed else "n/a"
+            lines.append(f"| {k} | {members} | {_fmt(v['score'])} | {seeds} | {costs}{guard}"
                          f"{'**selected**' if k == chosen['selected'] else ''} |")
         fb = chosen.get("fallback")
         if fb:
@@ -111,6 +113,11 @@ def render_markdown(name: str, agg: Mapping, info: Mapping, chosen: Mapping | No
                       "variants: " + (", ".join(f"{k} {_fmt(x)}" for k, x in fb["scores"].items())
                                       if fb["scores"] else fb.get("why_none", "")) + "."]
         lines += ["", f"**selected: {chosen['selected']}**"]
+        if chosen.get("grid_end") is not None:
+            lines += ["", f"**{chosen['grid_end']} is an end of the grid**: where the study's rule extends the grid "
+                      "one step past its winning end, that step runs before the choice is used."]
+        elif chosen.get("grid") and chosen.get("selected") is not None:
+            lines += ["", "The winner is inside the grid."]
     bad = agg.get("invalid_values") or []
     if bad:
         lines += ["", f"**{len(bad)} value(s) are not finite numbers and are left out of the means and claims:** "

@@ -150,6 +150,13 @@ class Selection(Section):
         "methods in every setting's list order), else nothing is selected. The report says when it decided.",
     )
 
+    grid: bool = Field(
+        False,
+        description="The settings are one hyperparameter's values in order (a grid). The report then says when the "
+        "winner is an end of the grid, where a declared rule extends the grid one step past it before the choice is "
+        "used (the report does not extend it).",
+    )
+
     @model_validator(mode="after")
     def _cost_with_tolerance(self) -> Selection:
         if (self.guard_metric is None) != (self.guard_baseline is None):

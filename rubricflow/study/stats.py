@@ -246,6 +246,20 @@ def _defined(row: Mapping[str, Any], metric: str) -> bool:
     return stats.get("mean") is not None and (values is None or len(values) == len(row.get("seeds", values)))
 
 
+def _per_seed(agg: Mapping[str, Any], members: Sequence[str], metric: str) -> dict[str, float] | None:
+    """A setting's score seed by seed (the mean over its variants of their value on that seed), where every variant
+    has the metric on the same seeds: how far the settings' order moves between seeds. None otherwise."""
+    per: list[dict[str, float]] = []
+    for v in members:
+        values = ((agg["variants"].get(v) or {}).get(metric) or {}).get("values")
+        if not isinstance(values, Mapping) or not values:
+            return None
+        per.append({str(seed): x for seed, x in values.items()})
+    if any(set(p) != set(per[0]) for p in per):
+        return None
+    return {seed: sum(p[seed] for p in per) / len(per) for seed in per[0]}
+
+
 def select(agg: Mapping[str, Any], selection: Selection | Mapping | None) -> dict[str, Any] | None:
     """The setting a selection study chooses (``Selection``): per setting, the mean over its variants of their mean
     ``metric`` over seeds; the best score wins (ties: the first setting listed), or, with ``tolerance``, the cheapest
@@ -267,7 +281,8 @@ def select(agg: Mapping[str, Any], selection: Selection | Mapping | None) -> dic
     scores: dict[str, Any] = {}
     for setting, members in groups.items():
         means, score = mean_of(members, sel.metric)
-        scores[setting] = {"variants": list(members), "means": means, "score": score}
+        scores[setting] = {"variants": list(members), "means": means, "score": score,
+                           "per_seed": _per_seed(agg, members, sel.metric)}
         if sel.cost:
             scores[setting]["cost"] = [mean_of(members, c)[1] for c in sel.cost]
     if sel.guard_metric is not None:
@@ -295,7 +310,11 @@ def select(agg: Mapping[str, Any], selection: Selection | Mapping | None) -> dic
             best = min(near, key=lambda k: tuple(scores[k]["cost"]))  # min keeps the first of equal costs
         else:
             best = next(k for k in eligible if sign * scores[k]["score"] == top)
+    order = list(groups)
+    grid_end = (best if sel.grid and best is not None and len(order) >= 2 and best in (order[0], order[-1])
+                else None)
     return {"metric": sel.metric, "direction": sel.direction, "tolerance": sel.tolerance, "cost": list(sel.cost),
+            "grid": sel.grid, "grid_end": grid_end,
             "guard": None if sel.guard_metric is None else {"metric": sel.guard_metric, "baseline": sel.guard_baseline,
                                                             "margin": sel.guard_margin},
             "require_preconditions": sel.require_preconditions,

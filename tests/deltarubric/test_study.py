@@ -320,6 +320,11 @@ def test_the_wide_rl_studies_differ_from_the_start_in_one_setting_each_and_gate_
     assert tune.eval_split == "val" and not set(tune.seeds) & set(ss.WIDE_RL_SEEDS)
     for names in tune.selection.settings.values():
         assert {tune.variants[v]["deltarubric.train.judge"] for v in names} == set(ss.WIDE_TUNE_JUDGES)
+    # a grid in increasing lr, so the report names a winning end (the rule extends the grid past it) and ties go low
+    assert tune.selection.grid and list(tune.selection.settings) == list(ss.WIDE_TUNE_LRS)
+    assert list(ss.WIDE_TUNE_LRS.values()) == sorted(ss.WIDE_TUNE_LRS.values())
+    with pytest.raises(ValueError, match="increasing"):
+        ss.lr_tune_spec({}, {"lr1e-3": 1e-3, "lr3e-5": 3e-5}, ("deltarubric",), seeds=[1])
     # registered only once what they need is set: the recipe and the budget (the tune), then the lr (the studies)
     names = lambda: [d.name for d in ss._wide_rl_studies()]  # noqa: E731
     monkeypatch.setattr(ss, "WIDE_RL_RECIPE", "h64-lr3e-3")

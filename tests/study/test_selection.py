@@ -40,6 +40,35 @@ def test_selection_scores_each_setting_over_its_variants():
     assert select(agg, None) is None
 
 
+def test_a_grid_selection_names_a_winning_end_and_gives_each_setting_per_seed():
+    """A grid's winner at either end is named (the rule that extends the grid reads it), one inside is not; every
+    setting's score comes seed by seed (the mean over its variants on that seed), and both reach the report."""
+    from rubricflow.study.report import render_markdown
+    from rubricflow.study.spec import Selection
+    from rubricflow.study.stats import select
+
+    def chosen(acc_lo, acc_mid, acc_hi, grid=True):
+        results = _results({
+            "a-lo": {1: {"acc": acc_lo}, 2: {"acc": acc_lo + 0.1}}, "b-lo": {1: {"acc": acc_lo}, 2: {"acc": acc_lo}},
+            "a-mid": {1: {"acc": acc_mid}, 2: {"acc": acc_mid}}, "b-mid": {1: {"acc": acc_mid}, 2: {"acc": acc_mid}},
+            "a-hi": {1: {"acc": acc_hi}, 2: {"acc": acc_hi}}, "b-hi": {1: {"acc": acc_hi}, 2: {"acc": acc_hi}},
+        })
+        agg = aggregate(results, [], ["acc"])
+        sel = Selection(metric="acc", grid=grid, settings={k: [f"a-{k}", f"b-{k}"] for k in ("lo", "mid", "hi")})
+        return agg, select(agg, sel)
+
+    agg, top = chosen(0.5, 0.6, 0.7)
+    assert (top["selected"], top["grid_end"]) == ("hi", "hi")
+    assert top["settings"]["lo"]["per_seed"] == {"1": pytest.approx(0.5), "2": pytest.approx(0.55)}
+    md = render_markdown("tune", agg, {"eval_split": "val"}, top)
+    assert "**hi is an end of the grid**" in md and "| lo | a-lo 0.550, b-lo 0.500 | 0.525 | 1: 0.500, 2: 0.550 |" in md
+    assert chosen(0.7, 0.6, 0.5)[1]["grid_end"] == "lo"
+    agg, inside = chosen(0.5, 0.7, 0.6)
+    assert (inside["selected"], inside["grid_end"]) == ("mid", None)
+    assert "The winner is inside the grid." in render_markdown("tune", agg, {"eval_split": "val"}, inside)
+    assert chosen(0.5, 0.6, 0.7, grid=False)[1]["grid_end"] is None  # settings that are not one grid: no end
+
+
 def test_a_setting_whose_metric_is_missing_on_some_seeds_is_not_eligible():
     from rubricflow.study.stats import select
 
@@ -201,8 +230,8 @@ def test_a_setting_whose_precondition_fails_is_not_eligible_when_the_rule_requir
 
     md = render_markdown("capacity", agg, {"eval_split": "val"}, chosen)
     assert "a setting is eligible only if every precondition on its variants holds" in md
-    assert "| best | best 0.850 | 0.850 | fail: reaches the threshold (best) |  |" in md
-    assert "| steady | steady 0.840 | 0.840 | hold | **selected** |" in md
+    assert "| best | best 0.850 | 0.850 | 1: 0.900, 2: 0.700, 3: 0.950 | fail: reaches the threshold (best) |  |" in md
+    assert "| steady | steady 0.840 | 0.840 | 1: 0.840, 2: 0.840, 3: 0.840 | hold | **selected** |" in md
     # a precondition that gates no claim gates the setting: the report says so
     free = [p.model_copy(update={"gates": []}) for p in pres]
     md = render_markdown("capacity", aggregate(rows, [], ["acc"], preconditions=free), {"eval_split": "val"}, chosen)

@@ -88,7 +88,11 @@ TUNE_LRS = {"lr3e-5": 3e-5, "lr1e-4": 1e-4, "lr3e-4": 3e-4}
 def lr_tune_spec(base: dict[str, Any], lrs: dict[str, float], judges: tuple[str, ...], **spec: Any) -> StudySpec:
     """A GRPO lr chosen on val: the untrained start (``sft``) and, per lr of ``lrs``, each of ``judges`` trained with
     ``base`` at that lr; a setting is one lr, scored by its judges' mean own-mode val accuracy (the highest wins, ties
-    to the first listed). ``spec``: the rest of the study (seeds, metrics, out_dir, ...)."""
+    to the first listed). ``lrs`` in increasing order: a grid, whose winning end the report names. ``spec``: the rest
+    of the study (seeds, metrics, out_dir, ...)."""
+    values = list(lrs.values())
+    if values != sorted(set(values)):
+        raise ValueError(f"lr_tune_spec: the lrs must be increasing and distinct (a grid), got {values}")
     dr = "deltarubric.train"
     variants: dict[str, dict[str, Any]] = {"sft": dict(base)}
     settings: dict[str, list[str]] = {}
@@ -97,7 +101,8 @@ def lr_tune_spec(base: dict[str, Any], lrs: dict[str, float], judges: tuple[str,
             variants[f"{judge}-{setting}"] = {**base, f"{dr}.judge": judge, f"{dr}.grpo.lr": lr}
             settings.setdefault(setting, []).append(f"{judge}-{setting}")
     return StudySpec(method="deltarubric", variants=variants, untrained=["sft"], eval_split="val", per_seed_start=True,
-                     selection=Selection(metric="accuracy", direction="higher", settings=settings), **spec)
+                     selection=Selection(metric="accuracy", direction="higher", settings=settings, grid=True),
+                     **spec)
 
 
 def deltarubric_tune_spec() -> StudySpec:
@@ -231,8 +236,10 @@ WIDE_METRICS = [*METRICS, *START_METRICS]
 # The lr grid of `deltarubric_wide_tune` and its rule (as `deltarubric_tune`'s): every judge the study trains with
 # the same settings (DeltaRubric, whose lr the absolute planner reward shares; the generative and reading controls)
 # on two seeds of their own, each lr scored by their mean own-mode val accuracy (an unusable verdict counts as
-# wrong); the highest wins, ties to the first listed. Where an end of the grid wins, the grid is extended one step
-# past it (3e-5 or 3e-3) on the same seeds before the study, and the study takes the extended grid's winner.
+# wrong); the highest wins, ties to the first listed. Where an end of the grid wins (the report names it), the grid is
+# extended one step past it (3e-5 or 3e-3) on the same seeds before the study, and the study takes the extended grid's
+# winner; the grid stays in increasing order (3e-5 first, 3e-3 last), so a tie goes to the lower lr. Fixed before any
+# of the tune's units finished.
 WIDE_TUNE_LRS = {"lr1e-4": 1e-4, "lr3e-4": 3e-4, "lr1e-3": 1e-3}
 WIDE_TUNE_JUDGES = ("deltarubric", "generative", "reading")
 WIDE_TUNE_SEEDS = [2501, 2502]
