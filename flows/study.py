@@ -35,6 +35,7 @@ from rubricflow.util.env import configure_threads
 from rubricflow.study.harness import (
     SharedOutputsMissing,
     Unit,
+    inputs_differ,
     plan,
     report_study,
     require_shared,
@@ -237,7 +238,8 @@ def study(
             results = {u: unit_task(name, u.variant, u.seed, **args) for u in units}
         ran = sum(not r["skipped"] for r in results.values())
         return report_study(cfg, name, spec, units, results, n_ran=ran, track=track, report_name=report_name,
-                            extra_info={"inputs_differ": {}}, exploratory=exploratory)
+                            extra_info={"inputs_differ": inputs_differ(cfg, name, spec, results)},
+                            exploratory=exploratory)
     finally:
         if previous is None:
             os.environ.pop("RUBRICFLOW_PIPELINE_ID", None)

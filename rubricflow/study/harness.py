@@ -298,7 +298,8 @@ def run_study(
         # a unit another process finished while this one waited on its lock is reused, not counted as run here
         ran = sum(not results[u].get("skipped") for u in todo)
         return report_study(cfg, name, spec, units, results, n_ran=ran, track=track, report_name=report_name,
-                            extra_info={"inputs_differ": {}}, exploratory=exploratory)
+                            extra_info={"inputs_differ": inputs_differ(cfg, name, spec, results)},
+                            exploratory=exploratory)
     finally:
         if track and not previous:
             os.environ.pop("RUBRICFLOW_PIPELINE_ID", None)
@@ -321,22 +322,33 @@ def report_only(
     provenance.require_clean(provenance.code_state([spec.report_dir]), exploratory, f"study {name} --report-only")
     method = study_method(spec)
     results: dict[Unit, Mapping] = {}
-    missing, differ = [], {}
+    missing = []
     for u in units:
         r, problem = peek_result(unit_dir(spec, u) / RESULT_FILE)
         if r is None:
             missing.append(f"{u.key} ({problem})")
             continue
-        now = unit_inputs(unit_config(cfg, name, spec, u), u, method)
-        old = r.get("inputs") or {}
-        if changed := sorted(k for k in set(old) | set(now) if old.get(k) != now.get(k)):
-            differ[u.key] = changed
         results[u] = r
     if missing:
         raise UnitsUnfinished(f"study {name}: --report-only needs every unit finished; not finished: "
                               + ", ".join(missing))
     return report_study(cfg, name, spec, units, results, n_ran=0, report_name=report_name,
-                        extra_info={"inputs_differ": differ}, exploratory=exploratory)
+                        extra_info={"inputs_differ": inputs_differ(cfg, name, spec, results, method)},
+                        exploratory=exploratory)
+
+
+def inputs_differ(cfg: Any, name: str, spec: StudySpec, results: Mapping[Unit, Mapping],
+                  method: StudyMethod | None = None) -> dict[str, list[str]]:
+    """Per unit whose result was computed on other inputs than the current ones, the parts that differ (e.g. the
+    code changed while a long study ran, after the unit had started): what the report names beside the numbers."""
+    method = method or study_method(spec)
+    differ: dict[str, list[str]] = {}
+    for u, r in results.items():
+        now = unit_inputs(unit_config(cfg, name, spec, u), u, method)
+        old = r.get("inputs") or {}
+        if changed := sorted(k for k in set(old) | set(now) if old.get(k) != now.get(k)):
+            differ[u.key] = changed
+    return differ
 
 
 def report_study(

@@ -300,6 +300,28 @@ def test_report_only_runs_nothing_moves_nothing_and_names_units_on_other_inputs(
     assert not (unit_dir(spec, Unit("outcome", 11)) / "result.stale.json").exists()
 
 
+def test_a_unit_that_ran_while_the_code_changed_is_named_in_the_report_of_the_run(tmp_path, monkeypatch):
+    """The code changes while a study runs, after a unit started: the run keeps its result (it ran to the end), and
+    the report it writes names that unit and the part that differs instead of calling every input this commit's."""
+    import rubricflow.study.harness as harness
+
+    cfg = harness_cfg(tmp_path)
+    make_shared(tmp_path)
+    version = {"code": "before"}
+    monkeypatch.setattr(harness, "code_hash", lambda *targets: version["code"])
+
+    class EditsTheCode(FakeUnit):
+        def __call__(self, ucfg, unit, udir, run, secret_resolver):
+            version["code"] = "after"  # an edit lands while the first unit runs
+            return super().__call__(ucfg, unit, udir, run, secret_resolver)
+
+    run_study(cfg, "rucl", variants=["sft"], seeds=[11], unit_fn=EditsTheCode())
+    md = (tmp_path / "reports" / "studies" / "rucl.md").read_text()
+    assert "1 unit(s) finished on other inputs than this commit's (code differ)" in md
+    assert "sft/seed11" in md.split("finished on other inputs")[1]
+    assert "every unit's inputs are this commit's" not in md
+
+
 def test_two_runs_of_the_same_units_count_each_unit_once(tmp_path):
     """Two study processes on the same units: each unit runs once (the unit lock), and each run counts only the
     units it ran, not the ones it found finished after waiting on their lock."""

@@ -3,6 +3,7 @@ result.json with a checksum verified on reuse."""
 
 import json
 import threading
+import time
 
 import pytest
 from typer.testing import CliRunner
@@ -140,12 +141,16 @@ def test_the_report_is_written_under_its_own_lock(tmp_path, capsys):
     report = tmp_path / "reports" / "studies" / "rucl.md"
     stamp = report.stat().st_mtime_ns
     done = threading.Event()
+    err = ""
     with locked(tmp_path / "reports" / "studies" / ".rucl.lock", "test"):
         t = threading.Thread(target=lambda: (run_study(cfg, "rucl", variants=["outcome"], unit_fn=FakeUnit()),
                                              done.set()))
         t.start()
-        assert not done.wait(1.0)  # another writer holds the report
-        assert report.stat().st_mtime_ns == stamp
-    t.join(30)
+        deadline = time.monotonic() + 60  # until the second run waits on the lock (however slow the machine)
+        while "is in use by another process" not in err and time.monotonic() < deadline:
+            time.sleep(0.05)
+            err += capsys.readouterr().err
+        assert "report rucl of study rucl is in use by another process" in err
+        assert not done.is_set() and report.stat().st_mtime_ns == stamp  # another writer holds the report
+    t.join(60)
     assert done.is_set() and report.stat().st_mtime_ns >= stamp
-    assert "report rucl of study rucl is in use by another process" in capsys.readouterr().err
