@@ -105,6 +105,14 @@ def render_markdown(name: str, agg: Mapping, info: Mapping, chosen: Mapping | No
             seeds = ", ".join(f"{seed}: {_fmt(x)}" for seed, x in per_seed.items()) if per_seed else "n/a"
             lines.append(f"| {k} | {members} | {_fmt(v['score'])} | {seeds} | {costs}{guard}"
                          f"{'**selected**' if k == chosen['selected'] else ''} |")
+        gaps = {k: v["missing"] for k, v in chosen["settings"].items() if v.get("missing")}
+        if gaps:
+            def where(w) -> str:
+                return w if isinstance(w, str) else "seed " + ", ".join(map(str, w))
+
+            lines += ["", f"Not eligible, {chosen['metric']} missing: " + "; ".join(
+                f"{k} (" + ", ".join(f"{m} {where(w)}" for m, w in miss.items()) + ")" for k, miss in gaps.items())
+                + "."]
         fb = chosen.get("fallback")
         if fb:
             lines += ["", f"No setting has {chosen['metric']} on every unit; by the fallback rule (most_defined) the "

@@ -260,6 +260,21 @@ def _per_seed(agg: Mapping[str, Any], members: Sequence[str], metric: str) -> di
     return {seed: sum(p[seed] for p in per) / len(per) for seed in per[0]}
 
 
+def _missing(agg: Mapping[str, Any], members: Sequence[str], metric: str) -> dict[str, list[int] | str]:
+    """Where a setting lacks the metric: per variant, the seeds it ran without a value ("no units": it never ran)."""
+    out: dict[str, list[int] | str] = {}
+    for v in members:
+        row = agg["variants"].get(v)
+        if not row:
+            out[v] = "no units"
+            continue
+        values = (row.get(metric) or {}).get("values") or {}
+        have = {str(s) for s in values}
+        if gaps := [s for s in row.get("seeds", []) if str(s) not in have]:
+            out[v] = gaps
+    return out
+
+
 def select(agg: Mapping[str, Any], selection: Selection | Mapping | None) -> dict[str, Any] | None:
     """The setting a selection study chooses (``Selection``): per setting, the mean over its variants of their mean
     ``metric`` over seeds; the best score wins (ties: the first setting listed), or, with ``tolerance``, the cheapest
@@ -283,6 +298,8 @@ def select(agg: Mapping[str, Any], selection: Selection | Mapping | None) -> dic
         means, score = mean_of(members, sel.metric)
         scores[setting] = {"variants": list(members), "means": means, "score": score,
                            "per_seed": _per_seed(agg, members, sel.metric)}
+        if score is None:
+            scores[setting]["missing"] = _missing(agg, members, sel.metric)
         if sel.cost:
             scores[setting]["cost"] = [mean_of(members, c)[1] for c in sel.cost]
     if sel.guard_metric is not None:

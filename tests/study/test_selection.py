@@ -31,7 +31,14 @@ def test_selection_scores_each_setting_over_its_variants():
     assert chosen["settings"]["lo"]["score"] == pytest.approx(0.56)
     assert chosen["settings"]["hi"]["score"] == pytest.approx(0.51)
     assert chosen["settings"]["mid"]["score"] is None
+    assert chosen["settings"]["mid"]["missing"] == {"r-mid": [1, 2]} and "missing" not in chosen["settings"]["lo"]
     assert chosen["selected"] == "lo"
+    from rubricflow.study.report import render_markdown
+
+    md = render_markdown("tune", agg, {"eval_split": "val"}, chosen)
+    assert "Not eligible, acc missing: mid (r-mid seed 1, 2)." in md  # a missing unit is named, not only "n/a"
+    partial = select(agg, Selection(metric="acc", settings={"lo": ["o-lo", "r-lo"], "new": ["o-new", "r-lo"]}))
+    assert partial["settings"]["new"]["missing"] == {"o-new": "no units"}  # a variant left out of the run
     lower = select(agg, Selection(metric="acc", direction="lower", settings={"lo": ["o-lo", "r-lo"],
                                                                             "hi": ["o-hi", "r-hi"]}))
     assert lower["selected"] == "hi"
