@@ -40,6 +40,7 @@ from rubricflow.study.harness import (
     report_study,
     require_shared,
     run_unit,
+    start_order,
     study_spec,
 )
 from tasks.secrets import load_secret
@@ -165,27 +166,43 @@ def _check_tracking(cfg: Any, track: bool) -> None:
                           f"or run without tracking")
 
 
+def _submit(name: str, ordered: list[tuple[Unit, Optional[Unit]]], args: dict) -> dict:
+    """Every unit submitted in ``ordered``'s order, each after the unit it waits for (``start_order``)."""
+    futures: dict = {}
+    for u, after in ordered:
+        wait_for = [futures[after]] if after is not None else None
+        futures[u] = unit_task.submit(name, u.variant, u.seed, wait_for=wait_for, **args)
+    return futures
+
+
 @flow(name="study-units", log_prints=True)
-def study_units(name: str, units: list[tuple[str, int]], args: dict, resources: dict) -> dict:
-    """``units`` (variant, seed) as tasks of this sub-flow's task runner, each with Ray's ``resources``; returns
-    each unit's result by its key. :func:`units_on_ray` gives it prefect-ray's runner."""
+def study_units(name: str, units: list[tuple[str, int]], args: dict, resources: dict,
+                after: Optional[dict[str, tuple[str, int]]] = None) -> dict:
+    """``units`` (variant, seed) as tasks of this sub-flow's task runner, in that order, each with Ray's
+    ``resources`` and after the unit ``after`` names for its key (if any); returns each unit's result by its key.
+    :func:`units_on_ray` gives it prefect-ray's runner."""
     from prefect_ray.context import remote_options
 
     if args.get("worker"):
         _check_tracking(load_config(args["worker"]["params"], profile=args["profile"], overrides=args["overrides"]),
                         args["track"])
+    after = after or {}
+    ordered = [(Unit(v, s), Unit(*after[Unit(v, s).key]) if Unit(v, s).key in after else None) for v, s in units]
     with remote_options(**resources):
-        futures = {Unit(v, s): unit_task.submit(name, v, s, **args) for v, s in units}
+        futures = _submit(name, ordered, args)
     return {u.key: r for u, r in _collect(name, futures).items()}
 
 
-def units_on_ray(address: str, name: str, units: list[Unit], args: dict, cluster: Any) -> dict:
-    """Run ``units`` as Ray tasks: :func:`study_units` with prefect-ray's ``RayTaskRunner`` on ``address``."""
+def units_on_ray(address: str, name: str, ordered: list[tuple[Unit, Optional[Unit]]], args: dict,
+                 cluster: Any) -> dict:
+    """Run ``ordered`` (``start_order``) as Ray tasks: :func:`study_units` with prefect-ray's ``RayTaskRunner`` on
+    ``address``."""
     from tasks.ray_runner import task_runner, unit_resources
 
     on_ray = study_units.with_options(task_runner=task_runner(address))
-    by_key = on_ray(name, [(u.variant, u.seed) for u in units], args, unit_resources(cluster))
-    return {u: by_key[u.key] for u in units}
+    after = {u.key: (w.variant, w.seed) for u, w in ordered if w is not None}
+    by_key = on_ray(name, [(u.variant, u.seed) for u, _ in ordered], args, unit_resources(cluster), after)
+    return {u: by_key[u.key] for u, _ in ordered}
 
 
 @flow(name="study", log_prints=True)
@@ -231,9 +248,9 @@ def study(
             params = Path(os.environ.get("RUBRICFLOW_PARAMS", "params.yaml")).resolve()
             worker = {"root": os.getcwd(), "params": str(params), "threads": cfg.cluster.unit_cpus,
                       "env": {k: os.environ[k] for k in DRIVER_ENV if k in os.environ}}
-            results = units_on_ray(address, name, units, {**args, "worker": worker}, cfg.cluster)
+            results = units_on_ray(address, name, start_order(spec, units), {**args, "worker": worker}, cfg.cluster)
         elif fan_out:
-            results = _collect(name, {u: unit_task.submit(name, u.variant, u.seed, **args) for u in units})
+            results = _collect(name, _submit(name, start_order(spec, units), args))
         else:
             results = {u: unit_task(name, u.variant, u.seed, **args) for u in units}
         ran = sum(not r["skipped"] for r in results.values())

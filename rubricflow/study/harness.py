@@ -40,7 +40,7 @@ from rubricflow.pipeline.stage import NullRun, apply_overrides, flat_metrics
 from rubricflow.study.adapter import StudyMethod, Unit, UnitFn
 from rubricflow.study import provenance
 from rubricflow.study.report import json_safe, machine, write_report
-from rubricflow.study.seed_start import ensure_start, seed_starts, start_dir
+from rubricflow.study.seed_start import ensure_start, read_start, seed_starts, start_dir
 from rubricflow.study.spec import StudySpec
 from rubricflow.study.stats import select
 from rubricflow.study.units import check_selection, load_result, locked, peek_result, write_result
@@ -100,6 +100,28 @@ def unit_dir(spec: StudySpec, unit: Unit) -> Path:
 def unit_start_dir(spec: StudySpec, unit: Unit) -> Path:
     """The start ``unit`` trains from (``per_seed_start``): its seed's, of its variant's start group if any."""
     return start_dir(spec.out_dir, unit.seed, spec.start_group(unit.variant))
+
+
+def start_order(spec: StudySpec, units: Sequence[Unit]) -> list[tuple[Unit, Unit | None]]:
+    """The order to hand ``units`` to a pool of workers, each with the unit it must wait for (or None). Where a study
+    builds a start per seed (``per_seed_start``) and a start is not built yet, the first of its units builds it and
+    the others wait for that one, so a free worker takes a unit that can run instead of waiting on the start's lock
+    behind another worker; the units that build starts come first. Without starts to build: ``units`` as they are."""
+    if not spec.per_seed_start:
+        return [(u, None) for u in units]
+    builder: dict[Path, Unit] = {}
+    waits: dict[Unit, Unit | None] = {}
+    for u in units:
+        d = unit_start_dir(spec, u)
+        if read_start(d) is not None:
+            waits[u] = None
+        elif d in builder:
+            waits[u] = builder[d]
+        else:
+            builder[d] = u
+            waits[u] = None
+    first = list(builder.values())
+    return [(u, None) for u in first] + [(u, waits[u]) for u in units if u not in set(first)]
 
 
 def unit_config(cfg: Any, name: str, spec: StudySpec, unit: Unit) -> Any:

@@ -272,6 +272,45 @@ def test_deltarubric_training_retry_resumes_from_checkpoint(prefect_api, tmp_pat
           f"{m['resumed_from']}")
 
 
+def test_fanned_out_units_run_after_the_unit_they_wait_for(prefect_api, project, monkeypatch):
+    """Submitted together (fan_out), a unit that waits for another (a seed's start being built: start_order) runs
+    only once that one has finished, while the others run in between."""
+    import functools
+    import time
+
+    import flows.study as study_flow
+    from rubricflow.study.adapter import Unit
+    from rubricflow.study.harness import run_unit
+    from tests.study.helpers import FakeUnit
+
+    import yaml
+
+    params = yaml.safe_load((project / "params.yaml").read_text())
+    params.setdefault("study", {}).setdefault("rucl", {})["per_seed_start"] = False
+    (project / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    for p in ("data/synthetic/manifest.json", "reports/validation/data/synthetic.json",
+              "artifacts/rubrics/candidates.json", "artifacts/models/sft/config.json", "artifacts/rubrics/tiers.json"):
+        (project / p).parent.mkdir(parents=True, exist_ok=True)
+        (project / p).write_text("{}")
+    spans: dict[str, tuple[float, float]] = {}
+
+    class Slow(FakeUnit):  # the builder takes a while, so a unit that ignored the wait would start inside it
+        def __call__(self, ucfg, unit, udir, run, secret_resolver):
+            t0 = time.monotonic()
+            time.sleep(1.5 if unit.key == "sft/seed11" else 0.0)
+            out = super().__call__(ucfg, unit, udir, run, secret_resolver)
+            spans[unit.key] = (t0, time.monotonic())
+            return out
+
+    monkeypatch.setattr(study_flow, "run_unit", functools.partial(run_unit, unit_fn=Slow()))
+    builder = Unit("sft", 11)
+    monkeypatch.setattr(study_flow, "start_order", lambda spec, units: [(builder, None)] + [
+        (u, builder if u.seed == 11 else None) for u in units if u != builder])
+    out = study_flow.study(name="rucl", seeds=[11, 22], variants=["sft", "outcome"], fan_out=True, track=False)
+    assert out["ran"] == 4
+    assert spans["outcome/seed11"][0] >= spans["sft/seed11"][1]  # waited for its builder
+
+
 def test_study_flow_runs_one_task_per_unit_then_skips_them(prefect_api, project, monkeypatch):
     """The Prefect `study` flow: one `study-unit` task run per (variant, seed), an MLflow child run per unit under
     one parent, the report written; a second flow run finds every unit finished and trains nothing."""

@@ -471,7 +471,7 @@ def test_a_worker_that_cannot_see_an_input_refuses_it_by_name(prefect_api, clust
     args = dict(profile="tiny", overrides={}, track=False, flow_run_id=None, unit_fn=UNIT)
     (project / "artifacts/models/sft/config.json").unlink()  # after the driver's check: only the worker sees it gone
     with pytest.raises(UnitsFailed) as e:
-        units_on_ray(cluster.address, "rucl", [Unit("sft", 11)], {**args, "worker": worker}, cfg.cluster)
+        units_on_ray(cluster.address, "rucl", [(Unit("sft", 11), None)], {**args, "worker": worker}, cfg.cluster)
     msg = str(e.value)
     assert msg.startswith("study rucl: 1 of 1 units failed (the others' results are kept): sft/seed11: "
                           "SharedOutputsMissing:") and "artifacts/models/sft/config.json (stage `sft`)" in msg
@@ -479,8 +479,8 @@ def test_a_worker_that_cannot_see_an_input_refuses_it_by_name(prefect_api, clust
 
     elsewhere = project.parent / "not-on-this-node"
     with pytest.raises(UnitsFailed) as e:
-        units_on_ray(cluster.address, "rucl", [Unit("sft", 11)], {**args, "worker": {**worker, "root": str(elsewhere)}},
-                     cfg.cluster)
+        units_on_ray(cluster.address, "rucl", [(Unit("sft", 11), None)],
+                     {**args, "worker": {**worker, "root": str(elsewhere)}}, cfg.cluster)
     assert "sft/seed11: ProjectNotShared: study unit sft/seed11 on " in str(e.value)
     assert f"the project folder {elsewhere} does not exist on this worker" in str(e.value)
     assert attempts(_out_dir() / "sft" / "seed11") == []  # never ran

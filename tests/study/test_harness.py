@@ -410,3 +410,28 @@ def test_the_report_names_as_shared_only_what_no_seed_builds_itself(tmp_path):
     shared = study_info(cfg, "rucl", per_seed, units)["shared"]
     assert "data/manifest.json" in shared and "/_start/" not in shared and "sft/config.json" not in shared
     assert shared.endswith("the start (seed_starts)")
+
+
+def test_units_that_need_a_start_not_built_yet_wait_for_the_unit_that_builds_it(tmp_path):
+    """With a start per seed, the first unit of each seed whose start is not built goes first and the seed's other
+    units wait for it (a free worker takes a unit that can run rather than block on the start's lock); a seed whose
+    start is built waits for nothing; a study without starts keeps its order."""
+    from rubricflow.study.harness import start_order, unit_start_dir
+    from rubricflow.study.seed_start import START_FILE
+
+    cfg = harness_cfg(tmp_path)
+    spec = cfg.study.rucl.model_copy(update={"per_seed_start": True})
+    units = plan(spec, seeds=[11, 22], variants=["sft", "outcome", "uniform"])
+    built = unit_start_dir(spec, Unit("sft", 22))
+    built.mkdir(parents=True)
+    (built / START_FILE).write_text("{}")
+    order = start_order(spec, units)
+    assert order[0] == (Unit("sft", 11), None)  # the builder of seed 11's start first
+    assert sorted(u.key for u, _ in order) == sorted(u.key for u in units)
+    waits = {u.key: (w.key if w else None) for u, w in order}
+    assert waits["outcome/seed11"] == waits["uniform/seed11"] == "sft/seed11"
+    assert waits["sft/seed22"] is waits["outcome/seed22"] is waits["uniform/seed22"] is None
+    # every unit comes after the one it waits for
+    position = {u.key: i for i, (u, _) in enumerate(order)}
+    assert all(position[w.key] < position[u.key] for u, w in order if w)
+    assert start_order(cfg.study.rucl, units) == [(u, None) for u in units]
