@@ -47,6 +47,22 @@ def make_project(tmp: Path, params: dict | None = None, git: bool = False) -> Pa
     return tmp
 
 
+# The main pipeline's outputs a `rucl` study unit reads when the study shares one start (not built per seed).
+RUCL_SHARED = ("data/synthetic/manifest.json", "reports/validation/data/synthetic.json",
+               "artifacts/rubrics/candidates.json", "artifacts/models/sft/config.json", "artifacts/rubrics/tiers.json")
+
+
+def share_placeholder_rucl_start(project: Path) -> None:
+    """``project``'s `rucl` study without a start per seed, its shared inputs placeholders: for tests of how units
+    are run (a toy unit function reads none of them), not of the start."""
+    params = yaml.safe_load((project / "params.yaml").read_text())
+    params.setdefault("study", {}).setdefault("rucl", {})["per_seed_start"] = False
+    (project / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    for p in RUCL_SHARED:
+        (project / p).parent.mkdir(parents=True, exist_ok=True)
+        (project / p).write_text("{}")
+
+
 def project_env(project: Path, **extra: str) -> dict[str, str]:
     """Environment for a subprocess that must keep all its state in ``project``."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PREFECT_", "MLFLOW_", "RUBRICFLOW_"))}

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.ops_helpers import make_project
+from tests.ops_helpers import make_project, share_placeholder_rucl_start
 
 pytestmark = pytest.mark.slow
 
@@ -283,15 +283,7 @@ def test_fanned_out_units_run_after_the_unit_they_wait_for(prefect_api, project,
     from rubricflow.study.harness import run_unit
     from tests.study.helpers import FakeUnit
 
-    import yaml
-
-    params = yaml.safe_load((project / "params.yaml").read_text())
-    params.setdefault("study", {}).setdefault("rucl", {})["per_seed_start"] = False
-    (project / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
-    for p in ("data/synthetic/manifest.json", "reports/validation/data/synthetic.json",
-              "artifacts/rubrics/candidates.json", "artifacts/models/sft/config.json", "artifacts/rubrics/tiers.json"):
-        (project / p).parent.mkdir(parents=True, exist_ok=True)
-        (project / p).write_text("{}")
+    share_placeholder_rucl_start(project)
     spans: dict[str, tuple[float, float]] = {}
 
     class Slow(FakeUnit):  # the builder takes a while, so a unit that ignored the wait would start inside it
@@ -323,16 +315,8 @@ def test_study_flow_runs_one_task_per_unit_then_skips_them(prefect_api, project,
     from rubricflow.study.harness import run_unit
     from tests.study.helpers import FakeUnit
 
-    import yaml
-
     # the shared start (the SFT model and tiers of the main pipeline): this test is about the flow, not the start
-    params = yaml.safe_load((project / "params.yaml").read_text())
-    params.setdefault("study", {}).setdefault("rucl", {})["per_seed_start"] = False
-    (project / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
-    for p in ("data/synthetic/manifest.json", "reports/validation/data/synthetic.json",
-              "artifacts/rubrics/candidates.json", "artifacts/models/sft/config.json", "artifacts/rubrics/tiers.json"):
-        (project / p).parent.mkdir(parents=True, exist_ok=True)
-        (project / p).write_text("{}")
+    share_placeholder_rucl_start(project)
     unit = FakeUnit()
     monkeypatch.setattr(study_flow, "run_unit", functools.partial(run_unit, unit_fn=unit))
 

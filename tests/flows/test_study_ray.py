@@ -15,20 +15,16 @@ import time
 from pathlib import Path
 
 import pytest
-import yaml
 from typer.testing import CliRunner
 
 from rubricflow.sections import ConfigError
 from rubricflow.testing.study_units import ToyUnit, attempts, metric_value
-from tests.ops_helpers import make_project
+from tests.ops_helpers import make_project, share_placeholder_rucl_start
 
 # Loaded by the Ray workers, which import the installed package (not this test tree).
 UNIT = "rubricflow.testing.study_units:ONE_SECOND"
 LONG_UNIT = "rubricflow.testing.study_units:EIGHT_SECONDS"
 SEEDS, VARIANTS = [11, 22], ["sft", "outcome"]
-SHARED = ("data/synthetic/manifest.json", "reports/validation/data/synthetic.json", "artifacts/rubrics/candidates.json",
-          "artifacts/models/sft/config.json", "artifacts/rubrics/tiers.json")
-
 
 # ------------------------------------------------------------------------------------------------------------
 # without a cluster
@@ -363,12 +359,7 @@ def cluster():
 def project(tmp_path, monkeypatch):
     """A throw-away project whose shared study inputs exist (placeholders: the toy unit does not read them)."""
     proj = make_project(tmp_path / "proj")
-    params = yaml.safe_load((proj / "params.yaml").read_text())
-    params.setdefault("study", {}).setdefault("rucl", {})["per_seed_start"] = False
-    (proj / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
-    for p in SHARED:
-        (proj / p).parent.mkdir(parents=True, exist_ok=True)
-        (proj / p).write_text("{}")
+    share_placeholder_rucl_start(proj)
     monkeypatch.chdir(proj)
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
     monkeypatch.setenv("RUBRICFLOW_MLFLOW_ARTIFACTS", str(tmp_path / "mlartifacts"))
