@@ -176,18 +176,17 @@ def _submit(name: str, ordered: list[tuple[Unit, Optional[Unit]]], args: dict) -
 
 
 @flow(name="study-units", log_prints=True)
-def study_units(name: str, units: list[tuple[str, int]], args: dict, resources: dict,
-                after: Optional[dict[str, tuple[str, int]]] = None) -> dict:
-    """``units`` (variant, seed) as tasks of this sub-flow's task runner, in that order, each with Ray's
-    ``resources`` and after the unit ``after`` names for its key (if any); returns each unit's result by its key.
-    :func:`units_on_ray` gives it prefect-ray's runner."""
+def study_units(name: str, units: list[tuple[str, int, Optional[tuple[str, int]]]], args: dict,
+                resources: dict) -> dict:
+    """``units`` (variant, seed, the (variant, seed) it waits for or None) as tasks of this sub-flow's task runner,
+    in that order, each with Ray's ``resources``; returns each unit's result by its key. :func:`units_on_ray` gives
+    it prefect-ray's runner."""
     from prefect_ray.context import remote_options
 
     if args.get("worker"):
         _check_tracking(load_config(args["worker"]["params"], profile=args["profile"], overrides=args["overrides"]),
                         args["track"])
-    after = after or {}
-    ordered = [(Unit(v, s), Unit(*after[Unit(v, s).key]) if Unit(v, s).key in after else None) for v, s in units]
+    ordered = [(Unit(v, s), Unit(*after) if after else None) for v, s, after in units]
     with remote_options(**resources):
         futures = _submit(name, ordered, args)
     return {u.key: r for u, r in _collect(name, futures).items()}
@@ -200,8 +199,8 @@ def units_on_ray(address: str, name: str, ordered: list[tuple[Unit, Optional[Uni
     from tasks.ray_runner import task_runner, unit_resources
 
     on_ray = study_units.with_options(task_runner=task_runner(address))
-    after = {u.key: (w.variant, w.seed) for u, w in ordered if w is not None}
-    by_key = on_ray(name, [(u.variant, u.seed) for u, _ in ordered], args, unit_resources(cluster), after)
+    units = [(u.variant, u.seed, (w.variant, w.seed) if w else None) for u, w in ordered]
+    by_key = on_ray(name, units, args, unit_resources(cluster))
     return {u: by_key[u.key] for u, _ in ordered}
 
 

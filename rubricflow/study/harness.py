@@ -120,8 +120,8 @@ def start_order(spec: StudySpec, units: Sequence[Unit]) -> list[tuple[Unit, Unit
         else:
             builder[d] = u
             waits[u] = None
-    first = list(builder.values())
-    return [(u, None) for u in first] + [(u, waits[u]) for u in units if u not in set(first)]
+    first = set(builder.values())
+    return [(u, None) for u in builder.values()] + [(u, waits[u]) for u in units if u not in first]
 
 
 def unit_config(cfg: Any, name: str, spec: StudySpec, unit: Unit) -> Any:

@@ -246,16 +246,17 @@ def _defined(row: Mapping[str, Any], metric: str) -> bool:
     return stats.get("mean") is not None and (values is None or len(values) == len(row.get("seeds", values)))
 
 
+def _seed_values(row: Mapping[str, Any], metric: str) -> dict[str, float]:
+    """A variant's (``aggregate``'s row) values of ``metric`` by seed, the seed as text (as in a report's JSON)."""
+    values = (row.get(metric) or {}).get("values")
+    return {str(seed): x for seed, x in values.items()} if isinstance(values, Mapping) else {}
+
+
 def _per_seed(agg: Mapping[str, Any], members: Sequence[str], metric: str) -> dict[str, float] | None:
     """A setting's score seed by seed (the mean over its variants of their value on that seed), where every variant
     has the metric on the same seeds: how far the settings' order moves between seeds. None otherwise."""
-    per: list[dict[str, float]] = []
-    for v in members:
-        values = ((agg["variants"].get(v) or {}).get(metric) or {}).get("values")
-        if not isinstance(values, Mapping) or not values:
-            return None
-        per.append({str(seed): x for seed, x in values.items()})
-    if any(set(p) != set(per[0]) for p in per):
+    per = [_seed_values(agg["variants"].get(v) or {}, metric) for v in members]
+    if not per[0] or any(set(p) != set(per[0]) for p in per):
         return None
     return {seed: sum(p[seed] for p in per) / len(per) for seed in per[0]}
 
@@ -268,8 +269,7 @@ def _missing(agg: Mapping[str, Any], members: Sequence[str], metric: str) -> dic
         if not row:
             out[v] = "no units"
             continue
-        values = (row.get(metric) or {}).get("values") or {}
-        have = {str(s) for s in values}
+        have = _seed_values(row, metric)
         if gaps := [s for s in row.get("seeds", []) if str(s) not in have]:
             out[v] = gaps
     return out
