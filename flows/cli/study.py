@@ -10,7 +10,10 @@
 * ``rubricflow study rucl_tune``  the selection study that chooses the tiny profile's GRPO lr and temperature on
   val (``reports/studies/rucl_tune.md`` names the selected setting);
 * ``rubricflow study deltarubric``  DeltaRubric against its trained baselines and ablations
-  (``study.deltarubric``; the report adds the planner probe curve, ``reports/studies/deltarubric-probe.png``).
+  (``study.deltarubric``; the report adds the planner probe curve, ``reports/studies/deltarubric-probe.png``);
+* ``rubricflow study-carry save|restore NAME [--leave-out base]``  a study's built starts and finished results
+  saved to (restored from) ``studies/carry/NAME/``, to go on with a study on another machine
+  (``rubricflow.study.carry``).
 """
 
 from __future__ import annotations
@@ -25,7 +28,8 @@ from flows.cli.base import load_cfg, state
 from rubricflow import registry
 from rubricflow.config import ConfigError
 from rubricflow.data.validate import ValidationFailed
-from rubricflow.study.harness import UnitsUnfinished, run_study
+from rubricflow.study.carry import CARRY_ROOT, CarryError, restore_progress, save_progress
+from rubricflow.study.harness import UnitsUnfinished, run_study, study_spec
 from rubricflow.study.rerender import rerender
 from rubricflow.study.harness import report_only as write_report_only
 from tasks.ray_runner import check_address, connect_address
@@ -114,6 +118,42 @@ def register(app: typer.Typer) -> None:
             typer.echo(f"error: {e}", err=True)
             raise typer.Exit(2) from None
         except (ValidationFailed, FileNotFoundError, ValueError, UnitsUnfinished) as e:
+            typer.echo(f"error: {e}", err=True)
+            raise typer.Exit(1) from None
+        typer.echo(json.dumps(summary, indent=1))
+
+
+    @app.command("study-carry")
+    def study_carry(
+        action: Annotated[str, typer.Argument(help="save: this machine's starts and finished results into the carry "
+                                              "folder; restore: the carry folder's into the study's out_dir.")],
+        name: Annotated[str, typer.Argument(help="Study: a sub-section of `study` in params.yaml.")],
+        leave_out: Annotated[Optional[list[str]], typer.Option(
+            "--leave-out", help="save: a subfolder of each start to leave out, what only the start's build reads "
+            "(repeatable; DeltaRubric: base, the initial weights).")] = None,
+        carry_dir: Annotated[str, typer.Option(
+            "--dir", help="The carry folder (committed with the repository).")] = str(CARRY_ROOT),
+    ):
+        """Carry a study's progress to another machine through the repository: `save` writes the built starts (one
+        reproducible .tar.gz per start) and the verified unit results under <dir>/<name>/; `restore` puts them into
+        the study's out_dir, keeping whatever is there. The next `rubricflow study` reuses a restored start or
+        result only where its input hashes match, as for its own."""
+        if action not in ("save", "restore"):
+            typer.echo(f"error: study-carry ACTION must be save or restore, got {action!r}", err=True)
+            raise typer.Exit(2)
+        cfg = load_cfg()
+        try:
+            spec = study_spec(cfg, name)
+            if action == "save":
+                summary = save_progress(spec, name, carry_dir, leave_out=leave_out or ())
+            else:
+                if leave_out:
+                    raise ConfigError("study-carry restore: --leave-out applies to save only")
+                summary = restore_progress(spec, name, carry_dir)
+        except ConfigError as e:
+            typer.echo(f"error: {e}", err=True)
+            raise typer.Exit(2) from None
+        except CarryError as e:
             typer.echo(f"error: {e}", err=True)
             raise typer.Exit(1) from None
         typer.echo(json.dumps(summary, indent=1))

@@ -40,7 +40,7 @@ from rubricflow.pipeline.stage import NullRun, apply_overrides, flat_metrics
 from rubricflow.study.adapter import StudyMethod, Unit, UnitFn
 from rubricflow.study import provenance
 from rubricflow.study.report import json_safe, machine, write_report
-from rubricflow.study.seed_start import ensure_start, read_start, seed_starts, start_dir
+from rubricflow.study.seed_start import ensure_start, read_start, seed_starts, start_dir, start_inputs
 from rubricflow.study.spec import StudySpec
 from rubricflow.study.stats import select
 from rubricflow.study.units import check_selection, load_result, locked, peek_result, write_result
@@ -196,6 +196,19 @@ def read_result(spec: StudySpec, unit: Unit, inputs: Mapping[str, str] | None = 
     return None
 
 
+def _reusable(cfg: Any, name: str, spec: StudySpec, unit: Unit, method: StudyMethod) -> dict | None:
+    """At planning, the unit's result if it can be reused as it stands. With a start per seed, only while the
+    seed's start is built on the current inputs: a start missing or stale is (re)built when the unit runs
+    (:func:`run_unit`), which then checks the result against the start it has, so a result is never kept beside a
+    start built on other inputs nor set aside before its start is there to compare with."""
+    ucfg = unit_config(cfg, name, spec, unit)
+    if spec.per_seed_start:
+        built = read_start(unit_start_dir(spec, unit))
+        if built is None or built.get("inputs") != start_inputs(method.seed_start, ucfg, unit.seed):
+            return None
+    return read_result(spec, unit, unit_inputs(ucfg, unit, method))
+
+
 def run_unit(
     cfg: Any,
     name: str,
@@ -305,8 +318,7 @@ def run_study(
     provenance.require_clean(provenance.code_state([spec.report_dir]), exploratory, f"study {name}")
     require_shared(cfg, name, spec, units)
     method = study_method(spec)
-    done = {u: r for u in units
-            if (r := read_result(spec, u, unit_inputs(unit_config(cfg, name, spec, u), u, method))) is not None}
+    done = {u: r for u in units if (r := _reusable(cfg, name, spec, u, method)) is not None}
     todo = [u for u in units if u not in done]
     previous = os.environ.get("RUBRICFLOW_PIPELINE_ID")
     if track and not previous:

@@ -51,3 +51,14 @@ def test_compare_takes_one_pipeline_run(monkeypatch):
     res = CliRunner().invoke(app, ["--no-track", "compare", "--stage", "rucl", "--pipeline", "latest"])
     assert res.exit_code == 1 and "nothing to compare here" in res.output
     assert seen == {"stage": "rucl", "pipeline": "latest"}
+
+
+def test_study_carry_refuses_an_unknown_action_an_unknown_study_and_nothing_carried(tmp_path):
+    res = CliRunner().invoke(app, ["study-carry", "pack", "rucl"])
+    assert res.exit_code == 2 and "must be save or restore, got 'pack'" in res.output
+    res = CliRunner().invoke(app, ["study-carry", "save", "nope"])
+    assert res.exit_code == 2 and "unknown study 'nope'" in res.output
+    res = CliRunner().invoke(app, ["study-carry", "restore", "rucl", "--dir", str(tmp_path)])
+    assert res.exit_code == 1 and "no carried progress of study rucl" in res.output
+    res = CliRunner().invoke(app, ["study-carry", "restore", "rucl", "--leave-out", "base"])
+    assert res.exit_code == 2 and "--leave-out applies to save only" in res.output
