@@ -401,11 +401,9 @@ def report_study(
     state = provenance.code_state([spec.report_dir])
     provenance.require_clean(state, exploratory, f"study {name}")
     method = study_method(spec)
-    machines = sorted({r.get("machine") for r in ordered} - {None})
     info = {**study_info(cfg, name, spec, units),
             "eval_samples": next((r.get("eval_samples") for r in ordered if r.get("eval_samples")), None),
-            "machine": "; ".join(machines) if machines else f"{machine()} (where the report was written; the units "
-            "did not record theirs)",
+            "machine": machines_line(ordered),
             "git_commit": state.commit + ("-dirty" if state.dirty else ""),
             "params_hash": provenance.params_hash(cfg), "inputs": provenance.inputs_record(ordered),
             **(extra_info or {})}
@@ -433,6 +431,22 @@ def report_study(
         summary["selected_overrides"] = {v: spec.variants[v] for v in chosen["settings"].get(chosen["selected"], {})
                                          .get("variants", [])} if chosen["selected"] else {}
     return summary
+
+
+def machines_line(results: Sequence[Mapping]) -> str:
+    """The machines the units ran on: one, named; several (a study run in parts, ``rubricflow.study.carry``), each
+    with its units' seeds, so a reader sees which paired differences mix machines; none recorded, this one's."""
+    seeds: dict[str, set] = {}
+    for r in results:
+        if r.get("machine"):
+            seeds.setdefault(r["machine"], set()).add(r.get("seed"))
+    if not seeds:
+        return f"{machine()} (where the report was written; the units did not record theirs)"
+    if len(seeds) == 1:
+        return next(iter(seeds))
+    n = {m: sum(r.get("machine") == m for r in results) for m in seeds}
+    return "; ".join(f"{m} ({n[m]} units; seeds {', '.join(str(s) for s in sorted(seeds[m], key=str))})"
+                     for m in sorted(seeds))
 
 
 def write_ledgered(name: str, stem: str, spec: StudySpec, results: Sequence[Mapping], info: Mapping,

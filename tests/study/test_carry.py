@@ -224,3 +224,13 @@ def test_results_carried_without_their_start_are_reused_when_the_rebuilt_start_i
     out = run_study(b, "rucl", seeds=[11], variants=VARIANTS, unit_fn=unit)
     assert fake_start.builds == [11] and unit.calls == [] and out["skipped"] == 2
     assert not (unit_dir(b.study.rucl, Unit("sft", 11)) / "result.stale.json").exists()
+
+
+def test_the_report_says_which_seeds_ran_on_which_machine_when_there_are_several():
+    from rubricflow.study.harness import machines_line
+
+    one = [{"seed": 11, "machine": "Intel Xeon"}, {"seed": 22, "machine": "Intel Xeon"}]
+    assert machines_line(one) == "Intel Xeon"
+    mixed = [*one, {"seed": 22, "machine": "AMD EPYC"}, {"seed": 33, "machine": "AMD EPYC"}]
+    assert machines_line(mixed) == "AMD EPYC (2 units; seeds 22, 33); Intel Xeon (2 units; seeds 11, 22)"
+    assert machines_line([{"seed": 11}]).endswith("(where the report was written; the units did not record theirs)")
