@@ -77,10 +77,33 @@ def completion_logprobs(model, batch: dict) -> torch.Tensor:
     return torch.nn.functional.pad(logp, (1, 0))
 
 
-def sft_loss(model, batch: dict) -> torch.Tensor:
+def sft_loss(model, batch: dict, weights: torch.Tensor | None = None) -> torch.Tensor:
+    """Mean negative log-likelihood of the completion tokens; with ``weights`` (aligned with ``input_ids``), each
+    token's term multiplied by its weight, still divided by the number of completion tokens (a weight above 1 adds
+    gradient to its tokens and leaves the others' as they were)."""
     logp = completion_logprobs(model, batch)
     mask = batch["completion_mask"].float()
-    return -(logp * mask).sum() / mask.sum().clamp(min=1)
+    if weights is None:
+        return -(logp * mask).sum() / mask.sum().clamp(min=1)
+    return -(logp * mask * weights).sum() / mask.sum().clamp(min=1)
+
+
+TokenWeights = Callable[[str, list[int]], "list[float] | None"]  # (target text, its ids) -> a weight per id, or None
+
+
+def batch_weights(batch: dict, targets: list[str], ids: list[list[int]], weight_fn: TokenWeights) -> torch.Tensor:
+    """Loss weights aligned with ``batch['input_ids']``: 1 everywhere but on the completion tokens of a target whose
+    ``weight_fn(target, ids)`` gives weights (one per target id)."""
+    w = torch.ones(batch["input_ids"].shape, dtype=torch.float32)
+    for r, (text, tid) in enumerate(zip(targets, ids)):
+        row = weight_fn(text, tid)
+        if row is None:
+            continue
+        if len(row) != len(tid):
+            raise ValueError(f"SFT token weights: {len(row)} weights for a target of {len(tid)} tokens")
+        start = int(batch["completion_mask"][r].nonzero()[0])
+        w[r, start:start + len(tid)] = torch.tensor(row, dtype=torch.float32)
+    return w
 
 
 def lr_factor(step: int, steps: int, warmup_steps: int, schedule: str = "constant") -> float:
@@ -120,10 +143,12 @@ def train_sft(
     seed: int = 0,
     log_fn: Callable[[int, dict], None] | None = None,
     progress: Callable[[int], None] | None = None,
+    weight_fn: TokenWeights | None = None,
 ) -> list[float]:
     """Train ``model`` in place on ``examples`` for ``settings.steps`` AdamW steps; returns the loss curve. The
     learning rate warms up linearly for ``warmup_steps``, then ``schedule``: ``constant``, or ``cosine`` decay to 0 at
-    the last step (:func:`lr_factor`). ``settings`` is a method's SFT section or one phase of its recipe."""
+    the last step (:func:`lr_factor`). ``settings`` is a method's SFT section or one phase of its recipe.
+    ``weight_fn(target, ids)``: per-token loss weights of a target (:func:`sft_loss`); None, every token 1."""
     if not examples:
         raise ValueError("train_sft: no training examples")
     steps, batch_size, lr = settings.steps, settings.batch_size, settings.lr
@@ -150,7 +175,9 @@ def train_sft(
             [examples[i].images for i in idx],
             [tids[i] for i in idx],
         )
-        value = optimizer_step(model, opt, sched, sft_loss(model, batch), "SFT", step, settings.grad_clip)
+        weights = None if weight_fn is None else batch_weights(
+            batch, [examples[i].target for i in idx], [tids[i] for i in idx], weight_fn)
+        value = optimizer_step(model, opt, sched, sft_loss(model, batch, weights), "SFT", step, settings.grad_clip)
         losses.append(value)
         if log_fn is not None:
             log_fn(step, {"sft/loss": value, "sft/lr": sched.get_last_lr()[0], "sft/step_s": time.perf_counter() - t0})

@@ -329,3 +329,70 @@ def test_induction_after_reading_runs_once_the_reading_bar_is_met(tmp_path, monk
         "bar_reading": 0.0, "bar_oracle": 0.0})})
     with pytest.raises(ValueError, match="induction_at"):
         warmstart.warm_start(fixed, cfg.models, 1, tmp_path / "r2", _NullRun())
+
+
+def test_the_verdict_weight_falls_on_the_verdict_letter_of_every_judge_target_and_nowhere_else(tmp_path):
+    """sft.verdict_weight: the weighted token of a judge's target is its final verdict letter (every judge mode
+    alike); the planner's checklist and the reads keep every weight 1; weight 1 is no weighting at all."""
+    from models.processor import text_tokenizer
+    from rubricflow.data.pairs import read_pairs
+    from rubricflow.methods.deltarubric.evaluate import load_items
+    from rubricflow.methods.deltarubric.examples import mode_examples
+    from rubricflow.methods.deltarubric.stages import pairs_stage
+    from rubricflow.methods.deltarubric.warmstart import build_or_load_base, verdict_weights
+    from rubricflow.training.sft import target_ids
+
+    dr = {"pairs": {"out_dir": str(tmp_path / "pairs"), "tasks": ["counting"], "train": 6, "val": 2, "test": 2,
+                    "balance_tol": 0.5},
+          "sft": {"base_dir": str(tmp_path / "base"), "hidden_size": None}}
+    cfg = _tiny_config(tmp_path, dr)
+    pairs_stage(cfg, track=False)
+    train = read_pairs(tmp_path / "pairs", "train")
+    _, proc = build_or_load_base(cfg.models, cfg.deltarubric, train, 1)
+    assert verdict_weights(proc, 1.0) is None
+    weigh, tok = verdict_weights(proc, 10.0), text_tokenizer(proc)
+    modes = set()
+    for e, ex in mode_examples(proc, load_items(tmp_path / "pairs", train), cfg.deltarubric.sft, seed=1):
+        ids = target_ids(proc, ex.target)
+        w = weigh(ex.target, ids)
+        if e.mode == "planner":
+            assert w is None
+            continue
+        assert len(w) == len(ids) and sorted(set(w)) == [1.0, 10.0]
+        heavy = [tok.decode([i]).strip() for i, x in zip(ids, w) if x == 10.0]
+        assert heavy == [ex.target[-1]] and ex.target[-1] in "AB", (e.mode, ex.target[-20:])
+        modes.add(e.mode)
+    assert {"verifier", "no_rubric", "static", "reading"} <= modes
+
+
+def test_weighted_sft_loss_adds_gradient_to_the_weighted_tokens_only():
+    """sft_loss with weights: every weight 1 is the plain mean; a weight w on one completion token adds (w - 1) times
+    that token's term, still over the completion-token count; batch_weights places a target's weights on its own
+    completion positions."""
+    import pytest
+    import torch
+
+    from rubricflow.training.sft import batch_weights, sft_loss
+
+    class Fixed(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.logits = torch.nn.Parameter(torch.randn(2, 5, 7, generator=torch.Generator().manual_seed(0)))
+
+        def forward(self, input_ids, attention_mask):
+            return type("Out", (), {"logits": self.logits})()
+
+    batch = {"input_ids": torch.tensor([[1, 2, 3, 4, 0], [1, 5, 6, 2, 3]]),
+             "attention_mask": torch.tensor([[1, 1, 1, 1, 0], [1, 1, 1, 1, 1]]),
+             "completion_mask": torch.tensor([[0, 0, 1, 1, 0], [0, 0, 0, 1, 1]])}
+    model = Fixed()
+    plain = sft_loss(model, batch)
+    ones = batch_weights(batch, ["x", "y"], [[3, 4], [2, 3]], lambda text, ids: [1.0] * len(ids))
+    assert torch.equal(ones, torch.ones(2, 5)) and torch.allclose(sft_loss(model, batch, ones), plain)
+    w = batch_weights(batch, ["x", "verdict: A"], [[3, 4], [2, 3]],
+                      lambda text, ids: [1.0, 5.0] if text.startswith("verdict") else None)
+    assert w[1].tolist() == [1, 1, 1, 1, 5] and w[0].tolist() == [1] * 5
+    logp = torch.log_softmax(model.logits[:, :-1], -1).gather(-1, batch["input_ids"][:, 1:, None])[..., 0]
+    assert torch.allclose(sft_loss(model, batch, w), plain - 4 * logp[1, 3] / 4)
+    with pytest.raises(ValueError, match="3 weights for a target of 2 tokens"):
+        batch_weights(batch, ["x", "y"], [[3, 4], [2, 3]], lambda text, ids: [1.0] * 3)

@@ -244,6 +244,13 @@ class DRSFTConfig(SFTSchedule):
         "models.policy.path keeps its weights: only the data order changes with the init seed.",
     )
     bar_pairs: int = Field(0, ge=0, description="With a bar: val pairs measured (0 = the whole val split).")
+    verdict_weight: float = Field(
+        1.0, ge=1.0, le=100.0,
+        description="The SFT loss weight of the verdict token (the A or B after `verdict: ` that ends a judge's "
+        "target, every judge mode alike); every other token weighs 1 and the loss is still divided by the token "
+        "count. 1 = the plain mean. Above 1 for a verifier that writes its evidence lines right but ends on one "
+        "constant verdict: the verdict is one token of a target of about a hundred.",
+    )
 
     @model_validator(mode="after")
     def _quoted_reads(self) -> "DRSFTConfig":

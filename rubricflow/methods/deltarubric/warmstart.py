@@ -9,6 +9,7 @@ trained to the bars on val, restarted from a new init seed when a phase misses a
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -30,7 +31,7 @@ from rubricflow.methods.deltarubric.examples import (
 from rubricflow.util.io import staged_dir, write_json
 from rubricflow.pipeline.progress import progress
 from rubricflow.sections import ModelsConfig
-from rubricflow.training.sft import SFTExample, train_sft
+from rubricflow.training.sft import SFTExample, TokenWeights, train_sft
 
 
 def build_or_load_base(models: ModelsConfig, dr: DeltaRubricConfig, train_pairs, seed: int,
@@ -133,6 +134,7 @@ def warm_start(dr: DeltaRubricConfig, models: ModelsConfig, seed: int, reports_d
             losses = train_sft(
                 model, proc, exs, dr.sft.model_copy(update={"steps": steps, "batch_size": bs}), seed=seed,
                 log_fn=lambda s, m, ph=phase: (log(s, m, ph), bar.advance(1, loss=m["sft/loss"])),
+                weight_fn=verdict_weights(proc, dr.sft.verdict_weight),
             )
             offset += steps
     sft_s = time.perf_counter() - t0
@@ -150,6 +152,30 @@ def warm_start(dr: DeltaRubricConfig, models: ModelsConfig, seed: int, reports_d
         "final_loss": sum(tail) / len(tail) if tail else None,
         "sft_seconds": round(sft_s, 1),
     }
+
+
+_VERDICT_END = re.compile(r"verdict: [AB]\Z")
+
+
+def verdict_weights(processor, weight: float) -> TokenWeights | None:
+    """``sft.verdict_weight``: the per-token loss weights of a judge's target (``train_sft``'s ``weight_fn``):
+    ``weight`` on the token(s) writing the final verdict letter of a target that ends ``verdict: A`` or ``verdict:
+    B``, 1 elsewhere (the end-of-turn token too); a target without a final verdict (the planner's, the reads) keeps
+    every weight 1. None at weight 1 (the plain mean)."""
+    if weight == 1.0:
+        return None
+    from models.processor import text_tokenizer
+
+    tok = text_tokenizer(processor)
+
+    def weights(target: str, ids: list[int]) -> list[float] | None:
+        if not _VERDICT_END.search(target):
+            return None
+        spans = tok(target, add_special_tokens=False, return_offsets_mapping=True)["offset_mapping"]
+        at = len(target) - 1
+        return [weight if a <= at < b else 1.0 for a, b in spans] + [1.0] * (len(ids) - len(spans))
+
+    return weights
 
 
 INDUCTION_FILE = "induction.json"  # in a base pretrained on the induction task: its copy accuracy before / after
@@ -206,7 +232,8 @@ def warm_start_to_bar(dr: DeltaRubricConfig, models: ModelsConfig, seed: int, re
                 if (logged + s) % 10 == 0:
                     run.log_metrics(m, step=logged + s)
 
-            state["losses"] = train_sft(model, proc, examples, settings, seed=block_seed, log_fn=log)
+            state["losses"] = train_sft(model, proc, examples, settings, seed=block_seed, log_fn=log,
+                                        weight_fn=verdict_weights(proc, dr.sft.verdict_weight))
             state["step"] += steps
             state["logged"] += steps
 
