@@ -34,7 +34,7 @@ from typing import Any
 
 from rubricflow.study.adapter import Unit
 from rubricflow.study.harness import RESULT_FILE, plan, unit_dir, unit_start_dir
-from rubricflow.study.seed_start import START_FILE, read_start
+from rubricflow.study.seed_start import START_FILE, read_start, start_lock
 from rubricflow.study.spec import StudySpec
 from rubricflow.study.units import locked, peek_result
 
@@ -165,8 +165,7 @@ def restore_progress(spec: StudySpec, name: str, root: str | Path = CARRY_ROOT,
         if not archive.exists():
             continue
         folder = out / rel
-        seed = rel.name.removeprefix("seed")
-        with locked(folder.parent / f".seed{seed}.lock", f"the start {rel}"):  # the lock ensure_start holds
+        with start_lock(folder):  # the lock ensure_start holds
             if read_start(folder) is not None:
                 kept.append(rel.as_posix())
                 continue

@@ -45,6 +45,11 @@ def _locked(path: Path) -> Iterator[None]:
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
+def start_lock(directory: Path) -> contextlib.AbstractContextManager[None]:
+    """The lock held while the start in ``directory`` is read, built or put in place (``<parent>/.seed<k>.lock``)."""
+    return _locked(directory.parent / f".{directory.name}.lock")
+
+
 def start_inputs(ss: SeedStart, ucfg: Any, seed: int) -> dict[str, str]:
     return part_hashes({**ss.inputs(ucfg, seed), "code": code_hash(*ss.code)})
 
@@ -60,7 +65,7 @@ def ensure_start(ss: SeedStart, ucfg: Any, seed: int, directory: Path) -> dict:
     """The start of ``seed`` in ``directory``: reused when built on the same inputs, else (re)built; returns its
     ``start.json``."""
     inputs = start_inputs(ss, ucfg, seed)
-    with _locked(directory.parent / f".seed{seed}.lock"):
+    with start_lock(directory):
         done = read_start(directory)
         if done is not None and done.get("inputs") == inputs:
             return done

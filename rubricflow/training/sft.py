@@ -83,9 +83,8 @@ def sft_loss(model, batch: dict, weights: torch.Tensor | None = None) -> torch.T
     gradient to its tokens and leaves the others' as they were)."""
     logp = completion_logprobs(model, batch)
     mask = batch["completion_mask"].float()
-    if weights is None:
-        return -(logp * mask).sum() / mask.sum().clamp(min=1)
-    return -(logp * mask * weights).sum() / mask.sum().clamp(min=1)
+    weighted = mask if weights is None else mask * weights
+    return -(logp * weighted).sum() / mask.sum().clamp(min=1)
 
 
 TokenWeights = Callable[[str, list[int]], "list[float] | None"]  # (target text, its ids) -> a weight per id, or None
