@@ -90,3 +90,36 @@ def test_the_sft_stage_warm_starts_a_text_policy_with_lora_and_saves_a_plain_che
             assert torch.equal(before[k], after[k]), k
     assert not torch.equal(before["model.layers.1.self_attn.q_proj.weight"],
                            after["model.layers.1.self_attn.q_proj.weight"])
+
+
+def test_train_sft_tokenises_only_the_targets_it_draws_and_trains_as_on_pretokenised_ids(monkeypatch):
+    """A warm start to a bar calls ``train_sft`` once per block on tens of thousands of examples: each target is
+    tokenised when first drawn, once, and the ids (so the losses) are those of tokenising every target up front."""
+    import torch
+
+    import rubricflow.training.sft as sft
+    from models.tiny import TinyDims, build_tiny_text
+    from rubricflow.sections import SFTSchedule
+
+    texts = [f"a{i} b{i % 7} c{i % 3}" for i in range(200)]
+    examples = [sft.SFTExample(prompt=f"q{i % 11} ->", target=t) for i, t in enumerate(texts)]
+
+    def run():
+        model, tok = build_tiny_text(texts + [e.prompt for e in examples],
+                                     TinyDims(hidden_size=16, num_layers=1, num_heads=2, num_kv_heads=1,
+                                              vocab_size=300), seed=0)
+        calls = []
+        real = sft.target_ids
+        monkeypatch.setattr(sft, "target_ids", lambda proc, text: calls.append(text) or real(proc, text))
+        settings = SFTSchedule(steps=6, batch_size=4, lr=1e-2, warmup_steps=0)
+        losses = sft.train_sft(model, tok, examples, settings, seed=3)
+        monkeypatch.setattr(sft, "target_ids", real)
+        return losses, calls, real, tok
+
+    losses, calls, real, tok = run()
+    assert len(calls) == len(set(calls)) <= 6 * 4  # the drawn targets, once each: not the 200
+    # the same steps on ids tokenised up front: the same losses
+    ids = {e.target: real(tok, e.target) for e in examples}
+    monkeypatch.setattr(sft, "target_ids", lambda proc, text: ids[text])
+    again, _, _, _ = run()
+    torch.testing.assert_close(torch.tensor(losses), torch.tensor(again))

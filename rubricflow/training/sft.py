@@ -156,8 +156,14 @@ def train_sft(
     torch.manual_seed(seed)
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: lr_factor(s, steps, warmup_steps, schedule))
-    # Pre-tokenise targets once.
-    tids = [target_ids(processor, ex.target) for ex in examples]
+    # Targets are tokenised when first drawn (a block of a warm start to a bar draws a small share of its examples).
+    cache: dict[int, list[int]] = {}
+
+    def tids(i: int) -> list[int]:
+        if i not in cache:
+            cache[i] = target_ids(processor, examples[i].target)
+        return cache[i]
+
     order: list[int] = []
     losses: list[float] = []
     model.train()
@@ -172,10 +178,10 @@ def train_sft(
             processor,
             [examples[i].prompt for i in idx],
             [examples[i].images for i in idx],
-            [tids[i] for i in idx],
+            [tids(i) for i in idx],
         )
         weights = None if weight_fn is None else batch_weights(
-            batch, [examples[i].target for i in idx], [tids[i] for i in idx], weight_fn)
+            batch, [examples[i].target for i in idx], [tids(i) for i in idx], weight_fn)
         value = optimizer_step(model, opt, sched, sft_loss(model, batch, weights), "SFT", step, settings.grad_clip)
         losses.append(value)
         if log_fn is not None:
