@@ -191,3 +191,36 @@ def test_equal_mode_examples_gives_every_judge_mode_the_verifiers_count(tmp_path
                 shown = [e.pair.preferred for e in exs if e.mode == m]
                 assert shown == [p.preferred if v % 2 == 0 else ("B" if p.preferred == "A" else "A")
                                  for v in range(1 + variants)]
+
+
+def test_the_running_verdict_is_on_every_evidence_line_of_every_mode_that_writes_them(tmp_path):
+    """`sft.evidence_tally`: the verifier's, the exhaustive mode's, the noisy checklist's and the generative judge's
+    evidence lines each end with the running verdict; the other modes' targets (the static judge's criteria lines
+    too), the prompts and the example count are those without it, and each tallied target is the plain one with the
+    tally appended to its lines."""
+    import random
+
+    from rubricflow.methods.deltarubric.config import DRSFTConfig
+    from rubricflow.methods.deltarubric.examples import pair_examples
+    from rubricflow.methods.deltarubric.synthetic import build_pairs
+
+    pairs = build_pairs(tmp_path, ["barchart"], {"train": 8}, seed=3, partial_frac=0.5, form="wide")
+    off = DRSFTConfig(evidence_form="quoted", perception_images=8, generative=True, equal_mode_examples=True,
+                      planner_target_noise=0.5)
+    on = off.model_copy(update={"evidence_tally": True})
+    tallied_modes = set()
+    for p in pairs:
+        plain, tally = pair_examples(p, off, random.Random(0), 1), pair_examples(p, on, random.Random(0), 1)
+        assert [(e.mode, e.role, e.checks, e.pair.id) for e in plain] == [(e.mode, e.role, e.checks, e.pair.id)
+                                                                          for e in tally]
+        for a, b in zip(plain, tally):
+            lines = [ln for ln in a.target.splitlines() if " -> " in ln]
+            if not lines or a.mode == "static":  # the static judge's criteria lines are not evidence lines
+                assert a.target == b.target
+                continue
+            tallied_modes.add(b.mode)
+            assert all(" -> " not in ln or ", so far " in ln for ln in b.target.splitlines())
+            assert b.target.replace(", so far A", "").replace(", so far B", "").replace(", so far even", "") \
+                == a.target
+    assert tallied_modes == {"verifier", "exhaustive", "generative", "noise"} or tallied_modes == {
+        "verifier", "exhaustive", "generative"}

@@ -154,8 +154,8 @@ def test_the_teacher_forced_readout_scores_each_part_of_the_evidence_lines(tmp_p
     from rubricflow.methods.deltarubric.examples import pair_tokenizer_corpus
 
     pairs = build_pairs(tmp_path, ["barchart"], {"val": 6}, seed=4, partial_frac=0.5, form="wide")
-    for form in ("quoted", "restated"):
-        dr = DeltaRubricConfig(sft=DRSFTConfig(evidence_form=form, perception_images=8))
+    for form, tally in (("quoted", False), ("restated", False), ("quoted", True)):
+        dr = DeltaRubricConfig(sft=DRSFTConfig(evidence_form=form, perception_images=8, evidence_tally=tally))
         _, tok = build_tiny_text(pair_tokenizer_corpus(pairs, dr.sft), TinyDims(hidden_size=16, num_layers=1,
                                                                                  num_heads=2, num_kv_heads=1,
                                                                                  vocab_size=400), seed=0)
@@ -177,14 +177,21 @@ def test_the_teacher_forced_readout_scores_each_part_of_the_evidence_lines(tmp_p
                 return type("Out", (), {"logits": torch.nn.functional.one_hot(ids, len(tok)).float()})()
 
         items = [Item(p, []) for p in pairs]
-        assert evidence_readout(dr, items, Oracle(), Proc()) == {f"tf_{p}": 1.0 for p in READOUT_PARTS}
+        parts = [p for p in READOUT_PARTS if tally or p != "tally"]  # the running verdict only where it is written
+        assert evidence_readout(dr, items, Oracle(), Proc()) == {f"tf_{p}": 1.0 for p in parts}
         yes = evidence_readout(dr, items, Yes(), Proc())
         assert yes["tf_value"] == yes["tf_favour"] == yes["tf_verdict"] == 0.0 and 0.0 < yes["tf_mark"] < 1.0
+        assert yes.get("tf_tally", 0.0) == 0.0
     text = "C = 3, K = 6.\n1. image K = 6, A K = 5 no, B K = 6 yes -> B\nverdict: B"
     ids = tok(text, add_special_tokens=False)["input_ids"]
     got = [(tok.decode([i]).strip(), p) for i, p in zip(ids, target_parts(tok, text, ids)) if p]
     assert got == [("6", "value"), ("5", "value"), ("no", "mark"), ("6", "value"), ("yes", "mark"),
                    ("B", "favour"), ("B", "verdict")]
+    text = "1. image K = 6, A K = 5 no, B K = 6 yes -> B, so far B\nverdict: B"
+    ids = tok(text, add_special_tokens=False)["input_ids"]
+    got = [(tok.decode([i]).strip(), p) for i, p in zip(ids, target_parts(tok, text, ids)) if p]
+    assert [x for x in got if x[1] in ("favour", "tally", "verdict")] == [("B", "favour"), ("B", "tally"),
+                                                                          ("B", "verdict")]
 
 
 def test_the_tool_needs_reading_examples_and_names_itself_in_a_study_units_inputs(tmp_path):

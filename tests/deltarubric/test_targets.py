@@ -169,3 +169,37 @@ def test_restated_evidence_lines_write_the_check_first_and_parse_as_the_keyed_on
         assert VERIFIER.parse(restated, [c.text for c in checks]).value == p.preferred
     with pytest.raises(ValueError, match="evidence form"):
         verifier_target(pairs[0], reference_checks(pairs[0]), form="compact")
+
+
+def test_the_running_verdict_follows_the_lines_and_changes_no_parse(tmp_path):
+    """`sft.evidence_tally`: each evidence line ends with the response more lines favour so far (`even` on a tie);
+    the tallied targets parse to the same favours and verdict as the plain ones, and on the reference checklist the
+    last line's tally is the verdict."""
+    from rubricflow.methods.deltarubric.planning import facts_verdict
+    from rubricflow.methods.deltarubric.roles import GENERATIVE, GENERATIVE_TOOL, VERIFIER
+    from rubricflow.methods.deltarubric.targets import (
+        generative_keys,
+        generative_target,
+        generative_tool_target,
+        tallied,
+    )
+
+    lines = ["1. x -> neither", "2. y -> A", "3. z -> B", "4. w -> B", "5. v -> both"]
+    assert [ln.rsplit("so far ", 1)[1] for ln in tallied(lines)] == ["even", "A", "even", "B", "B"]
+    assert tallied(lines)[1] == "2. y -> A, so far A"
+    pairs = build_pairs(tmp_path, ["counting", "barchart"], {"train": 16}, seed=9, partial_frac=0.5, form="wide")
+    for p in pairs:
+        checks = reference_checks(p)
+        texts = [c.text for c in checks]
+        for form in ("keyed", "restated", "quoted"):
+            plain, tally = verifier_target(p, checks, form=form), verifier_target(p, checks, form=form, tally=True)
+            assert tally.splitlines()[-1] == plain.splitlines()[-1] == f"verdict: {p.preferred}"
+            got, want = parse_verdict(tally), parse_verdict(plain)
+            assert got.verdict == want.verdict and [f for _, f in got.checks] == [f for _, f in want.checks]
+            assert tally.splitlines()[-2].endswith(f"so far {facts_verdict(p, [c.id for c in checks])}")
+            assert VERIFIER.parse(tally, texts).value == p.preferred
+        keys = generative_keys(p)
+        for text in (generative_target(p, keys, tally=True), generative_tool_target(p, keys, tally=True)):
+            assert text.splitlines()[-2].endswith(f"so far {p.preferred}")
+        assert GENERATIVE.parse(generative_target(p, keys, tally=True)).value == p.preferred
+        assert GENERATIVE_TOOL.parse(generative_tool_target(p, keys, tally=True), keys).value == p.preferred

@@ -185,9 +185,10 @@ def reading_exact(text: str, facts: dict) -> bool:
 
 
 # The parts of an evidence line a teacher-forced readout scores: a value (after "= "), a mark (yes / no after a value),
-# the favoured response (after "-> ") and the verdict.
+# the favoured response (after "-> "), the running verdict (after "so far ", sft.evidence_tally) and the verdict.
 _PARTS = {"value": re.compile(r"(?<== )(?:\([^)\n]*\)|[^ ,\n]+)"), "mark": re.compile(r"(?<=[^ ,\n] )(?:yes|no)\b"),
-          "favour": re.compile(r"(?<=-> )\w+"), "verdict": re.compile(r"(?<=verdict: )[AB]")}
+          "favour": re.compile(r"(?<=-> )\w+"), "tally": re.compile(r"(?<=so far )\w+"),
+          "verdict": re.compile(r"(?<=verdict: )[AB]")}
 READOUT_PARTS = tuple(_PARTS)
 
 
@@ -215,9 +216,9 @@ def target_parts(tokenizer, text: str, ids: list[int]) -> list[str | None]:
 def evidence_readout(dr: DeltaRubricConfig, items: list[Item], model, processor) -> dict[str, float]:
     """Teacher-forced: on each val pair's verifier example under the reference checklist (the warm start's own
     prompt and target, ``sft.evidence_form``; under 'quoted' the prompt quotes the worked reading), the share of the
-    target's value, mark, favour and verdict tokens the model's argmax predicts (``tf_<part>``). What the greedy
-    oracle measure cannot tell apart: a verifier that copies the claims wrong, one that marks them wrong, and one
-    whose verdict ignores its lines."""
+    target's value, mark, favour, running-verdict (``sft.evidence_tally`` only) and verdict tokens the model's argmax
+    predicts (``tf_<part>``). What the greedy oracle measure cannot tell apart: a verifier that copies the claims
+    wrong, one that marks them wrong, and one whose verdict ignores its lines."""
     import torch
 
     from models.processor import text_tokenizer

@@ -111,14 +111,14 @@ def pair_examples(pair: PreferencePair, cfg: DRSFTConfig, rng: random.Random, se
     pair and seed), so the default examples are those of the code before ``equal_mode_examples`` and ``generative``."""
     checks = reference_checks(pair)
     noisy = noisy_checks(pair, cfg, seed)
-    form = cfg.evidence_form
+    form, tally = cfg.evidence_form, cfg.evidence_tally
 
     def executed(role: str, checks, q: PreferencePair = pair, verdict: str | None = None) -> PairExample:
         """A verifier example: ``q`` judged by executing ``checks`` (evidence lines in ``cfg.evidence_form``; under
         'quoted' the prompt quotes the worked reading, the reading a policy that reads right gives the tool)."""
         reading = worked_reading(q.facts) if form == "quoted" else None
-        return PairExample(role, "verifier", [c.text for c in checks], verifier_target(q, checks, verdict, form), q,
-                           reading)
+        target = verifier_target(q, checks, verdict, form, tally)
+        return PairExample(role, "verifier", [c.text for c in checks], target, q, reading)
 
     @functools.cache
     def exhaustive_of(v: int) -> tuple[PreferencePair, list, str | None]:
@@ -157,17 +157,17 @@ def pair_examples(pair: PreferencePair, cfg: DRSFTConfig, rng: random.Random, se
             if form == "quoted":  # the lookup tool: the call, then (after the tool's quotes) the marks and verdict
                 reading = worked_reading(q.facts)
                 out.append(PairExample("generative", "generative_tool", None, lookup_call(keys), q, reading))
-                out.append(PairExample("generative", "generative_tool", keys, generative_tool_target(q, keys), q,
-                                       reading))
+                out.append(PairExample("generative", "generative_tool", keys,
+                                       generative_tool_target(q, keys, tally=tally), q, reading))
                 # its second turn on the static-exhaustive keys too, as the verifier executes that checklist: a call
                 # on keys that need not separate the responses is executed as quoted (the verdict they support, or
                 # the noise rule when they favour neither), not with a difference the reference keys always had
                 _, ex, verdict = exhaustive_of(v)
                 ex_keys = [c.id for c in ex]
                 out.append(PairExample("generative", "generative_tool", ex_keys,
-                                       generative_tool_target(q, ex_keys, None, verdict), q, reading))
+                                       generative_tool_target(q, ex_keys, None, verdict, tally), q, reading))
             else:
-                out.append(PairExample("generative", "generative", None, generative_target(q, keys), q))
+                out.append(PairExample("generative", "generative", None, generative_target(q, keys, tally), q))
     return out
 
 

@@ -7,7 +7,8 @@
 * ``verifier_target(pair, checks)``: the verifier's own reading of the image as a worked trace (the gold trace, in
   the responses' own form), then per check ``image <key> = <value>, A <key> = <claim> yes|no, B <key> = <claim>
   yes|no -> A|B|both|neither``, then ``verdict: <preferred>`` (see ``evidence_lines`` for why this form); under the
-  lookup tool (form 'quoted') the evidence lines and the verdict only.
+  lookup tool (form 'quoted') the evidence lines and the verdict only. With ``sft.evidence_tally`` each evidence line
+  (the generative judge's too) ends with the running verdict, ``, so far A|B|even`` (``tallied``).
 * ``exhaustive_checks(pair, budget)``: the static-exhaustive checklist, every claim key of the pair's task in the
   facts' fixed order (perception, intermediate, answer), the first ``budget`` of them (None: all): the same for every
   pair of a task, the control that isolates the planner (issue 39, item 3a).
@@ -197,14 +198,16 @@ def _marked(key: str, image: dict[str, str], a: dict[str, str], b: dict[str, str
 
 
 def generative_tool_target(pair: PreferencePair, keys: list[str], reading: str | None = None,
-                           verdict: str | None = None) -> str:
+                           verdict: str | None = None, tally: bool = False) -> str:
     """The generative judge's output after the lookup tool's answer (``lookup.tool_result``): per looked-up key
     ``<i>. image <key> = <v>, A <key> = <a> yes|no, B <key> = <b> yes|no -> <favours>`` (the quote restated with the
     marks, as the verifier's quoted lines without a check text), then ``verdict: <verdict>`` (default the preferred
-    response); ``reading``: what the tool quoted (default the worked reading)."""
+    response); ``reading``: what the tool quoted (default the worked reading); ``tally``: each line with the running
+    verdict (``tallied``)."""
     image = claim_values(worked_reading(pair.facts) if reading is None else reading)
     a, b = claim_values(pair.response_a), claim_values(pair.response_b)
     lines = [f"{i}. {_marked(k, image, a, b)}" for i, k in enumerate(keys, 1)]
+    lines = tallied(lines) if tally else lines
     return "\n".join([*lines, f"verdict: {verdict or pair.preferred}"])
 
 
@@ -214,13 +217,28 @@ def worked_reading(facts: dict) -> str:
     return response_text(facts, facts["perception"])
 
 
+def tallied(lines: list[str]) -> list[str]:
+    """Evidence lines (each ending ``-> <favours>``) with the running verdict appended: ``, so far A|B|even``, the
+    response more of the lines up to this one favour (``even`` on a tie, as ``planning.facts_verdict`` gives None)."""
+    count = {"A": 0, "B": 0}
+    out = []
+    for line in lines:
+        fav = line.rsplit("-> ", 1)[-1]
+        if fav in count:
+            count[fav] += 1
+        lead = "A" if count["A"] > count["B"] else "B" if count["B"] > count["A"] else "even"
+        out.append(f"{line}, so far {lead}")
+    return out
+
+
 def verifier_target(pair: PreferencePair, checks: list[Rubric], verdict: str | None = None,
-                    form: str = "keyed") -> str:
-    """The worked reading, one evidence line per check (``evidence_lines`` in ``form``), then ``verdict`` (default:
-    the preferred response). Under 'quoted' there is no worked reading: the policy read the image in a call of its
-    own, and the prompt quotes it."""
+                    form: str = "keyed", tally: bool = False) -> str:
+    """The worked reading, one evidence line per check (``evidence_lines`` in ``form``; ``tally``: each with the
+    running verdict, ``tallied``), then ``verdict`` (default: the preferred response). Under 'quoted' there is no
+    worked reading: the policy read the image in a call of its own, and the prompt quotes it."""
     head = [] if form == "quoted" else [worked_reading(pair.facts)]
-    lines = [*head, *evidence_lines(pair, checks, form), f"verdict: {verdict or pair.preferred}"]
+    body = evidence_lines(pair, checks, form)
+    lines = [*head, *(tallied(body) if tally else body), f"verdict: {verdict or pair.preferred}"]
     return "\n".join(lines)
 
 
@@ -251,13 +269,14 @@ def generative_keys(pair: PreferencePair, order: str = "fixed", rng: random.Rand
     raise ValueError(f"generative_keys: order {order!r}: expected 'fixed' or 'shuffled'")
 
 
-def generative_target(pair: PreferencePair, keys: list[str]) -> str:
+def generative_target(pair: PreferencePair, keys: list[str], tally: bool = False) -> str:
     """Reading lines ``image <key> = <value>``, then per key ``<i>. A <key> = <claim> yes|no, B <key> = <claim>
-    yes|no -> <favours>``, then ``verdict: <preferred>``."""
+    yes|no -> <favours>`` (``tally``: each with the running verdict, ``tallied``), then ``verdict: <preferred>``."""
     truth = gold_values(pair.facts)
     a, b = claim_values(pair.response_a), claim_values(pair.response_b)
     lines = [f"image {k} = {fmt(truth[k])}" for k in keys]
-    lines += [f"{i}. {_comparison(k, truth[k], a, b, favours(pair, k, truth[k]))}" for i, k in enumerate(keys, 1)]
+    compared = [f"{i}. {_comparison(k, truth[k], a, b, favours(pair, k, truth[k]))}" for i, k in enumerate(keys, 1)]
+    lines += tallied(compared) if tally else compared
     return "\n".join([*lines, f"verdict: {pair.preferred}"])
 
 
