@@ -277,6 +277,26 @@ def test_the_wide_start_selection_gives_each_recipe_its_own_start_and_gates_it_b
     assert "--set deltarubric.pairs.form=wide --set deltarubric.pairs.image_size=84" in str(e.value)
 
 
+def test_the_second_wide_start_selection_differs_from_the_first_recipe_in_the_running_verdict_on_fresh_seeds():
+    """`deltarubric_wide_start_b`: its recipe is h64-lr3e-3 with `sft.evidence_tally`, nothing else; its seeds (and
+    their restarts' init seeds, seed + 1000 k) are none of another wide study's; the first selection's rule."""
+    from rubricflow.methods.deltarubric import study_specs as ss
+
+    first, second = ss.wide_start_spec(), ss.wide_start_spec(ss.WIDE_RECIPES_B, ss.WIDE_START_SEEDS_B,
+                                                               "artifacts/studies/deltarubric_wide_start_b")
+    (name, over), = second.variants.items()
+    base = first.variants["h64-lr3e-3"]
+    assert {k: v for k, v in over.items() if base.get(k) != v} == {"deltarubric.sft.evidence_tally": True}
+    assert set(over) - set(base) == {"deltarubric.sft.evidence_tally"}
+    assert second.selection == first.selection.model_copy(update={"settings": {name: [name]}})
+    assert [p.model_dump(exclude={"name", "variant", "minus"}) for p in second.preconditions] == [
+        p.model_dump(exclude={"name", "variant", "minus"}) for p in first.preconditions if p.variant == "h64-lr3e-3"]
+    others = [*ss.WIDE_START_SEEDS, *ss.WIDE_TUNE_SEEDS, *ss.WIDE_RL_SEEDS, *ss.WIDE_RL_SEEDS_B]
+    inits = {s + 1000 * k for s in others for k in range(3)}
+    assert len(second.seeds) >= 3 and not {s + 1000 * k for s in second.seeds for k in range(3)} & inits
+    assert ss.wide_rl_base(name, 30)["deltarubric.sft.evidence_tally"] is True  # the RL studies can start from it
+
+
 def test_the_wide_rl_studies_differ_from_the_start_in_one_setting_each_and_gate_each_claim(tmp_path, monkeypatch):
     """The RL studies on the wide pairs (issue 39, items 4-5): every variant of a seed shares the seed's start, each
     trained variant differs from DeltaRubric in one setting, the static-exhaustive claim compares two readouts of one
