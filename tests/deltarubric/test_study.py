@@ -278,16 +278,18 @@ def test_the_wide_start_selection_gives_each_recipe_its_own_start_and_gates_it_b
 
 
 def test_the_second_wide_start_selection_differs_from_the_first_recipe_in_the_running_verdict_on_fresh_seeds():
-    """`deltarubric_wide_start_b`: its recipe is h64-lr3e-3 with `sft.evidence_tally`, nothing else; its seeds (and
-    their restarts' init seeds, seed + 1000 k) are none of another wide study's; the first selection's rule."""
+    """`deltarubric_wide_start_b`: its recipe is h64-lr3e-3 with `sft.evidence_tally` and a longer phase cap, nothing
+    else; its seeds (and their restarts' init seeds, seed + 1000 k) are none of another wide study's; the first
+    selection's rule."""
     from rubricflow.methods.deltarubric import study_specs as ss
 
     first, second = ss.wide_start_spec(), ss.wide_start_spec(ss.WIDE_RECIPES_B, ss.WIDE_START_SEEDS_B,
                                                                "artifacts/studies/deltarubric_wide_start_b")
     (name, over), = second.variants.items()
     base = first.variants["h64-lr3e-3"]
-    assert {k: v for k, v in over.items() if base.get(k) != v} == {"deltarubric.sft.evidence_tally": True}
-    assert set(over) - set(base) == {"deltarubric.sft.evidence_tally"}
+    assert {k: v for k, v in over.items() if base.get(k) != v} == {"deltarubric.sft.evidence_tally": True,
+                                                                   "deltarubric.sft.max_steps": 4000}
+    assert set(over) - set(base) == {"deltarubric.sft.evidence_tally"} and base["deltarubric.sft.max_steps"] < 4000
     assert second.selection == first.selection.model_copy(update={"settings": {name: [name]}})
     assert [p.model_dump(exclude={"name", "variant", "minus"}) for p in second.preconditions] == [
         p.model_dump(exclude={"name", "variant", "minus"}) for p in first.preconditions if p.variant == "h64-lr3e-3"]
