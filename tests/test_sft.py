@@ -92,34 +92,36 @@ def test_the_sft_stage_warm_starts_a_text_policy_with_lora_and_saves_a_plain_che
                            after["model.layers.1.self_attn.q_proj.weight"])
 
 
-def test_train_sft_tokenises_only_the_targets_it_draws_and_trains_as_on_pretokenised_ids(monkeypatch):
-    """A warm start to a bar calls ``train_sft`` once per block on tens of thousands of examples: each target is
-    tokenised when first drawn, once, and the ids (so the losses) are those of tokenising every target up front."""
-    import torch
-
+def test_train_sft_tokenises_each_drawn_target_once_and_trains_on_its_own_ids(monkeypatch):
+    """A warm start to a bar calls ``train_sft`` once per block on tens of thousands of examples: a target is
+    tokenised when first drawn, once however often it is drawn (the loss weights read the same ids), and every
+    sequence trains on the ids of its own example's target."""
     import rubricflow.training.sft as sft
     from models.tiny import TinyDims, build_tiny_text
     from rubricflow.sections import SFTSchedule
 
     texts = [f"a{i} b{i % 7} c{i % 3}" for i in range(200)]
-    examples = [sft.SFTExample(prompt=f"q{i % 11} ->", target=t) for i, t in enumerate(texts)]
+    model, tok = build_tiny_text(texts + [f"q{i} ->" for i in range(200)],
+                                 TinyDims(hidden_size=16, num_layers=1, num_heads=2, num_kv_heads=1, vocab_size=300),
+                                 seed=0)
+    real_ids, real_encode = sft.target_ids, sft.encode_pairs
 
-    def run():
-        model, tok = build_tiny_text(texts + [e.prompt for e in examples],
-                                     TinyDims(hidden_size=16, num_layers=1, num_heads=2, num_kv_heads=1,
-                                              vocab_size=300), seed=0)
-        calls = []
-        real = sft.target_ids
-        monkeypatch.setattr(sft, "target_ids", lambda proc, text: calls.append(text) or real(proc, text))
-        settings = SFTSchedule(steps=6, batch_size=4, lr=1e-2, warmup_steps=0)
-        losses = sft.train_sft(model, tok, examples, settings, seed=3)
-        monkeypatch.setattr(sft, "target_ids", real)
-        return losses, calls, real, tok
+    def run(n: int, steps: int, batch_size: int):
+        examples = [sft.SFTExample(prompt=f"q{i} ->", target=texts[i]) for i in range(n)]
+        calls, seen = [], []
+        monkeypatch.setattr(sft, "target_ids", lambda proc, text: calls.append(text) or real_ids(proc, text))
+        monkeypatch.setattr(sft, "encode_pairs", lambda proc, prompts, images, targets: seen.extend(
+            zip(prompts, targets)) or real_encode(proc, prompts, images, targets))
+        weighed = []
+        sft.train_sft(model, tok, examples, SFTSchedule(steps=steps, batch_size=batch_size, lr=1e-2, warmup_steps=0),
+                      seed=3, weight_fn=lambda text, ids: weighed.append((text, ids)))
+        target_of = {e.prompt: e.target for e in examples}
+        assert len(seen) == steps * batch_size
+        assert all(ids == real_ids(tok, target_of[p]) for p, ids in seen)  # its own example's ids
+        assert all(ids == real_ids(tok, text) for text, ids in weighed) and len(weighed) == steps * batch_size
+        return calls, {p for p, _ in seen}
 
-    losses, calls, real, tok = run()
-    assert len(calls) == len(set(calls)) <= 6 * 4  # the drawn targets, once each: not the 200
-    # the same steps on ids tokenised up front: the same losses
-    ids = {e.target: real(tok, e.target) for e in examples}
-    monkeypatch.setattr(sft, "target_ids", lambda proc, text: ids[text])
-    again, _, _, _ = run()
-    torch.testing.assert_close(torch.tensor(losses), torch.tensor(again))
+    calls, drawn = run(200, 6, 4)
+    assert len(calls) == len(drawn) <= 24  # the drawn targets only, not the 200
+    calls, drawn = run(10, 6, 4)  # 24 draws of 10 examples: each drawn more than once, tokenised once
+    assert sorted(calls) == sorted(texts[int(p[1:].split()[0])] for p in drawn) and len(drawn) == 10

@@ -205,15 +205,21 @@ def test_the_running_verdict_is_on_every_evidence_line_of_every_mode_that_writes
     from rubricflow.methods.deltarubric.synthetic import build_pairs
 
     pairs = build_pairs(tmp_path, ["barchart"], {"train": 8}, seed=3, partial_frac=0.5, form="wide")
+    from rubricflow.methods.deltarubric.parsing import parse_verdict
+    from rubricflow.methods.deltarubric.roles import ROLES
+
+    pairs = [p for p in pairs if len(p.facts["perception"]) - len(set(p.meta["errors"]["B"])) >= 2]  # 2 agreed
     off = DRSFTConfig(evidence_form="quoted", perception_images=8, generative=True, equal_mode_examples=True,
-                      planner_target_noise=0.5)
+                      planner_target_noise=1.0)
     on = off.model_copy(update={"evidence_tally": True})
     tallied_modes = set()
     for p in pairs:
         plain, tally = pair_examples(p, off, random.Random(0), 1), pair_examples(p, on, random.Random(0), 1)
-        assert [(e.mode, e.role, e.checks, e.pair.id) for e in plain] == [(e.mode, e.role, e.checks, e.pair.id)
-                                                                          for e in tally]
+        assert [(e.mode, e.role, e.checks, e.pair, e.reading) for e in plain] == [
+            (e.mode, e.role, e.checks, e.pair, e.reading) for e in tally]
         for a, b in zip(plain, tally):
+            role = ROLES[a.role]
+            assert role.prompt(a.pair, a.checks, a.reading) == role.prompt(b.pair, b.checks, b.reading)
             lines = [ln for ln in a.target.splitlines() if " -> " in ln]
             if not lines or a.mode == "static":  # the static judge's criteria lines are not evidence lines
                 assert a.target == b.target
@@ -222,5 +228,9 @@ def test_the_running_verdict_is_on_every_evidence_line_of_every_mode_that_writes
             assert all(" -> " not in ln or ", so far " in ln for ln in b.target.splitlines())
             assert b.target.replace(", so far A", "").replace(", so far B", "").replace(", so far even", "") \
                 == a.target
-    assert tallied_modes == {"verifier", "exhaustive", "generative", "noise"} or tallied_modes == {
-        "verifier", "exhaustive", "generative"}
+            # the last tally is the verdict where it names a response; `even` where the lines favour neither
+            last = [ln for ln in b.target.splitlines() if " -> " in ln][-1].rsplit("so far ", 1)[1]
+            verdict = parse_verdict(b.target).verdict
+            assert last == verdict or (last == "even" and all(f not in ("A", "B") for _, f in
+                                                               parse_verdict(b.target).checks))
+    assert tallied_modes == {"verifier", "exhaustive", "generative", "noise"}

@@ -190,8 +190,8 @@ def test_the_teacher_forced_readout_scores_each_part_of_the_evidence_lines(tmp_p
     text = "1. image K = 6, A K = 5 no, B K = 6 yes -> B, so far B\nverdict: B"
     ids = tok(text, add_special_tokens=False)["input_ids"]
     got = [(tok.decode([i]).strip(), p) for i, p in zip(ids, target_parts(tok, text, ids)) if p]
-    assert [x for x in got if x[1] in ("favour", "tally", "verdict")] == [("B", "favour"), ("B", "tally"),
-                                                                          ("B", "verdict")]
+    assert got == [("6", "value"), ("5", "value"), ("no", "mark"), ("6", "value"), ("yes", "mark"),
+                   ("B", "favour"), ("B", "tally"), ("B", "verdict")]  # the tally token only is new
 
 
 def test_the_tool_needs_reading_examples_and_names_itself_in_a_study_units_inputs(tmp_path):

@@ -190,7 +190,8 @@ def wide_start_preconditions(recipe: str) -> list[Precondition]:
 
 def wide_start_spec(recipes: dict[str, dict[str, Any]] | None = None, seeds: list[int] | None = None,
                     out_dir: str = "artifacts/studies/deltarubric_wide_start") -> StudySpec:
-    """``deltarubric_wide_start``: each recipe of ``recipes`` (default ``WIDE_RECIPES``) in ``WIDE_SETTING`` trained to
+    """A selection of the wide warm start (``deltarubric_wide_start``; ``deltarubric_wide_start_b`` with its own
+    recipes, seeds and folder): each recipe of ``recipes`` (default ``WIDE_RECIPES``) in ``WIDE_SETTING`` trained to
     its bars per seed (default ``WIDE_START_SEEDS``; its own start group) and evaluated untrained on val in every judge
     mode; the rule, fixed before the runs: a recipe is eligible only where every precondition of
     ``wide_start_preconditions`` holds on every seed; among the eligible, the highest mean val oracle-checklist
@@ -207,16 +208,15 @@ def wide_start_spec(recipes: dict[str, dict[str, Any]] | None = None, seeds: lis
 
 
 # The second selection (`deltarubric_wide_start_b`, issue 39, item 2), declared before any of its units ran: the
-# first found no recipe eligible, and over the twelve finished attempts of h64-lr3e-3 (development, that selection,
-# the lr tune) its start met its bars on four; every miss on record copied the quoted values and marked them (values
-# and marks near 1 teacher-forced) but left the verdict, often the favours too, near chance
-# (docs/deltarubric_planning.md). Its one recipe is h64-lr3e-3 with the running verdict on each evidence line
-# (`sft.evidence_tally`), for the verifier and the generative control alike, and a phase cap of 4000 steps (3000
-# before: in the development runs of the running verdict one start learned its marks in the last blocks and met the
-# oracle bar 200 steps past 3000), on three fresh seeds, under the first selection's rule (every precondition on every
-# seed). Where it is eligible the RL studies start from it (WIDE_RL_RECIPE); where not, WIDE_RL_RECIPE stays
-# h64-lr3e-3 unless the tally recipe met its bars on more of its seeds than h64-lr3e-3 did on the first selection's
-# (2 of 3): the first selection's fallback rule.
+# first found no recipe eligible, h64-lr3e-3's starts missed their bars on most attempts on record, and the misses
+# copied and marked the quoted values but left the verdict near chance (docs/deltarubric_planning.md, "The lr tune's
+# starts on the AMD EPYC"). Its one recipe is h64-lr3e-3 with the running verdict on each evidence line
+# (`sft.evidence_tally`), for the verifier and the generative control alike, and a longer phase cap (the development
+# runs of the running verdict, in the same document's section on it), on three fresh seeds, under the first
+# selection's rule (every precondition on every seed). Where it is eligible the RL studies start from it
+# (WIDE_RL_RECIPE); where not, WIDE_RL_RECIPE stays h64-lr3e-3 unless the tally recipe met its bars on more of its
+# seeds than h64-lr3e-3 did on the first selection's (reports/studies/deltarubric_wide_start.md): the first
+# selection's fallback rule.
 WIDE_RECIPES_B: dict[str, dict[str, Any]] = {
     "h64-lr3e-3-tally": {**WIDE_RECIPES["h64-lr3e-3"], "deltarubric.sft.evidence_tally": True,
                          "deltarubric.sft.max_steps": 4000},
