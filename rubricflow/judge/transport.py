@@ -398,7 +398,7 @@ class ChatTransport:
     async def post(
         self, client, sem: asyncio.Semaphore, body: dict, label: str
     ) -> tuple[str | None, str | None, int]:
-        """``(content, finish_reason, attempts)`` of one request with our retries (tenacity), within
+        """``(content, finish_reason, attempts)`` of one request with the transport's retries (tenacity), within
         ``request_deadline_s`` (attempts and backoff waits count, queueing for ``sem`` does not). Raises
         ``RequestFailed``."""
         c = self.cfg
