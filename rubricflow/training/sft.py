@@ -10,6 +10,7 @@ expanded), the target's token ids are appended, then ``<|im_end|>``. Loss is on 
 
 from __future__ import annotations
 
+import functools
 import math
 import random
 import time
@@ -157,12 +158,9 @@ def train_sft(
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: lr_factor(s, steps, warmup_steps, schedule))
     # Targets are tokenised when first drawn (a block of a warm start to a bar draws a small share of its examples).
-    cache: dict[int, list[int]] = {}
-
+    @functools.cache
     def tids(i: int) -> list[int]:
-        if i not in cache:
-            cache[i] = target_ids(processor, examples[i].target)
-        return cache[i]
+        return target_ids(processor, examples[i].target)
 
     order: list[int] = []
     losses: list[float] = []

@@ -290,7 +290,7 @@ def generative_calls(gen, processor, items: list[Item], tokens: dict[str, int]) 
 def val_measure(dr: DeltaRubricConfig, items: list[Item], model, processor) -> Measure:
     """The greedy val measures of ``model`` (see the module docstring): ``reading`` and ``oracle``; with ``oracle``
     also the teacher-forced evidence readout (``evidence_readout``: ``tf_value``, ``tf_mark``, ``tf_favour``,
-    ``tf_verdict``), recorded with each block's values, never a bar."""
+    ``tf_tally`` with ``sft.evidence_tally``, ``tf_verdict``), recorded with each block's values, never a bar."""
     from rubricflow.sections import GenerationConfig  # torch: imported when a bar is measured
     from rubricflow.training.generation import generator_for
 

@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from rubricflow.data.pairs import PreferencePair
 from rubricflow.methods.deltarubric.parsing import MAX_CHECKS
 from rubricflow.methods.deltarubric.synthetic import gold_values
-from rubricflow.methods.deltarubric.targets import check_keys, exhaustive_checks, favours, reference_checks
+from rubricflow.methods.deltarubric.targets import check_keys, exhaustive_checks, favours, lead, reference_checks
 
 CHECKLISTS = ("exhaustive", "oracle", "random")
 
@@ -39,9 +39,7 @@ def execute(pair: PreferencePair, keys: Sequence[str]) -> list[str]:
 
 def facts_verdict(pair: PreferencePair, keys: Sequence[str]) -> str | None:
     """The response more executed checks favour, or None on a tie (the checklist does not separate the pair)."""
-    favs = execute(pair, keys)
-    a, b = favs.count("A"), favs.count("B")
-    return "A" if a > b else "B" if b > a else None
+    return lead(execute(pair, keys))
 
 
 def decides(pair: PreferencePair, checks: Sequence[str]) -> bool:

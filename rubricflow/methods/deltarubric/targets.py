@@ -36,6 +36,7 @@ Only synthetic pairs (with ``facts``) have targets; benchmark pairs are evaluati
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 
 from rubricflow.data.pairs import PreferencePair
 from rubricflow.data.traces import extract_boxed, fmt, parse_claims, values_equal
@@ -217,17 +218,20 @@ def worked_reading(facts: dict) -> str:
     return response_text(facts, facts["perception"])
 
 
+def lead(favours: Sequence[str]) -> str | None:
+    """The response more of ``favours`` (each 'A', 'B' or 'neither') name, or None on a tie."""
+    a, b = favours.count("A"), favours.count("B")
+    return "A" if a > b else "B" if b > a else None
+
+
 def tallied(lines: list[str]) -> list[str]:
     """Evidence lines (each ending ``-> <favours>``) with the running verdict appended: ``, so far A|B|even``, the
-    response more of the lines up to this one favour (``even`` on a tie, as ``planning.facts_verdict`` gives None)."""
-    count = {"A": 0, "B": 0}
+    ``lead`` of the lines up to this one (``even`` on a tie)."""
+    favs: list[str] = []
     out = []
     for line in lines:
-        fav = line.rsplit("-> ", 1)[-1]
-        if fav in count:
-            count[fav] += 1
-        lead = "A" if count["A"] > count["B"] else "B" if count["B"] > count["A"] else "even"
-        out.append(f"{line}, so far {lead}")
+        favs.append(line.rsplit("-> ", 1)[-1])
+        out.append(f"{line}, so far {lead(favs) or 'even'}")
     return out
 
 
