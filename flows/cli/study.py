@@ -135,9 +135,11 @@ def register(app: typer.Typer) -> None:
             "--dir", help="The carry folder (committed with the repository).")] = str(CARRY_ROOT),
     ):
         """Carry a study's progress to another machine through the repository: `save` writes the built starts (one
-        reproducible .tar.gz per start) and the verified unit results under <dir>/<name>/; `restore` puts them into
-        the study's out_dir, keeping whatever is there. The next `rubricflow study` reuses a restored start or
-        result only where its input hashes match, as for its own."""
+        reproducible .tar.gz per start), the checkpointed progress of resumable starts not built yet and the verified
+        unit results under <dir>/<name>/; `restore` puts them into the study's out_dir, keeping whatever is there.
+        The next `rubricflow study` reuses a restored start or result, or goes on from a restored partial start, only
+        where its input hashes match, as for its own. Save after the study has stopped: a start being built is not
+        carried (listed under `building`)."""
         if action not in ("save", "restore"):
             typer.echo(f"error: study-carry ACTION must be save or restore, got {action!r}", err=True)
             raise typer.Exit(2)
@@ -157,6 +159,9 @@ def register(app: typer.Typer) -> None:
             typer.echo(f"error: {e}", err=True)
             raise typer.Exit(1) from None
         typer.echo(json.dumps(summary, indent=1))
+        if summary.get("building"):
+            typer.echo(f"warning: starts being built, their progress not carried: {', '.join(summary['building'])}; "
+                       "stop the study and save again", err=True)
 
 
 def _on_ray(name: str, cfg, address: str, seeds: str | None, variants: str | None, track: bool,

@@ -33,13 +33,18 @@ class SeedStart:
     * ``inputs(ucfg, seed)``: what the start depends on, one entry per part (hashed, with ``code``);
     * ``build(ucfg, seed, build_dir, start_dir)``: build the start into ``build_dir`` (renamed to ``start_dir``
       when done) and return a small summary for the report (e.g. the warm start's val accuracy and the tiers);
-    * ``code``: dotted modules or packages whose source the start depends on.
+    * ``code``: dotted modules or packages whose source the start depends on;
+    * ``resumable``: ``build`` takes a fifth argument, ``resume_dir``: a folder of the seed's own that outlives an
+      interrupted or failed build (and is carried between machines with the study's progress), where the build
+      checkpoints its progress and from which a later build goes on; it is emptied when the start's inputs change
+      and removed once the start is in place.
     """
 
     overrides: Callable[[Any, Path], dict[str, Any]]
     inputs: Callable[[Any, int], dict[str, Any]]
-    build: Callable[[Any, int, Path, Path], dict]
+    build: Callable[..., dict]
     code: tuple[str, ...]
+    resumable: bool = False
 
 
 @dataclass(frozen=True)

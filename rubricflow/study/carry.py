@@ -13,12 +13,16 @@ Layout under ``<root>/<study>/`` (paths relative to the study's ``out_dir``):
 * ``_start/[<group>/]seed<k>.tar.gz``: a built start folder (with its ``start.json``), less the subfolders named in
   ``leave_out`` (what only the build reads, e.g. DeltaRubric's initial weights ``base``); the archive is
   byte-for-byte reproducible (sorted members, no times or owners), so saving an unchanged start rewrites nothing;
+* ``_start/[<group>/]seed<k>.partial.tar.gz``: the progress of a resumable start not yet built (its
+  ``.seed<k>.partial`` folder, ``seed_start.partial_dir``: a warm start's last checkpoint), so the next machine goes
+  on from it instead of from the beginning; removed from the carry once the start itself is carried. The build uses
+  it only where it was made on the start's current inputs;
 * ``<variant>/seed<k>.json``: a unit's ``result.json`` as written (with its checksum).
 
 Restoring never replaces what the machine has: a start folder with a ``start.json`` and a unit with a
 ``result.json`` are kept. A carried file that is damaged (an archive that does not open or holds a member outside
 its folder, a result whose checksum fails) is an error naming the file, so a part of the study is never dropped
-silently.
+silently. A partial start is restored only where the machine has neither the start nor a partial folder of its own.
 """
 
 from __future__ import annotations
@@ -34,12 +38,21 @@ from typing import Any
 
 from rubricflow.study.adapter import Unit
 from rubricflow.study.harness import RESULT_FILE, plan, unit_dir, unit_start_dir
-from rubricflow.study.seed_start import START_FILE, read_start, start_lock
+from rubricflow.study.seed_start import (
+    PARTIAL_INPUTS,
+    START_FILE,
+    partial_dir,
+    read_partial_inputs,
+    read_start,
+    start_lock,
+    start_lock_now,
+)
 from rubricflow.study.spec import StudySpec
 from rubricflow.study.units import locked, peek_result
 
 CARRY_ROOT = Path("studies") / "carry"
 ARCHIVE_SUFFIX = ".tar.gz"
+PARTIAL_SUFFIX = ".partial" + ARCHIVE_SUFFIX
 
 
 class CarryError(ValueError):
@@ -105,18 +118,34 @@ def save_progress(spec: StudySpec, name: str, root: str | Path = CARRY_ROOT, lea
                   units: Sequence[Unit] | None = None) -> dict[str, Any]:
     """Save the built starts and the verified results of ``units`` (default: every unit of ``spec``) under
     ``root/name``; a file already there with the same bytes is left as it is. Returns what was written and what
-    was already there (paths relative to ``root/name``), and the units without a result (not finished, or a result
-    that fails its checksum: not carried)."""
+    was already there (paths relative to ``root/name``), the units without a result (not finished, or a result
+    that fails its checksum: not carried), the carried partial starts removed (their start is carried now) and the
+    starts whose progress was not carried because a build is running on them (``building``: stop the study first)."""
     units = _units(spec, units)
     out, dest = Path(spec.out_dir), Path(root) / name
     written, same, unfinished = [], [], []
+    removed: list[str] = []
+    building: list[str] = []
     for rel in _start_dirs(spec, units):
         folder = out / rel
+        carried_partial = dest / rel.with_name(rel.name + PARTIAL_SUFFIX)
         if read_start(folder) is None:  # not built (or being built: start.json is written last)
+            partial = partial_dir(folder)
+            if read_partial_inputs(partial) is not None:
+                with start_lock_now(folder) as free:  # never while a build writes its checkpoints
+                    data = archive_bytes(partial) if free else None
+                if data is None:
+                    building.append(rel.as_posix())
+                    continue
+                (written if _write_if_changed(carried_partial, data) else same).append(
+                    carried_partial.relative_to(dest).as_posix())
             continue
         target = dest / rel.with_name(rel.name + ARCHIVE_SUFFIX)
         (written if _write_if_changed(target, archive_bytes(folder, leave_out)) else same).append(
             target.relative_to(dest).as_posix())
+        if carried_partial.exists():  # the start is carried now: its progress is not needed
+            carried_partial.unlink()
+            removed.append(carried_partial.relative_to(dest).as_posix())
     for u in units:
         src = out / _unit_rel(spec, u) / RESULT_FILE
         result, _ = peek_result(src)
@@ -125,13 +154,14 @@ def save_progress(spec: StudySpec, name: str, root: str | Path = CARRY_ROOT, lea
             continue
         target = dest / _unit_rel(spec, u).with_suffix(".json")
         (written if _write_if_changed(target, src.read_bytes()) else same).append(target.relative_to(dest).as_posix())
-    return {"study": name, "carry_dir": str(dest), "written": written, "unchanged": same, "unfinished": unfinished,
-            "left_out": list(leave_out)}
+    return {"study": name, "carry_dir": str(dest), "written": written, "unchanged": same, "removed": removed,
+            "unfinished": unfinished, "building": building, "left_out": list(leave_out)}
 
 
-def _extract(archive: Path, folder: Path) -> None:
-    """Unpack ``archive`` into a fresh sibling of ``folder``, check it holds a ``start.json``, rename it into place."""
-    tmp = folder.parent / f".carry-{folder.name}-{os.getpid()}"
+def _extract(archive: Path, folder: Path, marker: str = START_FILE) -> None:
+    """Unpack ``archive`` into a fresh sibling of ``folder``, check it holds ``marker`` (a start's ``start.json``, a
+    partial start's ``inputs.json``), rename it into place."""
+    tmp = folder.parent / f".carry-{folder.name.lstrip('.')}-{os.getpid()}"
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     try:
@@ -140,8 +170,10 @@ def _extract(archive: Path, folder: Path) -> None:
                 tar.extractall(tmp, filter="data")  # refuses absolute paths, '..', links out of the folder
         except (tarfile.TarError, OSError, EOFError) as e:
             raise CarryError(f"{archive}: not a start archive that can be unpacked ({e})") from None
-        if read_start(tmp) is None:
+        if marker == START_FILE and read_start(tmp) is None:
             raise CarryError(f"{archive}: holds no readable {START_FILE}; expected a built start folder")
+        if marker == PARTIAL_INPUTS and read_partial_inputs(tmp) is None:
+            raise CarryError(f"{archive}: holds no readable {PARTIAL_INPUTS}; expected a partial start folder")
         if folder.exists():  # a half-built or unfinished folder without start.json: replaced
             shutil.rmtree(folder)
         os.replace(tmp, folder)
@@ -162,9 +194,18 @@ def restore_progress(spec: StudySpec, name: str, root: str | Path = CARRY_ROOT,
     restored, kept, absent = [], [], []
     for rel in _start_dirs(spec, units):
         archive = src / rel.with_name(rel.name + ARCHIVE_SUFFIX)
+        folder = out / rel
+        partial = src / rel.with_name(rel.name + PARTIAL_SUFFIX)
+        if not archive.exists() and partial.exists():
+            with start_lock(folder):
+                if read_start(folder) is not None or partial_dir(folder).exists():
+                    kept.append(partial_dir(folder).relative_to(out).as_posix())
+                    continue
+                _extract(partial, partial_dir(folder), PARTIAL_INPUTS)
+            restored.append(partial_dir(folder).relative_to(out).as_posix())
+            continue
         if not archive.exists():
             continue
-        folder = out / rel
         with start_lock(folder):  # the lock ensure_start holds
             if read_start(folder) is not None:
                 kept.append(rel.as_posix())

@@ -7,7 +7,10 @@ config at ``<out_dir>/_start/seed<k>/`` (``<out_dir>/_start/<group>/seed<k>/`` f
 makes it. The first unit of a seed to need the start builds it under a lock (units of one seed may run side by side,
 in threads, processes or on Ray workers sharing the folder); the others wait and reuse it. A start is rebuilt when
 its inputs changed, never reused half-written: it is built in a temporary folder, its ``start.json`` (the inputs'
-hashes and the build's summary) written last, and renamed into place.
+hashes and the build's summary) written last, and renamed into place. A resumable start (``SeedStart.resumable``)
+checkpoints into ``<parent>/.seed<k>.partial/`` (``partial_dir``), which records the inputs it was made on: a build
+that finds it on the same inputs goes on from it, one on other inputs empties it first; it is removed once the start
+is in place.
 """
 
 from __future__ import annotations
@@ -50,6 +53,51 @@ def start_lock(directory: Path) -> contextlib.AbstractContextManager[None]:
     return _locked(directory.parent / f".{directory.name}.lock")
 
 
+@contextlib.contextmanager
+def start_lock_now(directory: Path) -> Iterator[bool]:
+    """``start_lock`` if it is free now (yields True, held until the block ends), else yields False at once: a build
+    holds it (e.g. a study still running on this machine)."""
+    path = directory.parent / f".{directory.name}.lock"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a") as fh:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            yield False
+            return
+        try:
+            yield True
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def partial_dir(directory: Path) -> Path:
+    """Where a resumable start in ``directory`` keeps its progress while it is built (``<parent>/.seed<k>.partial``)."""
+    return directory.parent / f".{directory.name}.partial"
+
+
+PARTIAL_INPUTS = "inputs.json"  # in a partial folder: the inputs its progress was made on
+
+
+def read_partial_inputs(partial: Path) -> dict | None:
+    try:
+        return json.loads((partial / PARTIAL_INPUTS).read_text()).get("inputs")
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
+def _partial_for(partial: Path, seed: int, inputs: dict[str, str]) -> Path:
+    """``partial`` ready for a build on ``inputs``: kept where it was made on them, else emptied (and said so)."""
+    if partial.exists() and read_partial_inputs(partial) != inputs:
+        print(f"study: the partial start of seed {seed} in {partial} was made on other inputs; starting it over",
+              flush=True)
+        shutil.rmtree(partial)
+    partial.mkdir(parents=True, exist_ok=True)
+    if not (partial / PARTIAL_INPUTS).exists():
+        write_json(partial / PARTIAL_INPUTS, {"seed": seed, "inputs": inputs})
+    return partial
+
+
 def start_inputs(ss: SeedStart, ucfg: Any, seed: int) -> dict[str, str]:
     return part_hashes({**ss.inputs(ucfg, seed), "code": code_hash(*ss.code)})
 
@@ -76,8 +124,10 @@ def ensure_start(ss: SeedStart, ucfg: Any, seed: int, directory: Path) -> dict:
                   "rebuilding it", flush=True)
         tmp = directory.parent / f".tmp-seed{seed}-{os.getpid()}"
         shutil.rmtree(tmp, ignore_errors=True)
+        partial = _partial_for(partial_dir(directory), seed, inputs) if ss.resumable else None
         try:
-            summary = ss.build(ucfg, seed, tmp, directory)
+            summary = (ss.build(ucfg, seed, tmp, directory, partial) if partial is not None
+                       else ss.build(ucfg, seed, tmp, directory))
             record = {"seed": seed, "inputs": inputs, "summary": summary}
             write_json(tmp / START_FILE, record)
             if directory.exists():
@@ -85,6 +135,8 @@ def ensure_start(ss: SeedStart, ucfg: Any, seed: int, directory: Path) -> dict:
             os.replace(tmp, directory)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
+        if partial is not None:
+            shutil.rmtree(partial, ignore_errors=True)
         return record
 
 

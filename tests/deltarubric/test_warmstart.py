@@ -396,3 +396,125 @@ def test_weighted_sft_loss_adds_gradient_to_the_weighted_tokens_only():
     assert torch.allclose(sft_loss(model, batch, w), plain - 4 * logp[1, 3] / 4)
     with pytest.raises(ValueError, match="3 weights for a target of 2 tokens"):
         batch_weights(batch, ["x", "y"], [[3, 4], [2, 3]], lambda text, ids: [1.0] * 3)
+
+
+def test_a_start_to_a_bar_interrupted_after_any_block_resumes_and_ends_as_the_uninterrupted_one():
+    """``train_to_bar`` with a checkpoint after each block: stopped after any block (a restart and a phase ended
+    at its bar included) and given its last checkpoint (through JSON, as on disk) back, it trains the remaining
+    blocks only, with the same data seeds, and returns the attempts of the run that was never stopped."""
+    import json
+
+    import pytest
+
+    from rubricflow.methods.deltarubric.bars import Phase, train_to_bar
+    from rubricflow.methods.deltarubric.config import DRSFTConfig
+
+    cfg = DRSFTConfig(bar_oracle=0.5, block_steps=100, max_steps=300, max_restarts=2)
+    rate = {7: 0.001, 1007: 0.003}  # init seed 7 misses at its cap; 1007 meets after 200 steps, then verdicts
+
+    def make(log, stop_after=None, weights_from=None):
+        """``weights_from``: a checkpoint; the attempt it names starts from the steps it had trained (its weights)."""
+        current = {}
+
+        def attempt(init_seed):
+            st = {"steps": weights_from["weights"] if weights_from and weights_from["init_seed"] == init_seed else 0}
+            current["st"] = st
+
+            def train_block(examples, steps, batch_size, seed):
+                if stop_after is not None and len(log) >= stop_after:
+                    raise KeyboardInterrupt
+                st["steps"] += steps
+                log.append((init_seed, len(examples), steps, seed))
+
+            return ([Phase("evidence", ["v"], {"oracle": 0.5}, 8), Phase("verdicts", ["v", "n"], {"oracle": 0.5}, 8)],
+                    train_block, lambda names: {n: st["steps"] * rate[init_seed] for n in names})
+
+        return attempt, current
+
+    full_log: list = []
+    full = train_to_bar(make(full_log)[0], cfg, seed=7)
+    assert [(a["init_seed"], a["met"]) for a in full] == [(7, False), (1007, True)] and len(full_log) == 6
+    for stop in range(1, len(full_log)):
+        log: list = []
+        saved = {}
+        attempt, current = make(log, stop_after=stop)
+
+        def checkpoint(progress, current=current, saved=saved):
+            saved.update(json.loads(json.dumps(progress)), weights=current["st"]["steps"])
+
+        with pytest.raises(KeyboardInterrupt):
+            train_to_bar(attempt, cfg, seed=7, checkpoint=checkpoint)
+        assert len(log) == stop
+        resumed = train_to_bar(make(log, weights_from=saved)[0], cfg, seed=7, progress=saved)
+        assert log == full_log, stop  # every block once, in order, with its own data seed
+        assert resumed == full, stop
+
+
+def test_the_warm_start_checkpoints_each_block_and_an_interrupted_one_resumes_to_the_same_weights(tmp_path,
+                                                                                              monkeypatch):
+    """The stage on a toy model with a resume folder: interrupted after its second block and run again, it goes on
+    from the checkpoint and saves the weights, loss curve and logged steps of the run that was never interrupted;
+    the record says it was resumed and where (each run's machine)."""
+    import json
+
+    import pytest
+    import torch
+    from safetensors.torch import load_file
+
+    from rubricflow.methods.deltarubric import warmstart
+    from rubricflow.methods.deltarubric.stages import pairs_stage
+
+    dr = {"pairs": {"out_dir": str(tmp_path / "pairs"), "tasks": ["counting"], "train": 4, "val": 2, "test": 2,
+                    "balance_tol": 0.5},
+          "sft": {"out_dir": str(tmp_path / "sft"), "base_dir": str(tmp_path / "base"), "batch_size": 4,
+                  "warmup_steps": 1, "hidden_size": None, "perception_images": 2, "perception_batch_size": 2,
+                  "bar_reading": 0.5, "bar_oracle": 0.5, "block_steps": 2, "max_steps": 4, "max_restarts": 0}}
+    cfg = _tiny_config(tmp_path, dr)
+    pairs_stage(cfg, track=False)
+    # each bar is met after a phase's second block: 4 phases x 2 blocks
+    monkeypatch.setattr(warmstart, "val_measure", lambda d, items, model, proc: (
+        lambda names: {n: 0.3 * (1 + fake_blocks[-1] % 2) for n in names}))
+    real_train = warmstart.train_sft
+    fake_blocks: list = []
+
+    def counting_train(*a, **k):
+        if stop_at is not None and len(fake_blocks) == stop_at:
+            raise RuntimeError("interrupted")
+        out = real_train(*a, **k)
+        fake_blocks.append(len(fake_blocks))
+        return out
+
+    monkeypatch.setattr(warmstart, "train_sft", counting_train)
+
+    def run(name, resume_dir=None, logged=None):
+        sft = cfg.deltarubric.sft.model_copy(update={"out_dir": str(tmp_path / name)})
+        d = cfg.deltarubric.model_copy(update={"sft": sft})
+        return warmstart.warm_start(d, cfg.models, 1, tmp_path / f"r-{name}", _NullRun(), resume_dir=resume_dir,
+                                    log_fn=None if logged is None else (lambda s, m: logged.append((s, m["sft/loss"]))))
+
+    stop_at, logged_full = None, []
+    full = run("full", logged=logged_full)
+    assert len(fake_blocks) == 8 and full["met"] and "resumes" not in full
+    fake_blocks.clear()
+    stop_at, logged = 2, []
+    with pytest.raises(RuntimeError, match="interrupted"):
+        run("resumed", resume_dir=tmp_path / "resume", logged=logged)
+    progress = json.loads((tmp_path / "resume" / "progress.json").read_text())
+    # the last checkpoint: after the reading phase's second block (its bar met; the evidence phase had not ended one)
+    assert (progress["phase"], len(progress["blocks"]), progress["weights"]) == ("reading", 2, "block00002.safetensors")
+    assert sorted(p.name for p in (tmp_path / "resume").iterdir()) == [progress["weights"], "progress.json"]
+    assert not (tmp_path / "resumed").exists()
+    stop_at = None
+    resumed = run("resumed", resume_dir=tmp_path / "resume", logged=logged)
+    assert len(fake_blocks) == 8  # 2 before the interruption, 6 after it: no block trained twice
+    a, b = load_file(tmp_path / "full" / "model.safetensors"), load_file(tmp_path / "resumed" / "model.safetensors")
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    assert logged == logged_full  # every step logged once, numbered as in the uninterrupted run, same losses
+    curve = json.loads((tmp_path / "r-resumed" / "plots" / "deltarubric_sft_loss.json").read_text())
+    assert curve == json.loads((tmp_path / "r-full" / "plots" / "deltarubric_sft_loss.json").read_text())
+    strip = ("sft_seconds", "resumes", "segments")
+    assert {k: v for k, v in resumed.items() if k not in strip} == {k: v for k, v in full.items() if k not in strip}
+    assert resumed["resumes"] == 1 and len(resumed["segments"]) == 2
+    assert resumed["segments"][1] | {"machine": None} == {"machine": None, "init_seed": 1, "phase": "reading",
+                                                         "block": 2}
+    assert warmstart.bars_record(tmp_path / "resumed")["segments"] == resumed["segments"]

@@ -234,3 +234,105 @@ def test_the_report_says_which_seeds_ran_on_which_machine_when_there_are_several
     mixed = [*one, {"seed": 22, "machine": "AMD EPYC"}, {"seed": 33, "machine": "AMD EPYC"}]
     assert machines_line(mixed) == "AMD EPYC (2 units; seeds 22, 33); Intel Xeon (2 units; seeds 11, 22)"
     assert machines_line([{"seed": 11}]).endswith("(where the report was written; the units did not record theirs)")
+
+
+class ResumableStart:
+    """A start trained in 3 blocks that checkpoints each block in its resume folder; ``stop_after``: the build is
+    interrupted (an error) once that many blocks have been trained in this build."""
+
+    def __init__(self):
+        self.stop_after: int | None = None
+        self.trained: list[tuple[int, int]] = []  # (seed, block) per block trained, over every build
+
+    def build(self, ucfg, seed, build_dir, start_dir, resume_dir):
+        ckpt = resume_dir / "progress.json"
+        done = json.loads(ckpt.read_text())["blocks"] if ckpt.exists() else 0
+        for n, block in enumerate(range(done, 3)):
+            if self.stop_after is not None and n >= self.stop_after:
+                raise RuntimeError("interrupted")
+            self.trained.append((seed, block))
+            ckpt.write_text(json.dumps({"blocks": block + 1}))
+        (build_dir / "sft").mkdir(parents=True)
+        (build_dir / "sft" / "weights.bin").write_bytes(bytes([seed % 256]) * 64)
+        return {"resumed_at": done}
+
+
+@pytest.fixture
+def resumable(monkeypatch):
+    rs = ResumableStart()
+    adapters = registry.study_adapters()
+    start = SeedStart(overrides=lambda vcfg, sdir: {"rucl.init_from": str(sdir / "sft")},
+                      inputs=lambda ucfg, seed: {"seed": seed}, build=rs.build, code=(), resumable=True)
+    patched = {**adapters, "rucl": dataclasses.replace(adapters["rucl"], seed_start=start)}
+    monkeypatch.setattr(registry, "study_adapters", lambda: patched)
+    return rs, start
+
+
+def test_an_interrupted_resumable_start_goes_on_from_its_checkpoint_here_and_on_the_next_machine(tmp_path, resumable):
+    """A resumable start keeps its progress in ``.seed<k>.partial`` across an interrupted build; the progress is
+    carried to the next machine, whose build goes on from it; once the start is built the partial folder is gone,
+    and the carried progress is replaced by the start. A partial made on other inputs is started over."""
+    from rubricflow.study.seed_start import ensure_start, partial_dir, start_lock
+
+    rs, start = resumable
+    carry = tmp_path / "carry"
+    a = _machine(tmp_path, "a")
+    spec = a.study.rucl
+    sdir = unit_start_dir(spec, Unit("sft", 22))
+    rs.stop_after = 1
+    with pytest.raises(RuntimeError, match="interrupted"):
+        ensure_start(start, a, 22, sdir)
+    assert not sdir.exists() and json.loads((partial_dir(sdir) / "progress.json").read_text()) == {"blocks": 1}
+    # a second interruption on this machine goes on from block 1, not from the beginning
+    with pytest.raises(RuntimeError):
+        ensure_start(start, a, 22, sdir)
+    assert rs.trained == [(22, 0), (22, 1)]
+    # saved while a build holds the start's lock: not carried, and said so
+    with start_lock(sdir):
+        busy = save_progress(spec, "rucl", carry, units=_units(spec))
+    assert busy["building"] == ["_start/seed22"] and not (carry / "rucl" / "_start" / "seed22.partial.tar.gz").exists()
+    saved = save_progress(spec, "rucl", carry, units=_units(spec))
+    assert saved["written"] == ["_start/seed22.partial.tar.gz"] and saved["building"] == []
+
+    b = _machine(tmp_path, "b")
+    spec_b = b.study.rucl
+    got = restore_progress(spec_b, "rucl", carry, units=_units(spec_b))
+    assert got["restored"] == ["_start/.seed22.partial"]
+    sdir_b = unit_start_dir(spec_b, Unit("sft", 22))
+    # a machine that has a partial folder of its own keeps it
+    assert restore_progress(spec_b, "rucl", carry, units=_units(spec_b))["kept"] == ["_start/.seed22.partial"]
+    rs.stop_after = None
+    rs.trained.clear()
+    rec = ensure_start(start, b, 22, sdir_b)
+    assert rs.trained == [(22, 2)] and rec["summary"] == {"resumed_at": 2}
+    assert not partial_dir(sdir_b).exists() and (sdir_b / "sft" / "weights.bin").exists()
+    again = save_progress(spec_b, "rucl", carry, units=_units(spec_b))
+    assert "_start/seed22.tar.gz" in again["written"] and again["removed"] == ["_start/seed22.partial.tar.gz"]
+    assert not (carry / "rucl" / "_start" / "seed22.partial.tar.gz").exists()
+
+    # a partial made on other inputs (the recipe or the code changed) is not gone on from
+    rs.stop_after = 1
+    sdir_c = unit_start_dir(spec_b, Unit("sft", 33))
+    with pytest.raises(RuntimeError):
+        ensure_start(start, b, 33, sdir_c)
+    changed = dataclasses.replace(start, inputs=lambda ucfg, seed: {"seed": seed, "lr": 2})
+    rs.stop_after, rs.trained = None, []
+    assert ensure_start(changed, b, 33, sdir_c)["summary"] == {"resumed_at": 0}
+    assert rs.trained == [(33, 0), (33, 1), (33, 2)]
+
+
+def test_a_damaged_carried_partial_start_is_an_error_naming_it(tmp_path, resumable):
+    carry = tmp_path / "carry"
+    archive = carry / "rucl" / "_start" / "seed11.partial.tar.gz"
+    archive.parent.mkdir(parents=True)
+    archive.write_bytes(b"\x1f\x8b not a tar")
+    spec = _machine(tmp_path, "b").study.rucl
+    with pytest.raises(CarryError, match=r"seed11\.partial\.tar\.gz: not a start archive"):
+        restore_progress(spec, "rucl", carry, units=_units(spec))
+    # an archive without the inputs record is not a partial start
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    (empty / "progress.json").write_text("{}")
+    archive.write_bytes(archive_bytes(empty))
+    with pytest.raises(CarryError, match=r"holds no readable inputs\.json"):
+        restore_progress(spec, "rucl", carry, units=_units(spec))

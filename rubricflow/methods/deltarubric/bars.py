@@ -107,13 +107,18 @@ def staged_phases(reading: list, role_examples: list[tuple[str, Any]], cfg: DRSF
 
 
 def train_phase(phase: Phase, train_block: TrainBlock, measure: Measure, block_steps: int, max_steps: int,
-                seed: int, block0: int = 0, on_block: Callable[[str, dict], None] | None = None) -> dict:
+                seed: int, block0: int = 0, on_block: Callable[[str, dict], None] | None = None,
+                blocks: Sequence[dict] = (), after_block: Callable[[list[dict]], None] | None = None) -> dict:
     """Train ``phase`` in blocks until its bars are met (one block when it has none) or ``max_steps``; block ``b``
     (counted over the attempt from ``block0``) draws its data order from ``seed + 100003 * b``. Returns the phase's
-    record: ``steps``, ``blocks`` (steps and values after each), ``bars``, ``reached`` (the last values), ``met``."""
-    used, blocks, values = 0, [], {}
-    met = False
-    while used < max_steps:
+    record: ``steps``, ``blocks`` (steps and values after each), ``bars``, ``reached`` (the last values), ``met``.
+    ``blocks``: the records of blocks already trained (a resumed phase goes on after them, and ends at once where the
+    last one met the bars or the cap); ``after_block`` gets the blocks so far after each block (a checkpoint)."""
+    blocks = [dict(b) for b in blocks]
+    used = blocks[-1]["steps"] if blocks else 0
+    values = {k: v for k, v in blocks[-1].items() if k != "steps"} if blocks else {}
+    met = bool(blocks) and all(values.get(b, 0.0) >= v for b, v in phase.bars.items())
+    while not met and used < max_steps:
         n = min(block_steps, max_steps - used)
         train_block(phase.examples, n, phase.batch_size, seed + 100003 * (block0 + len(blocks)))
         used += n
@@ -122,8 +127,8 @@ def train_phase(phase: Phase, train_block: TrainBlock, measure: Measure, block_s
         if on_block is not None:
             on_block(phase.name, blocks[-1])
         met = all(values[b] >= v for b, v in phase.bars.items())
-        if met:
-            break
+        if after_block is not None:
+            after_block(blocks)
     return {"phase": phase.name, "examples": len(phase.examples), "steps": used, "blocks": blocks,
             "bars": dict(phase.bars), "reached": values, "met": met}
 
@@ -135,20 +140,37 @@ class BarMissed(ValueError):
 
 def train_to_bar(attempt: Callable[[int], tuple[list[Phase], TrainBlock, Measure]],
                  cfg: DRSFTConfig, seed: int, on_phase: Callable[[dict], None] | None = None,
-                 on_block: Callable[[str, dict], None] | None = None) -> list[dict]:
+                 on_block: Callable[[str, dict], None] | None = None, progress: dict | None = None,
+                 checkpoint: Callable[[dict], None] | None = None) -> list[dict]:
     """Run the phases of attempt k = 0, 1, ... (``attempt(init_seed)`` builds the fresh model and returns its
     phases, trainer and measure; ``init_seed = seed + 1000 * k``) until one attempt meets every phase's bars; each
     attempt stops at its first phase that misses. Returns every attempt (``init_seed``, ``phases``, ``steps``,
     ``met``), the last one met; ``on_phase`` / ``on_block`` are told of each phase's record and each block's values
-    (progress); raises ``BarMissed`` (with the attempts) after ``max_restarts`` restarts."""
-    attempts: list[dict] = []
-    for k in range(cfg.max_restarts + 1):
+    (progress); raises ``BarMissed`` (with the attempts) after ``max_restarts`` restarts.
+
+    ``checkpoint`` gets the progress after each block: ``attempts`` (those ended), ``init_seed`` (the current
+    attempt's), ``phases`` (its ended phases' records), ``phase`` and ``blocks`` (the current phase's blocks so far).
+    Given that ``progress`` back, the loop resumes where it was: the ended attempts are kept, and the current attempt
+    (whose ``attempt(init_seed)`` is expected to restore the model the checkpoint saved) skips its ended phases and
+    goes on after its blocks, so a resumed run trains and measures exactly what the uninterrupted one would."""
+    attempts: list[dict] = [dict(a) for a in progress["attempts"]] if progress else []
+    for k in range(len(attempts), cfg.max_restarts + 1):
         init_seed = seed + RESTART_SEED * k
         phases, train_block, measure = attempt(init_seed)
-        records: list[dict] = []
-        block0 = 0
-        for ph in phases:
-            rec = train_phase(ph, train_block, measure, cfg.block_steps, cfg.max_steps, init_seed, block0, on_block)
+        here = progress if progress and progress["init_seed"] == init_seed else None
+        records: list[dict] = [dict(r) for r in here["phases"]] if here else []
+        block0 = sum(len(r["blocks"]) for r in records)
+        for ph in phases[len(records):]:
+            done = here["blocks"] if here and here["phase"] == ph.name else ()
+            here = None
+
+            def after_block(blocks: list[dict], name: str = ph.name) -> None:
+                if checkpoint is not None:
+                    checkpoint({"attempts": attempts, "init_seed": init_seed, "phases": records, "phase": name,
+                                "blocks": blocks})
+
+            rec = train_phase(ph, train_block, measure, cfg.block_steps, cfg.max_steps, init_seed, block0, on_block,
+                              blocks=done, after_block=after_block)
             block0 += len(rec["blocks"])
             records.append(rec)
             if on_phase is not None:

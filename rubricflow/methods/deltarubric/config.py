@@ -174,9 +174,9 @@ class DRSFTConfig(SFTSchedule):
         description="Each evidence line of the verifier's and the generative judge's targets ends with the running "
         "verdict of the lines so far (targets.tallied): `... -> neither, so far even`, `... -> A, so far A` (the "
         "response more lines favour up to there, `even` on a tie), so the final verdict copies the last line's tally "
-        "where it names a response, and each tally is one step from the previous one and the line's favour, instead of a search over up to four "
-        "lines from one token. The static judge's criteria lines are not evidence lines and stay as they are. False = "
-        "the lines end at their favour (the targets of the code before the flag).",
+        "where it names a response, and each tally is one step from the previous one and the line's favour, instead "
+        "of a search over up to four lines from one token. The static judge's criteria lines are not evidence lines "
+        "and stay as they are. False = the lines end at their favour (the targets of the code before the flag).",
     )
     verifier_variants: int = Field(
         1, ge=0, description="Extra verifier examples per pair with a shuffled / extended checklist."

@@ -95,24 +95,26 @@ class _NoRun:
         pass
 
 
-def build_start(ucfg: Any, seed: int, build_dir: Path, final_dir: Path) -> dict:
+def build_start(ucfg: Any, seed: int, build_dir: Path, final_dir: Path, resume_dir: Path) -> dict:
     """The seed's tiny base and warm start (the ``deltarubric_sft`` recipe under the seed), then its readout on val
-    (``train.start_readout``); returns the warm start's losses and time and the readout."""
+    (``train.start_readout``); returns the warm start's losses and time and the readout. A warm start to a bar
+    checkpoints after each block in ``resume_dir/warm_start`` and goes on from there when the build is run again."""
     from rubricflow.methods.deltarubric.train import start_readout
     from rubricflow.methods.deltarubric.warmstart import warm_start
 
     dr = ucfg.deltarubric
     sft = dr.sft.model_copy(update={"out_dir": str(build_dir / "sft"), "base_dir": str(build_dir / "base")})
     dr = dr.model_copy(update={"sft": sft})
-    ws = warm_start(dr, ucfg.models, seed, build_dir / "reports", _NoRun(), keep_missed=True)
+    ws = warm_start(dr, ucfg.models, seed, build_dir / "reports", _NoRun(), keep_missed=True,
+                    resume_dir=resume_dir / "warm_start")
     readout = start_readout(dr, ucfg.models, ucfg.generation, sft.out_dir, split="val", seed=seed)
-    bars = {k: ws[k] for k in ("met", "steps", "restarts", "init_seed") if k in ws}
+    bars = {k: ws[k] for k in ("met", "steps", "restarts", "init_seed", "resumes") if k in ws}
     return {"sft_seconds": ws["sft_seconds"], "sft_final_loss": ws["final_loss"],
             **{f"bars_{k}": v for k, v in bars.items()}, **readout}
 
 
 SEED_START = SeedStart(overrides=start_overrides, inputs=start_inputs, build=build_start,
-                       code=(*PACKAGE_CODE, "rubricflow.training.sft", "models.tiny"))
+                       code=(*PACKAGE_CODE, "rubricflow.training.sft", "models.tiny"), resumable=True)
 
 
 def _shared_outputs(cfg: Any) -> dict[str, Path]:

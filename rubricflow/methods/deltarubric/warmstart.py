@@ -93,12 +93,12 @@ def _reading_examples(dr: DeltaRubricConfig, proc) -> list[SFTExample]:
 
 
 def warm_start(dr: DeltaRubricConfig, models: ModelsConfig, seed: int, reports_dir: Path, run: Any,
-               log_fn=None, keep_missed: bool = False) -> dict:
+               log_fn=None, keep_missed: bool = False, resume_dir: Path | None = None) -> dict:
     """Warm start on the train pairs (and, with ``sft.perception_images``, the reading examples first): saves the
     policy to ``sft.out_dir`` and the loss curve to ``reports_dir/plots/deltarubric_sft_loss.json``; logs every
     10th step to ``run`` and every step to ``log_fn``; returns the example counts and the losses. With a bar
     (``sft.bar_reading`` / ``bar_oracle``) it trains the staged phases to the bars instead (``warm_start_to_bar``;
-    ``keep_missed``: see there)."""
+    ``keep_missed``, ``resume_dir``: see there)."""
     d = Path(dr.pairs.out_dir)
     train = read_pairs(d, "train")
     if not train:
@@ -107,7 +107,7 @@ def warm_start(dr: DeltaRubricConfig, models: ModelsConfig, seed: int, reports_d
         raise ValueError("deltarubric.sft.induction_at: 'after_reading' runs between the phases of a warm start to a "
                          "bar; set sft.bar_reading / bar_oracle > 0, or induction_at: base")
     if bars_on(dr.sft):
-        return warm_start_to_bar(dr, models, seed, reports_dir, run, train, log_fn, keep_missed)
+        return warm_start_to_bar(dr, models, seed, reports_dir, run, train, log_fn, keep_missed, resume_dir)
     model, proc = _start(dr, models, train, seed)
     examples = sft_examples(proc, load_items(d, train), dr.sft, seed=seed)
     n_pair_examples = len(examples)
@@ -190,8 +190,51 @@ def bars_record(policy_dir: str | Path) -> dict | None:
         return None
 
 
+PROGRESS_FILE = "progress.json"  # in a warm start's resume folder: where the training to the bar had got to
+
+
+def read_progress(resume_dir: str | Path) -> dict | None:
+    """The checkpointed progress in ``resume_dir`` (``warm_start_to_bar``), or None where there is none yet. A
+    progress file naming weights that are not there is an error naming both (never a silent fresh start)."""
+    path = Path(resume_dir) / PROGRESS_FILE
+    if not path.exists():
+        return None
+    try:
+        rec = json.loads(path.read_text())
+        weights = Path(resume_dir) / rec["weights"]
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise ValueError(f"{path}: not a warm start's progress record ({e}); delete the folder "
+                         f"{resume_dir} to train this start from the beginning") from None
+    if not weights.is_file():
+        raise ValueError(f"{path}: names the weights {weights.name}, which are not in {resume_dir}; delete the "
+                         "folder to train this start from the beginning")
+    return rec
+
+
+def _checkpoint(resume_dir: Path, model, progress: dict, state: dict, curve: list, segments: list) -> None:
+    """The model's weights and the progress after a block, in ``resume_dir``: the weights under a new name first,
+    then the progress naming them (one atomic rename), then the earlier weights removed; an interruption at any
+    point leaves a progress file whose weights are there."""
+    from safetensors.torch import save_model
+
+    n = sum(len(r["blocks"]) for a in progress["attempts"] for r in a["phases"]) \
+        + sum(len(r["blocks"]) for r in progress["phases"]) + len(progress["blocks"])  # blocks trained so far
+    name = f"block{n:05d}.safetensors"
+    resume_dir.mkdir(parents=True, exist_ok=True)
+    tmp = resume_dir / f".{name}.tmp"
+    save_model(model, str(tmp))
+    tmp.replace(resume_dir / name)
+    write_json(resume_dir / PROGRESS_FILE, {
+        **progress, "weights": name, "segments": segments, "curve": curve,
+        "state": {k: state[k] for k in ("step", "logged", "losses", "induction")}})
+    for old in resume_dir.glob("block*.safetensors"):
+        if old.name != name:
+            old.unlink()
+
+
 def warm_start_to_bar(dr: DeltaRubricConfig, models: ModelsConfig, seed: int, reports_dir: Path, run: Any,
-                      train: list[PreferencePair], log_fn=None, keep_missed: bool = False) -> dict:
+                      train: list[PreferencePair], log_fn=None, keep_missed: bool = False,
+                      resume_dir: Path | None = None) -> dict:
     """The warm start to a bar (``bars``): the staged phases in blocks, measured on val, restarted from a new init
     seed when a phase misses its bar at its cap. Writes every attempt to ``reports_dir/plots/deltarubric_sft_bars.json``
     (also when the last one fails) and the loss curve of the attempt kept (``run`` and ``log_fn`` get every attempt's
@@ -200,7 +243,13 @@ def warm_start_to_bar(dr: DeltaRubricConfig, models: ModelsConfig, seed: int, re
     attempt: init seed, phases, steps, met), ``restarts``, ``init_seed`` and ``met``. The checkpoint folder also holds
     ``BARS_FILE`` (met, steps, restarts, init seed, the values reached). When the last attempt misses, ``BarMissed``
     is raised, unless ``keep_missed`` (a study's per-seed start, which reports a miss instead of losing its seed):
-    then the last attempt's model is saved with ``met`` false, and the study's preconditions say what that means."""
+    then the last attempt's model is saved with ``met`` false, and the study's preconditions say what that means.
+
+    ``resume_dir``: a folder kept across interrupted runs (a study's start keeps one per seed, and carries it between
+    machines): after each block the model's weights and the progress (``PROGRESS_FILE``) are checkpointed there, and
+    a run that finds them goes on after the last block it checkpointed, training and measuring what the uninterrupted
+    run would (each block draws its data from its own seed and starts its own optimizer). Each run's machine and
+    where it took over are kept as ``segments`` (in ``BARS_FILE``; ``resumes``: how many runs took over)."""
     d = Path(dr.pairs.out_dir)
     val = read_pairs(d, "val", limit=dr.sft.bar_pairs or None)
     if not val:
@@ -208,6 +257,18 @@ def warm_start_to_bar(dr: DeltaRubricConfig, models: ModelsConfig, seed: int, re
     val_items, train_items = load_items(d, val), load_items(d, train)
     state: dict[str, Any] = {"logged": 0}  # steps logged over every attempt (MLflow's and log_fn's step)
     curve: list[dict] = []
+    resume = read_progress(resume_dir) if resume_dir is not None else None
+    segments = list(resume["segments"]) if resume else []
+    where = ({"init_seed": resume["init_seed"], "phase": resume["phase"],
+              "block": sum(len(r["blocks"]) for r in resume["phases"]) + len(resume["blocks"])} if resume else {})
+    if resume_dir is not None:
+        from rubricflow.study.report import machine
+
+        segments.append({"machine": machine(), **where})
+    if resume:
+        state["logged"] = resume["state"]["logged"]
+        print(f"deltarubric sft: resuming from {resume_dir}: attempt from init seed {where['init_seed']}, phase "
+              f"{where['phase']}, after block {where['block']} (run {len(segments)})", flush=True)
 
     def attempt(init_seed: int):
         model, proc = _start(dr, models, train, seed, init_seed)
@@ -217,6 +278,14 @@ def warm_start_to_bar(dr: DeltaRubricConfig, models: ModelsConfig, seed: int, re
         state.update(model=model, proc=proc, reading=len(reading), pair_examples=len(pairs), losses=[], step=0,
                      init_seed=init_seed, induction=None)
         curve.clear()
+        if resume and resume["init_seed"] == init_seed:  # the checkpointed attempt: its weights and counters
+            from safetensors.torch import load_model
+
+            load_model(model, str(Path(resume_dir) / resume["weights"]))  # type: ignore[arg-type]
+            saved = resume["state"]
+            state.update(step=saved["step"], logged=saved["logged"], losses=saved["losses"],
+                         induction=saved["induction"])
+            curve.extend(resume["curve"])
         print(f"deltarubric sft: attempt from init seed {init_seed}: phases "
               + ", ".join(f"{p.name} ({len(p.examples)} examples, bars {p.bars or 'none'})" for p in phases),
               flush=True)
@@ -254,7 +323,9 @@ def warm_start_to_bar(dr: DeltaRubricConfig, models: ModelsConfig, seed: int, re
     try:
         attempts = train_to_bar(attempt, dr.sft, seed, on_phase=report, on_block=lambda ph, b: print(
             f"deltarubric sft: phase {ph}, {b['steps']} steps: "
-            + (", ".join(f"{k} {v:.3f}" for k, v in b.items() if k != "steps") or "no bar"), flush=True))
+            + (", ".join(f"{k} {v:.3f}" for k, v in b.items() if k != "steps") or "no bar"), flush=True),
+            progress=resume, checkpoint=None if resume_dir is None else lambda prog: _checkpoint(
+                Path(resume_dir), state["model"], prog, state, curve, segments))
     except BarMissed as e:
         write_json(out_json, {"met": False, "attempts": e.attempts, "error": str(e)})  # type: ignore[attr-defined]
         if not keep_missed:
@@ -267,6 +338,8 @@ def warm_start_to_bar(dr: DeltaRubricConfig, models: ModelsConfig, seed: int, re
     reached = {b: v for p in kept["phases"] for b, v in p["reached"].items()}
     record = {"met": met, "steps": kept["steps"], "restarts": len(attempts) - 1, "init_seed": kept["init_seed"],
               "bars": {b: v for b, v in bar_values(dr.sft).items() if v > 0}, "reached": reached}
+    if resume_dir is not None:
+        record.update(resumes=len(segments) - 1, segments=segments)
     if state.get("induction") is not None:
         record["induction"] = state["induction"]
     with staged_dir(dr.sft.out_dir) as tmp:
