@@ -160,8 +160,9 @@ def register(app: typer.Typer) -> None:
             raise typer.Exit(1) from None
         typer.echo(json.dumps(summary, indent=1))
         if summary.get("building"):
-            typer.echo(f"warning: starts being built, their progress not carried: {', '.join(summary['building'])}; "
-                       "stop the study and save again", err=True)
+            typer.echo(f"error: starts being built, neither they nor their progress carried: "
+                       f"{', '.join(summary['building'])}; stop the study and save again", err=True)
+            raise typer.Exit(1)
 
 
 def _on_ray(name: str, cfg, address: str, seeds: str | None, variants: str | None, track: bool,

@@ -15,14 +15,16 @@ Layout under ``<root>/<study>/`` (paths relative to the study's ``out_dir``):
   byte-for-byte reproducible (sorted members, no times or owners), so saving an unchanged start rewrites nothing;
 * ``_start/[<group>/]seed<k>.partial.tar.gz``: the progress of a resumable start not yet built (its
   ``.seed<k>.partial`` folder, ``seed_start.partial_dir``: a warm start's last checkpoint), so the next machine goes
-  on from it instead of from the beginning; removed from the carry once the start itself is carried. The build uses
-  it only where it was made on the start's current inputs;
+  on from it instead of from the beginning; saved also beside a built start when it is a rebuild's on other
+  inputs, and removed from the carry once the start built on its inputs is carried. The build uses it only where it
+  was made on the start's current inputs;
 * ``<variant>/seed<k>.json``: a unit's ``result.json`` as written (with its checksum).
 
 Restoring never replaces what the machine has: a start folder with a ``start.json`` and a unit with a
 ``result.json`` are kept. A carried file that is damaged (an archive that does not open or holds a member outside
 its folder, a result whose checksum fails) is an error naming the file, so a part of the study is never dropped
-silently. A partial start is restored only where the machine has neither the start nor a partial folder of its own.
+silently. A partial start is restored where the machine has no partial folder of its own and not the start it led to
+(a start built on the partial's inputs).
 """
 
 from __future__ import annotations
@@ -128,22 +130,22 @@ def save_progress(spec: StudySpec, name: str, root: str | Path = CARRY_ROOT, lea
     building: list[str] = []
     for rel in _start_dirs(spec, units):
         folder = out / rel
-        carried_partial = dest / rel.with_name(rel.name + PARTIAL_SUFFIX)
-        if read_start(folder) is None:  # not built (or being built: start.json is written last)
-            partial = partial_dir(folder)
-            if read_partial_inputs(partial) is not None:
-                with start_lock_now(folder) as free:  # never while a build writes its checkpoints
-                    data = archive_bytes(partial) if free else None
-                if data is None:
-                    building.append(rel.as_posix())
-                    continue
-                (written if _write_if_changed(carried_partial, data) else same).append(
-                    carried_partial.relative_to(dest).as_posix())
-            continue
         target = dest / rel.with_name(rel.name + ARCHIVE_SUFFIX)
-        (written if _write_if_changed(target, archive_bytes(folder, leave_out)) else same).append(
-            target.relative_to(dest).as_posix())
-        if carried_partial.exists():  # the start is carried now: its progress is not needed
+        carried_partial = dest / rel.with_name(rel.name + PARTIAL_SUFFIX)
+        with start_lock_now(folder) as free:  # never while a build writes the start or its checkpoints
+            if not free:
+                building.append(rel.as_posix())
+                continue
+            start = read_start(folder)  # None: not built (start.json is written last)
+            inputs = read_partial_inputs(partial_dir(folder))
+            start_data = archive_bytes(folder, leave_out) if start is not None else None
+            # the progress of a build not finished, also of a rebuild on other inputs than the start's
+            partial_data = (archive_bytes(partial_dir(folder)) if inputs is not None
+                            and (start is None or start.get("inputs") != inputs) else None)
+        for data, path in ((start_data, target), (partial_data, carried_partial)):
+            if data is not None:
+                (written if _write_if_changed(path, data) else same).append(path.relative_to(dest).as_posix())
+        if start is not None and partial_data is None and carried_partial.exists():  # the start's progress, done
             carried_partial.unlink()
             removed.append(carried_partial.relative_to(dest).as_posix())
     for u in units:
@@ -195,23 +197,27 @@ def restore_progress(spec: StudySpec, name: str, root: str | Path = CARRY_ROOT,
     for rel in _start_dirs(spec, units):
         archive = src / rel.with_name(rel.name + ARCHIVE_SUFFIX)
         folder = out / rel
+        if archive.exists():
+            with start_lock(folder):  # the lock ensure_start holds
+                if read_start(folder) is not None:
+                    kept.append(rel.as_posix())
+                else:
+                    _extract(archive, folder)
+                    restored.append(rel.as_posix())
         partial = src / rel.with_name(rel.name + PARTIAL_SUFFIX)
-        if not archive.exists() and partial.exists():
-            with start_lock(folder):
-                if read_start(folder) is not None or partial_dir(folder).exists():
-                    kept.append(partial_dir(folder).relative_to(out).as_posix())
-                    continue
-                _extract(partial, partial_dir(folder), PARTIAL_INPUTS)
-            restored.append(partial_dir(folder).relative_to(out).as_posix())
+        if not partial.exists():
             continue
-        if not archive.exists():
-            continue
-        with start_lock(folder):  # the lock ensure_start holds
-            if read_start(folder) is not None:
-                kept.append(rel.as_posix())
+        local = partial_dir(folder)
+        with start_lock(folder):
+            if local.exists():  # this machine's own progress
+                kept.append(local.relative_to(out).as_posix())
                 continue
-            _extract(archive, folder)
-        restored.append(rel.as_posix())
+            _extract(partial, local, PARTIAL_INPUTS)
+            start = read_start(folder)
+            if start is not None and start.get("inputs") == read_partial_inputs(local):
+                shutil.rmtree(local)  # the start it led to is here: nothing to go on from
+                continue
+        restored.append(local.relative_to(out).as_posix())
     for u in units:
         carried = src / _unit_rel(spec, u).with_suffix(".json")
         if not carried.exists():

@@ -432,7 +432,8 @@ def test_a_start_to_a_bar_interrupted_after_any_block_resumes_and_ends_as_the_un
         return attempt, current
 
     full_log: list = []
-    full = train_to_bar(make(full_log)[0], cfg, seed=7)
+    full_phases: list = []
+    full = train_to_bar(make(full_log)[0], cfg, seed=7, on_phase=lambda r: full_phases.append((r["phase"], r["steps"])))
     assert [(a["init_seed"], a["met"]) for a in full] == [(7, False), (1007, True)] and len(full_log) == 6
     for stop in range(1, len(full_log)):
         log: list = []
@@ -445,9 +446,14 @@ def test_a_start_to_a_bar_interrupted_after_any_block_resumes_and_ends_as_the_un
         with pytest.raises(KeyboardInterrupt):
             train_to_bar(attempt, cfg, seed=7, checkpoint=checkpoint)
         assert len(log) == stop
-        resumed = train_to_bar(make(log, weights_from=saved)[0], cfg, seed=7, progress=saved)
+        told: list = []
+        resumed = train_to_bar(make(log, weights_from=saved)[0], cfg, seed=7, progress=saved,
+                               on_phase=lambda r, told=told: told.append((r["phase"], r["steps"])))
         assert log == full_log, stop  # every block once, in order, with its own data seed
         assert resumed == full, stop
+        # every phase not ended at the checkpoint is told of again (the one whose last block it was included)
+        ended = sum(len(a["phases"]) for a in saved["attempts"]) + len(saved["phases"])
+        assert told == full_phases[ended:], stop
 
 
 def test_the_warm_start_checkpoints_each_block_and_an_interrupted_one_resumes_to_the_same_weights(tmp_path,
@@ -468,7 +474,8 @@ def test_the_warm_start_checkpoints_each_block_and_an_interrupted_one_resumes_to
                     "balance_tol": 0.5},
           "sft": {"out_dir": str(tmp_path / "sft"), "base_dir": str(tmp_path / "base"), "batch_size": 4,
                   "warmup_steps": 1, "hidden_size": None, "perception_images": 2, "perception_batch_size": 2,
-                  "bar_reading": 0.5, "bar_oracle": 0.5, "block_steps": 2, "max_steps": 4, "max_restarts": 0}}
+                  "bar_reading": 0.5, "bar_oracle": 0.5, "block_steps": 2, "max_steps": 4, "max_restarts": 0,
+                  "induction_steps": 3, "induction_at": "after_reading"}}
     cfg = _tiny_config(tmp_path, dr)
     pairs_stage(cfg, track=False)
     # each bar is met after a phase's second block: 4 phases x 2 blocks
@@ -495,26 +502,33 @@ def test_the_warm_start_checkpoints_each_block_and_an_interrupted_one_resumes_to
     stop_at, logged_full = None, []
     full = run("full", logged=logged_full)
     assert len(fake_blocks) == 8 and full["met"] and "resumes" not in full
-    fake_blocks.clear()
-    stop_at, logged = 2, []
-    with pytest.raises(RuntimeError, match="interrupted"):
-        run("resumed", resume_dir=tmp_path / "resume", logged=logged)
-    progress = json.loads((tmp_path / "resume" / "progress.json").read_text())
-    # the last checkpoint: after the reading phase's second block (its bar met; the evidence phase had not ended one)
-    assert (progress["phase"], len(progress["blocks"]), progress["weights"]) == ("reading", 2, "block00002.safetensors")
-    assert sorted(p.name for p in (tmp_path / "resume").iterdir()) == [progress["weights"], "progress.json"]
-    assert not (tmp_path / "resumed").exists()
-    stop_at = None
-    resumed = run("resumed", resume_dir=tmp_path / "resume", logged=logged)
-    assert len(fake_blocks) == 8  # 2 before the interruption, 6 after it: no block trained twice
-    a, b = load_file(tmp_path / "full" / "model.safetensors"), load_file(tmp_path / "resumed" / "model.safetensors")
-    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
-    assert logged == logged_full  # every step logged once, numbered as in the uninterrupted run, same losses
-    curve = json.loads((tmp_path / "r-resumed" / "plots" / "deltarubric_sft_loss.json").read_text())
-    assert curve == json.loads((tmp_path / "r-full" / "plots" / "deltarubric_sft_loss.json").read_text())
     strip = ("sft_seconds", "resumes", "segments")
-    assert {k: v for k, v in resumed.items() if k not in strip} == {k: v for k, v in full.items() if k not in strip}
-    assert resumed["resumes"] == 1 and len(resumed["segments"]) == 2
-    assert resumed["segments"][1] | {"machine": None} == {"machine": None, "init_seed": 1, "phase": "reading",
-                                                         "block": 2}
-    assert warmstart.bars_record(tmp_path / "resumed")["segments"] == resumed["segments"]
+    full_weights = load_file(tmp_path / "full" / "model.safetensors")
+    # stopped after a block within a phase (1), after a phase's last block before the induction that follows it
+    # (2), after the induction and a block (3), in the last phase (7)
+    for stop in (1, 2, 3, 7):
+        fake_blocks.clear()
+        stop_at, logged = stop, []
+        resume, name = tmp_path / f"resume{stop}", f"resumed{stop}"
+        with pytest.raises(RuntimeError, match="interrupted"):
+            run(name, resume_dir=resume, logged=logged)
+        progress = json.loads((resume / "progress.json").read_text())
+        assert progress["weights"] == f"block{stop:05d}.safetensors"
+        assert sorted(p.name for p in resume.iterdir()) == [progress["weights"], "progress.json"]
+        assert not (tmp_path / name).exists()
+        stop_at = None
+        resumed = run(name, resume_dir=resume, logged=logged)
+        assert len(fake_blocks) == 8, stop  # no block trained twice
+        got = load_file(tmp_path / name / "model.safetensors")
+        assert got.keys() == full_weights.keys() and all(torch.equal(got[k], full_weights[k]) for k in got), stop
+        assert logged == logged_full, stop  # every step logged once, numbered as in the uninterrupted run
+        curve = json.loads((tmp_path / f"r-{name}" / "plots" / "deltarubric_sft_loss.json").read_text())
+        assert curve == json.loads((tmp_path / "r-full" / "plots" / "deltarubric_sft_loss.json").read_text())
+        assert {k: v for k, v in resumed.items() if k not in strip} == \
+            {k: v for k, v in full.items() if k not in strip}, stop  # the induction record included
+        assert resumed["resumes"] == 1 and len(resumed["segments"]) == 2
+        assert warmstart.bars_record(tmp_path / name)["segments"] == resumed["segments"]
+        ph = {1: ("reading", 1), 2: ("reading", 2), 3: ("evidence", 3), 7: ("verdicts", 7)}[stop]
+        assert resumed["segments"][1] | {"machine": None} == {"machine": None, "init_seed": 1, "phase": ph[0],
+                                                             "block": ph[1]}
+    assert full["induction"]["steps"] == 3

@@ -336,3 +336,46 @@ def test_a_damaged_carried_partial_start_is_an_error_naming_it(tmp_path, resumab
     archive.write_bytes(archive_bytes(empty))
     with pytest.raises(CarryError, match=r"holds no readable inputs\.json"):
         restore_progress(spec, "rucl", carry, units=_units(spec))
+
+
+def test_a_rebuild_interrupted_beside_its_old_start_carries_both_and_a_done_partial_is_not_restored(tmp_path,
+                                                                                                     resumable):
+    """Inputs changed (a new recipe) and the rebuild was cut off: the old start stays in place, and its partial
+    rebuild is carried beside it, so the next machine goes on with the rebuild. A carried partial whose start (built
+    on its inputs) the machine already has is not restored."""
+    from rubricflow.study.seed_start import ensure_start, partial_dir
+
+    rs, start = resumable
+    carry = tmp_path / "carry"
+    a = _machine(tmp_path, "a")
+    spec = a.study.rucl
+    sdir = unit_start_dir(spec, Unit("sft", 22))
+    ensure_start(start, a, 22, sdir)  # the old start
+    changed = dataclasses.replace(start, inputs=lambda ucfg, seed: {"seed": seed, "lr": 2})
+    rs.stop_after = 2
+    with pytest.raises(RuntimeError):
+        ensure_start(changed, a, 22, sdir)
+    saved = save_progress(spec, "rucl", carry, units=_units(spec))
+    assert sorted(saved["written"]) == ["_start/seed22.partial.tar.gz", "_start/seed22.tar.gz"]
+
+    b = _machine(tmp_path, "b")
+    spec_b = b.study.rucl
+    got = restore_progress(spec_b, "rucl", carry, units=_units(spec_b))
+    assert sorted(got["restored"]) == ["_start/.seed22.partial", "_start/seed22"]
+    rs.stop_after, rs.trained = None, []
+    sdir_b = unit_start_dir(spec_b, Unit("sft", 22))
+    assert ensure_start(changed, b, 22, sdir_b)["summary"] == {"resumed_at": 2} and rs.trained == [(22, 2)]
+    # the rebuilt start is saved: its carried progress goes
+    assert save_progress(spec_b, "rucl", carry, units=_units(spec_b))["removed"] == ["_start/seed22.partial.tar.gz"]
+
+    # a machine that has the start a carried partial led to does not restore the partial
+    rs.stop_after = 1
+    sdir_c = unit_start_dir(spec_b, Unit("sft", 11))
+    with pytest.raises(RuntimeError):
+        ensure_start(start, b, 11, sdir_c)
+    save_progress(spec_b, "rucl", carry, units=_units(spec_b))
+    rs.stop_after = None
+    ensure_start(start, b, 11, sdir_c)  # finished here after the save
+    assert not partial_dir(sdir_c).exists()
+    got = restore_progress(spec_b, "rucl", carry, units=_units(spec_b))
+    assert "_start/.seed11.partial" not in got["restored"] and not partial_dir(sdir_c).exists()

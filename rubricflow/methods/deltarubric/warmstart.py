@@ -28,7 +28,7 @@ from rubricflow.methods.deltarubric.examples import (
     read_examples,
     sft_examples,
 )
-from rubricflow.util.io import staged_dir, write_json
+from rubricflow.util.io import atomic_path, staged_dir, write_json
 from rubricflow.pipeline.progress import progress
 from rubricflow.sections import ModelsConfig
 from rubricflow.training.sft import SFTExample, TokenWeights, train_sft
@@ -220,14 +220,13 @@ def _checkpoint(resume_dir: Path, model, progress: dict, state: dict, curve: lis
     n = sum(len(r["blocks"]) for a in progress["attempts"] for r in a["phases"]) \
         + sum(len(r["blocks"]) for r in progress["phases"]) + len(progress["blocks"])  # blocks trained so far
     name = f"block{n:05d}.safetensors"
-    resume_dir.mkdir(parents=True, exist_ok=True)
-    tmp = resume_dir / f".{name}.tmp"
-    save_model(model, str(tmp))
-    tmp.replace(resume_dir / name)
+    with atomic_path(resume_dir / name) as tmp:  # fsynced, then renamed: never a truncated file under its name
+        save_model(model, str(tmp))
     write_json(resume_dir / PROGRESS_FILE, {
         **progress, "weights": name, "segments": segments, "curve": curve,
-        "state": {k: state[k] for k in ("step", "logged", "losses", "induction")}})
-    for old in resume_dir.glob("block*.safetensors"):
+        "state": {**{k: state[k] for k in ("step", "logged", "losses", "induction")},
+                  "seconds": state["seconds"] + time.perf_counter() - state["t0"]}})
+    for old in [*resume_dir.glob("block*.safetensors"), *resume_dir.glob(".block*")]:  # and a killed write's
         if old.name != name:
             old.unlink()
 
@@ -265,6 +264,8 @@ def warm_start_to_bar(dr: DeltaRubricConfig, models: ModelsConfig, seed: int, re
         from rubricflow.study.report import machine
 
         segments.append({"machine": machine(), **where})
+    # the training time of every run, to the last block checkpointed (a block cut off is not counted)
+    state.update(seconds=resume["state"].get("seconds", 0.0) if resume else 0.0, t0=time.perf_counter())
     if resume:
         state["logged"] = resume["state"]["logged"]
         print(f"deltarubric sft: resuming from {resume_dir}: attempt from init seed {where['init_seed']}, phase "
@@ -281,7 +282,12 @@ def warm_start_to_bar(dr: DeltaRubricConfig, models: ModelsConfig, seed: int, re
         if resume and resume["init_seed"] == init_seed:  # the checkpointed attempt: its weights and counters
             from safetensors.torch import load_model
 
-            load_model(model, str(Path(resume_dir) / resume["weights"]))  # type: ignore[arg-type]
+            weights = Path(resume_dir) / resume["weights"]  # type: ignore[arg-type]
+            try:
+                load_model(model, str(weights))
+            except Exception as e:  # a damaged file, or weights of another model shape
+                raise ValueError(f"{weights}: the checkpointed weights do not load into the start's model ({e}); "
+                                 f"delete the folder {resume_dir} to train this start from the beginning") from e
             saved = resume["state"]
             state.update(step=saved["step"], logged=saved["logged"], losses=saved["losses"],
                          induction=saved["induction"])
@@ -332,7 +338,7 @@ def warm_start_to_bar(dr: DeltaRubricConfig, models: ModelsConfig, seed: int, re
             raise
         print(f"deltarubric sft: kept the last attempt, which missed its bar ({e})", flush=True)
         attempts, met = e.attempts, False  # type: ignore[attr-defined]
-    sft_s = time.perf_counter() - t0
+    sft_s = time.perf_counter() - t0 + state["seconds"]  # with the earlier runs' time where it was resumed
     model, proc = state["model"], state["proc"]
     kept = attempts[-1]
     reached = {b: v for p in kept["phases"] for b, v in p["reached"].items()}
