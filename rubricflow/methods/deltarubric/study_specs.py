@@ -239,7 +239,10 @@ WIDE_START_SEEDS_B = [44, 55, 66]
 # Fixed once measured, whatever the runs then take. Each is set from its report before the studies that need it are
 # registered (None: not yet): the recipe by the rule for the case that none is eligible (the recipe whose starts met
 # their bars on more seeds), the steps by the bench.
-WIDE_RL_RECIPE: str | None = "h64-lr3e-3"  # no recipe eligible; the fallback rule: starts met on 2 of 3 seeds
+# The second selection found no recipe eligible either (the generative control's precondition); by the fallback rule
+# the running verdict's recipe, whose starts met their bars on more seeds than h64-lr3e-3's did
+# (reports/studies/deltarubric_wide_start_b.md against reports/studies/deltarubric_wide_start.md), is the RL start.
+WIDE_RL_RECIPE: str | None = "h64-lr3e-3-tally"
 WIDE_RL_STEPS: int | None = 30  # the bench's `fits 90 min` (docs/bench/deltarubric_rl_budget-xeon2.txt)
 WIDE_RL_TRAIN: dict[str, Any] = {**BUDGET, "deltarubric.train.grpo.prompts_per_step": 8,
                                  "deltarubric.sft.max_restarts": 2, "deltarubric.eval.exhaustive": "budget"}
