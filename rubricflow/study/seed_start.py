@@ -38,30 +38,14 @@ def start_dir(out_dir: str | Path, seed: int, group: str | None = None) -> Path:
 
 
 @contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)  # released when the file closes, also if this process dies
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
-
-
-def start_lock(directory: Path) -> contextlib.AbstractContextManager[None]:
-    """The lock held while the start in ``directory`` is read, built or put in place (``<parent>/.seed<k>.lock``)."""
-    return _locked(directory.parent / f".{directory.name}.lock")
-
-
-@contextlib.contextmanager
-def start_lock_now(directory: Path) -> Iterator[bool]:
-    """``start_lock`` if it is free now (yields True, held until the block ends), else yields False at once: a build
-    holds it (e.g. a study still running on this machine)."""
-    path = directory.parent / f".{directory.name}.lock"
+def _locked(path: Path, wait: bool = True) -> Iterator[bool]:
+    """Hold an exclusive lock on ``path``, yielding True; with ``wait`` False, yield False at once where another
+    process holds it."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "a") as fh:
         try:
-            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            # released when the file closes, also if this process dies
+            fcntl.flock(fh, fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             yield False
             return
@@ -69,6 +53,21 @@ def start_lock_now(directory: Path) -> Iterator[bool]:
             yield True
         finally:
             fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def _lock_path(directory: Path) -> Path:
+    return directory.parent / f".{directory.name}.lock"
+
+
+def start_lock(directory: Path) -> contextlib.AbstractContextManager[bool]:
+    """The lock held while the start in ``directory`` is read, built or put in place (``<parent>/.seed<k>.lock``)."""
+    return _locked(_lock_path(directory))
+
+
+def start_lock_now(directory: Path) -> contextlib.AbstractContextManager[bool]:
+    """``start_lock`` if it is free now (yields True, held until the block ends), else yields False at once: a build
+    holds it (e.g. a study still running on this machine)."""
+    return _locked(_lock_path(directory), wait=False)
 
 
 def partial_dir(directory: Path) -> Path:

@@ -149,22 +149,30 @@ def _tiny_config(tmp_path, dr: dict):
                              "deltarubric": dr})
 
 
+def _bar_config(tmp_path, **sft):
+    """``_tiny_config`` with a warm start to a bar in blocks of 2 steps, capped at 4 per phase (``sft``: the test's own
+    settings), and its pairs built."""
+    from rubricflow.methods.deltarubric.stages import pairs_stage
+
+    dr = {"pairs": {"out_dir": str(tmp_path / "pairs"), "tasks": ["counting"], "train": 4, "val": 2, "test": 2,
+                    "balance_tol": 0.5},
+          "sft": {"out_dir": str(tmp_path / "sft"), "base_dir": str(tmp_path / "base"), "batch_size": 4,
+                  "warmup_steps": 1, "hidden_size": None, "perception_images": 2, "perception_batch_size": 2,
+                  "bar_reading": 0.5, "bar_oracle": 0.5, "block_steps": 2, "max_steps": 4, **sft}}
+    cfg = _tiny_config(tmp_path, dr)
+    pairs_stage(cfg, track=False)
+    return cfg
+
+
 def test_the_sft_stage_trains_to_the_bar_and_records_every_attempt(tmp_path, monkeypatch):
     """The stage wiring on a toy model: the staged phases, a restart from init seed + 1000 (a fresh base), the
     summary and the attempts file; the val measure is a fake that reads the attempt's init seed and steps."""
     import json
 
     from rubricflow.methods.deltarubric import warmstart
-    from rubricflow.methods.deltarubric.stages import pairs_stage, sft_stage
+    from rubricflow.methods.deltarubric.stages import sft_stage
 
-    dr = {"pairs": {"out_dir": str(tmp_path / "pairs"), "tasks": ["counting"], "train": 4, "val": 2, "test": 2,
-                    "balance_tol": 0.5},
-          "sft": {"out_dir": str(tmp_path / "sft"), "base_dir": str(tmp_path / "base"), "batch_size": 4,
-                  "warmup_steps": 1, "hidden_size": None, "perception_images": 2, "perception_batch_size": 2,
-                  "bar_reading": 0.5, "bar_oracle": 0.5, "block_steps": 2, "max_steps": 4, "max_restarts": 1,
-                  "generative": True, "equal_mode_examples": True}}
-    cfg = _tiny_config(tmp_path, dr)
-    pairs_stage(cfg, track=False)
+    cfg = _bar_config(tmp_path, max_restarts=1, generative=True, equal_mode_examples=True)
     built = []
     real_build = warmstart.build_or_load_base
 
@@ -307,16 +315,8 @@ def test_induction_after_reading_runs_once_the_reading_bar_is_met(tmp_path, monk
     import pytest
 
     from rubricflow.methods.deltarubric import warmstart
-    from rubricflow.methods.deltarubric.stages import pairs_stage
 
-    dr = {"pairs": {"out_dir": str(tmp_path / "pairs"), "tasks": ["counting"], "train": 4, "val": 2, "test": 2,
-                    "balance_tol": 0.5},
-          "sft": {"out_dir": str(tmp_path / "sft"), "base_dir": str(tmp_path / "base"), "batch_size": 4,
-                  "warmup_steps": 1, "hidden_size": None, "perception_images": 2, "perception_batch_size": 2,
-                  "bar_reading": 0.5, "bar_oracle": 0.5, "block_steps": 2, "max_steps": 4, "max_restarts": 0,
-                  "induction_steps": 3, "induction_at": "after_reading"}}
-    cfg = _tiny_config(tmp_path, dr)
-    pairs_stage(cfg, track=False)
+    cfg = _bar_config(tmp_path, max_restarts=0, induction_steps=3, induction_at="after_reading")
     monkeypatch.setattr(warmstart, "val_measure", lambda d, items, model, proc: lambda names: {n: 1.0 for n in names})
     warmstart.warm_start(cfg.deltarubric, cfg.models, 1, tmp_path / "reports", _NullRun())
     out = capsys.readouterr().out
@@ -458,7 +458,7 @@ def test_a_start_to_a_bar_interrupted_after_any_block_resumes_and_ends_as_the_un
 
 def test_the_warm_start_checkpoints_each_block_and_an_interrupted_one_resumes_to_the_same_weights(tmp_path,
                                                                                               monkeypatch):
-    """The stage on a toy model with a resume folder: interrupted after its second block and run again, it goes on
+    """The stage on a toy model with a resume folder: interrupted after one of several blocks and run again, it goes on
     from the checkpoint and saves the weights, loss curve and logged steps of the run that was never interrupted;
     the record says it was resumed and where (each run's machine)."""
     import json
@@ -468,16 +468,8 @@ def test_the_warm_start_checkpoints_each_block_and_an_interrupted_one_resumes_to
     from safetensors.torch import load_file
 
     from rubricflow.methods.deltarubric import warmstart
-    from rubricflow.methods.deltarubric.stages import pairs_stage
 
-    dr = {"pairs": {"out_dir": str(tmp_path / "pairs"), "tasks": ["counting"], "train": 4, "val": 2, "test": 2,
-                    "balance_tol": 0.5},
-          "sft": {"out_dir": str(tmp_path / "sft"), "base_dir": str(tmp_path / "base"), "batch_size": 4,
-                  "warmup_steps": 1, "hidden_size": None, "perception_images": 2, "perception_batch_size": 2,
-                  "bar_reading": 0.5, "bar_oracle": 0.5, "block_steps": 2, "max_steps": 4, "max_restarts": 0,
-                  "induction_steps": 3, "induction_at": "after_reading"}}
-    cfg = _tiny_config(tmp_path, dr)
-    pairs_stage(cfg, track=False)
+    cfg = _bar_config(tmp_path, max_restarts=0, induction_steps=3, induction_at="after_reading")
     # each bar is met after a phase's second block: 4 phases x 2 blocks
     monkeypatch.setattr(warmstart, "val_measure", lambda d, items, model, proc: (
         lambda names: {n: 0.3 * (1 + fake_blocks[-1] % 2) for n in names}))
