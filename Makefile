@@ -4,6 +4,8 @@
 SHELL := /bin/bash
 PY ?= python3
 VENV := .venv
+# `make test`'s pytest workers (pytest-xdist); CI has 2 cores
+TEST_WORKERS ?= 2
 VLLM_VENV := .venv-vllm
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 export RUBRICFLOW_THREADS ?= 1
@@ -61,7 +63,7 @@ lint: install
 	$(VENV)/bin/ruff check .
 
 test: install install-vllm install-browser lint
-	$(VENV)/bin/python -m pytest -q
+	$(VENV)/bin/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 
 test-fast: install
 	$(VENV)/bin/python -m pytest -q -m "not slow"

@@ -74,3 +74,30 @@ def _cli_state_per_test():
     if base is not None:
         for k in ("params", "profile", "overrides", "track"):  # the options the CLI callback sets
             setattr(base.state, k, (saved or {}).get(k, getattr(type(base.state), k)))
+
+
+def _point_prefect_console_at_stderr() -> None:
+    import logging
+    import sys
+
+    if "prefect.logging.handlers" not in sys.modules:
+        return
+    from prefect.logging.handlers import PrefectConsoleHandler
+
+    loggers = [logging.getLogger(), *(lg for lg in logging.Logger.manager.loggerDict.values()
+                                      if isinstance(lg, logging.Logger))]
+    for handler in {h for lg in loggers for h in lg.handlers if isinstance(h, PrefectConsoleHandler)}:
+        handler.stream = handler.console.file = sys.stderr  # not setStream: it flushes the old, maybe closed
+
+
+@pytest.fixture(autouse=True)
+def _prefect_console_on_this_tests_stderr():
+    """Prefect binds its console log handler to the ``sys.stderr`` of the moment it first sets up logging (its import).
+    Where that moment fell inside a stream a test swapped in and closed since (a CLI runner's, ``capsys``'), every
+    later flow in the process would log to a closed file, and a flow with ``log_prints`` recurse on the error it
+    prints; which test imports Prefect first depends on the order the tests run in (one process, or each of
+    ``pytest -n`` workers). Each test points those handlers at its own ``sys.stderr``, and back at the session's
+    after it (for the module fixtures' teardown: a Prefect server's)."""
+    _point_prefect_console_at_stderr()
+    yield
+    _point_prefect_console_at_stderr()

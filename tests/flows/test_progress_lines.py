@@ -35,7 +35,9 @@ SCRIPT = textwrap.dedent("""
 
 def test_a_tasks_printed_progress_reaches_the_console_and_prefects_own_info_does_not(tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
-    env.update(PREFECT_HOME=str(tmp_path / "prefect"), PYTHONPATH=str(ROOT))
+    # the ephemeral server's start-up wait the CLI's processes get (tasks/__init__.py): a loaded machine is slow
+    env.update(PREFECT_HOME=str(tmp_path / "prefect"), PYTHONPATH=str(ROOT),
+               PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS="300")
     out = subprocess.run([sys.executable, "-c", SCRIPT], cwd=tmp_path, env=env, capture_output=True, text=True,
                          timeout=600)
     assert out.returncode == 0, out.stderr[-2000:]
