@@ -282,7 +282,7 @@ def wide_tune_spec(recipe: str, steps: int) -> StudySpec:
                         out_dir="artifacts/studies/deltarubric_wide_tune")
 
 
-# The claims (Holm across the four that are not exploratory) and the preconditions that gate them, per seed on at
+# The claims (Holm across the three that are not exploratory) and the preconditions that gate them, per seed on at
 # least 4 of 5 seeds: the start's on val (its readout), the trained controls' where their claim is measured (test).
 WIDE_CLAIMS = [
     Claim(a="deltarubric", b="sft", metric="accuracy", direction="higher"),  # RL > warm start
@@ -290,11 +290,18 @@ WIDE_CLAIMS = [
     Claim(a="deltarubric", b="deltarubric", metric="accuracy", b_metric="acc_exhaustive", direction="higher",
           name="deltarubric vs static-exhaustive (accuracy)"),
     Claim(a="deltarubric", b="generative", metric="accuracy", direction="higher"),
-    Claim(a="deltarubric", b="absolute", metric="accuracy", direction="higher"),  # relative > absolute (paper)
+    # relative > absolute (the paper's): exploratory, since where a checklist's M guided verdicts agree (acc_c 0 or 1)
+    # the two rewards differ only on malformed checklists, their GRPO advantages being otherwise the same after
+    # normalisation; and the paper's effect is below what 5 seeds detect (docs/deltarubric_planning.md)
+    Claim(a="deltarubric", b="absolute", metric="accuracy", direction="higher", exploratory=True),
     # exploratory: the reading judge has neither the tool nor a checklist (two differences); where RL's gain comes from
     Claim(a="deltarubric", b="reading", metric="accuracy", direction="higher", exploratory=True),
     Claim(a="deltarubric", b="sft", metric="dec_deltarubric", direction="higher", exploratory=True),
     Claim(a="deltarubric", b="sft", metric="planner_gain", direction="higher", exploratory=True),
+    # the trained planner against the start's verifier on the fixed list: the static-exhaustive claim without RL's
+    # training of the verifier on the planner's checklists only
+    Claim(a="deltarubric", b="sft", metric="accuracy", b_metric="acc_exhaustive", direction="higher",
+          exploratory=True, name="deltarubric vs the start's static-exhaustive (accuracy)"),
 ]
 _RL, _STATIC, _GEN, _ABS, _READ = (c.key for c in WIDE_CLAIMS[:5])
 
@@ -312,7 +319,7 @@ def wide_preconditions() -> list[Precondition]:
         pre("planner leaves room: deciding share", "sft", "start_val_deciding", 0.7, [_RL, _STATIC, _ABS],
             "on val, at most 0.7 of the start planner's greedy checklists decide the pair against the facts",
             direction="lower"),
-        pre("planner groups vary", "deltarubric", "flat_step0", 0.8, [_RL, _ABS],
+        pre("planner groups vary", "deltarubric", "flat_step0", 0.8, [_RL, _STATIC, _ABS],
             "at most 0.8 of the first step's planner groups have one reward for every checklist (else the relative "
             "reward gives the planner nothing to choose by)", direction="lower"),
         pre("static-exhaustive decides", "deltarubric", "acc_exhaustive", 0.55, [_STATIC],
