@@ -11,10 +11,12 @@ from rubricflow.data.pairs import read_pairs
 from rubricflow.methods.deltarubric.evaluate import (
     MODES,
     Item,
+    Sampling,
     agreed_checks,
     evaluate_judge,
     format_table,
     judge,
+    summarize,
 )
 from rubricflow.methods.deltarubric.synthetic import build_pairs, gold_values
 from rubricflow.methods.deltarubric.targets import (
@@ -46,7 +48,7 @@ class _Verifier:
         assert len(hits) == 1
         return hits[0]
 
-    def generate(self, requests, n=1, max_new_tokens=48, temperature=0.0, seed=None):
+    def generate(self, requests, n=1, max_new_tokens=48, temperature=0.0, top_p=1.0, seed=None):
         out = []
         for r in requests:
             p = self._pair(r.prompt)
@@ -112,7 +114,7 @@ def test_the_reading_mode_asks_for_the_reading_without_a_checklist(tmp_path):
         def __init__(self):
             self.prompts = []
 
-        def generate(self, requests, n=1, max_new_tokens=48, temperature=0.0, seed=None):
+        def generate(self, requests, n=1, max_new_tokens=48, temperature=0.0, top_p=1.0, seed=None):
             self.prompts += [r.prompt for r in requests]
             return [[Completion([], f"red = 1. \\boxed{{1}}\nverdict: {'A' if i % 2 else 'B'}", True)]
                     for i in range(len(requests))]
@@ -131,7 +133,7 @@ def test_deltarubric_mode_reports_the_separating_checklist_share(tmp_path):
     pairs = read_pairs(tmp_path, "train")
 
     class _Planner:  # the planner writes the reference checklist for even pairs, a check on an agreed claim else
-        def generate(self, requests, n=1, max_new_tokens=48, temperature=0.0, seed=None):
+        def generate(self, requests, n=1, max_new_tokens=48, temperature=0.0, top_p=1.0, seed=None):
             out = []
             for r in requests:
                 i = next(i for i, p in enumerate(pairs) if f"Response A: {p.response_a}\n" in r.prompt
@@ -167,7 +169,7 @@ def test_the_generative_mode_asks_for_its_own_lines_and_fails_a_bare_verdict(tmp
         def __init__(self):
             self.prompts = []
 
-        def generate(self, requests, n=1, max_new_tokens=48, temperature=0.0, seed=None):
+        def generate(self, requests, n=1, max_new_tokens=48, temperature=0.0, top_p=1.0, seed=None):
             self.prompts += [r.prompt for r in requests]
             outs = []
             for i, r in enumerate(requests):
@@ -183,3 +185,45 @@ def test_the_generative_mode_asks_for_its_own_lines_and_fails_a_bare_verdict(tmp
                for p in gen.prompts)
     s = out["modes"]["generative"]
     assert s["accuracy"] == 0.5 and s["format_violation"] == 0.5
+
+
+def test_a_sampled_readout_draws_whole_trajectories_as_a_rollout_does(tmp_path):
+    """``Sampling(n, ...)``: the first call of a mode draws n samples per pair under the seed (the planner's checklist
+    in deltarubric mode, the verifier's verdict on a facts-built checklist), and each sampled checklist goes on with one
+    sampled verdict; a malformed sampled checklist is a wrong verdict, its verifier never called."""
+    build_pairs(tmp_path, ["counting"], {"train": 4}, seed=3, partial_frac=0.0)
+    pairs = read_pairs(tmp_path, "train")
+    calls = []
+
+    class _Gen:
+        def generate(self, requests, n=1, max_new_tokens=48, temperature=0.0, top_p=1.0, seed=None):
+            planner = bool(requests) and "Checks:\n" not in requests[0].prompt
+            calls.append(("planner" if planner else "verifier", len(requests), n, temperature, top_p, seed))
+            out = []
+            for r in requests:
+                p = next(p for p in pairs if f"Response A: {p.response_a}\n" in r.prompt)
+                if planner:  # sample k of a pair: a valid checklist for even k, a malformed one for odd k
+                    good = "\n".join(f"{i}. {c.text}" for i, c in enumerate(reference_checks(p), 1))
+                    out.append([Completion([], good if k % 2 == 0 else "no list", True) for k in range(n)])
+                else:
+                    checks = re.findall(r"^\d+\. (.*)$", r.prompt.split("Checks:\n", 1)[1], flags=re.M)
+                    lines = [f"{i}. check -> {p.preferred}" for i in range(1, len(checks) + 1)]
+                    out.append([Completion([], "\n".join(lines + [f"verdict: {p.preferred}"]), True)] * n)
+            return out
+
+    items = [Item(p, []) for p in pairs]
+    res = judge(_Gen(), _Proc(), items, "deltarubric", {"planner": 40, "verifier": 48},
+                sampling=Sampling(3, 0.8, 0.9, 5))
+    assert calls == [("planner", 4, 3, 0.8, 0.9, 5), ("verifier", 8, 1, 0.8, 0.9, None)]
+    assert [r.pair_id for r in res] == [p.id for p in pairs for _ in range(3)]
+    assert [r.correct for r in res] == [True, False, True] * 4  # samples 0 and 2 valid, sample 1 malformed
+    assert [r.planner_ok for r in res] == [True, False, True] * 4
+    s = summarize(res)
+    assert s["accuracy"] == pytest.approx(2 / 3) and s["planner_format_violation"] == pytest.approx(1 / 3)
+    calls.clear()
+    res = judge(_Gen(), _Proc(), items, "oracle", {"planner": 40, "verifier": 48}, sampling=Sampling(2, 0.8, 0.9, 5))
+    assert calls == [("verifier", 4, 2, 0.8, 0.9, 5)] and len(res) == 8 and all(r.correct for r in res)
+    # greedy (the default): one verdict per pair, unseeded, temperature 0
+    calls.clear()
+    assert len(judge(_Gen(), _Proc(), items, "deltarubric", {"planner": 40, "verifier": 48})) == 4
+    assert calls == [("planner", 4, 1, 0.0, 1.0, None), ("verifier", 4, 1, 0.0, 1.0, None)]  # sample 0: valid

@@ -9,7 +9,7 @@ import re
 import rubricflow.config  # noqa: F401
 from models.generation import Completion
 from rubricflow.methods.deltarubric.config import DRSFTConfig, DRTrainConfig
-from rubricflow.methods.deltarubric.evaluate import Item, evaluate_judge
+from rubricflow.methods.deltarubric.evaluate import Item, Sampling, evaluate_judge, judge
 from rubricflow.methods.deltarubric.examples import mode_examples, pair_examples, pair_tokenizer_corpus
 from rubricflow.methods.deltarubric.lookup import lookup_call, lookup_quotes, parse_lookup, tool_result
 from rubricflow.methods.deltarubric.roles import GENERATIVE, GENERATIVE_TOOL, role_of
@@ -167,13 +167,39 @@ def test_evaluation_runs_the_tool_between_the_generative_judges_two_turns(tmp_pa
     assert good.reads == len(pairs) and good.seconds == len(pairs)
     assert s["accuracy"] == 1.0 and s["format_violation"] == 0.0
     assert s["examples"][0]["output"].startswith("look up: ") and "\n1. image " in s["examples"][0]["output"]
-    # the same judge looking up keys both responses agree on cannot tell them apart
+    # the deciding share of its looked-up keys, as the planner's checklists': the reference keys decide every pair
+    assert s["deciding"] == 1.0
+    # the same judge looking up keys both responses agree on cannot tell them apart, and its keys decide nothing
     blind = evaluate_judge(_Policy(pairs, readings, _agreed), _Proc(), items, ("generative",), tokens, quoted=True)
     assert blind["modes"]["generative"]["accuracy"] < 0.75
-    # a call that breaks the contract is a format failure, and no second turn is asked for
+    agreeing = [p for p in pairs if agreed_checks(p)]
+    assert blind["modes"]["generative"]["deciding"] <= 1 - len(agreeing) / len(pairs) < 1.0
+    # a call that breaks the contract is a format failure, no second turn is asked for, and it decides nothing
     broken = _Policy(pairs, readings, lambda p: "verdict: A")
     out = evaluate_judge(broken, _Proc(), items, ("generative",), tokens, quoted=True)
     assert out["modes"]["generative"]["format_violation"] == 1.0 and broken.seconds == 0
+    assert out["modes"]["generative"]["deciding"] == 0.0
+
+
+def test_a_sampled_generative_readout_draws_n_calls_per_pair_each_with_one_sampled_second_turn(tmp_path):
+    pairs = build_pairs(tmp_path, ["barchart"], {"val": 6}, seed=4, partial_frac=0.5, form="wide")
+    items = [Item(p, [p.id]) for p in pairs]
+    tokens = {"planner": 40, "verifier": 160}
+    readings = {p.id: worked_reading(p.facts) for p in pairs}
+    pol = _Policy(pairs, readings, _decisive)
+    seen = []
+    inner = pol.generate
+
+    def spy(requests, n=1, max_new_tokens=48, temperature=0.0, seed=None, top_p=1.0):
+        seen.append((len(requests), n, temperature, top_p, seed))
+        return inner(requests, n=n, max_new_tokens=max_new_tokens, temperature=temperature, seed=seed, top_p=top_p)
+
+    pol.generate = spy
+    res = judge(pol, _Proc(), items, "generative", tokens, quoted=True, sampling=Sampling(3, 0.9, 0.95, 7))
+    # the reading stays greedy; the calls are sampled 3 per pair under the seed; each call's second turn once
+    assert seen == [(6, 1, 0.0, 1.0, None), (6, 3, 0.9, 0.95, 7), (18, 1, 0.9, 0.95, None)]
+    assert [r.pair_id for r in res] == [p.id for p in pairs for _ in range(3)]  # a pair's samples consecutive
+    assert all(r.correct and r.deciding for r in res)
 
 
 def test_a_generative_tool_sample_is_two_episodes_with_its_reward(tmp_path):

@@ -117,7 +117,7 @@ class _Verifier:
     def __init__(self, pairs):
         self.pairs = pairs
 
-    def generate(self, requests, n=1, max_new_tokens=48, temperature=0.0, seed=None):
+    def generate(self, requests, n=1, max_new_tokens=48, temperature=0.0, top_p=1.0, seed=None):
         out = []
         for r in requests:
             (p,) = [p for p in self.pairs if f"Response A: {p.response_a}\nResponse B: {p.response_b}" in r.prompt]

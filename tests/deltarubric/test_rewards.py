@@ -13,6 +13,7 @@ from rubricflow.methods.deltarubric.rewards import (
     judge_reward,
     planner_quality,
     planner_reward,
+    same_direction,
     verifier_reward,
 )
 from rubricflow.grpo.core import grouped_advantages
@@ -194,3 +195,27 @@ def test_decoupling_holds_with_the_new_rewards(scale):
     assert torch.allclose(p0, p1, atol=1e-6) and not torch.allclose(v0, v1, atol=1e-3)
     p2, v2 = both(0.0, "absolute")
     assert torch.allclose(v0, v2, atol=1e-6) and not torch.allclose(p0, p2, atol=1e-3)
+
+
+def test_same_direction_is_equal_advantages_up_to_a_positive_factor():
+    """Two readings of one group's rewards move its members alike when the centred rewards are positive multiples
+    (an affine map with a positive slope, as relative and absolute are on checklists whose verdicts agree)."""
+    rel = [planner_reward(True, a, 0.5, "improvement") for a in (1.0, 0.0, 1.0)] + [0.0]
+    absolute = [planner_reward(True, a, 0.5, "absolute") for a in (1.0, 0.0, 1.0)] + [0.0]
+    assert rel == [2.0, 0.0, 2.0, 0.0] and absolute == [2.0, 1.0, 2.0, 0.0]
+    # the malformed checklist (0 under both) ties with a wrong valid one under relative only: they differ
+    assert not same_direction(rel, absolute)
+    assert same_direction(rel[:3], absolute[:3])  # without it, 2 (acc 1) and 0 / 1 (acc 0): same order and spacing
+    assert same_direction([1.0, 1.0], [3.0, 3.0])  # both flat
+    assert not same_direction([1.0, 1.0], [0.0, 1.0])  # flat against not
+    assert not same_direction([0.0, 1.0], [1.0, 0.0])  # a negative multiple reverses the advantages
+    assert same_direction([0.0, 1.0, 3.0], [1.0, 3.0, 7.0])  # 2x + 1
+    assert not same_direction([0.0, 1.0, 3.0], [0.0, 2.0, 3.0])  # same order, other spacing
+    with pytest.raises(ValueError, match="3 rewards against 2"):
+        same_direction([0.0, 1.0, 2.0], [0.0, 1.0])
+    # under group scaling (the updater's own function): the same advantages exactly when same_direction holds
+    for a, b in [(rel, absolute), (rel[:3], absolute[:3]), ([0.0, 1.0, 3.0], [1.0, 3.0, 7.0]),
+                 ([0.0, 1.0, 3.0], [0.0, 2.0, 3.0]), ([1.0, 1.0], [3.0, 3.0])]:
+        ga = grouped_advantages(torch.tensor(a), ["g"] * len(a), scale="group", eps=1e-9)
+        gb = grouped_advantages(torch.tensor(b), ["g"] * len(b), scale="group", eps=1e-9)
+        assert torch.allclose(ga, gb, atol=1e-5) == same_direction(a, b)

@@ -162,6 +162,10 @@ def test_rewards_and_episode_layout_hand_computed(setup):
     assert [disagreement_keys(it.pair) for it in items] == [["blue"], ["green", "blue"]]
     # pair 0's 2nd (blue, green) and 3rd (red, blue) checklists name blue; pair 1's (red, answer) name neither
     assert m["planner/separating"] == pytest.approx(2 / 8)
+    # relative against absolute: pair 0's rewards are 1 + 1 and 1 + 2/3 on its valid checklists and 0 on the invalid
+    # one under both, a positive-affine map of each other (the same advantages after group scaling); pair 1 is flat
+    # under both: no group where the choice of reward acts
+    assert m["planner/relative_differs"] == 0.0
     # the readings kept for the ablations: shift 1 + acc_c - acc0, absolute 1 + acc_c; pair_rate 1 + lambda (1 - acc0)
     sh, _ = score(ro, _cfg(planner_reward="shift", guidance="pair_rate"), eos)
     assert [e.reward for e in sh if e.role == "planner"] == pytest.approx([4 / 3] * 3 + [0.0] + [1 / 3] * 4)
@@ -199,6 +203,8 @@ def test_rewards_do_not_pay_for_skipped_work(setup):
     abs_plan = [e.reward for e in score(collect(gen, proc, it, _cfg(planner_reward="absolute", n_checklists=3)),
                                         _cfg(planner_reward="absolute", n_checklists=3), eos)[0] if e.role == "planner"]
     assert abs_plan == pytest.approx([0.0, 4 / 3, 4 / 3])
+    # here the two readings differ: relative is flat (nothing to learn), absolute ranks the valid checklists first
+    assert m["planner/relative_differs"] == 1.0
 
 
 @pytest.mark.parametrize("judge", ["no_rubric", "static", "reading"])
@@ -221,6 +227,9 @@ def test_single_step_judge_runs_train_that_mode_alone(setup, judge):
         assert all("Read the image, then judge" in e.prompt["text"] and "Checks:" not in e.prompt["text"]
                    for e in episodes)
     assert m[f"{judge}/accuracy"] == pytest.approx(sum(e.reward for e in episodes) / 8)
+    # pair 0's samples differ in reward, pair 1's are all right (no-rubric) or all wrong: one flat group of two
+    assert [e.reward for e in episodes if e.group == f"{items[1].pair.id}/{judge}"] in ([1.0] * 4, [0.0] * 4)
+    assert m[f"{judge}/flat_groups"] == 0.5
 
 
 def _advantages_seen_by_updater(model, proc, episodes, monkeypatch, scale="batch"):

@@ -215,15 +215,32 @@ def test_one_real_unit_trains_and_evaluates_every_mode(tmp_path):
     assert {"acc_no_rubric", "acc_static", "acc_reading", "acc_deltarubric", "acc_oracle"} <= set(m)
     assert m["accuracy"] == m["acc_deltarubric"] and 0.0 <= m["accuracy"] <= 1.0
     assert 0.0 <= m["flat_step0"] <= 1.0 and 0.0 <= m["sep_deltarubric"] <= 1.0
+    # the readouts beside the greedy verdict: the own mode sampled, the reading's exactness, the rollouts' groups
+    for k in ("acc_sampled", "fmt_sampled", "reading_exact", "flat_mean", "relative_differs"):
+        assert 0.0 <= m[k] <= 1.0, k
     assert [s for s, _ in res["probe_curve"]] == [0, 1, 2]  # probe_every 1 over 2 steps, and the final probe
     assert m["probe_end"] == res["probe_curve"][-1][1]
     assert (tmp_path / "studies" / "deltarubric" / "seed7" / "model" / "config.json").exists()
     sft = json.loads((tmp_path / "studies" / "sft" / "seed7" / "result.json").read_text())
     assert sft["probe_curve"] == [] and sft["metrics"]["probe_end"] is None and sft["metrics"]["flat_step0"] is None
+    assert 0.0 <= sft["metrics"]["acc_sampled"] <= 1.0 and sft["metrics"]["relative_differs"] is None
     md = (tmp_path / "reports" / "studies" / "deltarubric.md").read_text()
     assert "Start of each seed" in md and "flat_groups_improvement" in md
     # a second run reuses the start and both units (same inputs)
     assert run_study(cfg, "deltarubric", variants=["sft", "deltarubric"])["ran"] == 0
+
+
+def test_a_units_training_readouts_read_the_trained_roles_groups():
+    from rubricflow.methods.deltarubric.study import training_readouts
+
+    rows = [{"step": 0, "planner/flat_groups": 0.5, "planner/relative_differs": 0.25, "generative/flat_groups": 0.9},
+            {"step": 1, "planner/flat_groups": 1.0, "planner/relative_differs": 0.75}]
+    assert training_readouts(rows, "deltarubric") == {"flat_step0": 0.5, "flat_mean": 0.75, "relative_differs": 0.5}
+    gen = [{"step": 0, "generative/flat_groups": 0.875}, {"step": 1, "generative/flat_groups": 0.625}]
+    assert training_readouts(gen, "generative") == {"flat_step0": 0.875, "flat_mean": 0.75, "relative_differs": None}
+    # a row without the role's share (e.g. rows of another judge): no value, never another role's
+    assert training_readouts(rows, "reading") == {"flat_step0": None, "flat_mean": None, "relative_differs": 0.5}
+    assert training_readouts([], "deltarubric") == dict.fromkeys(("flat_step0", "flat_mean", "relative_differs"))
 
 
 def test_the_lr_tune_is_a_val_selection_over_both_trained_judges():
@@ -327,6 +344,14 @@ def test_the_wide_rl_studies_differ_from_the_start_in_one_setting_each_and_gate_
     assert set(family) <= gated and all(p.min_share == 0.8 for p in spec.preconditions)
     by_name = {p.name: p for p in spec.preconditions}
     assert by_name["the verifier keeps the fixed list"].minus == "sft"
+    # the generative claim needs the control's RL to have had groups to learn from, as the planner's claims do
+    gen_groups = by_name["generative groups vary"]
+    assert (gen_groups.variant, gen_groups.metric, gen_groups.direction) == ("generative", "flat_step0", "lower")
+    assert gen_groups.gates == ["deltarubric vs generative (accuracy)"]
+    # sampled decoding: exploratory readouts of the first and third claims, and the readouts not from the checker
+    assert {"deltarubric vs sft (acc_sampled)", "deltarubric vs generative (acc_sampled)"} <= {
+        c.key for c in spec.claims if c.exploratory}
+    assert {"acc_sampled", "reading_exact", "dec_generative", "relative_differs", "flat_mean"} <= set(spec.metrics)
     assert by_name["planner leaves room: oracle gap"].metric == "start_val_oracle_gap"
     # fresh seeds: none of the tune's, the selection's or the development runs', nor a restart's init seed of theirs
     used = {*ss.WIDE_TUNE_SEEDS, *ss.WIDE_START_SEEDS, 1234, 2345}

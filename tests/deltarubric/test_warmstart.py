@@ -326,6 +326,8 @@ def test_the_warm_start_checkpoints_each_block_and_an_interrupted_one_resumes_to
         assert {k: v for k, v in resumed.items() if k not in strip} == \
             {k: v for k, v in full.items() if k not in strip}, stop  # the induction record included
         assert resumed["resumes"] == 1 and len(resumed["segments"]) == 2
+        # the time counts every run's training to its last checkpointed block
+        assert progress["state"]["seconds"] > 0 and resumed["sft_seconds"] >= round(progress["state"]["seconds"], 1)
         assert warmstart.bars_record(tmp_path / name)["segments"] == resumed["segments"]
         ph = {1: ("reading", 1), 2: ("reading", 2), 3: ("evidence", 3), 7: ("verdicts", 7)}[stop]
         assert resumed["segments"][1] | {"machine": None} == {"machine": None, "init_seed": 1, "phase": ph[0],

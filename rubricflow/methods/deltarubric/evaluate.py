@@ -30,6 +30,11 @@ on a claim the responses disagree on (a malformed checklist separates nothing), 
 separate the pair when executed against the facts (``planning.decides``; on wide partial pairs a check on a claim both
 responses misread differs between them and decides nothing).
 
+``generative`` on synthetic pairs reports ``deciding`` too: the share of its tool calls whose looked-up keys separate
+the pair against the facts (``planning.keys_decide``; a failed call decides nothing), the counterpart of the
+planner's. ``judge`` decodes greedily, or with ``Sampling`` draws several trajectories per pair at the rollout
+temperature (the sampled readout of a study unit).
+
 Planner probe (the paper's training-dynamics proxy): sample N checklists per pair at the rollout temperature and
 give each to a cheap verdict (the greedy verifier); the probe accuracy is the fraction of sampled checklists that
 lead it to the right winner (malformed checklists count as failures).
@@ -51,7 +56,7 @@ from rubricflow.data.pairs import PreferencePair, load_pair_images, read_pairs, 
 from rubricflow.methods.deltarubric.config import DeltaRubricConfig, role_max_tokens
 from rubricflow.methods.deltarubric.modes import MODES, SINGLE_STEP
 from rubricflow.methods.deltarubric.parsing import MAX_CHECKS
-from rubricflow.methods.deltarubric.planning import checklist_room, decides
+from rubricflow.methods.deltarubric.planning import checklist_room, decides, keys_decide
 from rubricflow.methods.deltarubric.roles import PLANNER, VERIFIER, role_of
 from rubricflow.methods.deltarubric.rollout import Item, request, with_readings
 from rubricflow.methods.deltarubric.targets import agreed_checks as agreed_check_list
@@ -89,10 +94,6 @@ def agreed_checks(pair: PreferencePair, max_checks: int = 4) -> list[str] | None
     return None if checks is None else [c.text for c in checks]
 
 
-def _generate(gen, reqs, max_new_tokens, temperature=0.0, n=1, seed=None):
-    return gen.generate(reqs, n=n, max_new_tokens=max_new_tokens, temperature=temperature, seed=seed)
-
-
 def fact_checklist(pair: PreferencePair, mode: str, exhaustive: str = "budget") -> list[str] | None:
     """The checklist texts of a facts-built mode: ``oracle`` (the reference checklist), ``exhaustive`` (every claim
     key in the facts' order; ``exhaustive``: 'budget' = the first 4, 'all' = every one) or ``agreed`` (None when
@@ -108,77 +109,108 @@ def fact_checklist(pair: PreferencePair, mode: str, exhaustive: str = "budget") 
     raise ValueError(f"fact_checklist: {mode!r} is not one of {_FACT_MODES}")
 
 
+@dataclass(frozen=True)
+class Sampling:
+    """Sampled judging (the sampled readout): ``n`` trajectories per pair at the rollout's ``temperature`` /
+    ``top_p``: the first call of a mode draws ``n`` samples (seeded by ``seed``) and each goes on with one sampled
+    second turn, as a rollout does; the reading the lookup tool quotes stays greedy, as in training."""
+
+    n: int
+    temperature: float
+    top_p: float = 1.0
+    seed: int | None = None
+
+
+_GREEDY = Sampling(1, 0.0)
+
+
 def judge(gen, processor, items: list[Item], mode: str, max_tokens: dict[str, int],
-          exhaustive: str = "budget", quoted: bool = False) -> list[Judged]:
-    """One greedy verdict per item in ``mode`` (``exhaustive``: the exhaustive mode's reading, ``fact_checklist``;
+          exhaustive: str = "budget", quoted: bool = False, sampling: Sampling = _GREEDY) -> list[Judged]:
+    """One verdict per item in ``mode`` (``exhaustive``: the exhaustive mode's reading, ``fact_checklist``;
     ``quoted``: the verifier gets the lookup tool's quotes of the policy's own reading, read first where an item has
-    none)."""
+    none): greedy, or with ``sampling`` ``sampling.n`` sampled verdicts per item, item by item (an item's samples
+    are consecutive)."""
     if mode not in MODES:
         raise ValueError(f"judge mode: expected one of {MODES}, got {mode!r}")
     vt = max_tokens["verifier"]
+    n, t, tp = sampling.n, sampling.temperature, sampling.top_p
     if mode in SINGLE_STEP:
         role = role_of(mode, quoted)
         if role.turn is not None:
-            return _judge_with_tool(gen, processor, with_readings(gen, processor, items, vt), role, max_tokens)
-        outs = _generate(gen, [request(processor, role, it) for it in items], vt)
+            return _judge_with_tool(gen, processor, with_readings(gen, processor, items, vt), role, max_tokens,
+                                    sampling)
+        outs = gen.generate([request(processor, role, it) for it in items], n=n, max_new_tokens=vt, temperature=t,
+                            top_p=tp, seed=sampling.seed)
         res = []
-        for it, o in zip(items, outs):
-            p = role.parse(o[0].text)
-            res.append(Judged(it.pair.id, it.pair.category, p.value, p.ok and p.value == it.pair.preferred, p.ok,
-                              text=o[0].text, reason=p.reason))
+        for it, comps in zip(items, outs):
+            for o in comps:
+                p = role.parse(o.text)
+                res.append(Judged(it.pair.id, it.pair.category, p.value, p.ok and p.value == it.pair.preferred, p.ok,
+                                  text=o.text, reason=p.reason))
         return res
     if quoted:
         items = with_readings(gen, processor, items, vt)
-    if mode in _FACT_MODES:  # checklists built from the facts: no planner call
+    if mode in _FACT_MODES:  # checklists built from the facts: no planner call; the verifier's is the first
         # agreed: only the pairs that have a control checklist
         kept = [(it, checks) for it in items if (checks := fact_checklist(it.pair, mode, exhaustive)) is not None]
         items, plans = [it for it, _ in kept], [checks for _, checks in kept]
-        plan_ok = [True] * len(items)
-        reasons = [None] * len(items)
+        vouts = gen.generate([request(processor, VERIFIER, it, c) for it, c in kept], n=n, max_new_tokens=vt,
+                             temperature=t, top_p=tp, seed=sampling.seed)
+        # one entry per (item, sample): the sample's verdict
+        rows = [(i, plans[i], True, None, o) for i, comps in enumerate(vouts) for o in comps]
     else:
-        outs = _generate(gen, [request(processor, PLANNER, it) for it in items], max_tokens["planner"])
-        parsed = [PLANNER.parse(o[0].text) for o in outs]
-        plans = [p.value for p in parsed]
-        plan_ok = [p.ok for p in parsed]
-        reasons = [p.reason for p in parsed]
-    idx = [i for i, ok in enumerate(plan_ok) if ok]
-    vouts = _generate(gen, [request(processor, VERIFIER, items[i], plans[i]) for i in idx], vt)  # [] -> []
-    by_i = dict(zip(idx, vouts))
+        outs = gen.generate([request(processor, PLANNER, it) for it in items], n=n,
+                            max_new_tokens=max_tokens["planner"], temperature=t, top_p=tp, seed=sampling.seed)
+        drafts = [(i, PLANNER.parse(o.text)) for i, comps in enumerate(outs) for o in comps]
+        ok = [k for k, (_, p) in enumerate(drafts) if p.ok]
+        # one verdict per valid checklist ([] -> [])
+        vouts = gen.generate([request(processor, VERIFIER, items[drafts[k][0]], drafts[k][1].value) for k in ok],
+                             n=1, max_new_tokens=vt, temperature=t, top_p=tp)
+        by_k = {k: v[0] for k, v in zip(ok, vouts)}
+        rows = [(i, p.value, p.ok, p.reason, by_k.get(k)) for k, (i, p) in enumerate(drafts)]
     res = []
-    for i, it in enumerate(items):
+    for i, plan, plan_ok, reason, o in rows:
+        it = items[i]
         sep = dec = None
         if mode == "deltarubric" and it.pair.facts:
-            sep = plan_ok[i] and separates(it.pair, plans[i])
-            dec = plan_ok[i] and decides(it.pair, plans[i])
-        if i not in by_i:
-            res.append(Judged(it.pair.id, it.pair.category, None, False, False, False, sep, dec, None, "",
-                              reasons[i]))
+            sep = plan_ok and separates(it.pair, plan)
+            dec = plan_ok and decides(it.pair, plan)
+        if o is None:  # a malformed checklist is never executed
+            res.append(Judged(it.pair.id, it.pair.category, None, False, False, False, sep, dec, None, "", reason))
             continue
-        o = by_i[i][0]
-        p = VERIFIER.parse(o.text, plans[i])
+        p = VERIFIER.parse(o.text, plan)
         res.append(Judged(it.pair.id, it.pair.category, p.value, p.ok and p.value == it.pair.preferred, p.ok, True,
-                          sep, dec, plans[i], o.text, p.reason))
+                          sep, dec, plan, o.text, p.reason))
     return res
 
 
-def _judge_with_tool(gen, processor, items: list[Item], role, max_tokens: dict[str, int]) -> list[Judged]:
-    """A tool-using single-step judge (the generative judge with the lookup tool): its greedy tool call (a call that
-    breaks the contract is a format failure), then, after the tool's answer, its greedy marks and verdict."""
-    calls = _generate(gen, [request(processor, role, it) for it in items], max_tokens["planner"])
-    parsed = [role.call(o[0].text) for o in calls]
-    idx = [i for i, c in enumerate(parsed) if c.ok]
-    outs = dict(zip(idx, _generate(gen, [request(processor, role, items[i], parsed[i].value) for i in idx],
-                                   max_tokens["verifier"])))  # [] -> []
+def _judge_with_tool(gen, processor, items: list[Item], role, max_tokens: dict[str, int],
+                     sampling: Sampling = _GREEDY) -> list[Judged]:
+    """A tool-using single-step judge (the generative judge with the lookup tool): its tool call (a call that breaks
+    the contract is a format failure), then, after the tool's answer, its marks and verdict; greedy, or
+    ``sampling.n`` sampled calls per item, each with one sampled second turn. On synthetic pairs ``deciding``: the
+    looked-up keys separate the pair against the facts (``planning.keys_decide``; a failed call decides nothing)."""
+    n, t, tp = sampling.n, sampling.temperature, sampling.top_p
+    outs = gen.generate([request(processor, role, it) for it in items], n=n, max_new_tokens=max_tokens["planner"],
+                        temperature=t, top_p=tp, seed=sampling.seed)
+    calls = [(i, o.text, role.call(o.text)) for i, comps in enumerate(outs) for o in comps]
+    ok = [k for k, (_, _, c) in enumerate(calls) if c.ok]
+    seconds = gen.generate([request(processor, role, items[calls[k][0]], calls[k][2].value) for k in ok], n=1,
+                           max_new_tokens=max_tokens["verifier"], temperature=t, top_p=tp)  # [] -> []
+    by_k = {k: o[0].text for k, o in zip(ok, seconds)}
     res = []
-    for i, it in enumerate(items):
-        if i not in outs:
-            res.append(Judged(it.pair.id, it.pair.category, None, False, False, text=calls[i][0].text,
-                              reason=parsed[i].reason))
+    for k, (i, call_text, call) in enumerate(calls):
+        it = items[i]
+        dec = (call.ok and keys_decide(it.pair, call.value)) if it.pair.facts else None
+        if k not in by_k:
+            res.append(Judged(it.pair.id, it.pair.category, None, False, False, deciding=dec, text=call_text,
+                              reason=call.reason))
             continue
-        keys, text = parsed[i].value, outs[i][0].text
+        keys, text = call.value, by_k[k]
         p = role.parse(text, keys)
         res.append(Judged(it.pair.id, it.pair.category, p.value, p.ok and p.value == it.pair.preferred, p.ok,
-                          checklist=keys, text=role.turn(it.pair, keys, it.reading) + text, reason=p.reason))
+                          deciding=dec, checklist=keys, text=role.turn(it.pair, keys, it.reading) + text,
+                          reason=p.reason))
     return res
 
 
@@ -243,8 +275,8 @@ def planner_probe(gen, processor, items: list[Item], n_checklists: int, max_toke
     ``quoted``: the verifier gets the lookup tool's quotes (the policy reads each image first)."""
     if quoted:
         items = with_readings(gen, processor, items, max_tokens["verifier"])
-    outs = _generate(gen, [request(processor, PLANNER, it) for it in items], max_tokens["planner"],
-                     temperature=temperature, n=n_checklists, seed=seed)
+    outs = gen.generate([request(processor, PLANNER, it) for it in items], n=n_checklists,
+                        max_new_tokens=max_tokens["planner"], temperature=temperature, seed=seed)
     reqs, owners, total, bad, seps = [], [], 0, 0, []
     for it, comps in zip(items, outs):
         for c in comps:
@@ -258,7 +290,7 @@ def planner_probe(gen, processor, items: list[Item], n_checklists: int, max_toke
             else:
                 bad += 1
     # called even with no valid checklist: under ZeRO-3 the other ranks' generation needs this rank's forwards
-    vouts = _generate(gen, reqs, max_tokens["verifier"])
+    vouts = gen.generate(reqs, n=1, max_new_tokens=max_tokens["verifier"], temperature=0.0)
     right = 0
     for o, (pref, checks) in zip(vouts, owners):
         v = VERIFIER.parse(o[0].text, checks)

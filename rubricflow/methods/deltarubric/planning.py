@@ -50,6 +50,14 @@ def decides(pair: PreferencePair, checks: Sequence[str]) -> bool:
     return facts_verdict(pair, check_keys(pair, checks)) is not None
 
 
+def keys_decide(pair: PreferencePair, keys: Sequence[str]) -> bool:
+    """``decides`` for claim keys named directly (the generative judge's tool call, ``lookup.parse_lookup``): the
+    named keys of the pair's facts, once each, separate the pair when executed against the facts; a key the facts do
+    not have decides nothing."""
+    truth = gold_values(pair.facts)
+    return facts_verdict(pair, list(dict.fromkeys(k for k in keys if k in truth))) is not None
+
+
 def checklist_keys(pair: PreferencePair, kind: str, budget: int = MAX_CHECKS, seed: int = 0) -> list[str]:
     """The keys of checklist ``kind`` (``CHECKLISTS``) for ``pair``."""
     if kind == "exhaustive":

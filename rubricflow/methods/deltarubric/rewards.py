@@ -102,6 +102,21 @@ def planner_reward(valid: bool, acc_c: float | None, acc0: float, mode: PlannerR
     return 1.0 + planner_quality(acc_c, acc0, mode)
 
 
+def same_direction(a: Sequence[float], b: Sequence[float], tol: float = 1e-9) -> bool:
+    """Whether one group's rewards under two readings give its members the same advantages up to a positive factor:
+    the centred vectors are positive multiples of each other, or both zero (a flat group). Under group scaling the
+    advantages are then equal; under batch or no scaling the group's update points the same way and only its weight
+    against the other groups can differ. ``a`` and ``b`` score the same members in the same order."""
+    if len(a) != len(b):
+        raise ValueError(f"same_direction: {len(a)} rewards against {len(b)}")
+    ca = [x - sum(a) / len(a) for x in a] if a else []
+    cb = [x - sum(b) / len(b) for x in b] if b else []
+    na, nb = max((abs(x) for x in ca), default=0.0), max((abs(x) for x in cb), default=0.0)
+    if na < tol or nb < tol:
+        return na < tol and nb < tol
+    return all(abs(x / na - y / nb) < 1e-6 for x, y in zip(ca, cb))
+
+
 def judge_reward(correct: bool | float) -> float:
     """A single-step judge (no-rubric or static, trained as the paper's baselines): its verdict's correctness."""
     return float(correct)

@@ -18,6 +18,11 @@ that judge mode per pair, as many as DeltaRubric's verifier samples, rewarded by
 Under the lookup tool (``quoted``) the generative judge samples ``N * M`` tool calls, and each valid call its second
 turn after the tool's quotes; both turns are episodes of the sample, with its reward.
 
+Rollout metrics beside the rewards: the share of *flat* groups (every sample of a pair earned one reward, so it teaches
+nothing: ``planner/flat_groups``, ``<judge>/flat_groups``), and ``planner/relative_differs``, the share of planner
+groups where the relative (``improvement``) and the absolute reward would move the checklists differently
+(``rewards.same_direction``), whichever of them trains: where it is small, relative against absolute tests little.
+
 ``collect`` does the generation; ``score`` is pure (completions in, episodes and metrics out), so tests drive the
 real episode/advantage path with scripted completions.
 """
@@ -34,7 +39,7 @@ from rubricflow.data.pairs import PreferencePair
 from rubricflow.grpo.types import Episode
 from rubricflow.methods.deltarubric.config import DRTrainConfig
 from rubricflow.methods.deltarubric.prompts import read_prompt
-from rubricflow.methods.deltarubric.rewards import accuracy
+from rubricflow.methods.deltarubric.rewards import accuracy, same_direction
 from rubricflow.methods.deltarubric.roles import GENERATIVE_TOOL, NO_RUBRIC, PLANNER, ROLES, VERIFIER, Role, role_of
 from rubricflow.methods.deltarubric.targets import separates
 
@@ -193,8 +198,9 @@ def score(ro: Rollout, cfg: DRTrainConfig, eos_id: int) -> tuple[list[Episode], 
     n_nr = n_nr_bad = n_ver = n_ver_bad = 0
     acc0s, acc_cs, gains, ver_correct, plan_r, ver_r, bonus = [], [], [], [], [], [], []
     flat, separating = [], []  # per pair: no reward variance in the planner's group; per checklist: it separates
+    differ = []  # per pair: the relative and the absolute planner reward move the group's checklists differently
     for i, it in enumerate(ro.items):
-        group_r = []
+        group_r, group_rel, group_abs = [], [], []
         pair = it.pair
         nr = [_correct(NO_RUBRIC, c.text, pair.preferred) for c in ro.no_rubric[i]]
         acc0 = accuracy([c for c, _ in nr])
@@ -230,6 +236,8 @@ def score(ro: Rollout, cfg: DRTrainConfig, eos_id: int) -> tuple[list[Episode], 
             r = PLANNER.reward(valid, acc_c, acc0, cfg.planner_reward)
             plan_r.append(r)
             group_r.append(r)
+            group_rel.append(PLANNER.reward(valid, acc_c, acc0, "improvement"))
+            group_abs.append(PLANNER.reward(valid, acc_c, acc0, "absolute"))
             if pair.facts:  # synthetic pairs: which claims the responses disagree on is known
                 separating.append(float(valid and separates(pair, ro.checklists[(i, j)])))
             episodes.append(
@@ -238,6 +246,7 @@ def score(ro: Rollout, cfg: DRTrainConfig, eos_id: int) -> tuple[list[Episode], 
             )
         if group_r:
             flat.append(float(max(group_r) - min(group_r) < 1e-9))
+            differ.append(float(not same_direction(group_rel, group_abs)))
 
     metrics = {
         "planner/format_violation": n_plan_bad / max(n_plan, 1),
@@ -248,6 +257,9 @@ def score(ro: Rollout, cfg: DRTrainConfig, eos_id: int) -> tuple[list[Episode], 
         # the precondition of planner RL: groups whose N checklists all earn the same reward teach the planner nothing
         "planner/flat_groups": _mean(flat),
         "planner/separating": _mean(separating),
+        # whether relative > absolute can act: where the two readings give a group the same advantages up to a
+        # positive factor (rewards.same_direction), which one trains makes no difference within it
+        "planner/relative_differs": _mean(differ),
         "verifier/accuracy": _mean(ver_correct),
         "verifier/format_violation": n_ver_bad / max(n_ver, 1) if n_ver else math.nan,
         "verifier/reward": _mean(ver_r),
@@ -271,8 +283,10 @@ def _score_judge(ro: Rollout, cfg: DRTrainConfig, eos_id: int) -> tuple[list[Epi
     role = ROLES[name]
     episodes: list[Episode] = []
     correct, bad = [], 0
+    flat = []  # per pair: every sample of the pair earned one reward (a tool call's group; its second turns' too)
     for i, it in enumerate(ro.items):
         group = f"{it.pair.id}/{name}"
+        group_r = []
         for s, c in enumerate(ro.judge[i]):
             second = ro.tool.get((i, s))
             if ro.with_tool:
@@ -283,11 +297,15 @@ def _score_judge(ro: Rollout, cfg: DRTrainConfig, eos_id: int) -> tuple[list[Epi
             correct.append(cor)
             bad += not ok
             r = role.reward(cor)
+            group_r.append(r)
             meta = {"pair": it.pair.id, "correct": cor}
             episodes.append(Episode(episode_prompt(ro.judge_reqs[i]), actions_of(c, eos_id), r, group, name, meta))
             if second is not None:
                 episodes.append(Episode(episode_prompt(ro.tool_reqs[(i, s)]), actions_of(second, eos_id), r,
                                         f"{group}/answer", name, {**meta, "turn": 2}))
+        if group_r:
+            flat.append(float(max(group_r) - min(group_r) < 1e-9))
     n = max(len(correct), 1)
+    # the precondition of the judge's RL, as the planner's: groups whose samples all earn one reward teach nothing
     return episodes, {f"{name}/accuracy": _mean(correct), f"{name}/format_violation": bad / n,
-                      f"episodes/{name}": float(len(episodes))}
+                      f"{name}/flat_groups": _mean(flat), f"episodes/{name}": float(len(episodes))}

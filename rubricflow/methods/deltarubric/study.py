@@ -24,7 +24,14 @@ acc_exhaustive``, what the planner adds over the static-exhaustive checklist (ev
 ``eval.exhaustive``) executed by the same verifier (issue 39, item 3a: a within-unit difference, so it needs no
 variant of its own; a claim on it compares variants, e.g. DeltaRubric against its warm start on ``planner_gain``, and
 on the wide pairs, ``deltarubric.pairs.form: wide``, it is where the planner has something to choose); the step-0
-precondition of the unit's training (``flat_step0``: planner groups with zero reward variance); ``start_met`` /
+precondition of the unit's training (``flat_step0``: the trained role's groups with zero reward variance at the first
+step, the planner's for DeltaRubric runs, the judge's for a single-step judge; ``flat_mean`` over every step);
+``relative_differs``, the mean share of planner groups whose advantages the relative and the absolute reward would
+set differently (``rewards.same_direction``); readouts that are not the greedy verdict against the label:
+``acc_sampled`` / ``fmt_sampled`` (the own mode, ``train.m_verdicts`` trajectories per pair sampled as the rollouts
+sample, ``sampled_readout``), ``reading_exact`` (the share of held-out images whose greedy reading states every claim
+with its true value: a drift of the reading every mode shares) and ``dec_generative`` (the share of the generative
+control's greedy tool calls whose keys decide the pair against the facts, beside ``dec_deltarubric``); ``start_met`` /
 ``start_steps``, whether the warm start met its bars and its steps, where it was trained to a bar (``sft.bar_*``;
 None for a fixed schedule); ``start_val_*`` / ``start_flat_*`` (``START_METRICS``), the seed's start as its readout on
 val saw it (the same for every variant of the seed; None without a per-seed start). The unit's result also keeps the
@@ -146,7 +153,9 @@ def _own_mode(ucfg: Any) -> str:
 def run_unit(ucfg: Any, unit: Unit, udir: Path, run: Any, secret_resolver=None) -> dict:
     """Train (unless the variant is untrained: ``deltarubric.train.out_dir`` is then the warm start) and evaluate."""
     from models.loader import load_policy
+    from rubricflow.methods.deltarubric.bars import reading_exact
     from rubricflow.methods.deltarubric.evaluate import evaluate_judge, load_items
+    from rubricflow.methods.deltarubric.rollout import with_readings
     from rubricflow.methods.deltarubric.train import resume_parts, train_policy, training_inputs
     from rubricflow.methods.deltarubric.warmstart import bars_record
 
@@ -167,8 +176,12 @@ def run_unit(ucfg: Any, unit: Unit, udir: Path, run: Any, secret_resolver=None) 
     gen = generator_for(ucfg.generation, model, proc, model_path=dr.train.out_dir, batch_size=dr.eval.batch_size)
     run.log_input(d, split=dr.eval.split, context="evaluation")
     items = load_items(d, read_pairs(d, dr.eval.split, limit=dr.eval.test_pairs or None))
-    table = evaluate_judge(gen, proc, items, MODES, role_max_tokens(dr.train), exhaustive=dr.eval.exhaustive,
-                           quoted=dr.verifier_quotes)
+    tokens = role_max_tokens(dr.train)
+    # the policy's greedy reading of each image: the lookup tool quotes it, and its exactness is a readout of its own
+    read = with_readings(gen, proc, items, tokens["verifier"])
+    if dr.verifier_quotes:
+        items = read
+    table = evaluate_judge(gen, proc, items, MODES, tokens, exhaustive=dr.eval.exhaustive, quoted=dr.verifier_quotes)
     own = "deltarubric" if untrained else _own_mode(ucfg)
     modes = table["modes"]
     metrics: dict[str, float | None] = {"accuracy": modes[own]["accuracy"],
@@ -176,6 +189,10 @@ def run_unit(ucfg: Any, unit: Unit, udir: Path, run: Any, secret_resolver=None) 
     for m in MODES:
         metrics[f"acc_{m}"] = modes[m]["accuracy"]
         metrics[f"fmt_{m}"] = modes[m]["format_violation"]
+    metrics.update(sampled_readout(dr, gen, proc, items, own, unit.seed))
+    facts = [it for it in read if it.pair.facts]
+    metrics["reading_exact"] = (sum(reading_exact(it.reading, it.pair.facts) for it in facts) / len(facts)
+                                if facts else None)
     curve: list[list[float]] = []
     if train_out is not None:
         curve = [[r["step"], r["probe/accuracy"]] for r in train_out["curve"] if "probe/accuracy" in r]
@@ -184,19 +201,49 @@ def run_unit(ucfg: Any, unit: Unit, udir: Path, run: Any, secret_resolver=None) 
     metrics["probe_end"] = curve[-1][1] if curve else None
     metrics["sep_deltarubric"] = modes["deltarubric"].get("separating")
     metrics["dec_deltarubric"] = modes["deltarubric"].get("deciding")
+    metrics["dec_generative"] = modes["generative"].get("deciding")
     # what the planner adds over the static-exhaustive checklist, both executed by this unit's verifier
     metrics["planner_gain"] = modes["deltarubric"]["accuracy"] - modes["exhaustive"]["accuracy"]
     # the warm start's bars (a start trained to a bar records them beside its weights; a fixed schedule has none)
     bars = bars_record(dr.sft.out_dir) or {}
     metrics["start_met"] = None if not bars else float(bars["met"])
     metrics["start_steps"] = bars.get("steps")
-    first = train_out["curve"][0] if train_out is not None and train_out["curve"] else {}
-    metrics["flat_step0"] = first.get("planner/flat_groups")
+    metrics.update(training_readouts(train_out["curve"] if train_out is not None else [], _own_mode(ucfg)))
     metrics.update(start_metrics(dr.sft.out_dir, unit.seed))
     return {"metrics": metrics, "eval_samples": table["n"], "own_mode": own, "probe_curve": curve,
             "by_category": {m: modes[m]["by_category"] for m in MODES},
             "train": None if train_out is None else {k: train_out[k] for k in ("steps", "resumed_from", "run_time_s")
                                                      if k in train_out}}
+
+
+def training_readouts(rows: Sequence[Mapping], judge: str) -> dict[str, float | None]:
+    """From a unit's per-step rows (``steps.jsonl``) trained as ``judge`` (``train.judge``): ``flat_step0``, the share
+    of flat groups of the trained role at the first step (the planner's for DeltaRubric, the judge's own for a
+    single-step judge), ``flat_mean`` that share over every step, and ``relative_differs``, the mean share of planner
+    groups where the relative and the absolute reward would differ (DeltaRubric runs); None where the rows have
+    none."""
+    key = f"{'planner' if judge == 'deltarubric' else judge}/flat_groups"
+
+    def mean(xs: list[float]) -> float | None:
+        return sum(xs) / len(xs) if xs else None
+
+    flats = [r[key] for r in rows if key in r]
+    return {"flat_step0": rows[0].get(key) if rows else None, "flat_mean": mean(flats),
+            "relative_differs": mean([r["planner/relative_differs"] for r in rows if "planner/relative_differs" in r])}
+
+
+def sampled_readout(dr: Any, gen, processor, items: list, mode: str, seed: int) -> dict[str, float]:
+    """The unit's own judge mode sampled as its rollouts sample: ``train.m_verdicts`` trajectories per held-out pair
+    at the rollout temperature and top-p, seeded by the unit seed (``evaluate.Sampling``): ``acc_sampled`` (the share
+    of right verdicts; an unusable one is wrong) and ``fmt_sampled``. What RL sharpens shows in the greedy accuracy;
+    what it teaches the whole distribution shows here as well."""
+    from rubricflow.methods.deltarubric.evaluate import Sampling, judge, summarize
+
+    tr = dr.train
+    s = summarize(judge(gen, processor, items, mode, role_max_tokens(tr), exhaustive=dr.eval.exhaustive,
+                        quoted=dr.verifier_quotes,
+                        sampling=Sampling(tr.m_verdicts, tr.grpo.temperature, tr.grpo.top_p, seed)))
+    return {"acc_sampled": s["accuracy"], "fmt_sampled": s["format_violation"]}
 
 
 # The seed's start as its readout on val saw it (``build_start``: ``train.start_readout``), the same for every variant

@@ -254,8 +254,13 @@ def wide_rl_base(recipe: str, steps: int) -> dict[str, Any]:
             "deltarubric.train.grpo.steps": steps}
 
 
-# the metrics of the wide studies: the unit's, and its seed's start as the start's val readout saw it
-WIDE_METRICS = [*METRICS, *START_METRICS]
+# the metrics of the wide studies: the unit's, its readouts that do not come from the reward's checker or greedy
+# decoding (the unit's own mode sampled as its rollouts sample; the reading's exactness; the share of the generative
+# control's looked-up keys that decide the pair against the facts; the flat groups of its trained role over training;
+# the share of planner groups where relative and absolute would differ), and its seed's start as the start's val
+# readout saw it
+WIDE_METRICS = [*METRICS, "acc_sampled", "fmt_sampled", "reading_exact", "dec_generative", "flat_mean",
+                "relative_differs", *START_METRICS]
 
 # The lr grid of `deltarubric_wide_tune` and its rule (as `deltarubric_tune`'s): every judge the study trains with
 # the same settings (DeltaRubric, whose lr the absolute planner reward shares; the generative and reading controls)
@@ -302,6 +307,10 @@ WIDE_CLAIMS = [
     # training of the verifier on the planner's checklists only
     Claim(a="deltarubric", b="sft", metric="accuracy", b_metric="acc_exhaustive", direction="higher",
           exploratory=True, name="deltarubric vs the start's static-exhaustive (accuracy)"),
+    # the first and third claims under sampled decoding (each method in its own mode, M trajectories per pair at the
+    # rollout temperature): whether RL moved the distribution, not only the greedy path
+    Claim(a="deltarubric", b="sft", metric="acc_sampled", direction="higher", exploratory=True),
+    Claim(a="deltarubric", b="generative", metric="acc_sampled", direction="higher", exploratory=True),
 ]
 _RL, _STATIC, _GEN, _ABS, _READ = (c.key for c in WIDE_CLAIMS[:5])
 
@@ -329,6 +338,9 @@ def wide_preconditions() -> list[Precondition]:
             "the planner's gain over it is the list's loss)", minus="sft"),
         pre("generative decides", "generative", "accuracy", 0.55, [_GEN],
             "the trained generative control at least 0.55 in its own mode"),
+        pre("generative groups vary", "generative", "flat_step0", 0.8, [_GEN],
+            "at most 0.8 of the first step's generative groups have one reward for every sample (else its RL had "
+            "nothing to learn from, and DeltaRubric > generative compares RL against a start)", direction="lower"),
         pre("reading decides", "reading", "accuracy", 0.55, [_READ],
             "the trained reading judge at least 0.55 in its own mode"),
     ]

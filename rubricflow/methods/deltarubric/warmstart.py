@@ -225,7 +225,7 @@ def _checkpoint(resume_dir: Path, model, progress: dict, state: dict, curve: lis
     write_json(resume_dir / PROGRESS_FILE, {
         **progress, "weights": name, "segments": segments, "curve": curve,
         "state": {**{k: state[k] for k in ("step", "logged", "losses", "induction")},
-                  "seconds": state["seconds"] + time.perf_counter() - state["t0"]}})
+                  "seconds": time.perf_counter() - state["t0"]}})
     for old in [*resume_dir.glob("block*.safetensors"), *resume_dir.glob(".block*")]:  # and a killed write's
         if old.name != name:
             old.unlink()
@@ -264,10 +264,10 @@ def warm_start_to_bar(dr: DeltaRubricConfig, models: ModelsConfig, seed: int, re
         from rubricflow.study.report import machine
 
         segments.append({"machine": machine(), **where})
-    # the training time of every run, to the last block checkpointed (a block cut off is not counted)
-    state.update(seconds=resume["state"].get("seconds", 0.0) if resume else 0.0, t0=time.perf_counter())
-    if resume:
-        state["logged"] = resume["state"]["logged"]
+    # one clock over every run: it starts at the time the earlier runs trained to their last checkpointed block (a
+    # block cut off is not counted)
+    state["t0"] = time.perf_counter() - (resume["state"].get("seconds", 0.0) if resume else 0.0)
+    if resume:  # the checkpointed attempt's counters are restored when it starts (attempt)
         print(f"deltarubric sft: resuming from {resume_dir}: attempt from init seed {where['init_seed']}, phase "
               f"{where['phase']}, after block {where['block']} (run {len(segments)})", flush=True)
 
@@ -324,7 +324,6 @@ def warm_start_to_bar(dr: DeltaRubricConfig, models: ModelsConfig, seed: int, re
                                             lambda: pair_tokenizer_corpus(train, dr.sft, seed))
 
     out_json = Path(reports_dir) / "plots" / "deltarubric_sft_bars.json"
-    t0 = time.perf_counter()
     met = True
     try:
         attempts = train_to_bar(attempt, dr.sft, seed, on_phase=report, on_block=lambda ph, b: print(
@@ -338,7 +337,7 @@ def warm_start_to_bar(dr: DeltaRubricConfig, models: ModelsConfig, seed: int, re
             raise
         print(f"deltarubric sft: kept the last attempt, which missed its bar ({e})", flush=True)
         attempts, met = e.attempts, False  # type: ignore[attr-defined]
-    sft_s = time.perf_counter() - t0 + state["seconds"]  # with the earlier runs' time where it was resumed
+    sft_s = time.perf_counter() - state["t0"]  # with the earlier runs' time where it was resumed
     model, proc = state["model"], state["proc"]
     kept = attempts[-1]
     reached = {b: v for p in kept["phases"] for b, v in p["reached"].items()}
