@@ -13,6 +13,7 @@ from rubricflow.methods.deltarubric.planning import (
     checklist_keys,
     checklist_room,
     decides,
+    keys_decide,
     execute,
     facts_verdict,
     format_room,
@@ -72,6 +73,13 @@ def test_a_written_checklist_decides_only_where_its_checks_favour_one_response_a
     assert separates(p, confounds) and not decides(p, confounds)  # differ, but both wrong: nothing decided
     assert decides(p, [*confounds, text["purple"]]) and decides(p, [text["purple"].upper()])
     assert not decides(p, [text["red"], text["blue"]]) and not decides(p, [])
+    # the generative judge names claim keys, not checks: the same execution; a key the facts lack, or one named
+    # twice, adds nothing
+    assert keys_decide(p, ["green", "yellow", "purple"]) and not keys_decide(p, ["green", "yellow"])
+    assert not keys_decide(p, ["Purple", "cyan"]) and keys_decide(p, ["purple", "purple", "green"])
+    # named twice, purple would outvote a key favouring B: it counts once
+    q = _pair(_trace(purple=3), _trace(green=3))
+    assert execute(q, ["purple", "green"]) == ["B", "A"] and not keys_decide(q, ["purple", "purple", "green"])
 
 
 def test_the_reference_puts_the_decisive_key_first_only_when_the_perception_overflows_the_budget():
