@@ -227,3 +227,6 @@ def test_a_sampled_readout_draws_whole_trajectories_as_a_rollout_does(tmp_path):
     calls.clear()
     assert len(judge(_Gen(), _Proc(), items, "deltarubric", {"planner": 40, "verifier": 48})) == 4
     assert calls == [("planner", 4, 1, 0.0, 1.0, None), ("verifier", 4, 1, 0.0, 1.0, None)]  # sample 0: valid
+    calls.clear()
+    assert len(judge(_Gen(), _Proc(), items, "oracle", {"planner": 40, "verifier": 48})) == 4
+    assert calls == [("verifier", 4, 1, 0.0, 1.0, None)]

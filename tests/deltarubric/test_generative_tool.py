@@ -186,7 +186,8 @@ def test_a_sampled_generative_readout_draws_n_calls_per_pair_each_with_one_sampl
     items = [Item(p, [p.id]) for p in pairs]
     tokens = {"planner": 40, "verifier": 160}
     readings = {p.id: worked_reading(p.facts) for p in pairs}
-    pol = _Policy(pairs, readings, _decisive)
+    broken = {pairs[1].id, pairs[4].id}  # their calls break the contract: no second turn, wrong, deciding nothing
+    pol = _Policy(pairs, readings, lambda p: "verdict: A" if p.id in broken else _decisive(p))
     seen = []
     inner = pol.generate
 
@@ -196,10 +197,18 @@ def test_a_sampled_generative_readout_draws_n_calls_per_pair_each_with_one_sampl
 
     pol.generate = spy
     res = judge(pol, _Proc(), items, "generative", tokens, quoted=True, sampling=Sampling(3, 0.9, 0.95, 7))
-    # the reading stays greedy; the calls are sampled 3 per pair under the seed; each call's second turn once
-    assert seen == [(6, 1, 0.0, 1.0, None), (6, 3, 0.9, 0.95, 7), (18, 1, 0.9, 0.95, None)]
+    # the reading stays greedy; the calls are sampled 3 per pair under the seed; each valid call's second turn once
+    assert seen == [(6, 1, 0.0, 1.0, None), (6, 3, 0.9, 0.95, 7), (12, 1, 0.9, 0.95, None)]
     assert [r.pair_id for r in res] == [p.id for p in pairs for _ in range(3)]  # a pair's samples consecutive
-    assert all(r.correct and r.deciding for r in res)
+    # each second turn is matched to its own call: the valid pairs' samples right on their own keys
+    assert [(r.correct, r.format_ok, r.deciding) for r in res] == [
+        (False, False, False) if p.id in broken else (True, True, True) for p in pairs for _ in range(3)]
+    assert all(r.checklist == parse_lookup(_decisive(pairs[k // 3])).value for k, r in enumerate(res)
+               if r.format_ok)
+    # greedy (the default): one unseeded call per pair at temperature 0, one second turn per valid call
+    seen.clear()
+    greedy = judge(pol, _Proc(), items, "generative", tokens, quoted=True)
+    assert seen == [(6, 1, 0.0, 1.0, None), (6, 1, 0.0, 1.0, None), (4, 1, 0.0, 1.0, None)] and len(greedy) == 6
 
 
 def test_a_generative_tool_sample_is_two_episodes_with_its_reward(tmp_path):

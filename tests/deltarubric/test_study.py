@@ -347,10 +347,13 @@ def test_the_wide_rl_studies_differ_from_the_start_in_one_setting_each_and_gate_
     # the generative claim needs the control's RL to have had groups to learn from, as the planner's claims do
     gen_groups = by_name["generative groups vary"]
     assert (gen_groups.variant, gen_groups.metric, gen_groups.direction) == ("generative", "flat_step0", "lower")
-    assert gen_groups.gates == ["deltarubric vs generative (accuracy)"]
-    # sampled decoding: exploratory readouts of the first and third claims, and the readouts not from the checker
+    assert gen_groups.gates == ["deltarubric vs generative (accuracy)", "deltarubric vs generative (acc_sampled)"]
+    # sampled decoding: exploratory readouts of the first and third claims, gated as their greedy counterparts
     assert {"deltarubric vs sft (acc_sampled)", "deltarubric vs generative (acc_sampled)"} <= {
         c.key for c in spec.claims if c.exploratory}
+    for greedy in ("deltarubric vs sft", "deltarubric vs generative"):
+        assert {p.name for p in spec.preconditions if f"{greedy} (accuracy)" in p.gates} == {
+            p.name for p in spec.preconditions if f"{greedy} (acc_sampled)" in p.gates}, greedy
     assert {"acc_sampled", "reading_exact", "dec_generative", "relative_differs", "flat_mean"} <= set(spec.metrics)
     assert by_name["planner leaves room: oracle gap"].metric == "start_val_oracle_gap"
     # fresh seeds: none of the tune's, the selection's or the development runs', nor a restart's init seed of theirs

@@ -30,8 +30,8 @@ step, the planner's for DeltaRubric runs, the judge's for a single-step judge; `
 set differently (``rewards.same_direction``); readouts that are not the greedy verdict against the label:
 ``acc_sampled`` / ``fmt_sampled`` (the own mode, ``train.m_verdicts`` trajectories per pair sampled as the rollouts
 sample, ``sampled_readout``), ``reading_exact`` (the share of held-out images whose greedy reading states every claim
-with its true value: a drift of the reading every mode shares) and ``dec_generative`` (the share of the generative
-control's greedy tool calls whose keys decide the pair against the facts, beside ``dec_deltarubric``); ``start_met`` /
+with its true value: a drift of the reading every mode shares) and ``dec_generative`` (the share of the unit's greedy
+generative tool calls whose keys decide the pair against the facts, beside ``dec_deltarubric``); ``start_met`` /
 ``start_steps``, whether the warm start met its bars and its steps, where it was trained to a bar (``sft.bar_*``;
 None for a fixed schedule); ``start_val_*`` / ``start_flat_*`` (``START_METRICS``), the seed's start as its readout on
 val saw it (the same for every variant of the seed; None without a per-seed start). The unit's result also keeps the
@@ -234,15 +234,18 @@ def training_readouts(rows: Sequence[Mapping], judge: str) -> dict[str, float | 
 
 def sampled_readout(dr: Any, gen, processor, items: list, mode: str, seed: int) -> dict[str, float]:
     """The unit's own judge mode sampled as its rollouts sample: ``train.m_verdicts`` trajectories per held-out pair
-    at the rollout temperature and top-p, seeded by the unit seed (``evaluate.Sampling``): ``acc_sampled`` (the share
-    of right verdicts; an unusable one is wrong) and ``fmt_sampled``. What RL sharpens shows in the greedy accuracy;
-    what it teaches the whole distribution shows here as well."""
+    at the rollout temperature and top-p, the first call under the unit seed (``evaluate.Sampling``), in a forked
+    random state: ``acc_sampled`` (the share of right verdicts; an unusable one is wrong) and ``fmt_sampled``. What RL
+    sharpens shows in the greedy accuracy; what it teaches the whole distribution shows here as well."""
+    import torch
+
     from rubricflow.methods.deltarubric.evaluate import Sampling, judge, summarize
 
     tr = dr.train
-    s = summarize(judge(gen, processor, items, mode, role_max_tokens(tr), exhaustive=dr.eval.exhaustive,
-                        quoted=dr.verifier_quotes,
-                        sampling=Sampling(tr.m_verdicts, tr.grpo.temperature, tr.grpo.top_p, seed)))
+    with torch.random.fork_rng(devices=[]):
+        s = summarize(judge(gen, processor, items, mode, role_max_tokens(tr), exhaustive=dr.eval.exhaustive,
+                            quoted=dr.verifier_quotes,
+                            sampling=Sampling(tr.m_verdicts, tr.grpo.temperature, tr.grpo.top_p, seed)))
     return {"acc_sampled": s["accuracy"], "fmt_sampled": s["format_violation"]}
 
 

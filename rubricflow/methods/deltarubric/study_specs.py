@@ -313,6 +313,7 @@ WIDE_CLAIMS = [
     Claim(a="deltarubric", b="generative", metric="acc_sampled", direction="higher", exploratory=True),
 ]
 _RL, _STATIC, _GEN, _ABS, _READ = (c.key for c in WIDE_CLAIMS[:5])
+_RL_SAMPLED, _GEN_SAMPLED = (c.key for c in WIDE_CLAIMS[-2:])  # gated as their greedy counterparts
 
 
 def wide_preconditions() -> list[Precondition]:
@@ -321,14 +322,14 @@ def wide_preconditions() -> list[Precondition]:
                             gates=gates, description=description, **kw)
 
     return [
-        pre("start met its bars", "sft", "start_met", 1.0, [_RL, _STATIC, _GEN, _ABS],
+        pre("start met its bars", "sft", "start_met", 1.0, [_RL, _STATIC, _GEN, _ABS, _RL_SAMPLED, _GEN_SAMPLED],
             "the seed's warm start reached its bars within its cap and two restarts"),
-        pre("planner leaves room: oracle gap", "sft", "start_val_oracle_gap", 0.05, [_RL, _STATIC, _ABS],
+        pre("planner leaves room: oracle gap", "sft", "start_val_oracle_gap", 0.05, [_RL, _STATIC, _ABS, _RL_SAMPLED],
             "on val, the reference checklist beats the start planner's own by at least 0.05 accuracy"),
-        pre("planner leaves room: deciding share", "sft", "start_val_deciding", 0.7, [_RL, _STATIC, _ABS],
+        pre("planner leaves room: deciding share", "sft", "start_val_deciding", 0.7, [_RL, _STATIC, _ABS, _RL_SAMPLED],
             "on val, at most 0.7 of the start planner's greedy checklists decide the pair against the facts",
             direction="lower"),
-        pre("planner groups vary", "deltarubric", "flat_step0", 0.8, [_RL, _STATIC, _ABS],
+        pre("planner groups vary", "deltarubric", "flat_step0", 0.8, [_RL, _STATIC, _ABS, _RL_SAMPLED],
             "at most 0.8 of the first step's planner groups have one reward for every checklist (else the relative "
             "reward gives the planner nothing to choose by)", direction="lower"),
         pre("static-exhaustive decides", "deltarubric", "acc_exhaustive", 0.55, [_STATIC],
@@ -336,9 +337,9 @@ def wide_preconditions() -> list[Precondition]:
         pre("the verifier keeps the fixed list", "deltarubric", "acc_exhaustive", -0.03, [_STATIC],
             "RL on the planner's checklists lowers the verifier's accuracy on the fixed list by at most 0.03 (else "
             "the planner's gain over it is the list's loss)", minus="sft"),
-        pre("generative decides", "generative", "accuracy", 0.55, [_GEN],
+        pre("generative decides", "generative", "accuracy", 0.55, [_GEN, _GEN_SAMPLED],
             "the trained generative control at least 0.55 in its own mode"),
-        pre("generative groups vary", "generative", "flat_step0", 0.8, [_GEN],
+        pre("generative groups vary", "generative", "flat_step0", 0.8, [_GEN, _GEN_SAMPLED],
             "at most 0.8 of the first step's generative groups have one reward for every sample (else its RL had "
             "nothing to learn from, and DeltaRubric > generative compares RL against a start)", direction="lower"),
         pre("reading decides", "reading", "accuracy", 0.55, [_READ],
