@@ -164,8 +164,8 @@ def test_study_stages_run_registered_studies_on_the_data_they_read():
     study_stages = {n: st["cmd"].removeprefix("rubricflow study ") for n, st in stages.items()
                     if st["cmd"].startswith("rubricflow study ")}
     assert set(study_stages.values()) <= set(registered)
-    assert {"deltarubric_wide_start", "deltarubric_wide_start_b", "deltarubric_wide_tune"} <= set(
-        study_stages.values())
+    assert {"deltarubric_wide_start", "deltarubric_wide_start_b", "deltarubric_wide_tune", "deltarubric_wide",
+            "deltarubric_wide_b"} <= set(study_stages.values())
 
     build = stages["deltarubric_pairs_wide"]
     wide_dir = study_specs.WIDE_PAIRS["deltarubric.pairs.out_dir"]

@@ -272,8 +272,9 @@ WIDE_METRICS = [*METRICS, "acc_sampled", "fmt_sampled", "reading_exact", "dec_ge
 WIDE_TUNE_LRS = {"lr1e-4": 1e-4, "lr3e-4": 3e-4, "lr1e-3": 1e-3}
 WIDE_TUNE_JUDGES = ("deltarubric", "generative", "reading")
 WIDE_TUNE_SEEDS = [2501, 2502]
-# Set from reports/studies/deltarubric_wide_tune.md before the study runs (None: not tuned yet).
-WIDE_RL_LR: float | None = None
+# Set from reports/studies/deltarubric_wide_tune.md before the study runs (None: not tuned yet): the selected lr, inside
+# the grid, so the grid was not extended.
+WIDE_RL_LR: float | None = 3e-4
 # The study's seed sets, fixed before any run: fresh (no seed, and no restart's init seed = seed + 1000 k, of the
 # selection, the tune or the development runs).
 WIDE_RL_SEEDS = [2601, 2602, 2603, 2604, 2605]
