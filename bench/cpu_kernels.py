@@ -2,9 +2,10 @@
 choices (``ATEN_CPU_CAPABILITY``: ``default`` / ``avx2`` / ``avx512``), each in a fresh process, compared on val and
 by the weights' content hash: RuCL's SFT start (``--method rucl``, val accuracy per task), RuCL's make-run demo end to
 end (``--method rucl_switch``: the start's perception / deduction pass rates, then the rucl stage's GRPO run: the
-curriculum's switch step and the share of steps with lambda > 0) or DeltaRubric's warm start
-(``--method deltarubric``, the study's per-seed start and its val readout: accuracy per judge mode, the separating
-share, the flat planner groups of a step-0 rollout).
+curriculum's switch step and the share of steps with lambda > 0) or DeltaRubric's warm start (``--method
+deltarubric``, the narrow study's per-seed start, or ``--method deltarubric_wide``, the wide RL studies' start to its
+bars: whether it met them, its steps and restarts; each with its val readout: accuracy per judge mode, the separating
+and deciding shares, the flat planner groups of a step-0 rollout).
 
 Another machine's CPU picks other vectorised kernels; the float results differ in their last bits and tiny
 training can amplify that. This imitates it on one machine. The baseline is the first capability listed, built in
@@ -13,8 +14,8 @@ the same run.
 Prints one line per capability: ``cpu_kernels method=<m> capability=<c> seed=<s> val_<name>=<x> ...
 weights=<hash>`` and a final ``cpu_kernels max_abs_diff_vs_<baseline>=<d> identical_weights=<n>/<m>``.
 
-    RUBRICFLOW_THREADS=1 .venv/bin/python bench/cpu_kernels.py [--method rucl|rucl_switch|deltarubric] [--seed 101] \
-        [--capabilities default,avx2]
+    RUBRICFLOW_THREADS=1 .venv/bin/python bench/cpu_kernels.py \
+        [--method rucl|rucl_switch|deltarubric|deltarubric_wide] [--seed 101] [--capabilities default,avx2]
 """
 
 from __future__ import annotations
@@ -45,21 +46,23 @@ print("RESULT " + json.dumps({"val": sft["accuracy_after"], "weights": """
 )
 
 # DeltaRubric: the study's own per-seed start (rubricflow.methods.deltarubric.study.build_start) under the study's
-# budget settings, so its readout is the one the study reports per seed
+# settings, so its readout is the one the study reports per seed: the narrow pairs' study (BUDGET) or the wide pairs'
+# RL studies (deltarubric_wide, _b: a warm start to its bars, with the restarts it needs)
 _CHILD_DR = """
 import json, sys
 from pathlib import Path
 import rubricflow.util.env  # noqa: F401
 from rubricflow.config import load_config
 from rubricflow.util.hashing import content_hash
+from rubricflow.methods.deltarubric import study_specs as ss
 from rubricflow.methods.deltarubric.study import build_start
-from rubricflow.methods.deltarubric.study_specs import BUDGET
 from rubricflow.pipeline.stage import apply_overrides
-seed, out = int(sys.argv[1]), Path(sys.argv[2])
-cfg = apply_overrides(load_config("params.yaml"), {"seed": seed, **BUDGET})
-r = build_start(cfg, seed, out, out)
-val = {k[len("val_"):] if k.startswith("val_") else k: v for k, v in r.items() if isinstance(v, float)
-       and k not in ("sft_seconds", "sft_final_loss")}
+seed, out, form = int(sys.argv[1]), Path(sys.argv[2]), sys.argv[3]
+settings = ss.BUDGET if form == "narrow" else ss.wide_rl_base(ss.WIDE_RL_RECIPE, ss.WIDE_RL_STEPS)
+cfg = apply_overrides(load_config("params.yaml"), {"seed": seed, **settings})
+r = build_start(cfg, seed, out, out, out)
+val = {k[len("val_"):] if k.startswith("val_") else k: v for k, v in r.items()
+       if isinstance(v, (float, int)) and k not in ("sft_seconds", "sft_final_loss", "bars_resumes")}
 print("RESULT " + json.dumps({"val": val, "weights": content_hash(out / "sft" / "model.safetensors")}))
 """
 # RuCL's make-run demo end to end: the seed's start and tiers (the study's per-seed start recipe), then the rucl
@@ -83,14 +86,19 @@ val.update({"pass_perception": start["pass_foundational"], "pass_deduction": sta
             "switch_step": train["transition_step"], "lambda_positive_share": train["lambda_positive_share"]})
 print("RESULT " + json.dumps({"val": val, "weights": content_hash(out / "sft" / "model.safetensors")}))
 """
-CHILDREN = {"rucl": (_CHILD, "data/synthetic/manifest.json", "dvc repro validate"),
-            "rucl_switch": (_CHILD_SWITCH, "data/synthetic/manifest.json", "dvc repro validate"),
-            "deltarubric": (_CHILD_DR, "data/deltarubric/pairs/manifest.json", "dvc repro deltarubric_pairs")}
+# method -> (child program, its extra arguments, the input it needs, how to build that input)
+CHILDREN = {"rucl": (_CHILD, [], "data/synthetic/manifest.json", "dvc repro validate"),
+            "rucl_switch": (_CHILD_SWITCH, [], "data/synthetic/manifest.json", "dvc repro validate"),
+            "deltarubric": (_CHILD_DR, ["narrow"], "data/deltarubric/pairs/manifest.json",
+                            "dvc repro deltarubric_pairs"),
+            "deltarubric_wide": (_CHILD_DR, ["wide"], "data/deltarubric/pairs-wide/manifest.json",
+                                 "rubricflow repro studies/dvc.yaml:deltarubric_pairs_wide")}
 
 
 def build(capability: str, seed: int, out: Path, method: str = "rucl") -> dict:
     env = {**os.environ, "ATEN_CPU_CAPABILITY": capability}
-    proc = subprocess.run([sys.executable, "-c", CHILDREN[method][0], str(seed), str(out)], env=env,
+    program, extra = CHILDREN[method][:2]
+    proc = subprocess.run([sys.executable, "-c", program, str(seed), str(out), *extra], env=env,
                           capture_output=True, text=True, check=False)
     line = next((x for x in proc.stdout.splitlines() if x.startswith("RESULT ")), None)
     if proc.returncode != 0 or line is None:
@@ -105,7 +113,7 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=101)
     ap.add_argument("--capabilities", default="default,avx2", help="comma-separated ATEN_CPU_CAPABILITY values")
     args = ap.parse_args()
-    _, needed, how = CHILDREN[args.method]
+    _, _, needed, how = CHILDREN[args.method]
     if not Path(needed).exists():
         raise SystemExit(f"cpu_kernels: {needed} is missing: run `{how}` first")
     caps = [c.strip() for c in args.capabilities.split(",") if c.strip()]
