@@ -21,6 +21,7 @@ weights=<hash>`` and a final ``cpu_kernels max_abs_diff_vs_<baseline>=<d> identi
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import subprocess
@@ -112,13 +113,17 @@ def main() -> None:
     ap.add_argument("--method", choices=sorted(CHILDREN), default="rucl")
     ap.add_argument("--seed", type=int, default=101)
     ap.add_argument("--capabilities", default="default,avx2", help="comma-separated ATEN_CPU_CAPABILITY values")
+    ap.add_argument("--work-dir", default=None,
+                    help="keep each capability's build here (default: a temporary folder): a DeltaRubric start to a "
+                    "bar stopped midway goes on from its last block when run again with the same folder")
     args = ap.parse_args()
     _, _, needed, how = CHILDREN[args.method]
     if not Path(needed).exists():
         raise SystemExit(f"cpu_kernels: {needed} is missing: run `{how}` first")
     caps = [c.strip() for c in args.capabilities.split(",") if c.strip()]
     results = {}
-    with tempfile.TemporaryDirectory(prefix="rubricflow-cpu-kernels-") as tmp:
+    with contextlib.ExitStack() as stack:
+        tmp = args.work_dir or stack.enter_context(tempfile.TemporaryDirectory(prefix="rubricflow-cpu-kernels-"))
         for cap in caps:
             r = results[cap] = build(cap, args.seed, Path(tmp) / cap, args.method)
             vals = " ".join(f"val_{k}={v:.3f}" if isinstance(v, float) else f"val_{k}={v}" for k, v in r["val"].items())
