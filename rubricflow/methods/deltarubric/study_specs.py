@@ -229,9 +229,10 @@ WIDE_START_SEEDS_B = [44, 55, 66]
 # fresh seed sets (`deltarubric_wide`, `deltarubric_wide_b`). The rules (docs/deltarubric_planning.md, "What the RL
 # study decides before it runs") were written before any of their units ran.
 
-# The start of every RL study on the wide pairs, per seed: the wide setting with the recipe `deltarubric_wide_start`
-# gave (reports/studies/deltarubric_wide_start.md) and two restarts (one in the selection); `eval.exhaustive` pinned
-# (it defines the static-exhaustive claim: the first claim keys that fit the budget, in a fixed order). The RL budget:
+# The start of every RL study on the wide pairs, per seed: the wide setting with the recipe the two selections gave
+# (WIDE_RL_RECIPE below: none was eligible, so the fallback rule chose) and two restarts (one in the selections);
+# `eval.exhaustive` pinned (it defines the static-exhaustive claim: the first claim keys that fit the budget, in a
+# fixed order). The RL budget:
 # 8 pairs per step, N = M = K = 5 (BUDGET), and the most steps (a multiple of 10, at most 200) at which one 5-seed
 # set's trained units (DeltaRubric, the absolute planner reward, the generative and reading controls) fit 90 minutes
 # on the 2 cores two at a time, by bench/deltarubric_rl_budget.py run alone with a fifth of the time left for the
