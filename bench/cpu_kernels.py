@@ -29,6 +29,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from rubricflow.methods.deltarubric.study_specs import WIDE_PAIRS, WIDE_PAIRS_COMMAND
+
 _CHILD = (
     """
 import json, sys
@@ -92,8 +94,8 @@ CHILDREN = {"rucl": (_CHILD, [], "data/synthetic/manifest.json", "dvc repro vali
             "rucl_switch": (_CHILD_SWITCH, [], "data/synthetic/manifest.json", "dvc repro validate"),
             "deltarubric": (_CHILD_DR, ["narrow"], "data/deltarubric/pairs/manifest.json",
                             "dvc repro deltarubric_pairs"),
-            "deltarubric_wide": (_CHILD_DR, ["wide"], "data/deltarubric/pairs-wide/manifest.json",
-                                 "rubricflow repro studies/dvc.yaml:deltarubric_pairs_wide")}
+            "deltarubric_wide": (_CHILD_DR, ["wide"], f"{WIDE_PAIRS['deltarubric.pairs.out_dir']}/manifest.json",
+                                 WIDE_PAIRS_COMMAND)}
 
 
 def build(capability: str, seed: int, out: Path, method: str = "rucl") -> dict:

@@ -231,13 +231,12 @@ WIDE_START_SEEDS_B = [44, 55, 66]
 
 # The start of every RL study on the wide pairs, per seed: the wide setting with the recipe the two selections gave
 # (WIDE_RL_RECIPE below: none was eligible, so the fallback rule chose) and two restarts (one in the selections);
-# `eval.exhaustive` pinned (it defines the static-exhaustive claim: the first claim keys that fit the budget, in a
-# fixed order). The RL budget:
-# 8 pairs per step, N = M = K = 5 (BUDGET), and the most steps (a multiple of 10, at most 200) at which one 5-seed
-# set's trained units (DeltaRubric, the absolute planner reward, the generative and reading controls) fit 90 minutes
-# on the 2 cores two at a time, by bench/deltarubric_rl_budget.py run alone with a fifth of the time left for the
-# probes and evaluations it does not time (docs/bench/deltarubric_rl_budget-xeon2.txt); warm starts are outside it.
-# Fixed once measured, whatever the runs then take. Each is set from its report before the studies that need it are
+# `eval.exhaustive` pinned (it defines the static-exhaustive claim: the first claim keys that fit the budget, in a fixed
+# order). The RL budget: 8 pairs per step, N = M = K = 5 (BUDGET), and the most steps (a multiple of 10, at most 200) at
+# which one 5-seed set's trained units (DeltaRubric, the absolute planner reward, the generative and reading controls)
+# fit 90 minutes on the 2 cores two at a time, by bench/deltarubric_rl_budget.py run alone with a fifth of the time left
+# for the probes and evaluations it does not time (docs/bench/deltarubric_rl_budget-xeon2.txt); warm starts are outside
+# it. Fixed once measured, whatever the runs then take. Each is set from its report before the studies that need it are
 # registered (None: not yet): the recipe by the rule for the case that none is eligible (the recipe whose starts met
 # their bars on more seeds), the steps by the bench.
 # The second selection found no recipe eligible either (the generative control's precondition); by the fallback rule
